@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later OR Linux-OpenIB */
+/*
+ * pib_hw.h - the pib HCA hardware interface.
+ *
+ * This one header is the contract between the device model (qemu-hw/), the Linux driver
+ * (guest-driver/), the rdma-core provider (guest-provider/) and the qtests (tests/qtest/).
+ * Every register, command, queue entry and link frame is defined here once; docs/hardware.md
+ * explains them in prose.  All multi-byte fields are little-endian in guest memory and in
+ * registers; link frames (pib_link.h) are big-endian like IB wire headers.
+ *
+ * Field comments give the bit range and the owner: "dev" means written by the device, "drv"
+ * by the driver (or the provider, for user queues).
+ *
+ * The header compiles in three worlds: QEMU (glib/stdint), the kernel (linux/types.h) and
+ * userspace (stdint.h).  Only fixed-width types and static asserts are used.
+ */
+#ifndef PIB_HW_H
+#define PIB_HW_H
+
+#if defined(__KERNEL__)
+#include <linux/types.h>
+#include <linux/build_bug.h>
+#define PIB_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#include <stdint.h>
+#include <assert.h>
+#define PIB_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+#ifndef __KERNEL__
+typedef uint8_t  pib_u8;
+typedef uint16_t pib_u16;
+typedef uint32_t pib_u32;
+typedef uint64_t pib_u64;
+#else
+typedef u8  pib_u8;
+typedef u16 pib_u16;
+typedef u32 pib_u32;
+typedef u64 pib_u64;
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * PCI identity
+ *
+ * 1af4:10f0..10ff is the range the QEMU PCI ID allocation (docs/specs/pci-ids.txt in QEMU)
+ * leaves "available for experimental usage without registration".  Linux's virtio_pci only
+ * claims 1af4:1000..107f, so it leaves this device alone.  A product would need a registered ID.
+ * ------------------------------------------------------------------------------------------ */
+#define PIB_PCI_VENDOR_ID           0x1af4
+#define PIB_PCI_DEVICE_ID           0x10f0
+#define PIB_PCI_SUBSYS_VENDOR_ID    0x1af4
+#define PIB_PCI_SUBSYS_ID           0x10f0
+#define PIB_PCI_REVISION            0x01
+#define PIB_PCI_CLASS_INFINIBAND    0x0c06 /* PCI class "Serial bus controller: InfiniBand" */
+
+/* BARs.  BAR0: control registers.  BAR2: UAR (doorbell) pages.  BAR4: MSI-X table and PBA. */
+#define PIB_BAR_REGS                0
+#define PIB_BAR_UAR                 2
+#define PIB_BAR_MSIX                4
+#define PIB_REGS_SIZE               0x1000
+#define PIB_UAR_PAGE_SHIFT          12
+#define PIB_UAR_PAGE_SIZE           (1u << PIB_UAR_PAGE_SHIFT)
+#define PIB_NUM_UARS                256     /* UAR page 0 is the kernel driver's own */
+#define PIB_UAR_BAR_SIZE            (PIB_NUM_UARS * PIB_UAR_PAGE_SIZE)
+
+/* MSI-X vectors.  Vector 0: admin completions.  Vector 1: async events.  2..: completion EQs. */
+#define PIB_MSIX_VEC_ADMIN          0
+#define PIB_MSIX_VEC_ASYNC          1
+#define PIB_MSIX_VECTORS            8
+
+#define PIB_VERSION_MAJOR           1
+#define PIB_VERSION_MINOR           0
+#define PIB_MAGIC                   0x31424950u /* "PIB1" read as a little-endian u32 */
+
+/* ------------------------------------------------------------------------------------------
+ * BAR0 register map.  All registers are 32 bits wide and must be accessed with 32-bit
+ * accesses; other sizes are ignored (and traced as guest errors).  64-bit addresses are
+ * split into _LO/_HI halves; the device latches them when the queue is enabled.
+ * ------------------------------------------------------------------------------------------ */
+struct pib_regs {
+	pib_u32 magic;        /* 0x000 RO  PIB_MAGIC                                          */
+	pib_u32 version;      /* 0x004 RO  [31:16] major, [15:0] minor                        */
+	pib_u32 caps;         /* 0x008 RO  PIB_CAP_* feature bits                             */
+	pib_u32 status;       /* 0x00c RO  PIB_STATUS_*                                       */
+	pib_u32 control;      /* 0x010 RW  PIB_CTRL_*                                         */
+	pib_u32 aq_depth;     /* 0x014 RW  admin queue entries, power of two 2..4096; 0 = off */
+	pib_u32 aq_sq_lo;     /* 0x018 RW  admin command ring base, 4 KiB aligned, [31:0]     */
+	pib_u32 aq_sq_hi;     /* 0x01c RW                                         [63:32]     */
+	pib_u32 aq_cq_lo;     /* 0x020 RW  admin completion ring base, 4 KiB aligned          */
+	pib_u32 aq_cq_hi;     /* 0x024 RW                                                     */
+	pib_u32 aq_db;        /* 0x028 WO  admin SQ producer index (free-running, mod 2^32)   */
+	pib_u32 aeq_depth;    /* 0x02c RW  async event queue entries, power of two 2..4096    */
+	pib_u32 aeq_lo;       /* 0x030 RW  async event ring base, 4 KiB aligned               */
+	pib_u32 aeq_hi;       /* 0x034 RW                                                     */
+	pib_u32 aeq_db;       /* 0x038 WO  async event consumer index (free-running)          */
+	pib_u32 num_uars;     /* 0x03c RO  UAR pages in BAR2                                  */
+	pib_u32 err_count;    /* 0x040 RO  guest errors seen since reset (saturating)         */
+	pib_u32 err_last;     /* 0x044 RO  PIB_GERR_* code of the last guest error            */
+	pib_u32 link_state;   /* 0x048 RO  PIB_LINK_* (physical link, mirrors the port)       */
+	pib_u32 aeq_lost;     /* 0x04c RO  async events dropped because the AEQ was full      */
+	pib_u32 scratch;      /* 0x050 RW  free for driver use; reset to 0                    */
+};
+
+enum pib_reg_offset {
+	PIB_REG_MAGIC      = 0x000,
+	PIB_REG_VERSION    = 0x004,
+	PIB_REG_CAPS       = 0x008,
+	PIB_REG_STATUS     = 0x00c,
+	PIB_REG_CONTROL    = 0x010,
+	PIB_REG_AQ_DEPTH   = 0x014,
+	PIB_REG_AQ_SQ_LO   = 0x018,
+	PIB_REG_AQ_SQ_HI   = 0x01c,
+	PIB_REG_AQ_CQ_LO   = 0x020,
+	PIB_REG_AQ_CQ_HI   = 0x024,
+	PIB_REG_AQ_DB      = 0x028,
+	PIB_REG_AEQ_DEPTH  = 0x02c,
+	PIB_REG_AEQ_LO     = 0x030,
+	PIB_REG_AEQ_HI     = 0x034,
+	PIB_REG_AEQ_DB     = 0x038,
+	PIB_REG_NUM_UARS   = 0x03c,
+	PIB_REG_ERR_COUNT  = 0x040,
+	PIB_REG_ERR_LAST   = 0x044,
+	PIB_REG_LINK_STATE = 0x048,
+	PIB_REG_AEQ_LOST   = 0x04c,
+	PIB_REG_SCRATCH    = 0x050,
+};
+
+/* caps */
+#define PIB_CAP_AEQ            (1u << 0)  /* async event queue present */
+
+/* status (RO) */
+#define PIB_STATUS_READY       (1u << 0)  /* CONTROL.ENABLE accepted, queues latched     */
+#define PIB_STATUS_FATAL       (1u << 1)  /* device hit a guest error it cannot recover   */
+                                          /* from (e.g. DMA to the admin CQ failed);      */
+                                          /* only a reset clears it                       */
+
+/* control (RW) */
+#define PIB_CTRL_ENABLE        (1u << 0)  /* 0->1: latch AQ/AEQ config, start; 1->0: stop */
+#define PIB_CTRL_RESET         (1u << 1)  /* write 1: function-level reset; reads as 0    */
+
+/* link_state and the port's physical state */
+#define PIB_LINK_DOWN          0          /* no peer connected to the link chardev         */
+#define PIB_LINK_UP            1          /* peer connected and hello exchanged            */
+
+/* err_last: what the last guest error was.  err_count counts them all. */
+enum pib_guest_error {
+	PIB_GERR_NONE            = 0,
+	PIB_GERR_BAD_ACCESS      = 1,  /* register access of the wrong size or offset       */
+	PIB_GERR_BAD_CONFIG      = 2,  /* ENABLE with bad depth or unaligned ring base      */
+	PIB_GERR_AQ_DB_DISABLED  = 3,  /* admin doorbell while not READY                    */
+	PIB_GERR_AQ_DB_RANGE     = 4,  /* admin doorbell more than depth ahead of consumer  */
+	PIB_GERR_DMA             = 5,  /* a DMA to or from guest memory failed              */
+	PIB_GERR_UAR_DB_BAD_OBJ  = 6,  /* UAR doorbell for a QP/CQ that does not exist or   */
+	                               /* does not belong to that UAR page                  */
+	PIB_GERR_UAR_DB_BAD_OFF  = 7,  /* UAR access at an undefined offset or size          */
+	PIB_GERR_AEQ_DB_RANGE    = 8,  /* AEQ consumer index ahead of the producer           */
+};
+
+/* ------------------------------------------------------------------------------------------
+ * UAR pages (BAR2).  Page N belongs to whoever the driver gave it to (page 0: the kernel;
+ * others: one per user context, mmap'ed non-cached).  Doorbells are single 64-bit writes,
+ * so the object number and the index arrive together.  A doorbell naming an object that
+ * was not created on this UAR page is dropped and counted (PIB_GERR_UAR_DB_BAD_OBJ).
+ * ------------------------------------------------------------------------------------------ */
+enum pib_uar_offset {
+	PIB_UAR_SQ_DB  = 0x00,  /* [23:0] QPN, [63:32] SQ producer index                   */
+	PIB_UAR_RQ_DB  = 0x08,  /* [23:0] QPN, [63:32] RQ producer index                   */
+	PIB_UAR_CQ_DB  = 0x10,  /* [23:0] CQN, [24] arm, [25] solicited only,               */
+	                        /* [63:32] CQ consumer index                                */
+	PIB_UAR_SRQ_DB = 0x18,  /* [23:0] SRQN, [63:32] SRQ producer index                  */
+};
+#define PIB_DB_OBJ_MASK        0x00ffffffu
+#define PIB_DB_CQ_ARM          (1u << 24)
+#define PIB_DB_CQ_SOLICITED    (1u << 25)
+#define PIB_DB_INDEX_SHIFT     32
+
+/* ------------------------------------------------------------------------------------------
+ * Admin queue.  A ring of 64-byte commands (driver produces, device consumes) and a ring of
+ * 16-byte completions (device produces, driver consumes).  Both have aq_depth entries.
+ *
+ * Flow: the driver writes command i at slot (i % depth) and writes i+1 to AQ_DB.  The device
+ * executes commands in order, writes the completion for command i at slot (i % depth) of the
+ * CQ, with the phase bit set to (i / depth) & 1 inverted (i.e. 1 on the first pass, 0 on the
+ * second, ...), then raises MSI-X vector PIB_MSIX_VEC_ADMIN.  The driver owns a completion
+ * once its phase bit matches the phase it expects.  Because there is one CQ slot per command
+ * slot and the driver never has more than depth commands outstanding, the CQ cannot overflow.
+ *
+ * Commands that return more than the 8 bytes of the completion write it by DMA to
+ * resp_addr (resp_len bytes at most; the device writes min(resp_len, its size)).
+ * ------------------------------------------------------------------------------------------ */
+enum pib_admin_opcode {
+	PIB_CMD_QUERY_DEVICE  = 0x01, /* resp: struct pib_device_attr                        */
+	PIB_CMD_QUERY_PORT    = 0x02, /* in: port_num; resp: struct pib_port_attr            */
+	PIB_CMD_SET_PORT      = 0x03, /* in: struct pib_cmd_set_port (LID, SM LID, caps)     */
+	PIB_CMD_QUERY_PKEY    = 0x04, /* in: port_num, index; result0: P_Key (16 bit)         */
+	PIB_CMD_QUERY_GID     = 0x05, /* in: port_num, index; resp: 16-byte GID              */
+	PIB_CMD_ALLOC_UAR     = 0x06, /* result0: UAR page index (1..num_uars-1)             */
+	PIB_CMD_DEALLOC_UAR   = 0x07, /* in: uar index                                       */
+	PIB_CMD_NOP           = 0x08, /* does nothing; result0 echoes in.nop.value           */
+	PIB_CMD_MAX
+};
+
+enum pib_admin_status {
+	PIB_AQ_OK               = 0x00,
+	PIB_AQ_BAD_OPCODE       = 0x01, /* opcode not known                                   */
+	PIB_AQ_BAD_PARAM        = 0x02, /* a field is out of range                            */
+	PIB_AQ_BAD_RESOURCE     = 0x03, /* object number does not exist                       */
+	PIB_AQ_NO_RESOURCES     = 0x04, /* table full                                         */
+	PIB_AQ_BAD_STATE        = 0x05, /* object is in the wrong state for this command      */
+	PIB_AQ_DMA_ERROR        = 0x06, /* resp_addr (or another address) could not be accessed */
+	PIB_AQ_BUSY             = 0x07, /* object still referenced                            */
+};
+
+struct pib_cmd_port_index {     /* QUERY_PORT, QUERY_PKEY, QUERY_GID */
+	pib_u8  port_num;       /* 1 (the only port)                                          */
+	pib_u8  rsvd[3];
+	pib_u32 index;          /* table index for QUERY_PKEY / QUERY_GID                     */
+};
+
+#define PIB_SET_PORT_LID       (1u << 0)
+#define PIB_SET_PORT_SM        (1u << 1)
+#define PIB_SET_PORT_CAPS      (1u << 2)
+struct pib_cmd_set_port {
+	pib_u8  port_num;
+	pib_u8  sm_sl;          /* [3:0]                                                      */
+	pib_u8  lmc;            /* [2:0]                                                      */
+	pib_u8  rsvd;
+	pib_u32 mask;           /* PIB_SET_PORT_*: which fields below apply                   */
+	pib_u16 lid;            /* 0 or 0xffff are rejected                                    */
+	pib_u16 sm_lid;
+	pib_u32 cap_set;        /* port_cap_flags bits to set (IB_PORT_* in PortInfo)          */
+	pib_u32 cap_clr;        /* bits to clear                                               */
+};
+
+struct pib_admin_cmd {
+	pib_u8  opcode;         /* enum pib_admin_opcode                                       */
+	pib_u8  rsvd0;
+	pib_u16 cmd_id;         /* echoed in the completion                                    */
+	pib_u32 resp_len;       /* bytes available at resp_addr; 0 = none                      */
+	pib_u64 resp_addr;      /* guest-physical, for commands with a response struct         */
+	union {
+		pib_u8  raw[48];
+		struct pib_cmd_port_index port;
+		struct pib_cmd_set_port set_port;
+		struct { pib_u32 uar; } uar;
+		struct { pib_u32 value; } nop;
+	} in;
+};
+
+#define PIB_ACQE_PHASE         (1u << 0)
+struct pib_admin_cqe {
+	pib_u16 cmd_id;         /* dev: from the command                                       */
+	pib_u8  status;         /* dev: enum pib_admin_status                                  */
+	pib_u8  flags;          /* dev: [0] phase                                              */
+	pib_u32 result0;        /* dev: command-specific (object number, ...)                  */
+	pib_u32 result1;        /* dev: command-specific                                       */
+	pib_u32 rsvd;
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Async event queue.  Device produces 16-byte entries, driver consumes and returns them by
+ * writing its consumer index to AEQ_DB.  Phase bit as in the admin CQ.  When the ring is full
+ * the device drops the event and bumps AEQ_LOST (the driver can see it never missed silently).
+ * Every event raises MSI-X vector PIB_MSIX_VEC_ASYNC.
+ * ------------------------------------------------------------------------------------------ */
+enum pib_async_event_type {
+	PIB_AE_PORT_ACTIVE     = 0x01, /* obj = port: port reached ACTIVE                     */
+	PIB_AE_PORT_ERR        = 0x02, /* obj = port: port left ACTIVE (link lost)             */
+	PIB_AE_LID_CHANGE      = 0x03, /* obj = port: LID changed by SET_PORT                  */
+	PIB_AE_LINK_UP         = 0x04, /* obj = port: physical link up, port not yet ACTIVE    */
+};
+
+#define PIB_AEQE_PHASE         (1u << 0)
+struct pib_aeqe {
+	pib_u8  type;           /* dev: enum pib_async_event_type                              */
+	pib_u8  flags;          /* dev: [0] phase                                              */
+	pib_u16 rsvd0;
+	pib_u32 obj;            /* dev: port number / QPN / CQN / SRQN                         */
+	pib_u64 data;           /* dev: event-specific                                         */
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Attributes returned by QUERY_DEVICE / QUERY_PORT.  The numbers follow the IBTA's
+ * Device/PortInfo attributes; the driver copies them into ib_device_attr / ib_port_attr.
+ * ------------------------------------------------------------------------------------------ */
+struct pib_device_attr {
+	pib_u64 fw_ver;         /* [47:32] major, [31:16] minor, [15:0] sub-minor              */
+	pib_u64 node_guid;      /* EUI-64, from the device's node-guid property                */
+	pib_u64 sys_image_guid;
+	pib_u64 max_mr_size;
+	pib_u64 page_size_cap;  /* bitmap of supported page sizes                              */
+	pib_u32 vendor_id;      /* IEEE OUI                                                    */
+	pib_u32 vendor_part_id;
+	pib_u32 hw_ver;
+	pib_u32 max_qp;
+	pib_u32 max_qp_wr;
+	pib_u32 max_sge;
+	pib_u32 max_cq;
+	pib_u32 max_cqe;
+	pib_u32 max_mr;
+	pib_u32 max_pd;
+	pib_u32 max_qp_rd_atom;
+	pib_u32 max_qp_init_rd_atom;
+	pib_u32 max_srq;
+	pib_u32 max_srq_wr;
+	pib_u32 max_srq_sge;
+	pib_u32 max_ah;
+	pib_u32 max_inline_data;
+	pib_u32 device_cap_flags; /* PIB_DEV_CAP_*                                             */
+	pib_u16 max_pkeys;
+	pib_u8  local_ca_ack_delay;
+	pib_u8  phys_port_cnt;
+	pib_u32 num_uars;
+	pib_u32 rsvd[8];
+};
+
+struct pib_port_attr {
+	pib_u64 subnet_prefix;  /* GID prefix, default fe80::                                  */
+	pib_u64 port_guid;      /* node GUID + 1                                               */
+	pib_u32 port_cap_flags; /* PortInfo:CapabilityMask                                     */
+	pib_u32 max_msg_sz;
+	pib_u32 bad_pkey_cntr;
+	pib_u32 qkey_viol_cntr;
+	pib_u16 lid;
+	pib_u16 sm_lid;
+	pib_u16 pkey_tbl_len;
+	pib_u16 gid_tbl_len;
+	pib_u8  state;          /* IBTA PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE           */
+	pib_u8  phys_state;     /* IBTA PortPhysicalState: 2 POLLING, 3 DISABLED, 5 LINKUP     */
+	pib_u8  max_mtu;        /* IBTA MTU enum: 1=256 .. 5=4096                              */
+	pib_u8  active_mtu;
+	pib_u8  lmc;
+	pib_u8  sm_sl;
+	pib_u8  active_width;   /* IBTA: 1 = 1X, 2 = 4X, ...                                   */
+	pib_u8  active_speed;   /* IBTA: 1 = SDR, 2 = DDR, 4 = QDR, ...                        */
+	pib_u8  init_type_reply;
+	pib_u8  rsvd0[3];
+	pib_u32 link_downs;     /* times the physical link went down since reset               */
+	pib_u32 rsvd[8];
+};
+
+/* PortState / PortPhysicalState values (IBTA 14.2.5.6) */
+#define PIB_PORT_DOWN          1
+#define PIB_PORT_INIT          2
+#define PIB_PORT_ARMED         3
+#define PIB_PORT_ACTIVE        4
+#define PIB_PHYS_POLLING       2
+#define PIB_PHYS_DISABLED      3
+#define PIB_PHYS_LINKUP        5
+
+#define PIB_NUM_PORTS          1
+#define PIB_PKEY_TBL_LEN       1      /* one entry: the default P_Key 0xffff               */
+#define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
+#define PIB_DEFAULT_PKEY       0xffff
+#define PIB_DEFAULT_GID_PREFIX 0xfe80000000000000ull
+#define PIB_VENDOR_OUI         0x001af4 /* Red Hat/Qumranet OUI, matching the PCI vendor   */
+
+PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 0x54, "pib_regs layout");
+PIB_STATIC_ASSERT(sizeof(struct pib_admin_cmd) == 64, "admin command is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_admin_cqe) == 16, "admin CQE is 16 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_aeqe) == 16, "AEQE is 16 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_set_port) <= 48, "set_port fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_device_attr) == 152, "device attr layout");
+PIB_STATIC_ASSERT(sizeof(struct pib_port_attr) == 88, "port attr layout");
+
+#endif /* PIB_HW_H */

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Install the Debian 12 packages the build and the launcher need, only those missing.
+# Run as root on the build host. Idempotent: a second run does nothing.
+set -euo pipefail
+
+PKGS=(
+  # toolchain and packaging tools
+  gcc make dpkg-dev pkg-config python3 cpio kmod xz-utils zstd ca-certificates
+  # QEMU 7.2 build
+  ninja-build meson libglib2.0-dev libpixman-1-dev flex bison libfdt-dev zlib1g-dev
+  # QEMU firmware (we do not build it)
+  qemu-system-data seabios
+  # rdma-core 56.1 build
+  cmake libnl-3-dev libnl-route-3-dev libudev-dev
+  # guest userland taken from Debian 12 binaries
+  busybox-static qemu-guest-agent perftest iproute2
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# Debian's package lists may be absent on a fresh machine.
+if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Download (once) and verify every outside input of the build into the cache, outside the clone.
+#
+#   mk/fetch.sh qemu      -> $PIB_CACHE/src/qemu-<ver>/          (Debian source package, patched)
+#   mk/fetch.sh rdma-core -> $PIB_CACHE/src/rdma-core-<ver>/     (upstream orig tarball)
+#   mk/fetch.sh kernel    -> $PIB_CACHE/kernel/<abi>/root/       (linux-image + headers, dpkg -x)
+#
+# Everything comes through apt: hashes are checked against Debian's signed indexes, and the
+# archive address is the one the machine's own apt configuration uses. A directory is only
+# trusted when its ".done" stamp (which records the sha256 of its inputs) exists.
+set -euo pipefail
+
+CACHE=${PIB_CACHE:-$HOME/.cache/pib}
+QEMU_VER=1:7.2+dfsg-7+deb12u18
+RDMA_VER=56.1-1
+DL=$CACHE/dl
+APTD=$CACHE/apt
+mkdir -p "$DL" "$APTD"
+
+say() { printf '[fetch] %s\n' "$*" >&2; }
+
+# A private apt configuration with deb-src lines for bookworm and trixie, so we never edit
+# the system's sources. The archive URI is read from the system's configuration.
+papt() {
+  apt-get -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$APTD/etc" \
+          -o Dir::State::Lists="$APTD/lists" -o Dir::Cache="$APTD/cache" \
+          -o Debug::NoLocking=1 -o APT::Sandbox::User=root "$@"
+}
+papt_setup() {
+  [ -f "$APTD/.updated" ] && return 0
+  local uri
+  uri=$(awk '/^URIs:/ {print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | grep -m1 debian || true)
+  [ -n "$uri" ] || uri=$(awk '$1=="deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+  [ -n "$uri" ] || { say "cannot find the Debian archive in the apt configuration"; exit 1; }
+  mkdir -p "$APTD/etc" "$APTD/lists/partial" "$APTD/cache/archives/partial"
+  cat > "$APTD/etc/pib.sources" <<SRC
+Types: deb-src
+URIs: $uri
+Suites: bookworm trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  say "private apt index update (deb-src bookworm, trixie)"
+  papt update -q >&2
+  touch "$APTD/.updated"
+}
+
+# fetch_uri URI FILE SHA256: download through apt's own helper, which checks the hash.
+fetch_uri() {
+  local uri=$1 file=$2 sha=$3
+  if [ -f "$DL/$file" ] && echo "$sha  $DL/$file" | sha256sum -c --quiet - 2>/dev/null; then return 0; fi
+  say "download $file"
+  /usr/lib/apt/apt-helper download-file "$uri" "$DL/$file" "SHA256:$sha" >&2
+}
+
+# src_uris PKG=VER: print "URI FILE SHA256" for each file of a source package, from the
+# signed Sources index (works even where the .dsc itself is not served).
+src_uris() {
+  papt source --print-uris -qq "$1" 2>/dev/null | tr -d "'" | awk '{sub("SHA256:","",$4); print $1, $2, $4}'
+}
+
+fetch_qemu() {
+  local ver=${QEMU_VER#*:} dir=$CACHE/src/qemu-${QEMU_VER#*:}
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  papt_setup
+  local uri file sha dsc=
+  while read -r uri file sha; do
+    fetch_uri "$uri" "$file" "$sha"
+    case $file in *.dsc) dsc=$file ;; esac
+  done < <(src_uris "qemu=$QEMU_VER")
+  [ -n "$dsc" ] || { say "qemu $QEMU_VER not found in the Sources index"; exit 1; }
+  say "unpack $dsc (with Debian's patches)"
+  rm -rf "$dir" "$dir.tmp"; mkdir -p "$CACHE/src"
+  dpkg-source --no-check -x "$DL/$dsc" "$dir.tmp" >&2
+  mv "$dir.tmp" "$dir"
+  (cd "$DL" && sha256sum "$dsc") > "$dir/.done"
+  echo "$dir"
+}
+
+fetch_rdma_core() {
+  local up=${RDMA_VER%-*} dir=$CACHE/src/rdma-core-${RDMA_VER%-*}
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  papt_setup
+  local uri file sha orig=
+  while read -r uri file sha; do
+    case $file in *.orig.tar.gz) fetch_uri "$uri" "$file" "$sha"; orig=$file ;; esac
+  done < <(src_uris "rdma-core=$RDMA_VER")
+  [ -n "$orig" ] || { say "rdma-core $RDMA_VER not found in the Sources index"; exit 1; }
+  say "unpack $orig"
+  rm -rf "$dir" "$dir.tmp"; mkdir -p "$dir.tmp"
+  tar -xzf "$DL/$orig" -C "$dir.tmp" --strip-components=1
+  mv "$dir.tmp" "$dir"
+  (cd "$DL" && sha256sum "$orig") > "$dir/.done"
+  echo "$dir"
+}
+
+# The kernel ABI (6.1.0-NN) moves with point releases: resolve it from linux-image-amd64.
+kernel_abi() {
+  apt-cache depends linux-image-amd64 2>/dev/null | awk -F'linux-image-' '/Depends: linux-image-[0-9]/ {sub("-amd64","",$2); print $2; exit}'
+}
+
+fetch_kernel() {
+  local abi=${PIB_KERNEL_ABI:-$(kernel_abi)}
+  [ -n "$abi" ] || { apt-get update -q >&2; abi=$(kernel_abi); }
+  [ -n "$abi" ] || { say "cannot resolve linux-image-amd64"; exit 1; }
+  local dir=$CACHE/kernel/$abi
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  local kbuild
+  kbuild=$(apt-cache depends "linux-headers-$abi-amd64" | awk '/Depends: linux-kbuild-/ {print $2; exit}')
+  local pkgs=("linux-image-$abi-amd64" "linux-headers-$abi-amd64" "linux-headers-$abi-common" "$kbuild")
+  say "download ${pkgs[*]}"
+  mkdir -p "$DL/kernel"
+  (cd "$DL/kernel" && apt-get download -q -o APT::Sandbox::User=root "${pkgs[@]}" >&2)   # apt checks the hashes
+  rm -rf "$dir"; mkdir -p "$dir/root"
+  local p deb
+  for p in "${pkgs[@]}"; do
+    deb=$(ls "$DL/kernel/${p}_"*.deb | tail -n1)
+    say "unpack $(basename "$deb")"
+    dpkg-deb -x "$deb" "$dir/root"
+  done
+  # The headers' Makefile includes the common tree by absolute path; point it into the cache.
+  sed -i "s|^include /usr/src/|include $dir/root/usr/src/|" "$dir/root/usr/src/linux-headers-$abi-amd64/Makefile"
+  (cd "$DL/kernel" && for p in "${pkgs[@]}"; do sha256sum "${p}_"*.deb; done) > "$dir/.done"
+  echo "$abi" > "$dir/abi"
+  echo "$dir"
+}
+
+case ${1:-} in
+  qemu) fetch_qemu ;;
+  rdma-core) fetch_rdma_core ;;
+  kernel) fetch_kernel ;;
+  *) echo "usage: $0 qemu|rdma-core|kernel" >&2; exit 2 ;;
+esac

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Build QEMU 7.2 (x86_64-softmmu) with the pib device overlaid from qemu-hw/.
+#
+# The QEMU tree is Debian's source package, unpacked by mk/fetch.sh into the cache.  Our files
+# are copied (only when changed, so ninja stays incremental) into hw/pib/ and tests/qtest/, and
+# three one-line hooks are added: hw/meson.build, hw/Kconfig and tests/qtest/meson.build.
+# Output: $OUT/qemu-system-x86_64 and $OUT/qtest/pib-test.
+set -euo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$TOP/build}
+SRC=$("$TOP/mk/fetch.sh" qemu)
+BLD=${PIB_CACHE:-$HOME/.cache/pib}/build/qemu-$(basename "$SRC")
+say() { printf '[qemu] %s\n' "$*" >&2; }
+
+# copy_if_changed SRC DST: keep timestamps stable when nothing changed.
+copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
+# hook FILE LINE: append LINE to FILE once.
+hook() { grep -qxF "$2" "$1" || echo "$2" >> "$1"; }
+
+for f in "$TOP"/qemu-hw/*; do
+  case $(basename "$f") in build.sh|README.md) continue ;; esac
+  copy_if_changed "$f" "$SRC/hw/pib/$(basename "$f")"
+done
+for f in "$TOP"/include/*.h; do copy_if_changed "$f" "$SRC/hw/pib/include/$(basename "$f")"; done
+if [ -f "$SRC/hw/pib/meson.build" ]; then
+  hook "$SRC/hw/meson.build" "subdir('pib')"
+  hook "$SRC/hw/Kconfig" "source pib/Kconfig"
+fi
+if [ -f "$TOP/tests/qtest/pib-test.c" ]; then
+  copy_if_changed "$TOP/tests/qtest/pib-test.c" "$SRC/tests/qtest/pib-test.c"
+  hook "$SRC/tests/qtest/meson.build" "qtests_x86_64 += ['pib-test']"
+fi
+
+if [ ! -f "$BLD/build.ninja" ]; then
+  say "configure (once) in $BLD"
+  mkdir -p "$BLD"
+  (cd "$BLD" && "$SRC/configure" --target-list=x86_64-softmmu --without-default-features \
+      --disable-docs --disable-werror --disable-install-blobs >&2)
+fi
+targets=(qemu-system-x86_64)
+[ -f "$SRC/tests/qtest/pib-test.c" ] && targets+=(tests/qtest/pib-test)
+say "ninja ${targets[*]} (first build: ~1500 steps, a few minutes)"
+ninja -C "$BLD" "${targets[@]}" | { grep -E --line-buffered '^\[[0-9]+/[0-9]+\]|error|FAILED' || true; } |
+  awk '/error|FAILED/ {print; fflush(); next} {n++; if (n % 100 == 0) {print; fflush()}}' >&2
+# ninja's status is lost in the pipe above; check that the binary is fresh instead.
+ninja -C "$BLD" -n "${targets[@]}" | grep -q 'no work to do' || { say "build failed"; exit 1; }
+mkdir -p "$OUT/qtest"
+ln -sf "$BLD/qemu-system-x86_64" "$OUT/qemu-system-x86_64"
+[ -f "$BLD/tests/qtest/pib-test" ] && ln -sf "$BLD/tests/qtest/pib-test" "$OUT/qtest/pib-test"
+say "ok: $OUT/qemu-system-x86_64"
