@@ -66,6 +66,7 @@ typedef u64 pib_u64;
 /* MSI-X vectors.  Vector 0: admin completions.  Vector 1: async events.  2..: completion EQs. */
 #define PIB_MSIX_VEC_ADMIN          0
 #define PIB_MSIX_VEC_ASYNC          1
+#define PIB_MSIX_VEC_CEQ            2
 #define PIB_MSIX_VECTORS            8
 
 #define PIB_VERSION_MAJOR           1
@@ -99,6 +100,11 @@ struct pib_regs {
 	pib_u32 link_state;   /* 0x048 RO  PIB_LINK_* (physical link, mirrors the port)       */
 	pib_u32 aeq_lost;     /* 0x04c RO  async events dropped because the AEQ was full      */
 	pib_u32 scratch;      /* 0x050 RW  free for driver use; reset to 0                    */
+	pib_u32 ceq_depth;    /* 0x054 RW  completion event queue entries, power of two       */
+	                      /*           2..4096; 0 = no CEQ (no completion interrupts)     */
+	pib_u32 ceq_lo;       /* 0x058 RW  completion event ring base, 4 KiB aligned          */
+	pib_u32 ceq_hi;       /* 0x05c RW                                                     */
+	pib_u32 ceq_db;       /* 0x060 WO  CEQ consumer index (free-running)                  */
 };
 
 enum pib_reg_offset {
@@ -123,6 +129,10 @@ enum pib_reg_offset {
 	PIB_REG_LINK_STATE = 0x048,
 	PIB_REG_AEQ_LOST   = 0x04c,
 	PIB_REG_SCRATCH    = 0x050,
+	PIB_REG_CEQ_DEPTH  = 0x054,
+	PIB_REG_CEQ_LO     = 0x058,
+	PIB_REG_CEQ_HI     = 0x05c,
+	PIB_REG_CEQ_DB     = 0x060,
 };
 
 /* caps */
@@ -154,6 +164,8 @@ enum pib_guest_error {
 	                               /* does not belong to that UAR page                  */
 	PIB_GERR_UAR_DB_BAD_OFF  = 7,  /* UAR access at an undefined offset or size          */
 	PIB_GERR_AEQ_DB_RANGE    = 8,  /* AEQ consumer index ahead of the producer           */
+	PIB_GERR_CEQ_DB_RANGE    = 9,  /* CEQ consumer index ahead of the producer           */
+	PIB_GERR_WQE             = 10, /* a malformed WQE (the QP also goes to ERROR)        */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -197,6 +209,17 @@ enum pib_admin_opcode {
 	PIB_CMD_ALLOC_UAR     = 0x06, /* result0: UAR page index (1..num_uars-1)             */
 	PIB_CMD_DEALLOC_UAR   = 0x07, /* in: uar index                                       */
 	PIB_CMD_NOP           = 0x08, /* does nothing; result0 echoes in.nop.value           */
+	/* Data-path objects.  Object numbers come back in result0. */
+	PIB_CMD_CREATE_PD     = 0x10, /* result0: PDN                                         */
+	PIB_CMD_DESTROY_PD    = 0x11, /* in.obj.num: PDN; BUSY while an MR/QP uses it         */
+	PIB_CMD_REG_MR        = 0x12, /* in.reg_mr; result0: lkey, result1: rkey              */
+	PIB_CMD_DEREG_MR      = 0x13, /* in.obj.num: lkey                                     */
+	PIB_CMD_CREATE_CQ     = 0x14, /* in.create_cq; result0: CQN                           */
+	PIB_CMD_DESTROY_CQ    = 0x15, /* in.obj.num: CQN; BUSY while a QP uses it             */
+	PIB_CMD_CREATE_QP     = 0x16, /* in.mbox -> struct pib_qp_create; result0: QPN        */
+	PIB_CMD_MODIFY_QP     = 0x17, /* in.mbox -> struct pib_qp_attr, mbox.obj = QPN        */
+	PIB_CMD_QUERY_QP      = 0x18, /* in.obj.num: QPN; resp: struct pib_qp_attr            */
+	PIB_CMD_DESTROY_QP    = 0x19, /* in.obj.num: QPN; outstanding WRs are flushed first   */
 	PIB_CMD_MAX
 };
 
@@ -232,6 +255,46 @@ struct pib_cmd_set_port {
 	pib_u32 cap_clr;        /* bits to clear                                               */
 };
 
+/* REG_MR: the MR maps [iova, iova + length) onto the pages in the page list (PBL) at
+ * pbl_addr: npages little-endian u64 guest-physical addresses of 4 KiB pages, pbl[0] being
+ * the page that holds iova.  The device copies the list at registration.  With
+ * PIB_MR_F_PHYS the MR is the identity map of guest-physical memory (the kernel's DMA MR:
+ * iova 0, length 2^64-1, no page list).  lkey == rkey: [31:8] MR index, [7:0] a key byte
+ * that changes on every reuse of the index so that stale keys fail. */
+#define PIB_MR_F_PHYS          (1u << 0)
+/* access flags: the IB/verbs bit values */
+#define PIB_ACCESS_LOCAL_WRITE   (1u << 0)
+#define PIB_ACCESS_REMOTE_WRITE  (1u << 1)
+#define PIB_ACCESS_REMOTE_READ   (1u << 2)
+#define PIB_ACCESS_REMOTE_ATOMIC (1u << 3)
+#define PIB_ACCESS_MW_BIND       (1u << 4)
+struct pib_cmd_reg_mr {
+	pib_u32 pdn;
+	pib_u32 access;         /* PIB_ACCESS_*                                               */
+	pib_u64 iova;
+	pib_u64 length;
+	pib_u64 pbl_addr;       /* guest-physical address of the page list                    */
+	pib_u32 npages;         /* entries in the page list                                   */
+	pib_u32 flags;          /* PIB_MR_F_*                                                 */
+};
+
+/* CREATE_CQ: a ring of depth CQEs (32 bytes each) followed by one page whose first u32 is the
+ * consumer index record; npages = depth * 32 / 4096 (at least 1) + 1. */
+struct pib_cmd_create_cq {
+	pib_u32 depth;          /* power of two, 2..max_cqe                                   */
+	pib_u32 npages;
+	pib_u64 pbl_addr;
+	pib_u32 uar;            /* UAR page whose CQ doorbell may name this CQ                 */
+	pib_u32 rsvd;
+};
+
+/* A command whose input does not fit in 48 bytes points at a mailbox in guest memory. */
+struct pib_cmd_mbox {
+	pib_u64 addr;           /* guest-physical address of the input structure              */
+	pib_u32 len;            /* its size in bytes (the device reads min(len, its size))    */
+	pib_u32 obj;            /* the object the command applies to (QPN for MODIFY_QP)      */
+};
+
 struct pib_admin_cmd {
 	pib_u8  opcode;         /* enum pib_admin_opcode                                       */
 	pib_u8  rsvd0;
@@ -244,6 +307,10 @@ struct pib_admin_cmd {
 		struct pib_cmd_set_port set_port;
 		struct { pib_u32 uar; } uar;
 		struct { pib_u32 value; } nop;
+		struct { pib_u32 num; } obj;
+		struct pib_cmd_reg_mr reg_mr;
+		struct pib_cmd_create_cq create_cq;
+		struct pib_cmd_mbox mbox;
 	} in;
 };
 
@@ -268,6 +335,16 @@ enum pib_async_event_type {
 	PIB_AE_PORT_ERR        = 0x02, /* obj = port: port left ACTIVE (link lost)             */
 	PIB_AE_LID_CHANGE      = 0x03, /* obj = port: LID changed by SET_PORT                  */
 	PIB_AE_LINK_UP         = 0x04, /* obj = port: physical link up, port not yet ACTIVE    */
+	/* Object events: the IB affiliated asynchronous events. */
+	PIB_AE_CQ_ERR          = 0x10, /* obj = CQN: CQ overflow; the CQ is now in error        */
+	PIB_AE_QP_FATAL        = 0x11, /* obj = QPN: local work queue catastrophic error         */
+	PIB_AE_QP_REQ_ERR      = 0x12, /* obj = QPN: invalid request local WQ error             */
+	PIB_AE_QP_ACCESS_ERR   = 0x13, /* obj = QPN: local access violation WQ error            */
+	PIB_AE_COMM_EST        = 0x14, /* obj = QPN: first packet received in RTR               */
+	PIB_AE_SQ_DRAINED      = 0x15, /* obj = QPN: SQD reached with nothing outstanding       */
+	PIB_AE_QP_LAST_WQE     = 0x16, /* obj = QPN: last WQE reached (SRQ-attached QP in ERR)  */
+	PIB_AE_SRQ_LIMIT       = 0x17, /* obj = SRQN: SRQ fell below its limit                  */
+	PIB_AE_SRQ_ERR         = 0x18, /* obj = SRQN: SRQ catastrophic error                    */
 };
 
 #define PIB_AEQE_PHASE         (1u << 0)
@@ -277,6 +354,99 @@ struct pib_aeqe {
 	pib_u16 rsvd0;
 	pib_u32 obj;            /* dev: port number / QPN / CQN / SRQN                         */
 	pib_u64 data;           /* dev: event-specific                                         */
+};
+
+/* ------------------------------------------------------------------------------------------
+ * QP mailboxes.  Types and states use the IB/verbs numbering (enum ib_qp_type,
+ * enum ib_qp_state), attribute mask bits are enum ib_qp_attr_mask's.
+ * ------------------------------------------------------------------------------------------ */
+enum pib_qp_type  { PIB_QPT_SMI = 0, PIB_QPT_GSI = 1, PIB_QPT_RC = 2, PIB_QPT_UC = 3,
+                    PIB_QPT_UD = 4 };
+enum pib_qp_state { PIB_QPS_RESET = 0, PIB_QPS_INIT = 1, PIB_QPS_RTR = 2, PIB_QPS_RTS = 3,
+                    PIB_QPS_SQD = 4, PIB_QPS_SQE = 5, PIB_QPS_ERR = 6 };
+
+#define PIB_QP_STATE               (1u << 0)
+#define PIB_QP_CUR_STATE           (1u << 1)
+#define PIB_QP_EN_SQD_ASYNC_NOTIFY (1u << 2)
+#define PIB_QP_ACCESS_FLAGS        (1u << 3)
+#define PIB_QP_PKEY_INDEX          (1u << 4)
+#define PIB_QP_PORT                (1u << 5)
+#define PIB_QP_QKEY                (1u << 6)
+#define PIB_QP_AV                  (1u << 7)
+#define PIB_QP_PATH_MTU            (1u << 8)
+#define PIB_QP_TIMEOUT             (1u << 9)
+#define PIB_QP_RETRY_CNT           (1u << 10)
+#define PIB_QP_RNR_RETRY           (1u << 11)
+#define PIB_QP_RQ_PSN              (1u << 12)
+#define PIB_QP_MAX_QP_RD_ATOMIC    (1u << 13)
+#define PIB_QP_ALT_PATH            (1u << 14)
+#define PIB_QP_MIN_RNR_TIMER       (1u << 15)
+#define PIB_QP_SQ_PSN              (1u << 16)
+#define PIB_QP_MAX_DEST_RD_ATOMIC  (1u << 17)
+#define PIB_QP_PATH_MIG_STATE      (1u << 18)
+#define PIB_QP_CAP                 (1u << 19)
+#define PIB_QP_DEST_QPN            (1u << 20)
+
+#define PIB_QPC_F_SQ_SIG_ALL   (1u << 0)  /* every send WQE completes, signalled or not    */
+#define PIB_QPC_F_NO_RQ        (1u << 1)  /* the QP has no RQ (it uses an SRQ, or none)     */
+struct pib_qp_create {
+	pib_u32 pdn;
+	pib_u8  type;           /* enum pib_qp_type                                            */
+	pib_u8  flags;          /* PIB_QPC_F_*                                                 */
+	pib_u8  sq_stride_log;  /* log2 of the send WQE stride, 6..12                          */
+	pib_u8  rq_stride_log;  /* log2 of the receive WQE stride, 4..12                       */
+	pib_u32 send_cqn;
+	pib_u32 recv_cqn;
+	pib_u32 srqn;           /* 0xffffffff: none                                            */
+	pib_u32 sq_depth;       /* power of two, 1..max_qp_wr                                  */
+	pib_u32 rq_depth;       /* power of two, 1..max_qp_wr (0 with PIB_QPC_F_NO_RQ)         */
+	pib_u32 max_inline;     /* inline bytes the SQ stride leaves room for                  */
+	pib_u32 uar;            /* UAR page whose doorbells may name this QP                    */
+	pib_u32 sq_npages;      /* = ceil(sq_depth << sq_stride_log, 4096)                     */
+	pib_u32 rq_npages;
+	pib_u32 rsvd0;
+	pib_u64 sq_pbl_addr;
+	pib_u64 rq_pbl_addr;
+	pib_u32 rsvd[4];
+};
+
+struct pib_qp_attr {
+	pib_u32 attr_mask;      /* PIB_QP_*: which fields MODIFY_QP applies                    */
+	pib_u8  qp_state;       /* enum pib_qp_state                                           */
+	pib_u8  cur_qp_state;
+	pib_u8  path_mtu;       /* IB MTU enum 1..5                                            */
+	pib_u8  timeout;        /* local ACK timeout: 4.096 us * 2^timeout, 0 = infinite       */
+	pib_u8  retry_cnt;      /* 0..7                                                        */
+	pib_u8  rnr_retry;      /* 0..7, 7 = infinite                                          */
+	pib_u8  min_rnr_timer;  /* IB RNR timer encoding 0..31                                 */
+	pib_u8  max_rd_atomic;
+	pib_u8  max_dest_rd_atomic;
+	pib_u8  sl;
+	pib_u8  port_num;
+	pib_u8  sq_draining;    /* QUERY_QP only                                               */
+	pib_u16 pkey_index;
+	pib_u16 dlid;
+	pib_u32 qkey;
+	pib_u32 rq_psn;         /* [23:0]                                                      */
+	pib_u32 sq_psn;         /* [23:0]                                                      */
+	pib_u32 dest_qp_num;    /* [23:0]                                                      */
+	pib_u32 qp_access_flags;/* PIB_ACCESS_REMOTE_*                                         */
+	pib_u8  src_path_bits;
+	pib_u8  static_rate;
+	pib_u8  ah_flags;       /* [0] GRH present                                             */
+	pib_u8  hop_limit;
+	pib_u8  sgid_index;
+	pib_u8  traffic_class;
+	pib_u16 rsvd0;
+	pib_u32 flow_label;
+	pib_u8  dgid[16];
+	/* QUERY_QP also reports the capabilities the QP was created with */
+	pib_u32 max_send_wr;
+	pib_u32 max_recv_wr;
+	pib_u32 max_send_sge;
+	pib_u32 max_recv_sge;
+	pib_u32 max_inline_data;
+	pib_u32 rsvd[4];
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -355,12 +525,16 @@ struct pib_port_attr {
 #define PIB_DEFAULT_GID_PREFIX 0xfe80000000000000ull
 #define PIB_VENDOR_OUI         0x001af4 /* Red Hat/Qumranet OUI, matching the PCI vendor   */
 
-PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 0x54, "pib_regs layout");
+PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 0x64, "pib_regs layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_admin_cmd) == 64, "admin command is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_admin_cqe) == 16, "admin CQE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_aeqe) == 16, "AEQE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_set_port) <= 48, "set_port fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_device_attr) == 152, "device attr layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_port_attr) == 88, "port attr layout");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_reg_mr) <= 48, "reg_mr fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_cq) <= 48, "create_cq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
+PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 
 #endif /* PIB_HW_H */

@@ -45,6 +45,137 @@ struct pib_link_hello {
 	pib_u64 port_guid_be;
 };
 
+/* ------------------------------------------------------------------------------------------
+ * PACKET frames carry one InfiniBand packet, LRH first, with the IBTA header formats below
+ * (all fields big-endian, "_be").  The link is a reliable byte stream, so the ICRC/VCRC are
+ * not carried: corruption cannot happen on it, and a hostile peer can forge a CRC anyway.
+ * The LRH packet length counts 4-byte words from the LRH to the end of the payload
+ * (including pad).
+ * ------------------------------------------------------------------------------------------ */
+#define PIB_LNH_IBA_LOCAL      0x2  /* LRH:LNH, BTH follows the LRH                         */
+#define PIB_LNH_IBA_GLOBAL     0x3  /* LRH:LNH, a GRH follows the LRH                        */
+struct pib_lrh {
+	pib_u8  vl_lver;        /* [7:4] VL, [3:0] LVer (0)                                    */
+	pib_u8  sl_lnh;         /* [7:4] SL, [1:0] LNH                                         */
+	pib_u16 dlid_be;
+	pib_u16 pktlen_be;      /* [10:0] packet length in 4-byte words                        */
+	pib_u16 slid_be;
+};
+
+struct pib_grh {
+	pib_u32 ver_tc_flow_be; /* [31:28] IPVer 6, [27:20] TClass, [19:0] FlowLabel          */
+	pib_u16 paylen_be;
+	pib_u8  next_hdr;       /* 0x1b: BTH                                                   */
+	pib_u8  hop_limit;
+	pib_u8  sgid[16];
+	pib_u8  dgid[16];
+};
+
+#define PIB_BTH_SE             0x80 /* BTH byte 1: solicited event                          */
+#define PIB_BTH_MIG            0x40 /* BTH byte 1: migration state                          */
+#define PIB_BTH_PAD_SHIFT      4    /* BTH byte 1 [5:4]: pad count                          */
+#define PIB_BTH_ACKREQ         0x80000000u /* in psn_be (host order after conversion)       */
+#define PIB_PSN_MASK           0x00ffffffu
+#define PIB_QPN_MASK           0x00ffffffu
+struct pib_bth {
+	pib_u8  opcode;         /* enum pib_ib_opcode                                          */
+	pib_u8  flags;          /* SE, M, PadCnt, TVer                                         */
+	pib_u16 pkey_be;
+	pib_u32 dqpn_be;        /* [23:0] destination QP                                       */
+	pib_u32 psn_be;         /* [31] AckReq, [23:0] PSN                                     */
+};
+
+struct pib_reth {               /* RDMA extended transport header                           */
+	pib_u32 va_hi_be;       /* split so the struct has no 8-byte alignment padding          */
+	pib_u32 va_lo_be;
+	pib_u32 rkey_be;
+	pib_u32 dmalen_be;
+};
+
+/* AETH syndrome, bits [7:5]: what kind of acknowledgement; [4:0]: credits, RNR timer or
+ * NAK code. */
+#define PIB_AETH_ACK           0x00 /* [4:0] credit count (0x1f: invalid / not used)        */
+#define PIB_AETH_RNR_NAK       0x20 /* [4:0] RNR timer (IB encoding)                        */
+#define PIB_AETH_NAK           0x60 /* [4:0] NAK code below                                 */
+#define PIB_AETH_TYPE_MASK     0xe0
+#define PIB_NAK_PSN_SEQ_ERR    0
+#define PIB_NAK_INVALID_REQ    1
+#define PIB_NAK_REM_ACCESS_ERR 2
+#define PIB_NAK_REM_OP_ERR     3
+#define PIB_NAK_INVALID_RD_REQ 4
+struct pib_aeth {
+	pib_u32 syn_msn_be;     /* [31:24] syndrome, [23:0] MSN                                */
+};
+
+struct pib_atomic_eth {
+	pib_u32 va_hi_be;
+	pib_u32 va_lo_be;
+	pib_u32 rkey_be;
+	pib_u32 swap_add_hi_be; /* swap (CS) or add (FA) data                                  */
+	pib_u32 swap_add_lo_be;
+	pib_u32 compare_hi_be;
+	pib_u32 compare_lo_be;
+};
+
+struct pib_atomic_ack_eth {
+	pib_u32 orig_hi_be;     /* original remote data                                        */
+	pib_u32 orig_lo_be;
+};
+
+struct pib_deth {               /* datagram extended transport header (UD)                  */
+	pib_u32 qkey_be;
+	pib_u32 sqpn_be;        /* [23:0] source QP                                            */
+};
+
+/* IBTA base transport opcodes: [7:5] transport (RC 000, UC 001, UD 011), [4:0] operation. */
+enum pib_ib_opcode {
+	PIB_OP_RC_SEND_FIRST             = 0x00,
+	PIB_OP_RC_SEND_MIDDLE            = 0x01,
+	PIB_OP_RC_SEND_LAST              = 0x02,
+	PIB_OP_RC_SEND_LAST_IMM          = 0x03,
+	PIB_OP_RC_SEND_ONLY              = 0x04,
+	PIB_OP_RC_SEND_ONLY_IMM          = 0x05,
+	PIB_OP_RC_RDMA_WRITE_FIRST       = 0x06,
+	PIB_OP_RC_RDMA_WRITE_MIDDLE      = 0x07,
+	PIB_OP_RC_RDMA_WRITE_LAST        = 0x08,
+	PIB_OP_RC_RDMA_WRITE_LAST_IMM    = 0x09,
+	PIB_OP_RC_RDMA_WRITE_ONLY        = 0x0a,
+	PIB_OP_RC_RDMA_WRITE_ONLY_IMM    = 0x0b,
+	PIB_OP_RC_RDMA_READ_REQUEST      = 0x0c,
+	PIB_OP_RC_RDMA_READ_RESP_FIRST   = 0x0d,
+	PIB_OP_RC_RDMA_READ_RESP_MIDDLE  = 0x0e,
+	PIB_OP_RC_RDMA_READ_RESP_LAST    = 0x0f,
+	PIB_OP_RC_RDMA_READ_RESP_ONLY    = 0x10,
+	PIB_OP_RC_ACKNOWLEDGE            = 0x11,
+	PIB_OP_RC_ATOMIC_ACKNOWLEDGE     = 0x12,
+	PIB_OP_RC_COMPARE_SWAP           = 0x13,
+	PIB_OP_RC_FETCH_ADD              = 0x14,
+	PIB_OP_RC_SEND_LAST_INV          = 0x16,
+	PIB_OP_RC_SEND_ONLY_INV          = 0x17,
+	PIB_OP_UC_SEND_FIRST             = 0x20,
+	PIB_OP_UC_SEND_MIDDLE            = 0x21,
+	PIB_OP_UC_SEND_LAST              = 0x22,
+	PIB_OP_UC_SEND_LAST_IMM          = 0x23,
+	PIB_OP_UC_SEND_ONLY              = 0x24,
+	PIB_OP_UC_SEND_ONLY_IMM          = 0x25,
+	PIB_OP_UC_RDMA_WRITE_FIRST       = 0x26,
+	PIB_OP_UC_RDMA_WRITE_MIDDLE      = 0x27,
+	PIB_OP_UC_RDMA_WRITE_LAST        = 0x28,
+	PIB_OP_UC_RDMA_WRITE_LAST_IMM    = 0x29,
+	PIB_OP_UC_RDMA_WRITE_ONLY        = 0x2a,
+	PIB_OP_UC_RDMA_WRITE_ONLY_IMM    = 0x2b,
+	PIB_OP_UD_SEND_ONLY              = 0x64,
+	PIB_OP_UD_SEND_ONLY_IMM          = 0x65,
+};
+
+PIB_STATIC_ASSERT(sizeof(struct pib_lrh) == 8, "LRH");
+PIB_STATIC_ASSERT(sizeof(struct pib_grh) == 40, "GRH");
+PIB_STATIC_ASSERT(sizeof(struct pib_bth) == 12, "BTH");
+PIB_STATIC_ASSERT(sizeof(struct pib_reth) == 16, "RETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_aeth) == 4, "AETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_atomic_eth) == 28, "AtomicETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_atomic_ack_eth) == 8, "AtomicAckETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 24, "hello frame");
 

@@ -1,0 +1,48 @@
+# pib: top-level build.  Each layer has its own build script, which is incremental on its own
+# (ninja, kbuild, cmake, stamp files); make only orders them.  Downloads and the large builds
+# live in $(PIB_CACHE) (default ~/.cache/pib), outside the clone.
+#
+#   make          build everything (QEMU with pib-hca, pib.ko, rdma-core + provider, guest image)
+#   make demo     boot two guests linked by a socket and show the HCA in each
+#   make test     qtests of the device model, then end-to-end tests in booted guests
+#   make qtest    device-model tests only (no guest)
+#   make e2e      end-to-end tests only
+#   make clean    remove build/ (the cache stays)
+
+SHELL := /bin/bash
+export PIB_CACHE ?= $(HOME)/.cache/pib
+
+.PHONY: all deps qemu driver provider image demo test qtest e2e clean
+
+all: image qemu
+
+deps:
+	@bash mk/deps.sh
+
+qemu: deps
+	@bash qemu-hw/build.sh
+
+driver: deps
+	@bash guest-driver/build.sh
+
+provider: deps
+	@bash guest-provider/build.sh
+
+image: driver provider
+	@bash images/build.sh
+
+demo: all
+	@bash tools/demo.sh
+
+qtest: qemu
+	@bash tests/run.sh qtest
+
+e2e: all
+	@bash tests/run.sh e2e
+
+test: all
+	@bash tests/run.sh all
+
+clean:
+	rm -rf build
+	-$(MAKE) -s -C guest-driver clean

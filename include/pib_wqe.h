@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later OR Linux-OpenIB */
+/*
+ * pib_wqe.h - the data-path queue formats of the pib HCA: work queue entries (WQEs) that the
+ * driver or provider writes, completion queue entries (CQEs) and completion event queue
+ * entries (CEQEs) that the device writes.  docs/hardware.md ("Data path") explains them.
+ *
+ * Rings live in guest memory described by a page list (PBL: an array of little-endian u64
+ * guest-physical addresses of 4 KiB pages).  Entry strides are powers of two no larger than a
+ * page, so an entry never straddles two pages: entry i of a ring is at
+ *     pbl[(i * stride) >> 12] + ((i * stride) & 0xfff).
+ *
+ * Indices are free-running u32 counters; the slot is index % depth.
+ */
+#ifndef PIB_WQE_H
+#define PIB_WQE_H
+
+#include "pib_hw.h"
+
+#define PIB_PAGE_SHIFT         12
+#define PIB_PAGE_SIZE          (1u << PIB_PAGE_SHIFT)
+
+/* ---- Scatter/gather element: 16 bytes ---------------------------------------------------- */
+struct pib_sge {
+	pib_u64 addr;           /* virtual address within the MR named by lkey                 */
+	pib_u32 length;         /* bytes                                                       */
+	pib_u32 lkey;
+};
+
+/* ---- Send WQE ------------------------------------------------------------------------------
+ * A 64-byte control segment followed by num_sge SGEs, or (PIB_WQE_F_INLINE) by inline_len
+ * bytes of payload.  The SQ stride is chosen at CREATE_QP (>= 64 + 16 * max_send_sge, and
+ * large enough for max_inline_data).
+ */
+enum pib_wqe_opcode {
+	PIB_WQE_SEND           = 0x00,
+	PIB_WQE_SEND_IMM       = 0x01,
+	PIB_WQE_SEND_INV       = 0x02,
+	PIB_WQE_RDMA_WRITE     = 0x03,
+	PIB_WQE_RDMA_WRITE_IMM = 0x04,
+	PIB_WQE_RDMA_READ      = 0x05,
+	PIB_WQE_ATOMIC_CS      = 0x06, /* compare and swap                                     */
+	PIB_WQE_ATOMIC_FA      = 0x07, /* fetch and add                                        */
+	PIB_WQE_LOCAL_INV      = 0x08,
+	PIB_WQE_BIND_MW        = 0x09,
+	PIB_WQE_OPCODE_MAX
+};
+
+#define PIB_WQE_F_SIGNALED     (1u << 0)  /* generate a CQE on success                      */
+#define PIB_WQE_F_SOLICITED    (1u << 1)  /* set SE in the last packet                      */
+#define PIB_WQE_F_INLINE       (1u << 2)  /* payload follows the control segment            */
+#define PIB_WQE_F_FENCE        (1u << 3)  /* wait for prior READ/ATOMIC to complete          */
+
+struct pib_send_wqe {
+	pib_u8  opcode;         /* 0x00 enum pib_wqe_opcode                                    */
+	pib_u8  flags;          /* 0x01 PIB_WQE_F_*                                            */
+	pib_u8  num_sge;        /* 0x02 SGEs that follow (ignored with INLINE)                 */
+	pib_u8  rsvd0;
+	pib_u32 imm_inv;        /* 0x04 immediate data (as on the wire) or rkey to invalidate  */
+	pib_u64 wr_id;          /* 0x08 returned in the CQE                                    */
+	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA                                */
+	pib_u32 rkey;           /* 0x18 RDMA / atomic rkey                                     */
+	pib_u32 inline_len;     /* 0x1c bytes of inline payload                                */
+	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand               */
+	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
+	pib_u32 ud_qpn;         /* 0x30 UD: destination QPN [23:0]                             */
+	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key                                              */
+	pib_u16 ud_dlid;        /* 0x38 UD: destination LID                                    */
+	pib_u8  ud_sl;          /* 0x3a UD: service level                                      */
+	pib_u8  rsvd1[5];
+	/* 0x40: struct pib_sge sge[num_sge] or inline bytes */
+};
+
+/* ---- Receive WQE: a 16-byte header followed by num_sge SGEs ------------------------------ */
+struct pib_recv_wqe {
+	pib_u64 wr_id;
+	pib_u8  num_sge;
+	pib_u8  rsvd[7];
+	/* 0x10: struct pib_sge sge[num_sge] */
+};
+
+/* ---- CQE: 32 bytes ------------------------------------------------------------------------
+ * Written by the device with the owner (phase) bit set to 1 on the first pass over the ring,
+ * 0 on the second, ...  The consumer owns an entry whose phase matches its expectation and
+ * must read the rest only after that check (read barrier).
+ *
+ * The CQ ring is depth * 32 bytes followed by one page; the first 4 bytes of that page hold
+ * the consumer index, written by the consumer (the CQ "doorbell record").  The device reads it
+ * only when the ring looks full, to tell a slow consumer from a real overflow.
+ */
+enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode              */
+	PIB_CQE_SEND           = 0x00,
+	PIB_CQE_RDMA_WRITE     = 0x01,
+	PIB_CQE_RDMA_READ      = 0x02,
+	PIB_CQE_COMP_SWAP      = 0x03,
+	PIB_CQE_FETCH_ADD      = 0x04,
+	PIB_CQE_BIND_MW        = 0x05,
+	PIB_CQE_LOCAL_INV      = 0x06,
+	PIB_CQE_RECV           = 0x80,
+	PIB_CQE_RECV_RDMA_IMM  = 0x81,
+};
+
+/* Completion status: the IBTA/verbs numbering (enum ibv_wc_status / ib_wc_status). */
+enum pib_cqe_status {
+	PIB_WC_SUCCESS            = 0,
+	PIB_WC_LOC_LEN_ERR        = 1,
+	PIB_WC_LOC_QP_OP_ERR      = 2,
+	PIB_WC_LOC_EEC_OP_ERR     = 3,
+	PIB_WC_LOC_PROT_ERR       = 4,
+	PIB_WC_WR_FLUSH_ERR       = 5,
+	PIB_WC_MW_BIND_ERR        = 6,
+	PIB_WC_BAD_RESP_ERR       = 7,
+	PIB_WC_LOC_ACCESS_ERR     = 8,
+	PIB_WC_REM_INV_REQ_ERR    = 9,
+	PIB_WC_REM_ACCESS_ERR     = 10,
+	PIB_WC_REM_OP_ERR         = 11,
+	PIB_WC_RETRY_EXC_ERR      = 12,
+	PIB_WC_RNR_RETRY_EXC_ERR  = 13,
+	PIB_WC_LOC_RDD_VIOL_ERR   = 14,
+	PIB_WC_REM_INV_RD_REQ_ERR = 15,
+	PIB_WC_REM_ABORT_ERR      = 16,
+	PIB_WC_INV_EECN_ERR       = 17,
+	PIB_WC_INV_EEC_STATE_ERR  = 18,
+	PIB_WC_FATAL_ERR          = 19,
+	PIB_WC_RESP_TIMEOUT_ERR   = 20,
+	PIB_WC_GENERAL_ERR        = 21,
+};
+
+#define PIB_CQE_F_PHASE        (1u << 0)
+#define PIB_CQE_F_IMM          (1u << 1)  /* imm_inv holds immediate data                   */
+#define PIB_CQE_F_INV          (1u << 2)  /* imm_inv holds the rkey that was invalidated    */
+#define PIB_CQE_F_GRH          (1u << 3)  /* UD: a GRH occupies the first 40 bytes          */
+
+struct pib_cqe {
+	pib_u64 wr_id;          /* 0x00 from the WQE                                           */
+	pib_u32 byte_len;       /* 0x08 bytes received (receive completions), or transferred   */
+	pib_u32 imm_inv;        /* 0x0c immediate data (as on the wire) or invalidated rkey    */
+	pib_u32 qpn;            /* 0x10 local QPN [23:0]                                       */
+	pib_u32 src_qp;         /* 0x14 UD: source QPN [23:0]                                  */
+	pib_u16 slid;           /* 0x18 UD: source LID                                         */
+	pib_u8  status;         /* 0x1a enum pib_cqe_status                                    */
+	pib_u8  opcode;         /* 0x1b enum pib_cqe_opcode                                    */
+	pib_u8  flags;          /* 0x1c PIB_CQE_F_*                                            */
+	pib_u8  sl;             /* 0x1d                                                        */
+	pib_u16 wqe_index;      /* 0x1e index (mod 2^16) of the WQE this completes, so the      */
+	                        /*      consumer can retire SQ slots up to it                    */
+};
+
+/* ---- Completion event queue (CEQ) entry: 8 bytes ------------------------------------------
+ * When a completion is written to an armed CQ (any completion for "next", a solicited or
+ * error one for "solicited only"), the device disarms the CQ, writes a CEQE naming it to the
+ * CEQ and raises MSI-X vector PIB_MSIX_VEC_CEQ.  Arming is done with the CQ doorbell.
+ */
+#define PIB_CEQE_F_PHASE       (1u << 0)
+struct pib_ceqe {
+	pib_u32 cqn;            /* [23:0]                                                      */
+	pib_u8  flags;          /* [0] phase                                                   */
+	pib_u8  rsvd[3];
+};
+
+PIB_STATIC_ASSERT(sizeof(struct pib_sge) == 16, "SGE is 16 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 64, "send WQE control segment is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");
+
+#endif /* PIB_WQE_H */

@@ -1,0 +1,61 @@
+#!/bin/bash
+# The test runner behind `make test`, `make qtest` and `make e2e`.
+#
+#   qtest: the device model alone, driven by QEMU's qtest (no guest): tests/qtest/pib-test.c.
+#   e2e:   two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
+#
+# Each e2e script is a test: exit 0 is a pass.  It may call `check` (tests/e2e/lib.sh) many
+# times; every check is counted.  The last line is the plain "N passed, N failed" summary.
+set -uo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+cd "$TOP"
+what=${1:-all}
+pass=0 fail=0
+failed=()
+log_dir=$TOP/build/test-logs
+mkdir -p "$log_dir"
+
+run_qtest() {
+  local bin=$TOP/build/qtest/pib-test
+  [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=(qtest-build); return; }
+  echo "== qtest: $bin"
+  # libqtest runs QTEST_QEMU_BINARY through the shell, so firmware paths can ride along.
+  QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64 -L /usr/share/qemu -L /usr/share/seabios" \
+    timeout 300 "$bin" --tap -k 2>&1 | tee "$log_dir/qtest.tap"
+  local ok notok
+  ok=$(grep -c '^ok ' "$log_dir/qtest.tap")
+  notok=$(grep -c '^not ok ' "$log_dir/qtest.tap")
+  pass=$((pass + ok)); fail=$((fail + notok))
+  [ "$notok" -eq 0 ] || failed+=(qtest)
+  [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("qtest ran no test"); }
+}
+
+run_e2e() {
+  echo "== e2e: booting two guests"
+  export PIBVM_DIR=$TOP/build/vm-test
+  tools/pibvm down >/dev/null 2>&1 || true
+  if ! tools/pibvm up --nodes 2; then
+    fail=$((fail + 1)); failed+=("pibvm up"); return
+  fi
+  local t name rc
+  for t in tests/e2e/[0-9]*.sh; do
+    name=$(basename "$t" .sh)
+    echo "== e2e: $name"
+    timeout 1200 bash "$t" > >(tee "$log_dir/$name.log") 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name"
+    else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi
+  done
+  tools/pibvm down || true
+}
+
+case $what in
+  qtest) run_qtest ;;
+  e2e) run_e2e ;;
+  all) run_qtest; run_e2e ;;
+  *) echo "usage: $0 qtest|e2e|all"; exit 2 ;;
+esac
+
+[ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
