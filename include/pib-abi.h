@@ -2,7 +2,7 @@
 /*
  * pib-abi.h - the uverbs ABI between the pib kernel driver and the rdma-core provider.
  *
- * Rules (as in rdma-core's kernel-headers/rdma/*-abi.h): every struct is 8-byte aligned,
+ * Rules (as in rdma-core's kernel-headers/rdma/<driver>-abi.h): every struct is 8-byte aligned,
  * comp_mask first, explicit reserved fields, mmap keys as __aligned_u64.  A new field goes at
  * the end and is announced by a comp_mask bit; the kernel accepts shorter (older) requests.
  */

@@ -1,0 +1,154 @@
+#!/bin/bash
+# Build rdma-core 56.1 with the pib provider and install it into build/rdma-root/.
+#
+#   guest-provider/build.sh
+#
+# The provider is built in-tree, as providers/pib next to providers/efa: this script copies
+# guest-provider/ and the shared include/pib-abi.h, include/pib_hw.h into the cached rdma-core
+# source, hooks the directory into rdma-core's top CMakeLists.txt, configures once, builds
+# with ninja and installs with DESTDIR.  Files are copied only when they differ and the
+# install is redone only when the build changed, so a run with nothing to do takes seconds.
+#
+# Output: build/rdma-root/ (usr/lib/x86_64-linux-gnu/libibverbs/libpib-rdmav34.so,
+# etc/libibverbs.d/pib.driver, libibverbs, librdmacm, the verbs/rdmacm examples, the diags).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${PIB_CACHE:-$HOME/.cache/pib}
+SRC=$(bash "$ROOT/mk/fetch.sh" rdma-core)
+BLD=$CACHE/build/$(basename "$SRC")
+DEST=$ROOT/build/rdma-root
+PDIR=$SRC/providers/pib
+MULTIARCH=x86_64-linux-gnu     # the guest is Debian amd64, whatever builds it
+
+say() { printf '[rdma-core] %s\n' "$*"; }
+
+# --- 1. Overlay providers/pib ----------------------------------------------------------------
+# cp gives a changed file a new mtime, so ninja rebuilds exactly what depends on it; an
+# unchanged file keeps its old mtime and costs nothing.
+mkdir -p "$PDIR"
+shopt -s nullglob
+inputs=("$ROOT"/guest-provider/*.c "$ROOT"/guest-provider/*.h "$ROOT/guest-provider/CMakeLists.txt"
+        "$ROOT/include/pib-abi.h" "$ROOT/include/pib_hw.h")
+declare -A wanted=()
+for f in "${inputs[@]}"; do
+  b=$(basename "$f")
+  wanted[$b]=1
+  if ! cmp -s "$f" "$PDIR/$b"; then
+    cp "$f" "$PDIR/$b"
+    say "update providers/pib/$b"
+  fi
+done
+# A file deleted from the repo must not live on in the build.
+for f in "$PDIR"/*; do
+  b=$(basename "$f")
+  if [ -z "${wanted[$b]:-}" ]; then
+    rm -f "$f"
+    say "remove stale providers/pib/$b"
+  fi
+done
+shopt -u nullglob
+
+# --- 2. Hook providers/pib into rdma-core ----------------------------------------------------
+# Inside the HAVE_COHERENT_DMA block with the other hardware providers: the data path will
+# share rings with the device.  Alphabetical, after ocrdma.
+TOP=$SRC/CMakeLists.txt
+HOOK='add_subdirectory(providers/pib)'
+if ! grep -qxF "$HOOK" "$TOP"; then
+  sed -i "\|^add_subdirectory(providers/ocrdma)\$|a $HOOK" "$TOP"
+  grep -qxF "$HOOK" "$TOP" || { say "cannot find add_subdirectory(providers/ocrdma) in $TOP"; exit 1; }
+  say "hooked providers/pib into $TOP"
+fi
+
+# --- 3. Configure (once; again only if these flags change) -----------------------------------
+# Install paths and build type are Debian's (debian/rules), so the tree can be copied into a
+# guest as is.  No global ENABLE_WERROR: at -O3 gcc 12 warns about upstream code (cxgb4);
+# providers/pib turns on -Werror for itself instead.
+CMAKE_FLAGS=(
+  -GNinja
+  -DCMAKE_BUILD_TYPE=Release
+  -DENABLE_STATIC=0
+  -DNO_MAN_PAGES=1
+  -DNO_PYVERBS=1
+  -DCMAKE_INSTALL_PREFIX=/usr
+  -DCMAKE_INSTALL_SYSCONFDIR=/etc
+  -DCMAKE_INSTALL_LIBDIR=lib/$MULTIARCH
+  -DCMAKE_INSTALL_LIBEXECDIR=/usr/lib
+  -DCMAKE_INSTALL_RUNDIR=/run
+  -DCMAKE_INSTALL_SHAREDSTATEDIR=/var/lib
+  -DCMAKE_INSTALL_UDEV_RULESDIR=/lib/udev/rules.d
+  -DCMAKE_INSTALL_SYSTEMD_SERVICEDIR=/lib/systemd/system
+)
+mkdir -p "$BLD"
+if [ ! -f "$BLD/build.ninja" ] || [ "$(cat "$BLD/.pib-cmake-flags" 2>/dev/null)" != "${CMAKE_FLAGS[*]}" ]; then
+  say "configure $BLD (log: $BLD/cmake.log)"
+  # A fresh cache, so a flag dropped from the list does not linger in CMakeCache.txt.
+  rm -f "$BLD/.pib-cmake-flags" "$BLD/CMakeCache.txt"
+  cmake -S "$SRC" -B "$BLD" "${CMAKE_FLAGS[@]}" >"$BLD/cmake.log" 2>&1 \
+    || { tail -n 30 "$BLD/cmake.log"; say "cmake failed"; exit 1; }
+  echo "${CMAKE_FLAGS[*]}" >"$BLD/.pib-cmake-flags"
+fi
+
+# --- 4. Build ---------------------------------------------------------------------------------
+# Progress every 200 steps and at the end.  providers/pib builds with -Werror, so any warning
+# of ours fails the build and is shown in full; warnings that do not fail the build are
+# upstream's (gcc 12 at -O3 flags one in cxgb4) and are only counted.
+say "ninja (log: $BLD/ninja.log.txt)"
+set +e
+ninja -C "$BLD" 2>&1 | tee "$BLD/ninja.log.txt" | awk '
+  match($0, /^\[[0-9]+\/[0-9]+\]/) {
+    split(substr($0, 2, RLENGTH - 2), n, "/")
+    if (n[1] % 200 == 0 || n[1] == n[2]) print "  " substr($0, 1, RLENGTH)
+  }'
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" != 0 ]; then
+  sed -n '/^FAILED:/,$p' "$BLD/ninja.log.txt" | head -n 80
+  say "ninja failed"
+  exit 1
+fi
+built=1
+grep -qx 'ninja: no work to do.' "$BLD/ninja.log.txt" && { built=0; say "nothing to rebuild"; }
+warnings=$(grep -c 'warning:' "$BLD/ninja.log.txt" || true)
+[ "$warnings" = 0 ] || say "$warnings warning(s) in upstream rdma-core code (see $BLD/ninja.log.txt)"
+
+# --- 5. Install --------------------------------------------------------------------------------
+# Into a fresh directory then swapped in, so rdma-root is exactly this build, never a mix of
+# old and new files.  Skipped when ninja had nothing to do and the last install is complete.
+WANT=(
+  usr/lib/$MULTIARCH/libibverbs/libpib-rdmav34.so
+  etc/libibverbs.d/pib.driver
+  usr/lib/$MULTIARCH/libibverbs.so.1
+  usr/lib/$MULTIARCH/librdmacm.so.1
+  usr/bin/ibv_devinfo
+  usr/bin/ibv_rc_pingpong
+  usr/bin/rping
+  usr/sbin/ibstat
+)
+complete() {
+  local f
+  [ -f "$BLD/.pib-installed" ] || return 1
+  for f in "${WANT[@]}"; do [ -e "$DEST/$f" ] || return 1; done
+}
+if [ "$built" = 1 ] || ! complete; then
+  say "install into $DEST"
+  rm -rf "$DEST.tmp"
+  rm -f "$BLD/.pib-installed"
+  DESTDIR="$DEST.tmp" ninja -C "$BLD" install >"$BLD/install.log" 2>&1 \
+    || { tail -n 30 "$BLD/install.log"; say "install failed"; exit 1; }
+  rm -rf "$DEST"
+  mv "$DEST.tmp" "$DEST"
+  touch "$BLD/.pib-installed"
+else
+  say "install up to date"
+fi
+
+# --- 6. Verify ---------------------------------------------------------------------------------
+missing=0
+for f in "${WANT[@]}"; do
+  [ -e "$DEST/$f" ] || { say "MISSING $f"; missing=1; }
+done
+[ "$missing" = 0 ] || exit 1
+grep -qx 'driver pib' "$DEST/etc/libibverbs.d/pib.driver" \
+  || { say "pib.driver does not name the pib provider"; exit 1; }
+say "ok: $DEST ($(du -sh "$DEST" | cut -f1))"

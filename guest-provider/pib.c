@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * pib.c - rdma-core provider for the pib HCA: device matching and the user
+ * context.
+ *
+ * libibverbs loads this provider for an RDMA device whose parent is a PCI
+ * function with pib's IDs.  The kernel driver registers with driver_id
+ * RDMA_DRIVER_UNKNOWN (an out-of-tree driver cannot own an RDMA_DRIVER_*
+ * number), so the match goes by PCI ID, and by uverbs ABI version so that a
+ * mismatched driver and provider refuse each other instead of misreading
+ * responses.
+ *
+ * Opening the device allocates a user context, for which the kernel reserves a
+ * UAR page of its own; the provider maps it once and keeps it for the data
+ * path's doorbells.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "pib.h"
+#include "verbs.h"
+
+static void pib_free_context(struct ibv_context *ibvctx);
+
+static const struct verbs_match_ent pib_table[] = {
+	VERBS_PCI_MATCH(PIB_PCI_VENDOR_ID, PIB_PCI_DEVICE_ID, NULL),
+	{}
+};
+
+/*
+ * The control path only, so far.  The data path (CQs, QPs, MRs, kernel-bypass
+ * post and poll) is not wired up yet: libibverbs answers every op left unset
+ * here with EOPNOTSUPP.
+ */
+static const struct verbs_context_ops pib_ctx_ops = {
+	.alloc_pd = pib_alloc_pd,
+	.dealloc_pd = pib_dealloc_pd,
+	.free_context = pib_free_context,
+	.query_device_ex = pib_query_device_ex,
+	.query_port = pib_query_port,
+};
+
+static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
+					       int cmd_fd,
+					       void *private_data)
+{
+	struct pib_alloc_ucontext_resp resp = {};
+	struct pib_alloc_ucontext cmd = {};
+	struct pib_context *ctx;
+	int err;
+
+	ctx = verbs_init_and_alloc_context(vdev, cmd_fd, ctx, ibvctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+
+	err = ibv_cmd_get_context(&ctx->ibvctx, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(&ctx->ibvctx, "ibv_cmd_get_context failed\n");
+		goto err_free_ctx;
+	}
+
+	/* Without a UAR page there is no way to ring a doorbell. */
+	if (!resp.uar_size) {
+		verbs_err(&ctx->ibvctx, "Kernel returned no UAR page\n");
+		err = EINVAL;
+		goto err_free_ctx;
+	}
+
+	/* A UAR page is write-only MMIO: the device defines no reads. */
+	ctx->uar_size = resp.uar_size;
+	ctx->uar = mmap(NULL, ctx->uar_size, PROT_WRITE, MAP_SHARED, cmd_fd,
+			resp.uar_mmap_key);
+	if (ctx->uar == MAP_FAILED) {
+		err = errno;
+		verbs_err(&ctx->ibvctx, "Failed to map UAR page %u: %d\n",
+			  resp.uar_index, err);
+		goto err_free_ctx;
+	}
+	verbs_debug(&ctx->ibvctx, "UAR page %u mapped, %zu bytes\n",
+		    resp.uar_index, ctx->uar_size);
+
+	verbs_set_ops(&ctx->ibvctx, &pib_ctx_ops);
+
+	return &ctx->ibvctx;
+
+err_free_ctx:
+	/* Closing cmd_fd releases the kernel's ucontext and its UAR page. */
+	verbs_uninit_context(&ctx->ibvctx);
+	free(ctx);
+	errno = err;
+	return NULL;
+}
+
+static void pib_free_context(struct ibv_context *ibvctx)
+{
+	struct pib_context *ctx = to_pib_context(ibvctx);
+
+	munmap(ctx->uar, ctx->uar_size);
+	verbs_uninit_context(&ctx->ibvctx);
+	free(ctx);
+}
+
+static struct verbs_device *pib_device_alloc(struct verbs_sysfs_dev *sysfs_dev)
+{
+	struct pib_device *dev;
+
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return NULL;
+
+	return &dev->vdev;
+}
+
+static void pib_uninit_device(struct verbs_device *verbs_device)
+{
+	struct pib_device *dev = to_pib_dev(verbs_device);
+
+	free(dev);
+}
+
+static const struct verbs_device_ops pib_dev_ops = {
+	.name = "pib",
+	.match_min_abi_version = PIB_UVERBS_ABI_VERSION,
+	.match_max_abi_version = PIB_UVERBS_ABI_VERSION,
+	.match_table = pib_table,
+	.alloc_device = pib_device_alloc,
+	.uninit_device = pib_uninit_device,
+	.alloc_context = pib_alloc_context,
+};
+PROVIDER_DRIVER(pib, pib_dev_ops);
