@@ -21,4 +21,48 @@ struct pib_ibv_alloc_ucontext_resp {
 	__u32 reserved_20;
 };
 
+/*
+ * CQ: the provider allocates the ring (depth * sizeof(struct pib_cqe), then one page whose
+ * first u32 is the consumer index record), page aligned, and passes it here; the driver pins
+ * it and hands its page list to the device.
+ */
+struct pib_ibv_create_cq {
+	__u32 comp_mask;
+	__u32 depth;            /* power of two >= the cqe count asked for                     */
+	__aligned_u64 buf_addr; /* user VA of the ring, page aligned                           */
+	__u32 buf_size;         /* depth * 32 rounded up to a page, plus one page              */
+	__u32 reserved_14;
+};
+
+struct pib_ibv_create_cq_resp {
+	__u32 comp_mask;
+	__u32 cqn;
+	__u32 depth;
+	__u32 reserved_0c;
+};
+
+/*
+ * QP: the provider sizes and allocates the SQ and RQ rings (page aligned; the RQ is absent
+ * for a QP on an SRQ) and passes them here.  Strides are log2 of the WQE slot size.
+ */
+struct pib_ibv_create_qp {
+	__u32 comp_mask;
+	__u8  sq_stride_log;    /* 6..12                                                       */
+	__u8  rq_stride_log;    /* 4..12                                                       */
+	__u16 reserved_06;
+	__aligned_u64 sq_buf_addr;
+	__aligned_u64 rq_buf_addr;
+	__u32 sq_depth;         /* power of two                                                */
+	__u32 rq_depth;         /* power of two, 0 without an RQ                               */
+	__u32 sq_buf_size;      /* sq_depth << sq_stride_log, page aligned                     */
+	__u32 rq_buf_size;
+};
+
+struct pib_ibv_create_qp_resp {
+	__u32 comp_mask;
+	__u32 qpn;
+	__u32 max_inline;       /* inline bytes the SQ stride allows                           */
+	__u32 reserved_0c;
+};
+
 #endif /* PIB_ABI_USER_H */
