@@ -4,7 +4,7 @@
 #   guest-provider/build.sh
 #
 # The provider is built in-tree, as providers/pib next to providers/efa: this script copies
-# guest-provider/ and the shared include/pib-abi.h, include/pib_hw.h into the cached rdma-core
+# guest-provider/ and the shared include/pib-abi.h, pib_hw.h, pib_wqe.h into the cached rdma-core
 # source, hooks the directory into rdma-core's top CMakeLists.txt, configures once, builds
 # with ninja and installs with DESTDIR.  Files are copied only when they differ and the
 # install is redone only when the build changed, so a run with nothing to do takes seconds.
@@ -29,7 +29,7 @@ say() { printf '[rdma-core] %s\n' "$*"; }
 mkdir -p "$PDIR"
 shopt -s nullglob
 inputs=("$ROOT"/guest-provider/*.c "$ROOT"/guest-provider/*.h "$ROOT/guest-provider/CMakeLists.txt"
-        "$ROOT/include/pib-abi.h" "$ROOT/include/pib_hw.h")
+        "$ROOT/include/pib-abi.h" "$ROOT/include/pib_hw.h" "$ROOT/include/pib_wqe.h")
 declare -A wanted=()
 for f in "${inputs[@]}"; do
   b=$(basename "$f")

@@ -12,7 +12,8 @@
  *
  * Opening the device allocates a user context, for which the kernel reserves a
  * UAR page of its own; the provider maps it once and keeps it for the data
- * path's doorbells.
+ * path's doorbells.  The context also holds the device limits the data path
+ * checks requests against and the QPN table poll_cq looks QPs up in.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,16 +30,29 @@ static const struct verbs_match_ent pib_table[] = {
 };
 
 /*
- * The control path only, so far.  The data path (CQs, QPs, MRs, kernel-bypass
- * post and poll) is not wired up yet: libibverbs answers every op left unset
- * here with EOPNOTSUPP.
+ * Alphabetical.  libibverbs answers every op left unset here (SRQs, memory
+ * windows, the extended CQ and QP interfaces, ...) with EOPNOTSUPP.
  */
 static const struct verbs_context_ops pib_ctx_ops = {
 	.alloc_pd = pib_alloc_pd,
+	.create_ah = pib_create_ah,
+	.create_cq = pib_create_cq,
+	.create_qp = pib_create_qp,
 	.dealloc_pd = pib_dealloc_pd,
+	.dereg_mr = pib_dereg_mr,
+	.destroy_ah = pib_destroy_ah,
+	.destroy_cq = pib_destroy_cq,
+	.destroy_qp = pib_destroy_qp,
 	.free_context = pib_free_context,
+	.modify_qp = pib_modify_qp,
+	.poll_cq = pib_poll_cq,
+	.post_recv = pib_post_recv,
+	.post_send = pib_post_send,
 	.query_device_ex = pib_query_device_ex,
 	.query_port = pib_query_port,
+	.query_qp = pib_query_qp,
+	.reg_mr = pib_reg_mr,
+	.req_notify_cq = pib_req_notify_cq,
 };
 
 static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
@@ -48,6 +62,7 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 	struct pib_alloc_ucontext_resp resp = {};
 	struct pib_alloc_ucontext cmd = {};
 	struct pib_context *ctx;
+	uint32_t max_qp;
 	int err;
 
 	ctx = verbs_init_and_alloc_context(vdev, cmd_fd, ctx, ibvctx,
@@ -82,10 +97,23 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 	verbs_debug(&ctx->ibvctx, "UAR page %u mapped, %zu bytes\n",
 		    resp.uar_index, ctx->uar_size);
 
+	err = pib_query_device_limits(ctx, &max_qp);
+	if (err) {
+		verbs_err(&ctx->ibvctx, "Failed to query device limits: %d\n",
+			  err);
+		goto err_unmap_uar;
+	}
+
+	err = pib_qp_table_init(ctx, max_qp);
+	if (err)
+		goto err_unmap_uar;
+
 	verbs_set_ops(&ctx->ibvctx, &pib_ctx_ops);
 
 	return &ctx->ibvctx;
 
+err_unmap_uar:
+	munmap(ctx->uar, ctx->uar_size);
 err_free_ctx:
 	/* Closing cmd_fd releases the kernel's ucontext and its UAR page. */
 	verbs_uninit_context(&ctx->ibvctx);
@@ -98,6 +126,7 @@ static void pib_free_context(struct ibv_context *ibvctx)
 {
 	struct pib_context *ctx = to_pib_context(ibvctx);
 
+	pib_qp_table_fini(ctx);
 	munmap(ctx->uar, ctx->uar_size);
 	verbs_uninit_context(&ctx->ibvctx);
 	free(ctx);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
- * verbs.h - the verbs the pib provider implements (verbs.c), wired up in pib.c.
+ * verbs.h - the verbs the pib provider implements, wired up in pib.c:
+ * control path in verbs.c, completion queues in cq.c, queue pairs in qp.c.
  */
 #ifndef __PIB_VERBS_H__
 #define __PIB_VERBS_H__
@@ -8,13 +9,44 @@
 #include <infiniband/driver.h>
 #include <infiniband/verbs.h>
 
+struct pib_context;
+
+/* verbs.c */
 int pib_query_device_ex(struct ibv_context *ibvctx,
 			const struct ibv_query_device_ex_input *input,
 			struct ibv_device_attr_ex *attr, size_t attr_size);
+int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp);
 int pib_query_port(struct ibv_context *ibvctx, uint8_t port,
 		   struct ibv_port_attr *attr);
 
 struct ibv_pd *pib_alloc_pd(struct ibv_context *ibvctx);
 int pib_dealloc_pd(struct ibv_pd *ibvpd);
+
+struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
+			  uint64_t hca_va, int access);
+int pib_dereg_mr(struct verbs_mr *vmr);
+
+struct ibv_ah *pib_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
+int pib_destroy_ah(struct ibv_ah *ibvah);
+
+/* cq.c */
+struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
+			     struct ibv_comp_channel *channel, int comp_vector);
+int pib_destroy_cq(struct ibv_cq *ibvcq);
+int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
+int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
+
+/* qp.c */
+struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
+			     struct ibv_qp_init_attr *attr);
+int pib_destroy_qp(struct ibv_qp *ibvqp);
+int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		  int attr_mask);
+int pib_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		 int attr_mask, struct ibv_qp_init_attr *init_attr);
+int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+		  struct ibv_send_wr **bad_wr);
+int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr);
 
 #endif /* __PIB_VERBS_H__ */

@@ -1,0 +1,710 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * qp.c - queue pairs of the pib provider: sizing and creating their rings,
+ * posting work requests, and the QPN table that poll_cq retires WQEs through.
+ *
+ * A QP's send and receive queues are rings in the provider's memory.  Posting
+ * a work request writes a WQE (pib_wqe.h) into the next free slot; after the
+ * last WQE of a list, one write barrier and one doorbell on the context's UAR
+ * page hand the device the new producer index, and the device fetches the
+ * WQEs by DMA.  A slot is free again once a CQE shows that the device is done
+ * with it: poll_cq moves the queue's consumer index.
+ *
+ * The kernel checks what it passes to the device; the provider checks every
+ * work request before writing it, so a bad request fails with an errno and
+ * nothing is written, and no WQE ever reaches beyond its slot: a slot holds
+ * the 64-byte control segment plus max_sge SGEs or max_inline bytes, and the
+ * provider accepts no more than that.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ccan/array_size.h>
+#include <ccan/minmax.h>
+#include <util/udma_barrier.h>
+#include <util/util.h>
+
+#include "pib.h"
+#include "verbs.h"
+
+/*
+ * A CQE names the WQE it completes by a 16-bit index; the full index is
+ * recovered relative to the consumer index, which is unambiguous while fewer
+ * than 2^16 WQEs are outstanding.
+ */
+#define PIB_WQ_DEPTH_MAX	(1u << 16)
+
+/* ---- QPN table --------------------------------------------------------------------------- */
+
+int pib_qp_table_init(struct pib_context *ctx, uint32_t max_qp)
+{
+	uint32_t nbuckets;
+	int err;
+
+	/* One bucket per QP the device can have, within reason. */
+	max_qp = min_t(uint32_t, max_qp, 1u << 16);
+	nbuckets = roundup_pow_of_two(max_t(uint32_t, max_qp, 1));
+	ctx->qp_table = calloc(nbuckets, sizeof(*ctx->qp_table));
+	if (!ctx->qp_table)
+		return ENOMEM;
+	ctx->qp_table_mask = nbuckets - 1;
+
+	err = pthread_spin_init(&ctx->qp_table_lock, PTHREAD_PROCESS_PRIVATE);
+	if (err) {
+		free(ctx->qp_table);
+		ctx->qp_table = NULL;
+	}
+	return err;
+}
+
+void pib_qp_table_fini(struct pib_context *ctx)
+{
+	if (!ctx->qp_table)
+		return;
+	pthread_spin_destroy(&ctx->qp_table_lock);
+	free(ctx->qp_table);
+	ctx->qp_table = NULL;
+}
+
+static struct pib_qp **pib_qp_table_bucket(struct pib_context *ctx,
+					   uint32_t qpn)
+{
+	return &ctx->qp_table[qpn & ctx->qp_table_mask];
+}
+
+static void pib_qp_table_insert(struct pib_context *ctx, struct pib_qp *qp)
+{
+	struct pib_qp **bucket;
+
+	pthread_spin_lock(&ctx->qp_table_lock);
+	bucket = pib_qp_table_bucket(ctx, qp->vqp.qp.qp_num);
+	qp->table_next = *bucket;
+	*bucket = qp;
+	pthread_spin_unlock(&ctx->qp_table_lock);
+}
+
+static void pib_qp_table_remove(struct pib_context *ctx, struct pib_qp *qp)
+{
+	struct pib_qp **link;
+
+	pthread_spin_lock(&ctx->qp_table_lock);
+	for (link = pib_qp_table_bucket(ctx, qp->vqp.qp.qp_num); *link;
+	     link = &(*link)->table_next) {
+		if (*link == qp) {
+			*link = qp->table_next;
+			break;
+		}
+	}
+	pthread_spin_unlock(&ctx->qp_table_lock);
+}
+
+/* Called with the table lock held. */
+static struct pib_qp *pib_qp_table_lookup(struct pib_context *ctx,
+					  uint32_t qpn)
+{
+	struct pib_qp *qp;
+
+	for (qp = *pib_qp_table_bucket(ctx, qpn); qp; qp = qp->table_next)
+		if (qp->vqp.qp.qp_num == qpn)
+			return qp;
+	return NULL;
+}
+
+/*
+ * A send CQE completes the WQE at wqe_index and, because the device executes
+ * a send queue in order and writes no CQE for an unsignalled WQE that
+ * succeeds, every WQE before it too: the consumer index moves past it.  An
+ * index outside [ci, pi) names no outstanding WQE (a stale CQE); it moves
+ * nothing.
+ */
+static void pib_sq_retire(struct pib_wq *sq, uint16_t wqe_index)
+{
+	uint32_t ci = atomic_load_explicit(&sq->ci, memory_order_relaxed);
+	uint32_t pi = atomic_load_explicit(&sq->pi, memory_order_relaxed);
+	uint32_t index = ci + (uint16_t)(wqe_index - (uint16_t)ci);
+
+	if (index - ci >= pi - ci)
+		return;
+
+	/* Release: the slots may be rewritten once the poster sees this. */
+	atomic_store_explicit(&sq->ci, index + 1, memory_order_release);
+}
+
+/* Every receive WQE completes, in order: one CQE retires one slot. */
+static void pib_rq_retire(struct pib_wq *rq)
+{
+	uint32_t ci = atomic_load_explicit(&rq->ci, memory_order_relaxed);
+	uint32_t pi = atomic_load_explicit(&rq->pi, memory_order_relaxed);
+
+	if (!rq->depth || ci == pi)
+		return;
+	atomic_store_explicit(&rq->ci, ci + 1, memory_order_release);
+}
+
+/*
+ * Retire the WQE slots a CQE frees.  Returns false if the CQE's QP is not (or
+ * no longer) one of this context's.  The table lock is held across the
+ * update, so destroy_qp cannot free the QP underneath.
+ */
+bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
+{
+	uint32_t qpn = le32toh(cqe->qpn) & PIB_DB_OBJ_MASK;
+	struct pib_qp *qp;
+
+	pthread_spin_lock(&ctx->qp_table_lock);
+	qp = pib_qp_table_lookup(ctx, qpn);
+	if (qp) {
+		/* Receive opcodes are PIB_CQE_RECV (0x80) and up. */
+		if (cqe->opcode & PIB_CQE_RECV)
+			pib_rq_retire(&qp->rq);
+		else
+			pib_sq_retire(&qp->sq, le16toh(cqe->wqe_index));
+	}
+	pthread_spin_unlock(&ctx->qp_table_lock);
+
+	return qp != NULL;
+}
+
+/* ---- Creating and destroying ------------------------------------------------------------- */
+
+/* log2 of the smallest power-of-two stride >= bytes, at least 2^min_log. */
+static uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log)
+{
+	uint32_t log = __builtin_ctzll(roundup_pow_of_two(bytes));
+
+	return max_t(uint32_t, log, min_log);
+}
+
+/*
+ * Choose the ring geometry for the capabilities asked for:
+ *   depth  = the number of WRs rounded up to a power of two (at least 1);
+ *   stride = the WQE header plus the SGEs (or, for sends, the inline bytes),
+ *            rounded up to a power of two.
+ */
+static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
+		       bool has_rq, struct pib_qp *qp)
+{
+	uint32_t max_depth = min_t(uint32_t, ctx->max_qp_wr, PIB_WQ_DEPTH_MAX);
+	uint32_t payload;
+
+	if (cap->max_send_wr > max_depth || cap->max_send_sge > ctx->max_sge ||
+	    cap->max_inline_data > PIB_MAX_INLINE_DATA)
+		return EINVAL;
+	if (has_rq && (cap->max_recv_wr > max_depth ||
+		       cap->max_recv_sge > ctx->max_sge))
+		return EINVAL;
+
+	qp->sq.depth = roundup_pow_of_two(max_t(uint32_t, cap->max_send_wr, 1));
+	payload = max_t(uint32_t, cap->max_send_sge * sizeof(struct pib_sge),
+			cap->max_inline_data);
+	qp->sq.stride_log = pib_stride_log(sizeof(struct pib_send_wqe) + payload,
+					   PIB_SQ_STRIDE_LOG_MIN);
+	if (qp->sq.depth > max_depth || qp->sq.stride_log > PIB_STRIDE_LOG_MAX)
+		return EINVAL;
+	qp->sq.max_sge = min_t(uint32_t, ctx->max_sge,
+			       ((1u << qp->sq.stride_log) -
+				sizeof(struct pib_send_wqe)) /
+				       sizeof(struct pib_sge));
+
+	/* Without an RQ (receives go to the SRQ) rq.depth stays 0. */
+	qp->rq.stride_log = PIB_RQ_STRIDE_LOG_MIN;
+	if (!has_rq)
+		return 0;
+
+	qp->rq.depth = roundup_pow_of_two(max_t(uint32_t, cap->max_recv_wr, 1));
+	payload = cap->max_recv_sge * sizeof(struct pib_sge);
+	qp->rq.stride_log = pib_stride_log(sizeof(struct pib_recv_wqe) + payload,
+					   PIB_RQ_STRIDE_LOG_MIN);
+	if (qp->rq.depth > max_depth || qp->rq.stride_log > PIB_STRIDE_LOG_MAX)
+		return EINVAL;
+	qp->rq.max_sge = min_t(uint32_t, ctx->max_sge,
+			       ((1u << qp->rq.stride_log) -
+				sizeof(struct pib_recv_wqe)) /
+				       sizeof(struct pib_sge));
+	return 0;
+}
+
+static int pib_wq_init(struct pib_wq *wq)
+{
+	int err;
+
+	err = pthread_spin_init(&wq->lock, PTHREAD_PROCESS_PRIVATE);
+	if (err)
+		return err;
+	if (!wq->depth)
+		return 0;
+
+	wq->buf_size = align((size_t)wq->depth << wq->stride_log,
+			     PIB_PAGE_SIZE);
+	wq->buf = pib_alloc_ring(wq->buf_size);
+	if (!wq->buf) {
+		err = errno;
+		pthread_spin_destroy(&wq->lock);
+		return err;
+	}
+	return 0;
+}
+
+static void pib_wq_fini(struct pib_wq *wq)
+{
+	pib_free_ring(wq->buf, wq->buf_size);
+	pthread_spin_destroy(&wq->lock);
+}
+
+/* The capabilities the rings give, which may exceed what was asked for. */
+static void pib_qp_caps(struct pib_qp *qp, struct ibv_qp_cap *cap)
+{
+	cap->max_send_wr = qp->sq.depth;
+	cap->max_send_sge = qp->sq.max_sge;
+	cap->max_recv_wr = qp->rq.depth;
+	cap->max_recv_sge = qp->rq.max_sge;
+	cap->max_inline_data = qp->max_inline;
+}
+
+struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
+			     struct ibv_qp_init_attr *attr)
+{
+	struct pib_context *ctx = to_pib_context(ibvpd->context);
+	struct pib_create_qp_resp resp = {};
+	struct pib_create_qp cmd = {};
+	struct ibv_qp_cap want = attr->cap;
+	struct pib_qp *qp;
+	int err;
+
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		break;
+	default:
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!attr->send_cq || !attr->recv_cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pib_qp_size(ctx, &want, !attr->srq, qp);
+	if (err)
+		goto err_free_qp;
+	err = pib_wq_init(&qp->sq);
+	if (err)
+		goto err_free_qp;
+	err = pib_wq_init(&qp->rq);
+	if (err)
+		goto err_fini_sq;
+
+	cmd.sq_stride_log = qp->sq.stride_log;
+	cmd.rq_stride_log = qp->rq.stride_log;
+	cmd.sq_buf_addr = (uintptr_t)qp->sq.buf;
+	cmd.rq_buf_addr = (uintptr_t)qp->rq.buf;
+	cmd.sq_depth = qp->sq.depth;
+	cmd.rq_depth = qp->rq.depth;
+	cmd.sq_buf_size = qp->sq.buf_size;
+	cmd.rq_buf_size = qp->rq.buf_size;
+	err = ibv_cmd_create_qp(ibvpd, &qp->vqp.qp, attr, &cmd.ibv_cmd,
+				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(&ctx->ibvctx, "Failed to create QP: %d\n", err);
+		goto err_fini_rq;
+	}
+
+	if (resp.qpn != qp->vqp.qp.qp_num || resp.qpn > PIB_DB_OBJ_MASK) {
+		verbs_err(&ctx->ibvctx, "Kernel answered QPN %u and %u\n",
+			  resp.qpn, qp->vqp.qp.qp_num);
+		err = EPROTO;
+		goto err_destroy_qp;
+	}
+
+	/*
+	 * Inline data goes into the slot after the control segment: never
+	 * more than the slot holds, nor more than the device accepts.
+	 */
+	qp->max_inline = min_t(uint32_t, (1u << qp->sq.stride_log) -
+						 sizeof(struct pib_send_wqe),
+			       PIB_MAX_INLINE_DATA);
+	qp->max_inline = min_t(uint32_t, qp->max_inline, resp.max_inline);
+	if (qp->max_inline < want.max_inline_data) {
+		verbs_err(&ctx->ibvctx, "Kernel allows %u inline bytes, %u asked\n",
+			  resp.max_inline, want.max_inline_data);
+		err = EINVAL;
+		goto err_destroy_qp;
+	}
+	qp->sq_sig_all = attr->sq_sig_all;
+
+	/* What the rings really hold, not the kernel's echo of the request. */
+	pib_qp_caps(qp, &attr->cap);
+
+	pib_qp_table_insert(ctx, qp);
+	return &qp->vqp.qp;
+
+err_destroy_qp:
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
+err_fini_rq:
+	pib_wq_fini(&qp->rq);
+err_fini_sq:
+	pib_wq_fini(&qp->sq);
+err_free_qp:
+	free(qp);
+	errno = err;
+	return NULL;
+}
+
+int pib_destroy_qp(struct ibv_qp *ibvqp)
+{
+	struct pib_context *ctx = to_pib_context(ibvqp->context);
+	struct pib_qp *qp = to_pib_qp(ibvqp);
+	int err;
+
+	/* The device flushes the QP's outstanding WQEs and forgets the rings. */
+	err = ibv_cmd_destroy_qp(ibvqp);
+	if (err)
+		return err;
+
+	/* From here on poll_cq drops the QP's flush CQEs. */
+	pib_qp_table_remove(ctx, qp);
+
+	pib_wq_fini(&qp->rq);
+	pib_wq_fini(&qp->sq);
+	free(qp);
+	return 0;
+}
+
+/*
+ * A QP moved to RESET has empty work queues and starts over: the provider
+ * posts from index 0 again, and the device expects the next doorbells to
+ * count from 0 as well.
+ */
+static void pib_qp_reset_indices(struct pib_qp *qp)
+{
+	struct pib_wq *wqs[] = { &qp->sq, &qp->rq };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(wqs); i++) {
+		pthread_spin_lock(&wqs[i]->lock);
+		atomic_store_explicit(&wqs[i]->pi, 0, memory_order_relaxed);
+		atomic_store_explicit(&wqs[i]->ci, 0, memory_order_relaxed);
+		pthread_spin_unlock(&wqs[i]->lock);
+	}
+}
+
+int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		  int attr_mask)
+{
+	struct ibv_modify_qp cmd = {};
+	int err;
+
+	err = ibv_cmd_modify_qp(ibvqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (err)
+		return err;
+
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
+		pib_qp_reset_indices(to_pib_qp(ibvqp));
+	return 0;
+}
+
+int pib_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		 int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd;
+	int err;
+
+	err = ibv_cmd_query_qp(ibvqp, attr, attr_mask, init_attr, &cmd,
+			       sizeof(cmd));
+	if (err)
+		return err;
+
+	/* The rings are the provider's: it knows best what they hold. */
+	pib_qp_caps(to_pib_qp(ibvqp), &init_attr->cap);
+	attr->cap = init_attr->cap;
+	return 0;
+}
+
+/* ---- Posting ----------------------------------------------------------------------------- */
+
+static void *pib_wq_slot(struct pib_wq *wq, uint32_t index)
+{
+	return (uint8_t *)wq->buf + ((index & (wq->depth - 1)) << wq->stride_log);
+}
+
+/* Room for one more WQE?  ci is re-read only when the ring looks full. */
+static bool pib_wq_full(struct pib_wq *wq, uint32_t pi, uint32_t *ci)
+{
+	if (pi - *ci < wq->depth)
+		return false;
+	*ci = atomic_load_explicit(&wq->ci, memory_order_acquire);
+	return pi - *ci >= wq->depth;
+}
+
+static void pib_write_sges(struct pib_sge *dst, const struct ibv_sge *src,
+			   int num_sge)
+{
+	int i;
+
+	for (i = 0; i < num_sge; i++)
+		dst[i] = (struct pib_sge){
+			.addr = htole64(src[i].addr),
+			.length = htole32(src[i].length),
+			.lkey = htole32(src[i].lkey),
+		};
+}
+
+/*
+ * The device opcode for a work request on this QP type, or -1.  UD carries
+ * only sends; UC adds RDMA writes; RC has everything the device implements.
+ */
+static int pib_wqe_opcode(enum ibv_qp_type qp_type, enum ibv_wr_opcode op)
+{
+	bool uc_ok = qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC;
+	bool rc_ok = qp_type == IBV_QPT_RC;
+
+	switch (op) {
+	case IBV_WR_SEND:
+		return PIB_WQE_SEND;
+	case IBV_WR_SEND_WITH_IMM:
+		return PIB_WQE_SEND_IMM;
+	case IBV_WR_SEND_WITH_INV:
+		return rc_ok ? PIB_WQE_SEND_INV : -1;
+	case IBV_WR_RDMA_WRITE:
+		return uc_ok ? PIB_WQE_RDMA_WRITE : -1;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return uc_ok ? PIB_WQE_RDMA_WRITE_IMM : -1;
+	case IBV_WR_RDMA_READ:
+		return rc_ok ? PIB_WQE_RDMA_READ : -1;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
+	default:
+		return -1;
+	}
+}
+
+#define PIB_SEND_FLAGS_SUPPORTED \
+	(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE | IBV_SEND_INLINE)
+
+/*
+ * Check a send work request against what the QP's slots and the device
+ * allow.  Sets *opcode and, for an inline request, *inline_len.
+ */
+static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
+			     int *opcode, uint32_t *inline_len)
+{
+	uint32_t len = 0;
+	int i;
+
+	*opcode = pib_wqe_opcode(qp->vqp.qp.qp_type, wr->opcode);
+	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS_SUPPORTED ||
+	    wr->num_sge < 0)
+		return EINVAL;
+
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD &&
+	    (!wr->wr.ud.ah || wr->wr.ud.remote_qpn > PIB_DB_OBJ_MASK))
+		return EINVAL;
+
+	if (!(wr->send_flags & IBV_SEND_INLINE))
+		return (uint32_t)wr->num_sge > qp->sq.max_sge ? EINVAL : 0;
+
+	/* Inline: only payload the requester sends, and only what fits. */
+	switch (*opcode) {
+	case PIB_WQE_SEND:
+	case PIB_WQE_SEND_IMM:
+	case PIB_WQE_SEND_INV:
+	case PIB_WQE_RDMA_WRITE:
+	case PIB_WQE_RDMA_WRITE_IMM:
+		break;
+	default:
+		return EINVAL;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		if (wr->sg_list[i].length > qp->max_inline - len)
+			return EINVAL;
+		len += wr->sg_list[i].length;
+	}
+	*inline_len = len;
+	return 0;
+}
+
+static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
+			       int opcode, uint32_t inline_len, void *slot)
+{
+	struct pib_send_wqe *wqe = slot;
+	uint8_t *payload = (uint8_t *)slot + sizeof(*wqe);
+	bool is_inline = wr->send_flags & IBV_SEND_INLINE;
+	uint8_t flags = 0;
+	int i;
+
+	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+		flags |= PIB_WQE_F_SIGNALED;
+	if (wr->send_flags & IBV_SEND_SOLICITED)
+		flags |= PIB_WQE_F_SOLICITED;
+	if (wr->send_flags & IBV_SEND_FENCE)
+		flags |= PIB_WQE_F_FENCE;
+	if (is_inline)
+		flags |= PIB_WQE_F_INLINE;
+
+	/* Every byte of the control segment, so no stale field survives. */
+	*wqe = (struct pib_send_wqe){
+		.opcode = opcode,
+		.flags = flags,
+		.num_sge = is_inline ? 0 : wr->num_sge,
+		.wr_id = htole64(wr->wr_id),
+		.inline_len = htole32(is_inline ? inline_len : 0),
+	};
+
+	switch (opcode) {
+	case PIB_WQE_SEND_IMM:
+	case PIB_WQE_RDMA_WRITE_IMM:
+		/* Immediate data is in network order already, as on the wire. */
+		wqe->imm_inv = (uint32_t)wr->imm_data;
+		break;
+	case PIB_WQE_SEND_INV:
+		wqe->imm_inv = htole32(wr->invalidate_rkey);
+		break;
+	}
+
+	switch (opcode) {
+	case PIB_WQE_RDMA_WRITE:
+	case PIB_WQE_RDMA_WRITE_IMM:
+	case PIB_WQE_RDMA_READ:
+		wqe->remote_addr = htole64(wr->wr.rdma.remote_addr);
+		wqe->rkey = htole32(wr->wr.rdma.rkey);
+		break;
+	case PIB_WQE_ATOMIC_CS:
+	case PIB_WQE_ATOMIC_FA:
+		wqe->remote_addr = htole64(wr->wr.atomic.remote_addr);
+		wqe->rkey = htole32(wr->wr.atomic.rkey);
+		wqe->compare_add = htole64(wr->wr.atomic.compare_add);
+		wqe->swap = htole64(wr->wr.atomic.swap);
+		break;
+	}
+
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
+		struct pib_ah *ah = to_pib_ah(wr->wr.ud.ah);
+
+		wqe->ud_qpn = htole32(wr->wr.ud.remote_qpn);
+		wqe->ud_qkey = htole32(wr->wr.ud.remote_qkey);
+		wqe->ud_dlid = htole16(ah->dlid);
+		wqe->ud_sl = ah->sl;
+	}
+
+	if (!is_inline) {
+		pib_write_sges((struct pib_sge *)payload, wr->sg_list,
+			       wr->num_sge);
+		return;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		memcpy(payload, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		payload += wr->sg_list[i].length;
+	}
+}
+
+int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+		  struct ibv_send_wr **bad_wr)
+{
+	struct pib_context *ctx = to_pib_context(ibvqp->context);
+	struct pib_qp *qp = to_pib_qp(ibvqp);
+	struct pib_wq *sq = &qp->sq;
+	uint32_t pi, ci, first;
+	uint32_t inline_len;
+	int opcode;
+	int err = 0;
+
+	pthread_spin_lock(&sq->lock);
+	first = pi = atomic_load_explicit(&sq->pi, memory_order_relaxed);
+	ci = atomic_load_explicit(&sq->ci, memory_order_acquire);
+
+	for (; wr; wr = wr->next) {
+		if (pib_wq_full(sq, pi, &ci)) {
+			err = ENOMEM;
+			break;
+		}
+		inline_len = 0;
+		err = pib_check_send_wr(qp, wr, &opcode, &inline_len);
+		if (err)
+			break;
+		pib_write_send_wqe(qp, wr, opcode, inline_len,
+				   pib_wq_slot(sq, pi));
+		pi++;
+	}
+
+	if (pi != first) {
+		atomic_store_explicit(&sq->pi, pi, memory_order_relaxed);
+		/*
+		 * The device may fetch every WQE before pi as soon as it sees
+		 * the doorbell, so they must be in memory first.  One barrier
+		 * and one doorbell cover the whole list: the producer index is
+		 * cumulative, and a doorbell, an uncached write across PCIe
+		 * (in QEMU, an exit to the device model), is the costliest
+		 * step of posting.
+		 */
+		udma_to_device_barrier();
+		pib_ring_doorbell(ctx, PIB_UAR_SQ_DB, ibvqp->qp_num, pi);
+	}
+	pthread_spin_unlock(&sq->lock);
+
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr)
+{
+	struct pib_context *ctx = to_pib_context(ibvqp->context);
+	struct pib_qp *qp = to_pib_qp(ibvqp);
+	struct pib_wq *rq = &qp->rq;
+	struct pib_recv_wqe *wqe;
+	uint32_t pi, ci, first;
+	int err = 0;
+
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (!rq->depth) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+
+	pthread_spin_lock(&rq->lock);
+	first = pi = atomic_load_explicit(&rq->pi, memory_order_relaxed);
+	ci = atomic_load_explicit(&rq->ci, memory_order_acquire);
+
+	for (; wr; wr = wr->next) {
+		if (pib_wq_full(rq, pi, &ci)) {
+			err = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			err = EINVAL;
+			break;
+		}
+		wqe = pib_wq_slot(rq, pi);
+		*wqe = (struct pib_recv_wqe){
+			.wr_id = htole64(wr->wr_id),
+			.num_sge = wr->num_sge,
+		};
+		pib_write_sges((struct pib_sge *)(wqe + 1), wr->sg_list,
+			       wr->num_sge);
+		pi++;
+	}
+
+	if (pi != first) {
+		atomic_store_explicit(&rq->pi, pi, memory_order_relaxed);
+		/* As in post_send: WQEs first, then one doorbell for all. */
+		udma_to_device_barrier();
+		pib_ring_doorbell(ctx, PIB_UAR_RQ_DB, ibvqp->qp_num, pi);
+	}
+	pthread_spin_unlock(&rq->lock);
+
+	if (err)
+		*bad_wr = wr;
+	return err;
+}

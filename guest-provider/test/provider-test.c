@@ -1,0 +1,672 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * provider-test.c - host-side unit test of the pib provider's data path.
+ *
+ * The provider's cq.c, qp.c and verbs.c are linked with this file, which
+ * plays the two parties they talk to:
+ *   - the kernel: the ibv_cmd_* calls for CQs and QPs are defined here (an
+ *     executable's own definitions win over libibverbs'), check the
+ *     pib-abi.h payload and answer as the driver would;
+ *   - the device: the test reads WQEs out of the rings, writes CQEs with the
+ *     phase bit into the CQ ring, and the UAR page is plain memory, so every
+ *     doorbell the provider rings can be read back.
+ *
+ *   guest-provider/test/run.sh    (builds rdma-core first if needed)
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ccan/minmax.h>
+#include <util/util.h>
+
+#include "pib.h"
+#include "verbs.h"
+
+static int failures;
+static int checks;
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		checks++;                                                      \
+		if (!(cond)) {                                                 \
+			failures++;                                            \
+			fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__,         \
+				__LINE__, #cond);                              \
+		}                                                              \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                         \
+	do {                                                                   \
+		unsigned long long _va = (a), _vb = (b);                       \
+		checks++;                                                      \
+		if (_va != _vb) {                                              \
+			failures++;                                            \
+			fprintf(stderr, "%s:%d: FAIL: %s == %s (%#llx != %#llx)\n", \
+				__FILE__, __LINE__, #a, #b, _va, _vb);         \
+		}                                                              \
+	} while (0)
+
+/* ---- The fake kernel --------------------------------------------------------------------- */
+
+static uint32_t next_cqn = 5;
+static uint32_t next_qpn = 0x1234;
+static int create_cq_calls, destroy_qp_calls;
+
+int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
+		      struct ibv_comp_channel *channel, int comp_vector,
+		      struct ibv_cq *cq, struct ibv_create_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct pib_create_cq *c = container_of(cmd, struct pib_create_cq, ibv_cmd);
+	struct pib_create_cq_resp *r =
+		container_of(resp, struct pib_create_cq_resp, ibv_resp);
+
+	create_cq_calls++;
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	/* What the driver will check: a page-aligned ring of depth CQEs plus
+	 * the record page, depth a power of two. */
+	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->depth & (c->depth - 1), 0);
+	CHECK_EQ(c->buf_size, align(c->depth * 32, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
+	CHECK_EQ((uint32_t)cqe, c->depth - 1);
+
+	cq->context = context;
+	cq->cqe = 12345;	/* the provider must overwrite this */
+	r->cqn = next_cqn++;
+	r->depth = c->depth;
+	return 0;
+}
+
+int ibv_cmd_destroy_cq(struct ibv_cq *cq)
+{
+	return 0;
+}
+
+int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
+		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
+		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+		      size_t resp_size)
+{
+	struct pib_create_qp *c = container_of(cmd, struct pib_create_qp, ibv_cmd);
+	struct pib_create_qp_resp *r =
+		container_of(resp, struct pib_create_qp_resp, ibv_resp);
+
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	CHECK_EQ(c->sq_buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
+				       PIB_PAGE_SIZE));
+	CHECK(c->sq_stride_log >= 6 && c->sq_stride_log <= 12);
+	if (c->rq_depth) {
+		CHECK_EQ(c->rq_buf_addr % PIB_PAGE_SIZE, 0);
+		CHECK_EQ(c->rq_buf_size,
+			 align((size_t)c->rq_depth << c->rq_stride_log,
+			       PIB_PAGE_SIZE));
+		CHECK(c->rq_stride_log >= 4 && c->rq_stride_log <= 12);
+	}
+
+	qp->context = pd->context;
+	qp->pd = pd;
+	qp->qp_type = attr->qp_type;
+	qp->send_cq = attr->send_cq;
+	qp->recv_cq = attr->recv_cq;
+	qp->qp_num = next_qpn;
+	r->qpn = next_qpn++;
+	r->max_inline = min_t(uint32_t, 256, (1u << c->sq_stride_log) - 64);
+	/* The kernel echoes caps; the provider must replace them with its own. */
+	memset(&attr->cap, 0xff, sizeof(attr->cap));
+	return 0;
+}
+
+int ibv_cmd_destroy_qp(struct ibv_qp *qp)
+{
+	destroy_qp_calls++;
+	return 0;
+}
+
+int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+		      int attr_mask, struct ibv_modify_qp *cmd, size_t cmd_size)
+{
+	return 0;
+}
+
+int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
+		     int attr_mask, struct ibv_qp_init_attr *qp_init_attr,
+		     struct ibv_query_qp *cmd, size_t cmd_size)
+{
+	memset(&qp_init_attr->cap, 0, sizeof(qp_init_attr->cap));
+	return 0;
+}
+
+/* ---- The fake device --------------------------------------------------------------------- */
+
+static uint64_t uar_read(struct pib_context *ctx, unsigned int offset)
+{
+	return le64toh(*(uint64_t *)((uint8_t *)ctx->uar + offset));
+}
+
+/* The device's producer side of a CQ: index and the phase of each pass. */
+struct fake_cq {
+	struct pib_cq *cq;
+	uint32_t pi;
+};
+
+static void dev_write_cqe(struct fake_cq *f, const struct pib_cqe *in)
+{
+	struct pib_cqe *slot = &f->cq->ring[f->pi & (f->cq->depth - 1)];
+	uint8_t phase = ((f->pi / f->cq->depth) & 1) ? 0 : PIB_CQE_F_PHASE;
+
+	*slot = *in;
+	slot->flags = (in->flags & ~PIB_CQE_F_PHASE) | phase;
+	f->pi++;
+}
+
+static void dev_send_cqe(struct fake_cq *f, uint32_t qpn, uint16_t wqe_index,
+			 uint64_t wr_id, uint8_t opcode, uint8_t status)
+{
+	struct pib_cqe c = {
+		.wr_id = htole64(wr_id),
+		.qpn = htole32(qpn),
+		.status = status,
+		.opcode = opcode,
+		.wqe_index = htole16(wqe_index),
+	};
+
+	dev_write_cqe(f, &c);
+}
+
+static struct pib_send_wqe *sq_wqe(struct pib_qp *qp, uint32_t index)
+{
+	return (void *)((uint8_t *)qp->sq.buf +
+			((index & (qp->sq.depth - 1)) << qp->sq.stride_log));
+}
+
+static struct pib_recv_wqe *rq_wqe(struct pib_qp *qp, uint32_t index)
+{
+	return (void *)((uint8_t *)qp->rq.buf +
+			((index & (qp->rq.depth - 1)) << qp->rq.stride_log));
+}
+
+/* ---- Tests ------------------------------------------------------------------------------- */
+
+static struct ibv_device fake_dev = { .name = "pib_test" };
+
+static struct pib_context *make_context(void)
+{
+	struct pib_context *ctx = calloc(1, sizeof(*ctx));
+
+	ctx->ibvctx.context.device = &fake_dev;
+	ctx->uar = aligned_alloc(PIB_UAR_PAGE_SIZE, PIB_UAR_PAGE_SIZE);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	ctx->uar_size = PIB_UAR_PAGE_SIZE;
+	/* The device's QUERY_DEVICE answer (qemu-hw/pib.c). */
+	ctx->max_qp_wr = 4096;
+	ctx->max_sge = 16;
+	ctx->max_cqe = 65536;
+	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
+	return ctx;
+}
+
+static void test_cq_sizing(struct pib_context *ctx)
+{
+	struct ibv_cq *cq;
+
+	cq = pib_create_cq(&ctx->ibvctx.context, 0, NULL, 0);
+	CHECK(cq);
+	CHECK_EQ(to_pib_cq(cq)->depth, 2);
+	CHECK_EQ(cq->cqe, 1);
+	CHECK_EQ(pib_destroy_cq(cq), 0);
+
+	cq = pib_create_cq(&ctx->ibvctx.context, 500, NULL, 0);
+	CHECK(cq);
+	CHECK_EQ(to_pib_cq(cq)->depth, 512);
+	CHECK_EQ(cq->cqe, 511);
+	CHECK_EQ((uint8_t *)to_pib_cq(cq)->ci_record - (uint8_t *)to_pib_cq(cq)->buf,
+		 512 * 32);
+	CHECK_EQ(pib_destroy_cq(cq), 0);
+
+	cq = pib_create_cq(&ctx->ibvctx.context, 65535, NULL, 0);
+	CHECK(cq);
+	CHECK_EQ(to_pib_cq(cq)->depth, 65536);
+	CHECK_EQ(pib_destroy_cq(cq), 0);
+
+	/* Beyond max_cqe, or negative: refused before the kernel is asked. */
+	create_cq_calls = 0;
+	errno = 0;
+	CHECK(!pib_create_cq(&ctx->ibvctx.context, 65536, NULL, 0));
+	CHECK_EQ(errno, EINVAL);
+	CHECK(!pib_create_cq(&ctx->ibvctx.context, -1, NULL, 0));
+	CHECK_EQ(create_cq_calls, 0);
+}
+
+static void test_qp_sizing(struct pib_context *ctx, struct ibv_pd *pd,
+			   struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr attr = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp_init_attr qattr;
+	struct ibv_qp_attr qpattr;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+
+	/* ibv_rc_pingpong's request. */
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 1, .max_recv_wr = 500,
+					.max_send_sge = 1, .max_recv_sge = 1 };
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	CHECK_EQ(qp->sq.depth, 1);
+	CHECK_EQ(qp->sq.stride_log, 7);		/* 64 + 16 -> 128 */
+	CHECK_EQ(qp->rq.depth, 512);
+	CHECK_EQ(qp->rq.stride_log, 5);		/* 16 + 16 -> 32 */
+	CHECK_EQ(attr.cap.max_send_wr, 1);
+	CHECK_EQ(attr.cap.max_recv_wr, 512);
+	CHECK_EQ(attr.cap.max_send_sge, 4);	/* (128 - 64) / 16 */
+	CHECK_EQ(attr.cap.max_recv_sge, 1);
+	CHECK_EQ(attr.cap.max_inline_data, 64);
+	/* query_qp answers from the rings, not the kernel's zeroes. */
+	CHECK_EQ(pib_query_qp(ibvqp, &qpattr, IBV_QP_CAP, &qattr), 0);
+	CHECK_EQ(qattr.cap.max_inline_data, 64);
+	CHECK_EQ(qpattr.cap.max_recv_wr, 512);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	/* The largest request: 16 SGEs, 256 inline bytes, 4096 WRs. */
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 4096, .max_recv_wr = 4096,
+					.max_send_sge = 16, .max_recv_sge = 16,
+					.max_inline_data = 256 };
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	CHECK_EQ(qp->sq.stride_log, 9);		/* 64 + 256 -> 512 */
+	CHECK_EQ(qp->rq.stride_log, 9);		/* 16 + 256 -> 512 */
+	CHECK_EQ(attr.cap.max_send_sge, 16);
+	CHECK_EQ(attr.cap.max_inline_data, 256);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	/* Each limit, one over. */
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 4097 };
+	CHECK(!pib_create_qp(pd, &attr));
+	CHECK_EQ(errno, EINVAL);
+	attr.cap = (struct ibv_qp_cap){ .max_recv_wr = 4097 };
+	CHECK(!pib_create_qp(pd, &attr));
+	attr.cap = (struct ibv_qp_cap){ .max_send_sge = 17 };
+	CHECK(!pib_create_qp(pd, &attr));
+	attr.cap = (struct ibv_qp_cap){ .max_recv_sge = 17 };
+	CHECK(!pib_create_qp(pd, &attr));
+	attr.cap = (struct ibv_qp_cap){ .max_inline_data = 257 };
+	CHECK(!pib_create_qp(pd, &attr));
+	attr.cap = (struct ibv_qp_cap){ 0 };
+	attr.qp_type = IBV_QPT_RAW_PACKET;
+	CHECK(!pib_create_qp(pd, &attr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	attr.qp_type = IBV_QPT_RC;
+	attr.send_cq = NULL;
+	CHECK(!pib_create_qp(pd, &attr));
+	CHECK_EQ(errno, EINVAL);
+}
+
+static void test_rc_data_path(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 3, .max_recv_wr = 2, .max_send_sge = 2,
+			 .max_recv_sge = 2, .max_inline_data = 100 },
+	};
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	char payload[100];
+	struct ibv_sge sge[5] = {
+		{ .addr = 0x1000, .length = 8, .lkey = 0x101 },
+		{ .addr = 0x2000, .length = 16, .lkey = 0x202 },
+		{ .addr = 0x3000, .length = 1, .lkey = 0x303 },
+	};
+	struct ibv_send_wr wr[5], *bad;
+	struct ibv_recv_wr rwr[3], *rbad;
+	struct ibv_wc wc[8];
+	struct pib_send_wqe *w;
+	struct pib_recv_wqe *rw;
+	struct pib_sge *ws;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+	uint32_t qpn;
+	uint64_t db;
+	int i;
+
+	CHECK_EQ(cq->depth, 8);
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+	CHECK_EQ(qp->sq.depth, 4);
+	CHECK_EQ(qp->sq.stride_log, 8);	/* 64 + max(32, 100) -> 256 */
+	CHECK_EQ(attr.cap.max_inline_data, 100 + 92);
+
+	/* A list of four: SEND, WRITE_IMM, inline SEND, READ. */
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 5; i++) {
+		wr[i].wr_id = 100 + i;
+		wr[i].next = i < 4 ? &wr[i + 1] : NULL;
+	}
+	wr[0].opcode = IBV_WR_SEND;
+	wr[0].sg_list = sge;
+	wr[0].num_sge = 2;
+	wr[0].send_flags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED;
+	wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[1].imm_data = htobe32(0xdeadbeef);
+	wr[1].wr.rdma.remote_addr = 0xabcdef0123ull;
+	wr[1].wr.rdma.rkey = 0x777;
+	wr[1].sg_list = &sge[2];
+	wr[1].num_sge = 1;
+	for (i = 0; i < (int)sizeof(payload); i++)
+		payload[i] = i;
+	sge[3] = (struct ibv_sge){ .addr = (uintptr_t)payload, .length = 60 };
+	sge[4] = (struct ibv_sge){ .addr = (uintptr_t)payload + 60, .length = 40 };
+	wr[2].opcode = IBV_WR_SEND;
+	wr[2].send_flags = IBV_SEND_INLINE | IBV_SEND_FENCE;
+	wr[2].sg_list = &sge[3];
+	wr[2].num_sge = 2;
+	wr[3].opcode = IBV_WR_RDMA_READ;
+	wr[3].send_flags = IBV_SEND_SIGNALED;
+	wr[3].sg_list = sge;
+	wr[3].num_sge = 1;
+	wr[4].opcode = IBV_WR_SEND;	/* the fifth does not fit */
+
+	bad = NULL;
+	CHECK_EQ(pib_post_send(ibvqp, wr, &bad), ENOMEM);
+	CHECK(bad == &wr[4]);
+	/* One doorbell for the four that fit. */
+	db = uar_read(ctx, PIB_UAR_SQ_DB);
+	CHECK_EQ(db, (uint64_t)4 << 32 | qpn);
+
+	w = sq_wqe(qp, 0);
+	CHECK_EQ(w->opcode, PIB_WQE_SEND);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED | PIB_WQE_F_SOLICITED);
+	CHECK_EQ(w->num_sge, 2);
+	CHECK_EQ(le64toh(w->wr_id), 100);
+	ws = (struct pib_sge *)(w + 1);
+	CHECK_EQ(le64toh(ws[1].addr), 0x2000);
+	CHECK_EQ(le32toh(ws[1].length), 16);
+	CHECK_EQ(le32toh(ws[1].lkey), 0x202);
+
+	w = sq_wqe(qp, 1);
+	CHECK_EQ(w->opcode, PIB_WQE_RDMA_WRITE_IMM);
+	CHECK_EQ(w->flags, 0);
+	CHECK(memcmp(&w->imm_inv, "\xde\xad\xbe\xef", 4) == 0);	/* wire order */
+	CHECK_EQ(le64toh(w->remote_addr), 0xabcdef0123ull);
+	CHECK_EQ(le32toh(w->rkey), 0x777);
+
+	w = sq_wqe(qp, 2);
+	CHECK_EQ(w->flags, PIB_WQE_F_INLINE | PIB_WQE_F_FENCE);
+	CHECK_EQ(w->num_sge, 0);
+	CHECK_EQ(le32toh(w->inline_len), 100);
+	CHECK(memcmp(w + 1, payload, 100) == 0);
+
+	w = sq_wqe(qp, 3);
+	CHECK_EQ(w->opcode, PIB_WQE_RDMA_READ);
+
+	/* Bad requests: refused, nothing written, no doorbell. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	wr[4].next = NULL;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), ENOMEM);	/* still full */
+
+	/* The device completes WQE 0 (signalled); slot 0 is free again. */
+	dev_send_cqe(&dev, qpn, 0, 100, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 100);
+	CHECK_EQ(wc[0].opcode, IBV_WC_SEND);
+	CHECK_EQ(wc[0].status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc[0].qp_num, qpn);
+	CHECK_EQ(atomic_load(&qp->sq.ci), 1);
+	CHECK_EQ(le32toh(*cq->ci_record), 1);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 0);
+
+	wr[4].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr[4].wr.atomic.remote_addr = 0x8000;
+	wr[4].wr.atomic.rkey = 0x99;
+	wr[4].wr.atomic.compare_add = 1;
+	wr[4].wr.atomic.swap = 2;
+	wr[4].send_flags = IBV_SEND_INLINE;	/* no inline atomics */
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	wr[4].send_flags = IBV_SEND_SIGNALED;
+	wr[4].num_sge = 3;
+	wr[4].sg_list = sge;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)5 << 32 | qpn);
+	w = sq_wqe(qp, 4);
+	CHECK(w == sq_wqe(qp, 0));
+	CHECK_EQ(w->opcode, PIB_WQE_ATOMIC_CS);
+	CHECK_EQ(le64toh(w->compare_add), 1);
+	CHECK_EQ(le64toh(w->swap), 2);
+	CHECK_EQ(le32toh(w->rkey), 0x99);
+
+	/* Validation, each with the ring not full. */
+	dev_send_cqe(&dev, qpn, 1, 101, PIB_CQE_RDMA_WRITE, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	wr[4].send_flags = 0;
+	wr[4].opcode = IBV_WR_SEND;
+	wr[4].num_sge = 13;			/* slot holds 12 */
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	wr[4].num_sge = -1;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	wr[4].num_sge = 0;
+	wr[4].opcode = IBV_WR_BIND_MW;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	wr[4].opcode = IBV_WR_SEND;
+	wr[4].send_flags = IBV_SEND_IP_CSUM;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	wr[4].send_flags = IBV_SEND_INLINE;	/* 193 bytes > 192 */
+	sge[3].length = 153;
+	wr[4].sg_list = &sge[3];
+	wr[4].num_sge = 2;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	sge[3].length = 100;			/* sum wraps to 49 in 32 bits */
+	sge[4].length = 0xffffffff - 50;
+	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 5);
+
+	/* A stale CQE (index outside [ci, pi)) moves nothing. */
+	dev_send_cqe(&dev, qpn, 0x7000, 1, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(atomic_load(&qp->sq.ci), 2);
+
+	/* One CQE for the last signalled WQE retires the unsignalled ones. */
+	dev_send_cqe(&dev, qpn, 4, 104, PIB_CQE_COMP_SWAP, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(wc[0].opcode, IBV_WC_COMP_SWAP);
+	CHECK_EQ(atomic_load(&qp->sq.ci), 5);
+
+	/* Receives: two fit, the RQ doorbell carries the producer index. */
+	memset(rwr, 0, sizeof(rwr));
+	for (i = 0; i < 3; i++) {
+		rwr[i].wr_id = 200 + i;
+		rwr[i].sg_list = sge;
+		rwr[i].num_sge = 2;
+		rwr[i].next = i < 2 ? &rwr[i + 1] : NULL;
+	}
+	CHECK_EQ(pib_post_recv(ibvqp, rwr, &rbad), ENOMEM);
+	CHECK(rbad == &rwr[2]);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_RQ_DB), (uint64_t)2 << 32 | qpn);
+	rw = rq_wqe(qp, 1);
+	CHECK_EQ(le64toh(rw->wr_id), 201);
+	CHECK_EQ(rw->num_sge, 2);
+	CHECK_EQ(le64toh(((struct pib_sge *)(rw + 1))[0].addr), 0x1000);
+	rwr[2].num_sge = 3;
+	CHECK_EQ(pib_post_recv(ibvqp, &rwr[2], &rbad), ENOMEM);
+
+	/* A receive with immediate data and a GRH, then one with INV. */
+	{
+		struct pib_cqe c = {
+			.wr_id = htole64(200), .byte_len = htole32(77),
+			.qpn = htole32(qpn), .src_qp = htole32(0x55),
+			.slid = htole16(3), .sl = 2,
+			.opcode = PIB_CQE_RECV,
+			.flags = PIB_CQE_F_IMM | PIB_CQE_F_GRH,
+		};
+		memcpy(&c.imm_inv, "\x01\x02\x03\x04", 4);
+		dev_write_cqe(&dev, &c);
+		c.wr_id = htole64(201);
+		c.flags = PIB_CQE_F_INV;
+		c.imm_inv = htole32(0x4242);
+		dev_write_cqe(&dev, &c);
+	}
+	CHECK_EQ(pib_poll_cq(ibvcq, 1, wc), 1);	/* one at a time */
+	CHECK_EQ(pib_poll_cq(ibvcq, 1, wc + 1), 1);
+	CHECK_EQ(wc[0].opcode, IBV_WC_RECV);
+	CHECK_EQ(wc[0].byte_len, 77);
+	CHECK_EQ(wc[0].wc_flags, IBV_WC_WITH_IMM | IBV_WC_GRH);
+	CHECK_EQ(be32toh(wc[0].imm_data), 0x01020304);
+	CHECK_EQ(wc[0].src_qp, 0x55);
+	CHECK_EQ(wc[0].slid, 3);
+	CHECK_EQ(wc[0].sl, 2);
+	CHECK_EQ(wc[1].wr_id, 201);
+	CHECK_EQ(wc[1].wc_flags, IBV_WC_WITH_INV);
+	CHECK_EQ(wc[1].invalidated_rkey, 0x4242);
+	CHECK_EQ(atomic_load(&qp->rq.ci), 2);
+
+	/* Error and unknown completions. */
+	dev_send_cqe(&dev, qpn, 0, 9, PIB_CQE_SEND, PIB_WC_WR_FLUSH_ERR);
+	dev_send_cqe(&dev, qpn, 0, 9, 0x42, PIB_WC_SUCCESS);
+	dev_send_cqe(&dev, qpn, 0, 9, PIB_CQE_SEND, 99);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 3);
+	CHECK_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+	CHECK_EQ(wc[1].status, IBV_WC_GENERAL_ERR);
+	CHECK_EQ(wc[2].status, IBV_WC_GENERAL_ERR);
+	CHECK_EQ(wc[2].vendor_err, 99);
+
+	/* Arming: CQN, arm bits and the consumer index in one doorbell. */
+	CHECK_EQ(pib_req_notify_cq(ibvcq, 0), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_CQ_DB),
+		 (uint64_t)cq->ci << 32 | PIB_DB_CQ_ARM | cq->cqn);
+	CHECK_EQ(pib_req_notify_cq(ibvcq, 1), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_CQ_DB),
+		 (uint64_t)cq->ci << 32 | PIB_DB_CQ_ARM | PIB_DB_CQ_SOLICITED |
+			 cq->cqn);
+
+	/* RESET starts the indices over. */
+	CHECK_EQ(pib_modify_qp(ibvqp, &(struct ibv_qp_attr){
+				      .qp_state = IBV_QPS_RESET },
+			      IBV_QP_STATE), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 0);
+	CHECK_EQ(atomic_load(&qp->rq.ci), 0);
+
+	/* After destroy_qp the device's flush CQEs belong to no one. */
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	dev_send_cqe(&dev, qpn, 0, 9, PIB_CQE_SEND, PIB_WC_WR_FLUSH_ERR);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 0);
+	CHECK_EQ(le32toh(*cq->ci_record), dev.pi);	/* but it is consumed */
+
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
+/* The phase bit over many passes: nothing is seen twice or early. */
+static void test_phase_wrap(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 3, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 1 },
+	};
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	struct ibv_qp *ibvqp = pib_create_qp(pd, &attr);
+	struct ibv_wc wc[4];
+	uint64_t expect = 0;
+	int pass, n, i, got;
+
+	CHECK_EQ(cq->depth, 4);
+	for (pass = 0; pass < 10; pass++) {
+		n = 1 + pass % 4;
+		for (i = 0; i < n; i++)
+			dev_send_cqe(&dev, ibvqp->qp_num, 0, dev.pi,
+				     PIB_CQE_SEND, PIB_WC_SUCCESS);
+		got = pib_poll_cq(ibvcq, 4, wc);
+		CHECK_EQ(got, n);
+		for (i = 0; i < got; i++)
+			CHECK_EQ(wc[i].wr_id, expect++);
+		CHECK_EQ(pib_poll_cq(ibvcq, 4, wc), 0);
+	}
+	CHECK_EQ(cq->ci, dev.pi);
+
+	/* UC has no READ; UD no WRITE. */
+	{
+		struct ibv_send_wr w = { .opcode = IBV_WR_RDMA_READ }, *bad;
+
+		CHECK_EQ(pib_post_send(ibvqp, &w, &bad), EINVAL);
+	}
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
+static void test_ud(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 3, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 2, .max_send_sge = 1 },
+	};
+	struct ibv_ah_attr ah_attr = { .dlid = 0x22, .sl = 5, .port_num = 1 };
+	struct ibv_qp *ibvqp = pib_create_qp(pd, &attr);
+	struct ibv_ah *ah = pib_create_ah(pd, &ah_attr);
+	struct ibv_send_wr w = { .opcode = IBV_WR_SEND }, *bad;
+	struct pib_send_wqe *wqe;
+
+	CHECK(ah);
+	w.wr.ud.ah = ah;
+	w.wr.ud.remote_qpn = 0x1000001;		/* 25 bits */
+	CHECK_EQ(pib_post_send(ibvqp, &w, &bad), EINVAL);
+	w.wr.ud.remote_qpn = 0xabc;
+	w.wr.ud.remote_qkey = 0x11111111;
+	CHECK_EQ(pib_post_send(ibvqp, &w, &bad), 0);
+	wqe = sq_wqe(to_pib_qp(ibvqp), 0);
+	CHECK_EQ(le32toh(wqe->ud_qpn), 0xabc);
+	CHECK_EQ(le32toh(wqe->ud_qkey), 0x11111111);
+	CHECK_EQ(le16toh(wqe->ud_dlid), 0x22);
+	CHECK_EQ(wqe->ud_sl, 5);
+	w.opcode = IBV_WR_RDMA_WRITE;
+	CHECK_EQ(pib_post_send(ibvqp, &w, &bad), EINVAL);
+	w.opcode = IBV_WR_SEND;
+	w.wr.ud.ah = NULL;
+	CHECK_EQ(pib_post_send(ibvqp, &w, &bad), EINVAL);
+
+	ah_attr.port_num = 2;
+	CHECK(!pib_create_ah(pd, &ah_attr));
+	ah_attr.port_num = 1;
+	ah_attr.sl = 16;
+	CHECK(!pib_create_ah(pd, &ah_attr));
+
+	CHECK_EQ(pib_destroy_ah(ah), 0);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
+int main(void)
+{
+	struct pib_context *ctx = make_context();
+	struct ibv_pd pd = { .context = &ctx->ibvctx.context };
+	struct ibv_cq *cq;
+
+	test_cq_sizing(ctx);
+	cq = pib_create_cq(&ctx->ibvctx.context, 16, NULL, 0);
+	test_qp_sizing(ctx, &pd, cq);
+	pib_destroy_cq(cq);
+	test_rc_data_path(ctx, &pd);
+	test_phase_wrap(ctx, &pd);
+	test_ud(ctx, &pd);
+	CHECK_EQ(destroy_qp_calls, 5);
+
+	pib_qp_table_fini(ctx);
+	free(ctx->uar);
+	free(ctx);
+
+	printf("provider-test: %d checks, %d failures\n", checks, failures);
+	return failures ? 1 : 0;
+}
