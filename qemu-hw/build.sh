@@ -16,6 +16,13 @@ say() { printf '[qemu] %s\n' "$*" >&2; }
 copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
 # hook FILE LINE: append LINE to FILE once.
 hook() { grep -qxF "$2" "$1" || echo "$2" >> "$1"; }
+# hook_after FILE ANCHOR LINE: insert LINE after the line equal to ANCHOR, once.  For lists
+# that QEMU consumes before the end of the file (trace_events_subdirs, qtests_x86_64).
+hook_after() {
+  grep -qxF "$3" "$1" && return 0
+  grep -qxF "$2" "$1" || { say "hook anchor '$2' not found in $1"; exit 1; }
+  awk -v a="$2" -v l="$3" '{ print } $0 == a { print l }' "$1" > "$1.pib-tmp" && mv "$1.pib-tmp" "$1"
+}
 
 for f in "$TOP"/qemu-hw/*; do
   case $(basename "$f") in build.sh|README.md) continue ;; esac
@@ -25,10 +32,13 @@ for f in "$TOP"/include/*.h; do copy_if_changed "$f" "$SRC/hw/pib/include/$(base
 if [ -f "$SRC/hw/pib/meson.build" ]; then
   hook "$SRC/hw/meson.build" "subdir('pib')"
   hook "$SRC/hw/Kconfig" "source pib/Kconfig"
+  # hw/pib/trace-events -> trace/trace-hw_pib.h (included by hw/pib/trace.h)
+  hook_after "$SRC/meson.build" "    'hw/nvme'," "    'hw/pib',"
 fi
 if [ -f "$TOP/tests/qtest/pib-test.c" ]; then
   copy_if_changed "$TOP/tests/qtest/pib-test.c" "$SRC/tests/qtest/pib-test.c"
-  hook "$SRC/tests/qtest/meson.build" "qtests_x86_64 += ['pib-test']"
+  # must precede the foreach that turns qtests_<arch> into executables
+  hook_after "$SRC/tests/qtest/meson.build" "qtests_x86_64 = qtests_i386" "qtests_x86_64 += ['pib-test']"
 fi
 
 if [ ! -f "$BLD/build.ninja" ]; then
@@ -40,10 +50,14 @@ fi
 targets=(qemu-system-x86_64)
 [ -f "$SRC/tests/qtest/pib-test.c" ] && targets+=(tests/qtest/pib-test)
 say "ninja ${targets[*]} (first build: ~1500 steps, a few minutes)"
-ninja -C "$BLD" "${targets[@]}" | { grep -E --line-buffered '^\[[0-9]+/[0-9]+\]|error|FAILED' || true; } |
-  awk '/error|FAILED/ {print; fflush(); next} {n++; if (n % 100 == 0) {print; fflush()}}' >&2
-# ninja's status is lost in the pipe above; check that the binary is fresh instead.
-ninja -C "$BLD" -n "${targets[@]}" | grep -q 'no work to do' || { say "build failed"; exit 1; }
+# Show errors and warnings in full, progress every 100 steps.  ninja's own exit status decides
+# (PIPESTATUS), not a dry run: qemu-version.h is always stale, so "-n" never says "no work".
+set +e
+ninja -C "$BLD" "${targets[@]}" |
+  awk '/^\[[0-9]+\/[0-9]+\]/ {n++; if (n % 100 == 0) {print; fflush()}; next} {print; fflush()}' >&2
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || { say "build failed (ninja exit $rc)"; exit 1; }
 mkdir -p "$OUT/qtest"
 ln -sf "$BLD/qemu-system-x86_64" "$OUT/qemu-system-x86_64"
 [ -f "$BLD/tests/qtest/pib-test" ] && ln -sf "$BLD/tests/qtest/pib-test" "$OUT/qtest/pib-test"

@@ -1,0 +1,447 @@
+/*
+ * pib HCA device model - the link and the port
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The port's "cable" is a chardev, normally a socket shared with another
+ * pib-hca (in this or another QEMU).  The byte stream carries frames
+ * (include/pib_link.h): a 4-byte header and a payload.  Two explicit state
+ * machines live here:
+ *
+ *   receive framing  HDR -> PAYLOAD -> HDR ...; DISCARD once framing is lost
+ *                    (bad magic, type or length, malformed HELLO).  Losing
+ *                    framing drops the connection, from a bottom half, so
+ *                    the link retrains as a physical link that lost symbol
+ *                    lock would.
+ *
+ *   port             POLLING -> TRAINING -> INIT / ACTIVE, back to POLLING
+ *                    when the stream closes.  Transitions raise the async
+ *                    events the driver sees.
+ *
+ * PACKET frames are counted and dropped: the data path that consumes them
+ * comes later.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/main-loop.h"
+#include "chardev/char-fe.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
+    [PIB_PSM_POLLING]  = "POLLING",
+    [PIB_PSM_TRAINING] = "TRAINING",
+    [PIB_PSM_INIT]     = "INIT",
+    [PIB_PSM_ACTIVE]   = "ACTIVE",
+};
+
+static const char *const pib_port_ev_names[PIB_PEV__MAX] = {
+    [PIB_PEV_STREAM_UP]   = "STREAM_UP",
+    [PIB_PEV_HELLO]       = "HELLO",
+    [PIB_PEV_STREAM_DOWN] = "STREAM_DOWN",
+    [PIB_PEV_LID_CHANGED] = "LID_CHANGED",
+};
+
+static const char *pib_frame_type_name(uint8_t type)
+{
+    switch (type) {
+    case PIB_FRAME_HELLO:  return "HELLO";
+    case PIB_FRAME_PACKET: return "PACKET";
+    default:               return "UNKNOWN";
+    }
+}
+
+/*
+ * Port state machine
+ */
+
+uint8_t pib_port_ib_state(const PibState *s)
+{
+    switch (s->port.sm) {
+    case PIB_PSM_INIT:   return PIB_PORT_INIT;
+    case PIB_PSM_ACTIVE: return PIB_PORT_ACTIVE;
+    default:             return PIB_PORT_DOWN;
+    }
+}
+
+uint8_t pib_port_phys_state(const PibState *s)
+{
+    return pib_port_link_up(s) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
+}
+
+bool pib_port_link_up(const PibState *s)
+{
+    return s->port.sm == PIB_PSM_INIT || s->port.sm == PIB_PSM_ACTIVE;
+}
+
+/* Where a trained link settles: with no SM, a port with a LID is ACTIVE. */
+static PibPortSmState pib_port_trained_state(const PibState *s)
+{
+    return s->port.lid ? PIB_PSM_ACTIVE : PIB_PSM_INIT;
+}
+
+/*
+ * The transition table, one state at a time.  Events that do not apply leave
+ * the state as it is.
+ */
+static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
+{
+    PibPortSmState cur = s->port.sm;
+
+    switch (cur) {
+    case PIB_PSM_POLLING:
+        if (ev == PIB_PEV_STREAM_UP) {
+            return PIB_PSM_TRAINING;
+        }
+        break;
+    case PIB_PSM_TRAINING:
+        if (ev == PIB_PEV_HELLO) {
+            return pib_port_trained_state(s);
+        }
+        if (ev == PIB_PEV_STREAM_DOWN) {
+            return PIB_PSM_POLLING;
+        }
+        break;
+    case PIB_PSM_INIT:
+    case PIB_PSM_ACTIVE:
+        if (ev == PIB_PEV_LID_CHANGED || ev == PIB_PEV_HELLO) {
+            return pib_port_trained_state(s);
+        }
+        if (ev == PIB_PEV_STREAM_DOWN) {
+            return PIB_PSM_POLLING;
+        }
+        break;
+    default:
+        break;
+    }
+    return cur;
+}
+
+/*
+ * Enter a new state: mirror it in LINK_STATE, count link downs, raise the
+ * async events.
+ */
+static void pib_port_set_state(PibState *s, PibPortSmState next,
+                               PibPortSmEvent ev)
+{
+    PibPortSmState prev = s->port.sm;
+    bool was_up = pib_port_link_up(s);
+
+    if (next == prev) {
+        return;
+    }
+    trace_pib_port_state(s->node_guid, pib_port_sm_names[prev],
+                         pib_port_sm_names[next], pib_port_ev_names[ev]);
+    s->port.sm = next;
+    s->regs.link_state = pib_port_link_up(s) ? PIB_LINK_UP : PIB_LINK_DOWN;
+
+    if (was_up && !pib_port_link_up(s)) {
+        s->port.link_downs++;
+    }
+    if (prev == PIB_PSM_ACTIVE) {
+        pib_aeq_post(s, PIB_AE_PORT_ERR, PIB_PORT_NUM, 0);
+    }
+    if (next == PIB_PSM_ACTIVE) {
+        pib_aeq_post(s, PIB_AE_PORT_ACTIVE, PIB_PORT_NUM, 0);
+    } else if (next == PIB_PSM_INIT && !was_up) {
+        pib_aeq_post(s, PIB_AE_LINK_UP, PIB_PORT_NUM, 0);
+    }
+}
+
+void pib_port_event(PibState *s, PibPortSmEvent ev)
+{
+    pib_port_set_state(s, pib_port_next_state(s, ev), ev);
+}
+
+/*
+ * At CONTROL.ENABLE: report the state the port is already in, as if it had
+ * just got there, so a driver never has to race the link.
+ */
+void pib_port_announce(PibState *s)
+{
+    if (s->port.sm == PIB_PSM_ACTIVE) {
+        pib_aeq_post(s, PIB_AE_PORT_ACTIVE, PIB_PORT_NUM, 0);
+    } else if (s->port.sm == PIB_PSM_INIT) {
+        pib_aeq_post(s, PIB_AE_LINK_UP, PIB_PORT_NUM, 0);
+    }
+}
+
+/*
+ * Function reset: port attributes return to their defaults and the `lid`
+ * property.  The link stays trained if it was; only the LID-dependent
+ * INIT/ACTIVE choice is re-made.  No events: after a reset there is no AEQ.
+ */
+void pib_port_reset(PibState *s)
+{
+    PibPort *p = &s->port;
+
+    p->lid = s->prop_lid;
+    p->sm_lid = 0;
+    p->lmc = 0;
+    p->sm_sl = 0;
+    p->cap_flags = 0;
+    p->link_downs = 0;
+    if (pib_port_link_up(s)) {
+        p->sm = pib_port_trained_state(s);
+    }
+    s->regs.link_state = pib_port_link_up(s) ? PIB_LINK_UP : PIB_LINK_DOWN;
+}
+
+/*
+ * Transmit
+ */
+
+/* Header and payload go out in one write, so frames never interleave. */
+static void pib_link_send(PibState *s, uint8_t type, const void *payload,
+                          uint16_t len)
+{
+    uint8_t frame[PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD];
+    struct pib_link_hdr hdr = {
+        .magic = PIB_LINK_MAGIC,
+        .type = type,
+        .length_be = cpu_to_be16(len),
+    };
+    int ret;
+
+    if (!s->link.stream_open || len > PIB_LINK_MAX_PAYLOAD) {
+        return;
+    }
+    memcpy(frame, &hdr, sizeof(hdr));
+    memcpy(frame + sizeof(hdr), payload, len);
+    ret = qemu_chr_fe_write_all(&s->link.chr, frame, sizeof(hdr) + len);
+    trace_pib_link_tx(s->node_guid, pib_frame_type_name(type), len, ret);
+    s->link.frames_tx++;
+}
+
+static void pib_link_send_hello(PibState *s)
+{
+    struct pib_link_hello h = {
+        .version_be   = cpu_to_be32(PIB_LINK_PROTO_VERSION),
+        .mtu_be       = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
+        .node_guid_be = cpu_to_be64(s->node_guid),
+        .port_guid_be = cpu_to_be64(pib_port_guid(s)),
+    };
+
+    pib_link_send(s, PIB_FRAME_HELLO, &h, sizeof(h));
+}
+
+/*
+ * Receive
+ */
+
+static void pib_link_rx_reset(PibLink *l)
+{
+    l->rx_state = PIB_RX_HDR;
+    l->rx_got = 0;
+    l->rx_len = 0;
+}
+
+/*
+ * The stream lost framing: ignore everything until the connection is gone, take
+ * the port down now, and drop the connection from a bottom half (never from
+ * inside the chardev's own read callback).  The peer reconnects (a client
+ * chardev needs reconnect=N) and the link retrains.
+ */
+static void pib_link_lose_framing(PibState *s, const char *why, uint32_t val)
+{
+    trace_pib_link_bad_frame(s->node_guid, why, val);
+    s->link.bad_frames++;
+    s->link.rx_state = PIB_RX_DISCARD;
+    pib_port_event(s, PIB_PEV_STREAM_DOWN);
+    qemu_bh_schedule(s->link.drop_bh);
+}
+
+static void pib_link_drop_bh(void *opaque)
+{
+    PibState *s = opaque;
+
+    trace_pib_link_drop(s->node_guid);
+    qemu_chr_fe_disconnect(&s->link.chr);
+}
+
+static void pib_link_rx_hello(PibState *s)
+{
+    PibLink *l = &s->link;
+    struct pib_link_hello h;
+    uint32_t version;
+
+    if (l->rx_len < sizeof(h)) {
+        pib_link_lose_framing(s, "short HELLO", l->rx_len);
+        return;
+    }
+    /* A longer HELLO comes from a newer peer: the extra bytes are ignored. */
+    memcpy(&h, l->rx_buf, sizeof(h));
+    version = be32_to_cpu(h.version_be);
+    if (version != PIB_LINK_PROTO_VERSION) {
+        pib_link_lose_framing(s, "HELLO version", version);
+        return;
+    }
+    l->peer_node_guid = be64_to_cpu(h.node_guid_be);
+    l->peer_port_guid = be64_to_cpu(h.port_guid_be);
+    trace_pib_link_hello(s->node_guid, l->peer_node_guid, l->peer_port_guid,
+                         version, be32_to_cpu(h.mtu_be));
+    pib_port_event(s, PIB_PEV_HELLO);
+}
+
+/* A whole frame is in rx_hdr/rx_buf. */
+static void pib_link_rx_frame(PibState *s)
+{
+    PibLink *l = &s->link;
+
+    l->frames_rx++;
+    trace_pib_link_rx(s->node_guid, pib_frame_type_name(l->rx_hdr.type),
+                      l->rx_len);
+    /*
+     * Ready for the next frame; rx_len stays valid for the handlers below,
+     * which may still move to DISCARD.
+     */
+    l->rx_state = PIB_RX_HDR;
+    l->rx_got = 0;
+
+    switch (l->rx_hdr.type) {
+    case PIB_FRAME_HELLO:
+        pib_link_rx_hello(s);
+        break;
+    case PIB_FRAME_PACKET:
+        /* No data path yet: counted and dropped, as by a port with no QPs. */
+        l->packets_dropped++;
+        trace_pib_link_packet_dropped(s->node_guid, l->rx_len,
+                                      pib_port_sm_names[s->port.sm]);
+        break;
+    default:
+        break;      /* unreachable: the header check admits only the above */
+    }
+}
+
+/* A whole header is in rx_hdr: check it before trusting its length. */
+static bool pib_link_rx_check_hdr(PibState *s)
+{
+    const struct pib_link_hdr *h = &s->link.rx_hdr;
+    uint16_t len = be16_to_cpu(h->length_be);
+
+    if (h->magic != PIB_LINK_MAGIC) {
+        pib_link_lose_framing(s, "bad magic", h->magic);
+        return false;
+    }
+    if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET) {
+        pib_link_lose_framing(s, "unknown frame type", h->type);
+        return false;
+    }
+    if (len > PIB_LINK_MAX_PAYLOAD) {
+        pib_link_lose_framing(s, "oversized frame", len);
+        return false;
+    }
+    return true;
+}
+
+/* Take exactly what the current piece (header or payload) still needs. */
+static int pib_link_can_receive(void *opaque)
+{
+    PibLink *l = &PIB_HCA(opaque)->link;
+
+    switch (l->rx_state) {
+    case PIB_RX_HDR:
+        return PIB_LINK_HDR_LEN - l->rx_got;
+    case PIB_RX_PAYLOAD:
+        return l->rx_len - l->rx_got;
+    default:
+        return sizeof(l->rx_buf);   /* DISCARD: swallow until disconnect */
+    }
+}
+
+/*
+ * Feed bytes through the framing state machine.  Frames arrive split or merged
+ * arbitrarily; every pass of the loop consumes at least one byte, so it ends
+ * within `size` passes.
+ */
+static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
+{
+    PibState *s = opaque;
+    PibLink *l = &s->link;
+    int off = 0;
+    uint32_t n;
+
+    while (off < size) {
+        switch (l->rx_state) {
+        case PIB_RX_HDR:
+            n = MIN((uint32_t)(size - off), PIB_LINK_HDR_LEN - l->rx_got);
+            memcpy((uint8_t *)&l->rx_hdr + l->rx_got, buf + off, n);
+            off += n;
+            l->rx_got += n;
+            if (l->rx_got < PIB_LINK_HDR_LEN || !pib_link_rx_check_hdr(s)) {
+                break;
+            }
+            l->rx_len = be16_to_cpu(l->rx_hdr.length_be);
+            l->rx_got = 0;
+            l->rx_state = PIB_RX_PAYLOAD;
+            if (l->rx_len == 0) {
+                pib_link_rx_frame(s);
+            }
+            break;
+        case PIB_RX_PAYLOAD:
+            n = MIN((uint32_t)(size - off), l->rx_len - l->rx_got);
+            memcpy(l->rx_buf + l->rx_got, buf + off, n);
+            off += n;
+            l->rx_got += n;
+            if (l->rx_got == l->rx_len) {
+                pib_link_rx_frame(s);
+            }
+            break;
+        default:
+            return;             /* DISCARD */
+        }
+    }
+}
+
+static void pib_link_event(void *opaque, QEMUChrEvent event)
+{
+    PibState *s = opaque;
+    PibLink *l = &s->link;
+
+    switch (event) {
+    case CHR_EVENT_OPENED:
+        trace_pib_link_event(s->node_guid, "opened");
+        l->stream_open = true;
+        pib_link_rx_reset(l);
+        pib_port_event(s, PIB_PEV_STREAM_UP);
+        pib_link_send_hello(s);
+        break;
+    case CHR_EVENT_CLOSED:
+        trace_pib_link_event(s->node_guid, "closed");
+        l->stream_open = false;
+        qemu_bh_cancel(l->drop_bh);
+        pib_link_rx_reset(l);
+        pib_port_event(s, PIB_PEV_STREAM_DOWN);
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * Glue
+ */
+
+void pib_link_realize(PibState *s)
+{
+    PibLink *l = &s->link;
+
+    l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, s,
+                                     &DEVICE(s)->mem_reentrancy_guard);
+    pib_link_rx_reset(l);
+    if (qemu_chr_fe_backend_connected(&l->chr)) {
+        qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
+                                 pib_link_receive, pib_link_event, NULL, s,
+                                 NULL, true);
+    }
+}
+
+void pib_link_unrealize(PibState *s)
+{
+    qemu_chr_fe_deinit(&s->link.chr, false);
+    qemu_bh_delete(s->link.drop_bh);
+}
