@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pib_main.c - PCI driver for the pib InfiniBand HCA: probe and remove, BARs, MSI-X, the
+ * ib_device_ops table and the delivery of async events to ib_core.
+ *
+ * Bring-up order (remove undoes it backwards):
+ *   map BAR0/BAR2, check the device, reset it, allocate the rings, MSI-X and the admin IRQ,
+ *   enable the queues, NOP/QUERY_DEVICE/QUERY_PORT, register the ib_device, then arm the
+ *   async event IRQ: an event is only ever delivered to a registered ib_device.
+ */
+#include <linux/interrupt.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "pib.h"
+#include "pib_com_cmd.h"
+#include "pib-abi.h"
+
+static const struct pci_device_id pib_pci_table[] = {
+	{ PCI_DEVICE(PIB_PCI_VENDOR_ID, PIB_PCI_DEVICE_ID) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, pib_pci_table);
+
+static const struct ib_device_ops pib_dev_ops = {
+	.owner = THIS_MODULE,
+	/* An out-of-tree driver has no RDMA_DRIVER_* id; the provider matches the PCI ID. */
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.uverbs_abi_ver = PIB_UVERBS_ABI_VERSION,
+
+	.alloc_pd = pib_alloc_pd,
+	.alloc_ucontext = pib_alloc_ucontext,
+	.create_cq = pib_create_cq,
+	.create_qp = pib_create_qp,
+	.dealloc_pd = pib_dealloc_pd,
+	.dealloc_ucontext = pib_dealloc_ucontext,
+	.dereg_mr = pib_dereg_mr,
+	.destroy_cq = pib_destroy_cq,
+	.destroy_qp = pib_destroy_qp,
+	.disassociate_ucontext = pib_disassociate_ucontext,
+	.get_dev_fw_str = pib_get_dev_fw_str,
+	.get_dma_mr = pib_get_dma_mr,
+	.get_link_layer = pib_get_link_layer,
+	.get_port_immutable = pib_get_port_immutable,
+	.mmap = pib_mmap,
+	.mmap_free = pib_mmap_free,
+	.modify_qp = pib_modify_qp,
+	.poll_cq = pib_poll_cq,
+	.post_recv = pib_post_recv,
+	.post_send = pib_post_send,
+	.query_device = pib_query_device,
+	.query_gid = pib_query_gid,
+	.query_pkey = pib_query_pkey,
+	.query_port = pib_query_port,
+	.reg_user_mr = pib_reg_user_mr,
+	.req_notify_cq = pib_req_notify_cq,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, pib_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, pib_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, pib_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, pib_ucontext, ibucontext),
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Async events
+ * ------------------------------------------------------------------------------------------ */
+
+/* Log a port transition once, however many times the device reports it. */
+static void pib_log_port_event(struct pib_dev *dev, u8 type)
+{
+	if (dev->port_event == type)
+		return;
+	dev->port_event = type;
+
+	switch (type) {
+	case PIB_AE_PORT_ACTIVE:
+		ibdev_info(&dev->ibdev, "port %u: link up, ACTIVE\n", PIB_PORT);
+		break;
+	case PIB_AE_LINK_UP:
+		ibdev_info(&dev->ibdev, "port %u: link up, waiting for a LID\n", PIB_PORT);
+		break;
+	case PIB_AE_PORT_ERR:
+		ibdev_info(&dev->ibdev, "port %u: link down\n", PIB_PORT);
+		break;
+	}
+}
+
+static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
+{
+	struct pib_dev *dev = data;
+	struct ib_event event = {
+		.device = &dev->ibdev,
+		.element.port_num = PIB_PORT,
+	};
+
+	switch (aeqe->type) {
+	case PIB_AE_PORT_ACTIVE:
+		event.event = IB_EVENT_PORT_ACTIVE;
+		break;
+	case PIB_AE_PORT_ERR:
+		event.event = IB_EVENT_PORT_ERR;
+		break;
+	case PIB_AE_LID_CHANGE:
+		event.event = IB_EVENT_LID_CHANGE;
+		break;
+	case PIB_AE_LINK_UP:
+		/* Physical link only; the port is not ACTIVE, so ib_core has nothing to hear. */
+		pib_log_port_event(dev, aeqe->type);
+		return;
+	default:
+		ibdev_err_ratelimited(&dev->ibdev, "unexpected async event %#x (obj %u)\n",
+				      aeqe->type, aeqe->obj);
+		return;
+	}
+
+	if (aeqe->obj != PIB_PORT) {
+		ibdev_err_ratelimited(&dev->ibdev, "async event %#x for port %u, which does not exist\n",
+				      aeqe->type, aeqe->obj);
+		return;
+	}
+	if (aeqe->type == PIB_AE_LID_CHANGE)
+		ibdev_info(&dev->ibdev, "port %u: LID changed\n", PIB_PORT);
+	else
+		pib_log_port_event(dev, aeqe->type);
+	ib_dispatch_event(&event);
+}
+
+static irqreturn_t pib_admin_irq(int irq, void *data)
+{
+	pib_com_admin_intr(data);
+	return IRQ_HANDLED;
+}
+
+/*
+ * Threaded: handling an event may sleep (the data path's QP and CQ events will need the
+ * admin queue), and a single thread delivers events in the order the device posted them.
+ */
+static irqreturn_t pib_aeq_irq_thread(int irq, void *data)
+{
+	struct pib_dev *dev = data;
+
+	pib_com_aeq_process(&dev->com, pib_handle_aeqe, dev);
+	return IRQ_HANDLED;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Probe and remove
+ * ------------------------------------------------------------------------------------------ */
+
+static int pib_map_bars(struct pib_dev *dev)
+{
+	struct pci_dev *pdev = dev->pdev;
+	resource_size_t uar_len;
+	int err;
+
+	err = pcim_iomap_regions(pdev, BIT(PIB_BAR_REGS) | BIT(PIB_BAR_UAR), PIB_DRV_NAME);
+	if (err) {
+		dev_err(&pdev->dev, "cannot map BAR%u/BAR%u: %d\n", PIB_BAR_REGS, PIB_BAR_UAR, err);
+		return err;
+	}
+	if (pci_resource_len(pdev, PIB_BAR_REGS) < PIB_REGS_SIZE) {
+		dev_err(&pdev->dev, "BAR%u is too small for the registers\n", PIB_BAR_REGS);
+		return -ENODEV;
+	}
+	dev->com.regs = pcim_iomap_table(pdev)[PIB_BAR_REGS];
+
+	/*
+	 * User contexts' UAR pages are mmap'ed from BAR2's physical address; the kernel's own
+	 * mapping of BAR2 is for UAR page 0, the driver's doorbells (data path).
+	 */
+	dev->uar_bar_start = pci_resource_start(pdev, PIB_BAR_UAR);
+	uar_len = pci_resource_len(pdev, PIB_BAR_UAR);
+	dev->num_uars = pib_reg_read(&dev->com, PIB_REG_NUM_UARS);
+	if (dev->num_uars < 2 || (u64)dev->num_uars * PIB_UAR_PAGE_SIZE > uar_len) {
+		dev_err(&pdev->dev, "%u UAR pages do not fit BAR%u (%pa bytes)\n",
+			dev->num_uars, PIB_BAR_UAR, &uar_len);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int pib_setup_irqs(struct pib_dev *dev)
+{
+	struct pci_dev *pdev = dev->pdev;
+	int nvec, err;
+
+	/* Vectors 0 (admin) and 1 (async events) are needed; the rest are for the data path. */
+	nvec = pci_alloc_irq_vectors(pdev, PIB_MSIX_VEC_ASYNC + 1, PIB_MSIX_VECTORS,
+				     PCI_IRQ_MSIX);
+	if (nvec < 0) {
+		dev_err(&pdev->dev, "cannot enable MSI-X: %d\n", nvec);
+		return nvec;
+	}
+
+	snprintf(dev->admin_irq_name, sizeof(dev->admin_irq_name), "pib-admin@pci:%s",
+		 pci_name(pdev));
+	snprintf(dev->aeq_irq_name, sizeof(dev->aeq_irq_name), "pib-async@pci:%s",
+		 pci_name(pdev));
+	err = request_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ADMIN), pib_admin_irq, 0,
+			  dev->admin_irq_name, &dev->com);
+	if (err) {
+		dev_err(&pdev->dev, "cannot request the admin IRQ: %d\n", err);
+		pci_free_irq_vectors(pdev);
+	}
+	return err;
+}
+
+static void pib_free_irqs(struct pib_dev *dev)
+{
+	free_irq(pci_irq_vector(dev->pdev, PIB_MSIX_VEC_ADMIN), &dev->com);
+	pci_free_irq_vectors(dev->pdev);
+}
+
+/* What the device says about itself, checked before anything is built on it. */
+static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
+{
+	struct device *d = &dev->pdev->dev;
+	int err;
+
+	/* Any value will do: the device must echo it. */
+	err = pib_cmd_nop(&dev->com, 0xa5a5f00d);
+	if (err)
+		return err;
+	err = pib_cmd_query_device(&dev->com, &dev->attr);
+	if (err)
+		return err;
+	if (dev->attr.phys_port_cnt != PIB_NUM_PORTS) {
+		dev_err(d, "device reports %u ports, the driver knows %u\n",
+			dev->attr.phys_port_cnt, PIB_NUM_PORTS);
+		return -ENODEV;
+	}
+	err = pib_cmd_query_port(&dev->com, PIB_PORT, pa);
+	if (err)
+		return err;
+	if (!pa->pkey_tbl_len || !pa->gid_tbl_len) {
+		dev_err(d, "port has an empty P_Key or GID table\n");
+		return -ENODEV;
+	}
+	dev->pkey_tbl_len = pa->pkey_tbl_len;
+	dev->gid_tbl_len = pa->gid_tbl_len;
+	return 0;
+}
+
+static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa)
+{
+	struct ib_device *ibdev = &dev->ibdev;
+	struct pci_dev *pdev = dev->pdev;
+	int err;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->node_guid = cpu_to_be64(dev->attr.node_guid);
+	ibdev->phys_port_cnt = PIB_NUM_PORTS;
+	ibdev->num_comp_vectors = 1;
+	ibdev->dev.parent = &pdev->dev;
+	ib_set_device_ops(ibdev, &pib_dev_ops);
+
+	/* The log says how the port starts; events then log only changes. */
+	if (pa->state == PIB_PORT_ACTIVE)
+		dev->port_event = PIB_AE_PORT_ACTIVE;
+	else if (pa->phys_state == PIB_PHYS_LINKUP)
+		dev->port_event = PIB_AE_LINK_UP;
+	else
+		dev->port_event = PIB_AE_PORT_ERR;
+
+	err = ib_register_device(ibdev, "pib_%d", &pdev->dev);
+	if (err) {
+		dev_err(&pdev->dev, "cannot register the IB device: %d\n", err);
+		return err;
+	}
+	ibdev_info(ibdev, "node GUID %016llx, port %u %s, LID %u\n",
+		   (unsigned long long)dev->attr.node_guid, PIB_PORT,
+		   pa->state == PIB_PORT_ACTIVE ? "ACTIVE" :
+		   pa->phys_state == PIB_PHYS_LINKUP ? "link up" : "link down", pa->lid);
+	return 0;
+}
+
+static int pib_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct pib_port_attr pa;
+	struct pib_dev *dev;
+	int err;
+
+	/* pcim_*: the function's enable, regions and mappings are undone by devres. */
+	err = pcim_enable_device(pdev);
+	if (err) {
+		dev_err(&pdev->dev, "cannot enable the PCI function: %d\n", err);
+		return err;
+	}
+	pci_set_master(pdev);
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (err) {
+		dev_err(&pdev->dev, "no usable 64-bit DMA: %d\n", err);
+		return err;
+	}
+
+	dev = ib_alloc_device(pib_dev, ibdev);
+	if (!dev)
+		return -ENOMEM;
+	pci_set_drvdata(pdev, dev);
+	dev->pdev = pdev;
+	dev->com.dmadev = &pdev->dev;
+	ida_init(&dev->pd_ida);
+
+	err = pib_map_bars(dev);
+	if (err)
+		goto err_dealloc_ibdev;
+	err = pib_com_validate_device(&dev->com);
+	if (err)
+		goto err_dealloc_ibdev;
+	err = pib_com_reset(&dev->com);
+	if (err)
+		goto err_dealloc_ibdev;
+	err = pib_com_queues_alloc(&dev->com);
+	if (err)
+		goto err_dealloc_ibdev;
+	err = pib_setup_irqs(dev);
+	if (err)
+		goto err_free_queues;
+	err = pib_com_enable(&dev->com);
+	if (err)
+		goto err_free_irqs;
+	err = pib_query_hw(dev, &pa);
+	if (err)
+		goto err_disable;
+	err = pib_ib_device_add(dev, &pa);
+	if (err)
+		goto err_disable;
+
+	err = request_threaded_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ASYNC), NULL,
+				   pib_aeq_irq_thread, IRQF_ONESHOT, dev->aeq_irq_name, dev);
+	if (err) {
+		dev_err(&pdev->dev, "cannot request the async event IRQ: %d\n", err);
+		goto err_unregister;
+	}
+	return 0;
+
+err_unregister:
+	ib_unregister_device(&dev->ibdev);
+err_disable:
+	pib_com_disable(&dev->com);
+	pci_clear_master(pdev);
+err_free_irqs:
+	pib_free_irqs(dev);
+err_free_queues:
+	pib_com_queues_free(&dev->com);
+err_dealloc_ibdev:
+	ida_destroy(&dev->pd_ida);
+	ib_dealloc_device(&dev->ibdev);
+	return err;
+}
+
+static void pib_remove(struct pci_dev *pdev)
+{
+	struct pib_dev *dev = pci_get_drvdata(pdev);
+
+	/* No event may reach ib_core once unregistering starts. */
+	free_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ASYNC), dev);
+	/* Destroys every user context first, and those still need the admin queue. */
+	ib_unregister_device(&dev->ibdev);
+	pib_com_disable(&dev->com);
+	/* Even a device that ignored the reset can no longer DMA into the rings freed below. */
+	pci_clear_master(pdev);
+	pib_free_irqs(dev);
+	pib_com_queues_free(&dev->com);
+	ida_destroy(&dev->pd_ida);
+	ib_dealloc_device(&dev->ibdev);
+}
+
+static struct pci_driver pib_pci_driver = {
+	.name = PIB_DRV_NAME,
+	.id_table = pib_pci_table,
+	.probe = pib_probe,
+	.remove = pib_remove,
+};
+module_pci_driver(pib_pci_driver);
+
+MODULE_DESCRIPTION("pib virtual InfiniBand HCA");
+MODULE_LICENSE("GPL");
+/*
+ * User verbs are all this device offers until the data path exists, and they live in
+ * ib_uverbs, which nothing here links against yet: ask modprobe to load it first.
+ */
+MODULE_SOFTDEP("pre: ib_uverbs");
