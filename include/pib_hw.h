@@ -518,6 +518,22 @@ struct pib_port_attr {
 #define PIB_PHYS_DISABLED      3
 #define PIB_PHYS_LINKUP        5
 
+/* device_cap_flags: what the device implements (the driver maps them to IB_DEVICE_*). */
+#define PIB_DEV_CAP_RC             (1u << 0)  /* RC SEND/RECV                              */
+#define PIB_DEV_CAP_RDMA           (1u << 1)  /* RDMA WRITE and READ                       */
+#define PIB_DEV_CAP_ATOMIC         (1u << 2)  /* CS and FA, atomic across the whole HCA    */
+#define PIB_DEV_CAP_UC             (1u << 3)
+#define PIB_DEV_CAP_UD             (1u << 4)
+#define PIB_DEV_CAP_SRQ            (1u << 5)
+#define PIB_DEV_CAP_RC_RNR_NAK_GEN (1u << 6)  /* responder generates RNR NAKs              */
+#define PIB_DEV_CAP_MEM_WINDOW     (1u << 7)
+
+/* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
+#define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */
+#define PIB_MAX_SGE            16     /* SGEs in a WQE                                     */
+#define PIB_MAX_QP_WR          4096   /* ring depth                                        */
+#define PIB_MAX_CQE            65536
+
 #define PIB_NUM_PORTS          1
 #define PIB_PKEY_TBL_LEN       1      /* one entry: the default P_Key 0xffff               */
 #define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
