@@ -1,0 +1,51 @@
+#!/bin/bash
+# Build the guest-side test programs: every tests/guest/*.c becomes build/guest-tests/<name>,
+# the name being the file's with '_' turned into '-' (pib_verbs_test.c -> pib-verbs-test).
+# The image builder copies build/guest-tests/* into the guest's /usr/bin.
+#
+# They are plain libibverbs programs, compiled against the rdma-core 56.1 that the guest runs
+# (build/rdma-root, a DESTDIR install made by guest-provider/build.sh), never against the host's.
+#
+# Incremental, make-style: a program is rebuilt only when its source, a tests/guest/*.h, the
+# verbs headers or this script are newer than the binary.  PIB_FORCE=1 rebuilds anyway.
+#
+# Environment: RDMA_ROOT (default build/rdma-root), CC (default gcc).
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$TOP/tests/guest
+OUT=$TOP/build/guest-tests
+RDMA_ROOT=${RDMA_ROOT:-$TOP/build/rdma-root}
+LIBDIR=$RDMA_ROOT/usr/lib/x86_64-linux-gnu
+INCDIR=$RDMA_ROOT/usr/include
+CC=${CC:-gcc}
+CFLAGS=(-O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+        -std=gnu11 -pthread)
+
+say() { printf '[guest-tests] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+[ -f "$LIBDIR/libibverbs.so" ] || die "no libibverbs at $LIBDIR (build the provider first)"
+[ -f "$INCDIR/infiniband/verbs.h" ] || die "no verbs headers at $INCDIR"
+mkdir -p "$OUT"
+
+# Everything besides its own source that a program depends on.
+deps=("$0" "$INCDIR/infiniband/verbs.h")
+for h in "$SRC"/*.h; do [ -e "$h" ] && deps+=("$h"); done
+
+built=0
+for c in "$SRC"/*.c; do
+  name=$(basename "$c" .c)
+  bin=$OUT/${name//_/-}
+  stale=${PIB_FORCE:-0}
+  [ -x "$bin" ] || stale=1
+  for f in "$c" "${deps[@]}"; do [ "$f" -nt "$bin" ] && stale=1; done
+  [ "$stale" = 0 ] && continue
+  say "cc $(basename "$c") -> build/guest-tests/$(basename "$bin")"
+  # -rpath-link: libibverbs' own dependencies (libnl) resolve from rdma-root first, then the host.
+  "$CC" "${CFLAGS[@]}" -I"$INCDIR" -o "$bin.tmp" "$c" \
+    -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" -libverbs
+  mv "$bin.tmp" "$bin"
+  built=$((built + 1))
+done
+[ "$built" -gt 0 ] || say "up to date: build/guest-tests/"
