@@ -1,0 +1,288 @@
+#!/bin/bash
+# Build the guest image: build/vmlinuz and build/initramfs.cpio.gz.
+#
+# The guest is an initramfs and nothing else (no disk).  It holds:
+#   - the Debian kernel's modules that pib needs (virtio, the RDMA core, rxe) plus build/pib.ko,
+#     with a fresh modules.dep so that busybox modprobe resolves dependencies;
+#   - busybox (static) for the small tools, but dash as /bin/sh and bash for the console: busybox
+#     sh runs its own applets ahead of PATH, so `sh -c "ip ..."` would get busybox's ip;
+#   - rdma-core 56.1 with our provider, from build/rdma-root (a DESTDIR install);
+#   - a few Debian binaries from this host (qemu-ga, perftest's ib_* tools, ip, rdma), each with
+#     the closure of its shared libraries; libraries that rdma-root provides are taken from
+#     there, never from the host (the host has rdma-core 44.0, the guest must run 56.1);
+#   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
+#   - images/rootfs/ (a minimal /etc) and images/init, the guest's PID 1.
+#
+# The layout is merged-/usr, like the Debian host: /bin, /sbin, /lib and /lib64 are symlinks
+# into /usr, so every path a Debian binary expects exists.
+#
+# Incremental: a stamp records the inputs (sizes and mtimes, plus the contents of images/); when
+# nothing changed the build is skipped.  PIB_FORCE=1 rebuilds anyway.
+#
+# Environment: PIB_CACHE (see mk/fetch.sh), RDMA_ROOT (default build/rdma-root).
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+IMG=$TOP/images
+OUT=$TOP/build
+RDMA_ROOT=${RDMA_ROOT:-$OUT/rdma-root}
+STAGE=$OUT/initramfs-root
+STAMP=$OUT/initramfs.stamp
+MULTIARCH=x86_64-linux-gnu
+
+# Modules /init loads, plus what tests load by hand (ib_ipoib, rdma_rxe); modules.dep adds the
+# dependencies.
+MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
+         rdma_ucm ib_ipoib rdma_rxe)
+
+# Debian binaries taken from the host (perftest's tools are listed by dpkg below).
+HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
+           /usr/bin/getent)
+
+# Libraries that must come from rdma-root: the host's copies are rdma-core 44.0.
+RDMA_LIBS_RE='^lib(ibverbs|rdmacm|ibumad|ibmad|ibnetdisc|mlx[45]|efa|hns|mana)\.so'
+
+say() { printf '[images] %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+KDIR=$(bash "$TOP/mk/fetch.sh" kernel)
+ABI=$(cat "$KDIR/abi")-amd64
+KROOT=$KDIR/root
+VMLINUZ=$KROOT/boot/vmlinuz-$ABI
+MODDIR=$KROOT/lib/modules/$ABI
+PIB_KO=$OUT/pib.ko
+GUEST_TESTS=$OUT/guest-tests
+[ -f "$VMLINUZ" ] || die "no kernel at $VMLINUZ"
+[ -d "$RDMA_ROOT" ] || die "no rdma-core install at $RDMA_ROOT (build the provider first)"
+[ -x /bin/busybox ] || die "busybox-static is not installed (mk/deps.sh)"
+mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
+[ ${#PERFTEST_BINS[@]} -gt 0 ] || die "perftest is not installed (mk/deps.sh)"
+
+# The stamp: anything that can change the image.  Host libraries are covered by dpkg's status
+# file, which changes whenever a package is installed or upgraded.
+input_stamp() {
+  {
+    echo "abi $ABI rdma-root $RDMA_ROOT"
+    cat "$KDIR/.done"
+    stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
+      "${PERFTEST_BINS[@]}"
+    if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
+    find "$RDMA_ROOT" -printf '%P %s %T@ %l\n' | LC_ALL=C sort
+    if [ -d "$GUEST_TESTS" ]; then find "$GUEST_TESTS" -printf '%P %s %T@\n' | LC_ALL=C sort; fi
+    find "$IMG" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+    find "$IMG" -type f -printf '%P %m\n' | LC_ALL=C sort
+  } | sha256sum | cut -d' ' -f1
+}
+
+want=$(input_stamp)
+if [ "${PIB_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] &&
+   [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/initramfs.cpio.gz" ]; then
+  say "up to date: build/vmlinuz, build/initramfs.cpio.gz"
+  exit 0
+fi
+rm -f "$STAMP"
+
+# ---------------------------------------------------------------------------------------------
+# Skeleton
+
+say "staging in $STAGE"
+rm -rf "$STAGE"
+mkdir -p "$STAGE" "$OUT"
+cd "$STAGE"
+mkdir -p usr/bin usr/sbin "usr/lib/$MULTIARCH" usr/lib64 etc dev proc sys run tmp root var/lib
+ln -s usr/bin bin
+ln -s usr/sbin sbin
+ln -s usr/lib lib
+ln -s usr/lib64 lib64
+ln -s ../run var/run
+ln -s ../tmp var/tmp
+chmod 1777 tmp
+chmod 700 root
+# The kernel opens /dev/console for PID 1 before /init can mount devtmpfs.
+mknod -m 600 dev/console c 5 1
+mknod -m 666 dev/null c 1 3
+
+# ---------------------------------------------------------------------------------------------
+# Kernel and modules
+
+say "kernel $ABI"
+cp "$VMLINUZ" "$OUT/vmlinuz.tmp"
+
+# modules.dep of the whole tree, computed without writing into the cache (depmod -n prints the
+# index files to stdout; modules.dep comes first).
+DEPS=$(depmod -n -b "$KROOT" "$ABI" | awk 'stop {next} /^# / {stop = 1; next} /^[^#]*:/ {print}')
+
+# module_path NAME: the modules.dep path (relative to the module dir) of module NAME.
+module_path() {
+  local re=${1//[-_]/[-_]}
+  awk -F: -v re="(^|/)$re\\.ko(\\.[a-z]+)?$" '$1 ~ re {print $1; exit}' <<<"$DEPS"
+}
+
+declare -A want_mod=()
+for m in "${MODULES[@]}"; do
+  p=$(module_path "$m")
+  [ -n "$p" ] || die "module $m not found in $MODDIR"
+  want_mod[$p]=1
+done
+if [ -f "$PIB_KO" ]; then
+  for m in $(modinfo -F depends "$PIB_KO" | tr , ' '); do
+    p=$(module_path "$m")
+    [ -n "$p" ] || die "pib.ko depends on $m, which is not in $MODDIR"
+    want_mod[$p]=1
+  done
+else
+  say "WARNING: $PIB_KO does not exist yet; the image has no pib driver"
+fi
+# Close over modules.dep (each line already lists the full dependency chain).
+for p in "${!want_mod[@]}"; do
+  for d in $(awk -F: -v p="$p" '$1 == p {print $2; exit}' <<<"$DEPS"); do want_mod[$d]=1; done
+done
+
+GMOD=usr/lib/modules/$ABI
+mkdir -p "$GMOD"
+cp "$MODDIR"/modules.builtin "$MODDIR"/modules.builtin.modinfo "$MODDIR"/modules.order "$GMOD/"
+for p in "${!want_mod[@]}"; do
+  mkdir -p "$GMOD/$(dirname "$p")"
+  # Compressed modules are stored decompressed: busybox modprobe need not support the format.
+  case $p in
+    *.ko) cp "$MODDIR/$p" "$GMOD/$p" ;;
+    *.ko.xz) xz -dc "$MODDIR/$p" > "$GMOD/${p%.xz}" ;;
+    *.ko.zst) zstd -qdc "$MODDIR/$p" > "$GMOD/${p%.zst}" ;;
+    *.ko.gz) gzip -dc "$MODDIR/$p" > "$GMOD/${p%.gz}" ;;
+    *) die "unknown module format: $p" ;;
+  esac
+done
+if [ -f "$PIB_KO" ]; then
+  mkdir -p "$GMOD/extra"
+  cp "$PIB_KO" "$GMOD/extra/pib.ko"
+fi
+depmod -b "$STAGE" "$ABI"
+say "modules: $(find "$GMOD" -name '*.ko' -printf '%f\n' | sed 's/\.ko$//' | sort | paste -sd' ')"
+
+# ---------------------------------------------------------------------------------------------
+# Busybox: one static binary, a symlink per applet.  Real binaries copied later replace them.
+
+cp /bin/busybox usr/bin/busybox
+while read -r applet; do
+  case $applet in
+    bin/*|sbin/*) applet=usr/$applet ;;
+    usr/*) ;;
+    *) continue ;;
+  esac
+  [ -e "$applet" ] || ln -s /usr/bin/busybox "$applet"
+done < <(/bin/busybox --list-full)
+say "busybox: $(/bin/busybox --list-full | wc -l) applets"
+
+# install_bin SRC DIR: copy an executable into DIR (usr/bin or usr/sbin), first removing a
+# busybox applet of the same name from either directory so that PATH order cannot pick it.
+install_bin() {
+  local name
+  name=$(basename "$1")
+  rm -f "usr/bin/$name" "usr/sbin/$name"
+  cp -L "$1" "$2/$name"
+}
+
+# ---------------------------------------------------------------------------------------------
+# rdma-core (ours)
+
+ELFS=()    # every ELF file whose shared-library closure must be present
+is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
+
+say "rdma-core from $RDMA_ROOT"
+for d in usr/bin usr/sbin; do
+  [ -d "$RDMA_ROOT/$d" ] || continue
+  for f in "$RDMA_ROOT/$d"/*; do
+    [ -f "$f" ] || continue
+    install_bin "$f" "$d"
+    is_elf "$d/$(basename "$f")" && ELFS+=("$d/$(basename "$f")")
+  done
+done
+RLIB=$RDMA_ROOT/usr/lib/$MULTIARCH
+if [ -d "$RLIB" ]; then
+  # Runtime pieces only: versioned shared objects and the provider directory.
+  (cd "$RLIB" && find . -maxdepth 1 -name '*.so.*' -print0 |
+     xargs -0 -r cp -P --parents -t "$STAGE/usr/lib/$MULTIARCH")
+  [ -d "$RLIB/libibverbs" ] && cp -a "$RLIB/libibverbs" "usr/lib/$MULTIARCH/"
+  while IFS= read -r -d '' f; do ELFS+=("$f"); done < <(find "usr/lib/$MULTIARCH" -type f -print0)
+fi
+for d in etc/libibverbs.d etc/rdma usr/etc/libibverbs.d usr/etc/rdma; do
+  [ -d "$RDMA_ROOT/$d" ] || continue
+  mkdir -p "$(dirname "$d")"
+  cp -a "$RDMA_ROOT/$d" "$(dirname "$d")/"
+done
+# rdma-root is usually a debug build: keep the symbols, drop the DWARF.
+for f in "${ELFS[@]}"; do strip --strip-debug "$f"; done
+[ -e "usr/lib/$MULTIARCH/libibverbs.so.1" ] ||
+  say "WARNING: rdma-root has no libibverbs.so.1; the host's rdma-core 44.0 will be used"
+
+# ---------------------------------------------------------------------------------------------
+# Host binaries and the shared-library closure of every ELF
+
+say "host binaries: ${HOST_BINS[*]##*/} ${PERFTEST_BINS[*]##*/}"
+for f in "${HOST_BINS[@]}" "${PERFTEST_BINS[@]}"; do
+  d=usr/bin; case $f in */sbin/*) d=usr/sbin ;; esac
+  install_bin "$f" "$d"
+  is_elf "$d/$(basename "$f")" && ELFS+=("$d/$(basename "$f")")
+done
+rm -f usr/bin/sh
+ln -s dash usr/bin/sh
+
+if [ -d "$GUEST_TESTS" ]; then
+  for f in "$GUEST_TESTS"/*; do
+    [ -f "$f" ] && [ -x "$f" ] || continue
+    install_bin "$f" usr/bin
+    if is_elf "$f"; then
+      strip --strip-debug "usr/bin/$(basename "$f")"
+      ELFS+=("usr/bin/$(basename "$f")")
+    fi
+  done
+  say "guest tests: $(find "$GUEST_TESTS" -maxdepth 1 -type f -perm -u+x -printf '%f\n' | paste -sd' ')"
+fi
+
+# ldd resolves every NEEDED entry recursively.  LD_LIBRARY_PATH puts rdma-root (already copied
+# into the stage) ahead of the host, so libibverbs & co. resolve to 56.1.
+declare -A have_lib=()
+nhost=0
+for f in "${ELFS[@]}"; do
+  out=$(LD_LIBRARY_PATH=$STAGE/usr/lib/$MULTIARCH ldd "$f" 2>&1) || {
+    grep -q 'not a dynamic executable' <<<"$out" && continue
+    die "ldd $f: $out"
+  }
+  ! grep -q 'not found' <<<"$out" || die "$f: missing libraries: $(grep 'not found' <<<"$out")"
+  while read -r soname arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    case $path in "$STAGE"/*) continue ;; esac
+    [ -n "${have_lib[$soname]:-}" ] && continue
+    have_lib[$soname]=1
+    [[ $soname =~ $RDMA_LIBS_RE ]] && say "WARNING: $soname taken from the host ($f): rdma-root lacks it"
+    cp -L "$path" "usr/lib/$MULTIARCH/$soname"
+    nhost=$((nhost + 1))
+  done <<<"$out"
+done
+# The dynamic loader, at the path every binary names (PT_INTERP).
+cp -L /lib64/ld-linux-x86-64.so.2 "usr/lib/$MULTIARCH/ld-linux-x86-64.so.2"
+ln -sf ../lib/$MULTIARCH/ld-linux-x86-64.so.2 usr/lib64/ld-linux-x86-64.so.2
+say "host libraries: $nhost"
+
+# ---------------------------------------------------------------------------------------------
+# /etc, /init, loader cache, archive
+
+cp -a "$IMG/rootfs/." "$STAGE/"
+install -m 755 "$IMG/init" init
+# /lib/<multiarch> and /usr/lib/<multiarch> are the loader's built-in search path, so no
+# ld.so.conf is needed; ldconfig adds the cache and any missing SONAME links.
+: > etc/ld.so.conf
+ldconfig -r "$STAGE" 2>&1 | grep -v 'is not a symbolic link' >&2 || true
+
+say "archive ($(du -sh --apparent-size . | cut -f1) uncompressed)"
+# "." is archived too: it sets the mode of / (the kernel's rootfs starts out 1777).
+chmod 755 .
+find . | LC_ALL=C sort |
+  cpio --quiet -o -H newc -R 0:0 | gzip -n -6 > "$OUT/initramfs.cpio.gz.tmp"
+mv "$OUT/initramfs.cpio.gz.tmp" "$OUT/initramfs.cpio.gz"
+mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
+echo "$want" > "$STAMP"
+say "done: build/vmlinuz, build/initramfs.cpio.gz ($(du -h "$OUT/initramfs.cpio.gz" | cut -f1))"
