@@ -7,12 +7,13 @@
 #   make test     qtests of the device model, then end-to-end tests in booted guests
 #   make qtest    device-model tests only (no guest)
 #   make e2e      end-to-end tests only
+#   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
 #   make clean    remove build/ (the cache stays)
 
 SHELL := /bin/bash
 export PIB_CACHE ?= $(HOME)/.cache/pib
 
-.PHONY: all deps qemu driver provider image demo test qtest e2e clean
+.PHONY: all deps qemu driver provider image demo test qtest e2e bench clean
 
 all: image qemu
 
@@ -42,6 +43,9 @@ e2e: all
 
 test: all
 	@bash tests/run.sh all
+
+bench: all
+	@python3 tools/bench
 
 clean:
 	rm -rf build
