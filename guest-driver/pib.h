@@ -3,20 +3,31 @@
  * pib.h - the pib InfiniBand HCA driver: device and verbs objects.
  *
  * Layers, each in its own file:
- *   pib_main.c     PCI probe/remove, BARs, MSI-X, the ib_device_ops table, async events
- *   pib_verbs.c    the verbs; they reach the device only through pib_com_cmd.c
+ *   pib_main.c     PCI probe/remove, BARs, MSI-X, the ib_device_ops table, event delivery
+ *   pib_verbs.c    device, port, user contexts, PDs, MRs, AHs, and the page lists the
+ *                  device reads
+ *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
+ *   pib_qp.c       queue pairs: creation, state changes, and posting to kernel QPs
  *   pib_com_cmd.c  one function per admin command
- *   pib_com.c      the admin queue and async event queue engine (the only ring code)
+ *   pib_com.c      the admin queue and the event queue engine (AEQ, CEQ)
+ *
+ * The verbs reach the device's control path only through pib_com_cmd.c.  The data path of a
+ * user QP or CQ bypasses the kernel (the provider in guest-provider/ owns its rings); the
+ * driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c and pib_qp.c,
+ * laid out exactly as the provider lays them out (include/pib_wqe.h).
  */
 #ifndef PIB_H
 #define PIB_H
 
-#include <linux/idr.h>
 #include <linux/pci.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
 
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
 #include "pib_com.h"
+#include "pib_wqe.h"
 
 #define PIB_DRV_NAME    "pib"
 #define PIB_PORT        1       /* the only port */
@@ -28,17 +39,35 @@ struct pib_dev {
 
 	phys_addr_t uar_bar_start;      /* BAR2: user contexts' UAR pages are mmap'ed from here */
 	u32 num_uars;
+	void __iomem *uar0;             /* UAR page 0: the doorbells of kernel QPs and CQs */
 
 	struct pib_device_attr attr;    /* QUERY_DEVICE at probe; the device never changes it */
 	u16 pkey_tbl_len;               /* from QUERY_PORT at probe: the tables' fixed sizes */
 	u16 gid_tbl_len;
 
-	struct ida pd_ida;              /* PD numbers */
+	/* Limits the driver enforces, the device's own trimmed to what the driver can do. */
+	u32 max_cq;                     /* no more CQs than CEQ slots (PIB_CEQ_DEPTH) */
+	u32 max_cqe;                    /* the deepest CQ ring */
+	u32 max_qp_wr;
+	u32 max_sge;
+	u32 max_inline;
+	atomic_t num_cqs;
+
+	/*
+	 * Number -> object, for what the device names only by number: CEQEs and async events
+	 * name CQs and QPs, CQEs name QPs.  An object is in its table from creation until the
+	 * start of its destruction; the destroy verbs then wait out the event handlers
+	 * (synchronize_irq) and, for a QP, the pollers of its CQs (their locks), so that no
+	 * handler holds an object that is being freed.
+	 */
+	struct xarray cqs;              /* CQN -> struct pib_cq */
+	struct xarray qps;              /* QPN -> struct pib_qp */
 
 	u8 port_event;                  /* last port event logged (PIB_AE_*), to log changes once */
 
 	char admin_irq_name[32];
 	char aeq_irq_name[32];
+	char ceq_irq_name[32];
 };
 
 struct pib_ucontext {
@@ -52,13 +81,85 @@ struct pib_pd {
 	u32 pdn;
 };
 
-/* Data path: next stage.  They exist so that ib_core can size its allocations. */
+/*
+ * Memory the device reads or writes for a kernel object: one DMA-coherent, page-aligned,
+ * physically contiguous allocation.
+ */
+struct pib_dma_buf {
+	void *va;
+	dma_addr_t dma;
+	size_t size;
+};
+
+/*
+ * A page list (docs/hardware.md, "Page lists") built for one create command: the device
+ * copies it while it executes the command, so it lives only that long.
+ */
+struct pib_pbl {
+	u64 *pages;                     /* little-endian guest-physical 4 KiB page addresses */
+	dma_addr_t dma;
+	u32 npages;
+};
+
+struct pib_mr {
+	struct ib_mr ibmr;
+	struct ib_umem *umem;           /* user MRs; NULL for the kernel's DMA MR */
+};
+
+/* A kernel AH: the device has no AH object, a UD send WQE carries the destination. */
+struct pib_ah {
+	struct ib_ah ibah;
+	u16 dlid;
+	u8 sl;
+};
+
 struct pib_cq {
 	struct ib_cq ibcq;
+	u32 cqn;
+	u32 depth;                      /* CQE slots, a power of two */
+	bool user;                      /* the ring belongs to a process (umem) */
+	struct ib_umem *umem;           /* user CQ: the ring and record page, pinned */
+
+	/* Kernel CQ only. */
+	struct pib_dma_buf buf;         /* depth CQEs, then the consumer index record page */
+	struct pib_cqe *ring;
+	u32 *ci_record;                 /* consumer index record, read by the device */
+	spinlock_t lock;                /* ci, the record and the arm doorbell; QP retirement */
+	u32 ci;                         /* next CQE to look at, free-running */
+};
+
+/*
+ * A kernel work queue (SQ or RQ): depth slots of 2^stride_log bytes.  pi is advanced by the
+ * poster under lock; ci by poll_cq, under the CQ's lock, when a CQE shows the device is done
+ * with the slots before it.  Both are free-running: pi - ci WQEs are outstanding.
+ */
+struct pib_wq {
+	spinlock_t lock;                /* posting */
+	struct pib_dma_buf buf;
+	u32 depth;
+	u32 stride_log;
+	u32 max_sge;                    /* SGEs a slot holds (and the device allows) */
+	u32 pi;
+	u32 ci;
 };
 
 struct pib_qp {
 	struct ib_qp ibqp;
+	bool user;
+	struct ib_umem *sq_umem;        /* user QP: the rings, pinned */
+	struct ib_umem *rq_umem;
+
+	struct mutex state_lock;        /* modify_qp: state, and the indices on RESET */
+	enum ib_qp_state state;         /* as last set, or ERR after a QP error event */
+	u32 qkey;                       /* UD: the Q_Key a WR with the high bit set uses */
+
+	struct ib_qp_cap cap;           /* what the rings hold, reported by query_qp */
+	enum ib_sig_type sq_sig_type;
+	u32 max_inline;
+
+	/* Kernel QP only. */
+	struct pib_wq sq;
+	struct pib_wq rq;
 };
 
 /* How an mmap offset handed to userspace is to be mapped. */
@@ -92,6 +193,41 @@ static inline struct pib_user_mmap_entry *to_pmmap(struct rdma_user_mmap_entry *
 	return container_of(rdma_entry, struct pib_user_mmap_entry, rdma_entry);
 }
 
+static inline struct pib_mr *to_pmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct pib_mr, ibmr);
+}
+
+static inline struct pib_ah *to_pah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct pib_ah, ibah);
+}
+
+static inline struct pib_cq *to_pcq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct pib_cq, ibcq);
+}
+
+static inline struct pib_qp *to_pqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct pib_qp, ibqp);
+}
+
+/*
+ * Ring a doorbell on UAR page 0: one 64-bit write, so that the object number (with a CQ's
+ * arm bits) and the index reach the device together.  writeq() is ordered after the
+ * CPU's earlier stores to coherent memory (Documentation/memory-barriers.txt, "Kernel I/O
+ * barrier effects"), so the WQEs or the consumer index record it announces are there first.
+ */
+static inline void pib_ring_doorbell(struct pib_dev *dev, enum pib_uar_offset offset,
+				     u32 obj_flags, u32 index)
+{
+	writeq((u64)index << PIB_DB_INDEX_SHIFT | obj_flags, dev->uar0 + offset);
+}
+
+/* pib_main.c */
+void pib_sync_events(struct pib_dev *dev);
+
 /* pib_verbs.c */
 int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 		     struct ib_udata *udata);
@@ -112,24 +248,48 @@ void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 
-/* Data path: next stage.  Until then these refuse (-EOPNOTSUPP). */
+struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+			      int access, struct ib_udata *udata);
+int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+
+int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
+		  struct ib_udata *udata);
+int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
+
+bool pib_udata_in_cleared(struct ib_udata *udata);
+int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err);
+int pib_dma_buf_alloc(struct pib_dev *dev, size_t size, struct pib_dma_buf *buf);
+void pib_dma_buf_free(struct pib_dev *dev, struct pib_dma_buf *buf);
+int pib_pbl_from_umem(struct pib_dev *dev, struct ib_umem *umem, u32 npages,
+		      struct pib_pbl *pbl);
+int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
+			 struct pib_pbl *pbl);
+void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl);
+
+/* pib_cq.c */
 int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct ib_udata *udata);
 int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void pib_cq_comp_event(void *data, u32 cqn);
+void pib_cq_async_event(struct pib_dev *dev, u32 cqn, enum ib_event_type type);
+void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn);
+
+/* pib_qp.c */
 int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		  struct ib_udata *udata);
+int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		 struct ib_qp_init_attr *init_attr);
 int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
 int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
 int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
-struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
-struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
-			      int access, struct ib_udata *udata);
-int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
+void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
 
 #endif /* PIB_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pib_com.c - the admin queue and async event queue engine.
+ * pib_com.c - the admin queue, async event queue and completion event queue engine.
  *
  * Admin queue (docs/hardware.md, "Admin queue"): command i goes into slot i % depth of the
  * command ring and AQ_DB is set to i + 1.  The device runs commands in order and writes the
@@ -16,12 +16,17 @@
  *
  * When a wait times out the engine looks at the completion ring itself once, to tell the
  * two failures apart: the completion is there (the interrupt was lost: say so once and poll
- * from now on), or it is not (the device is dead: fail this and every later command).
+ * from now on), or it is not (the device is dead: fail this and every later command, and
+ * take away its bus mastering, so that memory the driver frees from then on is safe from it).
+ *
+ * The event queues (AEQ, CEQ) are rings the device produces and the driver consumes, with the
+ * same phase bit rule; the driver hands entries back by writing its consumer index.
  */
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/iopoll.h>
 #include <linux/jiffies.h>
+#include <linux/pci.h>
 #include <linux/sizes.h>
 
 #include "pib_com.h"
@@ -35,15 +40,21 @@
 #define PIB_AQ_SQ_SIZE          (PIB_AQ_DEPTH * sizeof(struct pib_admin_cmd))
 #define PIB_AQ_CQ_SIZE          (PIB_AQ_DEPTH * sizeof(struct pib_admin_cqe))
 #define PIB_AQ_RESP_TOTAL       (PIB_AQ_DEPTH * PIB_AQ_RESP_SIZE)
+#define PIB_AQ_MBOX_TOTAL       (PIB_AQ_DEPTH * PIB_AQ_MBOX_SIZE)
 #define PIB_AEQ_SIZE            (PIB_AEQ_DEPTH * sizeof(struct pib_aeqe))
+#define PIB_CEQ_SIZE            (PIB_CEQ_DEPTH * sizeof(struct pib_ceqe))
 
 #define PIB_VALID_DEPTH(d)      (((d) & ((d) - 1)) == 0 && (d) >= 2 && (d) <= 4096)
 static_assert(PIB_VALID_DEPTH(PIB_AQ_DEPTH), "AQ_DEPTH must be a power of two in 2..4096");
 static_assert(PIB_VALID_DEPTH(PIB_AEQ_DEPTH), "AEQ_DEPTH must be a power of two in 2..4096");
+static_assert(PIB_VALID_DEPTH(PIB_CEQ_DEPTH), "CEQ_DEPTH must be a power of two in 2..4096");
 /* cmd_id is 16 bits: the context index must fit with room for a generation count. */
 static_assert(PIB_AQ_DEPTH <= 1024, "cmd_id carries the context index");
 static_assert(sizeof(struct pib_device_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
 static_assert(sizeof(struct pib_port_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
+static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
+static_assert(sizeof(struct pib_qp_create) <= PIB_AQ_MBOX_SIZE, "mailbox size");
+static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 
 const char *pib_com_cmd_str(u8 opcode)
 {
@@ -57,6 +68,16 @@ const char *pib_com_cmd_str(u8 opcode)
 		PIB_CMD_STR(ALLOC_UAR),
 		PIB_CMD_STR(DEALLOC_UAR),
 		PIB_CMD_STR(NOP),
+		PIB_CMD_STR(CREATE_PD),
+		PIB_CMD_STR(DESTROY_PD),
+		PIB_CMD_STR(REG_MR),
+		PIB_CMD_STR(DEREG_MR),
+		PIB_CMD_STR(CREATE_CQ),
+		PIB_CMD_STR(DESTROY_CQ),
+		PIB_CMD_STR(CREATE_QP),
+		PIB_CMD_STR(MODIFY_QP),
+		PIB_CMD_STR(QUERY_QP),
+		PIB_CMD_STR(DESTROY_QP),
 	};
 #undef PIB_CMD_STR
 
@@ -170,6 +191,7 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 {
 	struct pib_aq *aq = &com->aq;
 	struct pib_aeq *aeq = &com->aeq;
+	struct pib_ceq *ceq = &com->ceq;
 	int i;
 
 	/* Coherent memory comes zeroed: no stale phase bit can look like a new entry. */
@@ -182,9 +204,15 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 	aq->resp = dma_alloc_coherent(com->dmadev, PIB_AQ_RESP_TOTAL, &aq->resp_dma, GFP_KERNEL);
 	if (!aq->resp)
 		goto err_free_cq;
+	aq->mbox = dma_alloc_coherent(com->dmadev, PIB_AQ_MBOX_TOTAL, &aq->mbox_dma, GFP_KERNEL);
+	if (!aq->mbox)
+		goto err_free_resp;
 	aeq->ring = pib_com_ring_alloc(com, PIB_AEQ_SIZE, &aeq->dma);
 	if (!aeq->ring)
-		goto err_free_resp;
+		goto err_free_mbox;
+	ceq->ring = pib_com_ring_alloc(com, PIB_CEQ_SIZE, &ceq->dma);
+	if (!ceq->ring)
+		goto err_free_aeq;
 
 	/*
 	 * The rings start empty: index 0, expecting phase 1, which is where the device starts
@@ -197,6 +225,8 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 	aeq->cc = 0;
 	aeq->phase = 1;
 	aeq->lost = 0;
+	ceq->cc = 0;
+	ceq->phase = 1;
 
 	sema_init(&aq->free_ctx, PIB_AQ_DEPTH);
 	spin_lock_init(&aq->sq_lock);
@@ -208,6 +238,10 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 	}
 	return 0;
 
+err_free_aeq:
+	dma_free_coherent(com->dmadev, PIB_AEQ_SIZE, aeq->ring, aeq->dma);
+err_free_mbox:
+	dma_free_coherent(com->dmadev, PIB_AQ_MBOX_TOTAL, aq->mbox, aq->mbox_dma);
 err_free_resp:
 	dma_free_coherent(com->dmadev, PIB_AQ_RESP_TOTAL, aq->resp, aq->resp_dma);
 err_free_cq:
@@ -215,7 +249,7 @@ err_free_cq:
 err_free_sq:
 	dma_free_coherent(com->dmadev, PIB_AQ_SQ_SIZE, aq->sq, aq->sq_dma);
 err:
-	dev_err(com->dmadev, "cannot allocate the admin and async event rings\n");
+	dev_err(com->dmadev, "cannot allocate the admin and event queue rings\n");
 	return -ENOMEM;
 }
 
@@ -224,23 +258,27 @@ void pib_com_queues_free(struct pib_com_dev *com)
 {
 	struct pib_aq *aq = &com->aq;
 	struct pib_aeq *aeq = &com->aeq;
+	struct pib_ceq *ceq = &com->ceq;
 
+	dma_free_coherent(com->dmadev, PIB_CEQ_SIZE, ceq->ring, ceq->dma);
 	dma_free_coherent(com->dmadev, PIB_AEQ_SIZE, aeq->ring, aeq->dma);
+	dma_free_coherent(com->dmadev, PIB_AQ_MBOX_TOTAL, aq->mbox, aq->mbox_dma);
 	dma_free_coherent(com->dmadev, PIB_AQ_RESP_TOTAL, aq->resp, aq->resp_dma);
 	dma_free_coherent(com->dmadev, PIB_AQ_CQ_SIZE, aq->cq, aq->cq_dma);
 	dma_free_coherent(com->dmadev, PIB_AQ_SQ_SIZE, aq->sq, aq->sq_dma);
 }
 
 /*
- * Program the queue registers and set CONTROL.ENABLE.  The device latches the registers at
- * the 0->1 edge and reports READY; a bad configuration leaves READY clear and names the
- * reason in ERR_LAST.  Once per pib_com_queues_alloc(): the device starts its rings at
- * index 0, so they must be fresh.
+ * Program the queue registers (AQ, AEQ, CEQ) and set CONTROL.ENABLE.  The device latches
+ * the registers at the 0->1 edge and reports READY; a bad configuration leaves READY clear
+ * and names the reason in ERR_LAST.  Once per pib_com_queues_alloc(): the device starts its
+ * rings at index 0, so they must be fresh.
  */
 int pib_com_enable(struct pib_com_dev *com)
 {
 	struct pib_aq *aq = &com->aq;
 	struct pib_aeq *aeq = &com->aeq;
+	struct pib_ceq *ceq = &com->ceq;
 	u32 status;
 	int err;
 
@@ -252,6 +290,9 @@ int pib_com_enable(struct pib_com_dev *com)
 	pib_reg_write(com, PIB_REG_AEQ_DEPTH, PIB_AEQ_DEPTH);
 	pib_reg_write(com, PIB_REG_AEQ_LO, lower_32_bits(aeq->dma));
 	pib_reg_write(com, PIB_REG_AEQ_HI, upper_32_bits(aeq->dma));
+	pib_reg_write(com, PIB_REG_CEQ_DEPTH, PIB_CEQ_DEPTH);
+	pib_reg_write(com, PIB_REG_CEQ_LO, lower_32_bits(ceq->dma));
+	pib_reg_write(com, PIB_REG_CEQ_HI, upper_32_bits(ceq->dma));
 
 	set_bit(PIB_AQ_RUNNING, &aq->flags);
 	pib_reg_write(com, PIB_REG_CONTROL, PIB_CTRL_ENABLE);
@@ -349,7 +390,8 @@ static void pib_aq_poll_cq(struct pib_com_dev *com)
  * ------------------------------------------------------------------------------------------ */
 
 static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
-					  const struct pib_admin_cmd *cmd, size_t resp_len)
+					  const struct pib_admin_cmd *cmd,
+					  const void *in, size_t in_len, size_t resp_len)
 {
 	struct pib_aq *aq = &com->aq;
 	struct pib_admin_cmd *slot;
@@ -377,12 +419,18 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 	WRITE_ONCE(ctx->state, PIB_CTX_SUBMITTED);
 	if (resp_len)
 		memset(aq->resp + idx * PIB_AQ_RESP_SIZE, 0, resp_len);
+	if (in_len)
+		memcpy(aq->mbox + idx * PIB_AQ_MBOX_SIZE, in, in_len);
 
 	slot = &aq->sq[aq->sq_pc & (PIB_AQ_DEPTH - 1)];
 	*slot = *cmd;
 	slot->cmd_id = ctx->cmd_id;
 	slot->resp_len = resp_len;
 	slot->resp_addr = resp_len ? aq->resp_dma + idx * PIB_AQ_RESP_SIZE : 0;
+	if (in_len) {
+		slot->in.mbox.addr = aq->mbox_dma + idx * PIB_AQ_MBOX_SIZE;
+		slot->in.mbox.len = in_len;
+	}
 	aq->sq_pc++;
 	/* writel() orders the ring and context writes above before the doorbell. */
 	pib_reg_write(com, PIB_REG_AQ_DB, aq->sq_pc);
@@ -405,6 +453,11 @@ static void pib_aq_put_ctx(struct pib_aq *aq, struct pib_comp_ctx *ctx)
  * every later command and wake the other waiters, whose commands will not complete either.
  * The rings and response buffers stay allocated until the device is reset at removal, so a
  * device that wakes up late writes only into memory the engine still owns.
+ *
+ * The verbs go on freeing what they destroy (a command that fails because the device is dead
+ * does not keep ib_core from tearing down), and some of that memory the device could still
+ * write: a CQ ring, pinned user pages.  Turning off bus mastering takes its DMA away for good
+ * (MSI-X messages are DMA too: no interrupt comes from it either).
  */
 static void pib_aq_set_dead(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 {
@@ -420,6 +473,8 @@ static void pib_aq_set_dead(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 		pib_com_cmd_str(ctx->opcode), ctx->cmd_id, PIB_AQ_TIMEOUT_MS,
 		pib_reg_read(com, PIB_REG_STATUS), pib_reg_read(com, PIB_REG_ERR_LAST),
 		READ_ONCE(aq->sq_pc), READ_ONCE(aq->cq_cc));
+
+	pci_clear_master(to_pci_dev(com->dmadev));
 
 	spin_lock_irqsave(&aq->cq_lock, flags);
 	for (i = 0; i < PIB_AQ_DEPTH; i++)
@@ -473,19 +528,20 @@ static int pib_aq_wait(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 	return -ETIMEDOUT;
 }
 
-int pib_com_exec(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
-		 void *resp, size_t resp_len, struct pib_admin_cqe *cqe)
+static int pib_com_run(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
+		       const void *in, size_t in_len, void *resp, size_t resp_len,
+		       struct pib_admin_cqe *cqe)
 {
 	struct pib_aq *aq = &com->aq;
 	struct pib_comp_ctx *ctx;
 	int err;
 
 	might_sleep();
-	if (WARN_ON_ONCE(resp_len > PIB_AQ_RESP_SIZE))
+	if (WARN_ON_ONCE(resp_len > PIB_AQ_RESP_SIZE || in_len > PIB_AQ_MBOX_SIZE))
 		return -EINVAL;
 
 	down(&aq->free_ctx);
-	ctx = pib_aq_submit(com, cmd, resp_len);
+	ctx = pib_aq_submit(com, cmd, in, in_len, resp_len);
 	if (IS_ERR(ctx)) {
 		up(&aq->free_ctx);
 		return PTR_ERR(ctx);
@@ -494,8 +550,12 @@ int pib_com_exec(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
 	err = pib_aq_wait(com, ctx);
 	if (!err) {
 		err = pib_com_status_to_errno(ctx->cqe.status);
-		/* A full table or a busy object is the caller's to report, not a fault. */
-		if (ctx->cqe.status == PIB_AQ_NO_RESOURCES || ctx->cqe.status == PIB_AQ_BUSY)
+		/*
+		 * A full table, a busy object or a QP in the wrong state (the device may move
+		 * a QP to ERROR on its own) is the caller's to report, not a fault.
+		 */
+		if (ctx->cqe.status == PIB_AQ_NO_RESOURCES || ctx->cqe.status == PIB_AQ_BUSY ||
+		    ctx->cqe.status == PIB_AQ_BAD_STATE)
 			dev_dbg(com->dmadev, "admin command %s: %s\n",
 				pib_com_cmd_str(ctx->opcode), pib_com_status_str(ctx->cqe.status));
 		else if (err)
@@ -511,6 +571,21 @@ int pib_com_exec(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
 	}
 	pib_aq_put_ctx(aq, ctx);
 	return err;
+}
+
+int pib_com_exec(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
+		 void *resp, size_t resp_len, struct pib_admin_cqe *cqe)
+{
+	return pib_com_run(com, cmd, NULL, 0, resp, resp_len, cqe);
+}
+
+int pib_com_exec_mbox(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
+		      const void *in, size_t in_len, void *resp, size_t resp_len,
+		      struct pib_admin_cqe *cqe)
+{
+	if (WARN_ON_ONCE(!in_len))
+		return -EINVAL;
+	return pib_com_run(com, cmd, in, in_len, resp, resp_len, cqe);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -545,4 +620,28 @@ void pib_com_aeq_process(struct pib_com_dev *com, pib_aeq_handler_t handler, voi
 				     lost - aeq->lost);
 		aeq->lost = lost;
 	}
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Completion events
+ * ------------------------------------------------------------------------------------------ */
+
+void pib_com_ceq_process(struct pib_com_dev *com, pib_ceq_handler_t handler, void *data)
+{
+	struct pib_ceq *ceq = &com->ceq;
+	struct pib_ceqe *slot;
+	u32 start = ceq->cc;
+
+	for (;;) {
+		slot = &ceq->ring[ceq->cc & (PIB_CEQ_DEPTH - 1)];
+		if ((READ_ONCE(slot->flags) & PIB_CEQE_F_PHASE) != ceq->phase)
+			break;
+		dma_rmb();      /* the CQN only after its phase bit */
+		handler(data, READ_ONCE(slot->cqn) & PIB_DB_OBJ_MASK);
+		ceq->cc++;
+		if (!(ceq->cc & (PIB_CEQ_DEPTH - 1)))
+			ceq->phase ^= 1;
+	}
+	if (ceq->cc != start)
+		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->cc);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * pib_com.h - the pib driver's engine for the queues it shares with the device: the admin
- * queue (a command ring and a completion ring) and the async event queue (AEQ).
+ * queue (a command ring and a completion ring), the async event queue (AEQ) and the
+ * completion event queue (CEQ).
  *
  * pib_com.c is the only code that touches those rings or the registers that drive them.
  * pib_com_cmd.c builds one typed call per admin command on top of pib_com_exec(); the verbs
@@ -19,6 +20,7 @@
 #include <asm/byteorder.h>
 
 #include "pib_hw.h"
+#include "pib_wqe.h"
 
 /*
  * pib_hw.h is shared with QEMU and userspace, so it declares the device's little-endian
@@ -35,6 +37,14 @@
 #define PIB_AEQ_DEPTH         256
 /* Each command slot owns a response buffer this large (pib_device_attr is the largest). */
 #define PIB_AQ_RESP_SIZE      256
+/* ... and an input mailbox this large (struct pib_qp_attr is the largest). */
+#define PIB_AQ_MBOX_SIZE      128
+/*
+ * 4096 CEQEs of 8 bytes: 32 KiB, the deepest CEQ the device takes.  A CQ puts at most one
+ * CEQE in the ring per arming, so the CEQ cannot overflow while there are no more CQs than
+ * this: the driver never creates more (struct pib_dev.max_cq).
+ */
+#define PIB_CEQ_DEPTH         4096
 /* How long a command may take before the device is declared dead. */
 #define PIB_AQ_TIMEOUT_MS     5000
 
@@ -66,6 +76,8 @@ struct pib_aq {
 	dma_addr_t cq_dma;
 	u8 *resp;                       /* PIB_AQ_RESP_SIZE bytes per context */
 	dma_addr_t resp_dma;
+	u8 *mbox;                       /* PIB_AQ_MBOX_SIZE bytes per context */
+	dma_addr_t mbox_dma;
 
 	/*
 	 * At most PIB_AQ_DEPTH commands are outstanding, one per context; that is also what
@@ -94,11 +106,19 @@ struct pib_aeq {
 	u32 lost;                       /* last AEQ_LOST value reported */
 };
 
+struct pib_ceq {
+	struct pib_ceqe *ring;          /* device writes, driver reads */
+	dma_addr_t dma;
+	u32 cc;                         /* CEQEs consumed, free-running; what CEQ_DB gets */
+	u8 phase;
+};
+
 struct pib_com_dev {
 	void __iomem *regs;             /* BAR0 */
 	struct device *dmadev;          /* the PCI function, for DMA and messages */
 	struct pib_aq aq;
 	struct pib_aeq aeq;
+	struct pib_ceq ceq;
 };
 
 static inline u32 pib_reg_read(struct pib_com_dev *com, enum pib_reg_offset off)
@@ -126,6 +146,14 @@ void pib_com_queues_free(struct pib_com_dev *com);
  */
 int pib_com_exec(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
 		 void *resp, size_t resp_len, struct pib_admin_cqe *cqe);
+/*
+ * The same for a command whose input is a mailbox (struct pib_cmd_mbox): in_len bytes of in
+ * are copied to the command's own DMA mailbox and cmd->in.mbox.addr/len point at it; the
+ * caller sets cmd->in.mbox.obj.
+ */
+int pib_com_exec_mbox(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
+		      const void *in, size_t in_len, void *resp, size_t resp_len,
+		      struct pib_admin_cqe *cqe);
 
 /* MSI-X vector PIB_MSIX_VEC_ADMIN: reap admin completions (hard-IRQ safe). */
 void pib_com_admin_intr(struct pib_com_dev *com);
@@ -136,6 +164,13 @@ void pib_com_admin_intr(struct pib_com_dev *com);
  */
 typedef void (*pib_aeq_handler_t)(void *data, const struct pib_aeqe *aeqe);
 void pib_com_aeq_process(struct pib_com_dev *com, pib_aeq_handler_t handler, void *data);
+
+/*
+ * MSI-X vector PIB_MSIX_VEC_CEQ: hand the CQN of each new CEQE to handler, then return the
+ * entries to the device.  Hard-IRQ context; one caller at a time (the vector's handler).
+ */
+typedef void (*pib_ceq_handler_t)(void *data, u32 cqn);
+void pib_com_ceq_process(struct pib_com_dev *com, pib_ceq_handler_t handler, void *data);
 
 const char *pib_com_cmd_str(u8 opcode);
 

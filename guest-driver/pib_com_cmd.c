@@ -93,3 +93,115 @@ int pib_cmd_nop(struct pib_com_dev *com, u32 value)
 	}
 	return 0;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * Data-path objects.  Object numbers come back in result0.
+ * ------------------------------------------------------------------------------------------ */
+
+/* A command whose only input is an object number and whose only output is a status. */
+static int pib_cmd_obj(struct pib_com_dev *com, u8 opcode, u32 num)
+{
+	struct pib_admin_cmd cmd = { .opcode = opcode };
+
+	cmd.in.obj.num = num;
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
+}
+
+/* A command that creates an object and returns its number in result0. */
+static int pib_cmd_create(struct pib_com_dev *com, const struct pib_admin_cmd *cmd, u32 *num)
+{
+	struct pib_admin_cqe cqe;
+	int err;
+
+	err = pib_com_exec(com, cmd, NULL, 0, &cqe);
+	if (err)
+		return err;
+	*num = cqe.result0;
+	return 0;
+}
+
+int pib_cmd_create_pd(struct pib_com_dev *com, u32 *pdn)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_PD };
+
+	return pib_cmd_create(com, &cmd, pdn);
+}
+
+/* BUSY (-EBUSY) while an MR or QP uses the PD. */
+int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn)
+{
+	return pib_cmd_obj(com, PIB_CMD_DESTROY_PD, pdn);
+}
+
+/* The device copies the page list at registration: it may be freed on return. */
+int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
+		   u32 *lkey, u32 *rkey)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REG_MR };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	cmd.in.reg_mr = *in;
+	err = pib_com_exec(com, &cmd, NULL, 0, &cqe);
+	if (err)
+		return err;
+	*lkey = cqe.result0;
+	*rkey = cqe.result1;
+	return 0;
+}
+
+int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey)
+{
+	return pib_cmd_obj(com, PIB_CMD_DEREG_MR, lkey);
+}
+
+/* As for REG_MR, the page list is the caller's again on return. */
+int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_CQ };
+
+	cmd.in.create_cq = *in;
+	return pib_cmd_create(com, &cmd, cqn);
+}
+
+/* BUSY (-EBUSY) while a QP uses the CQ. */
+int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn)
+{
+	return pib_cmd_obj(com, PIB_CMD_DESTROY_CQ, cqn);
+}
+
+int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_QP };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	err = pib_com_exec_mbox(com, &cmd, in, sizeof(*in), NULL, 0, &cqe);
+	if (err)
+		return err;
+	*qpn = cqe.result0;
+	return 0;
+}
+
+/* The device checks the state transition and the attributes attr->attr_mask names. */
+int pib_cmd_modify_qp(struct pib_com_dev *com, u32 qpn, const struct pib_qp_attr *attr)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MODIFY_QP };
+
+	cmd.in.mbox.obj = qpn;
+	return pib_com_exec_mbox(com, &cmd, attr, sizeof(*attr), NULL, 0, NULL);
+}
+
+int pib_cmd_query_qp(struct pib_com_dev *com, u32 qpn, struct pib_qp_attr *attr)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_QP };
+
+	cmd.in.obj.num = qpn;
+	return pib_com_exec(com, &cmd, attr, sizeof(*attr), NULL);
+}
+
+/* The device flushes the QP's outstanding work requests before it completes this. */
+int pib_cmd_destroy_qp(struct pib_com_dev *com, u32 qpn)
+{
+	return pib_cmd_obj(com, PIB_CMD_DESTROY_QP, qpn);
+}

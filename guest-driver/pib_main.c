@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * pib_main.c - PCI driver for the pib InfiniBand HCA: probe and remove, BARs, MSI-X, the
- * ib_device_ops table and the delivery of async events to ib_core.
+ * ib_device_ops table and the delivery of events to ib_core: async events (AEQ, vector 1)
+ * for the port, CQs and QPs, and completion events (CEQ, vector 2) for CQs.
  *
  * Bring-up order (remove undoes it backwards):
- *   map BAR0/BAR2, check the device, reset it, allocate the rings, MSI-X and the admin IRQ,
- *   enable the queues, NOP/QUERY_DEVICE/QUERY_PORT, register the ib_device, then arm the
- *   async event IRQ: an event is only ever delivered to a registered ib_device.
+ *   map BAR0/BAR2, check the device, reset it, allocate the rings, MSI-X and the admin and
+ *   completion event IRQs, enable the queues, NOP/QUERY_DEVICE/QUERY_PORT, register the
+ *   ib_device, then arm the async event IRQ: an event is only ever delivered to a registered
+ *   ib_device.  (Completion events need a CQ, and there is none before registration.)
  */
 #include <linux/interrupt.h>
 #include <linux/module.h>
@@ -30,11 +32,13 @@ static const struct ib_device_ops pib_dev_ops = {
 
 	.alloc_pd = pib_alloc_pd,
 	.alloc_ucontext = pib_alloc_ucontext,
+	.create_ah = pib_create_ah,
 	.create_cq = pib_create_cq,
 	.create_qp = pib_create_qp,
 	.dealloc_pd = pib_dealloc_pd,
 	.dealloc_ucontext = pib_dealloc_ucontext,
 	.dereg_mr = pib_dereg_mr,
+	.destroy_ah = pib_destroy_ah,
 	.destroy_cq = pib_destroy_cq,
 	.destroy_qp = pib_destroy_qp,
 	.disassociate_ucontext = pib_disassociate_ucontext,
@@ -52,9 +56,11 @@ static const struct ib_device_ops pib_dev_ops = {
 	.query_gid = pib_query_gid,
 	.query_pkey = pib_query_pkey,
 	.query_port = pib_query_port,
+	.query_qp = pib_query_qp,
 	.reg_user_mr = pib_reg_user_mr,
 	.req_notify_cq = pib_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, pib_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, pib_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, pib_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, pib_qp, ibqp),
@@ -85,6 +91,45 @@ static void pib_log_port_event(struct pib_dev *dev, u8 type)
 	}
 }
 
+/*
+ * The IB affiliated async events: the ones that name a CQ or a QP (docs/hardware.md,
+ * "Affiliated async events").  Returns false for any other event type.
+ */
+static bool pib_handle_object_event(struct pib_dev *dev, const struct pib_aeqe *aeqe)
+{
+	switch (aeqe->type) {
+	case PIB_AE_CQ_ERR:
+		pib_cq_async_event(dev, aeqe->obj, IB_EVENT_CQ_ERR);
+		return true;
+	case PIB_AE_QP_FATAL:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_QP_FATAL);
+		return true;
+	case PIB_AE_QP_REQ_ERR:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_QP_REQ_ERR);
+		return true;
+	case PIB_AE_QP_ACCESS_ERR:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_QP_ACCESS_ERR);
+		return true;
+	case PIB_AE_COMM_EST:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_COMM_EST);
+		return true;
+	case PIB_AE_SQ_DRAINED:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_SQ_DRAINED);
+		return true;
+	case PIB_AE_QP_LAST_WQE:
+		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_QP_LAST_WQE_REACHED);
+		return true;
+	case PIB_AE_SRQ_LIMIT:
+	case PIB_AE_SRQ_ERR:
+		/* The driver creates no SRQs (yet), so the device has none to report on. */
+		ibdev_err_ratelimited(&dev->ibdev, "SRQ event %#x for SRQ %u, which does not exist\n",
+				      aeqe->type, aeqe->obj);
+		return true;
+	default:
+		return false;
+	}
+}
+
 static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 {
 	struct pib_dev *dev = data;
@@ -92,6 +137,9 @@ static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 		.device = &dev->ibdev,
 		.element.port_num = PIB_PORT,
 	};
+
+	if (pib_handle_object_event(dev, aeqe))
+		return;
 
 	switch (aeqe->type) {
 	case PIB_AE_PORT_ACTIVE:
@@ -132,8 +180,8 @@ static irqreturn_t pib_admin_irq(int irq, void *data)
 }
 
 /*
- * Threaded: handling an event may sleep (the data path's QP and CQ events will need the
- * admin queue), and a single thread delivers events in the order the device posted them.
+ * Threaded: a single thread delivers events in the order the device posted them, and the
+ * consumers' event handlers run in process context, where ib_core's own do their work.
  */
 static irqreturn_t pib_aeq_irq_thread(int irq, void *data)
 {
@@ -141,6 +189,30 @@ static irqreturn_t pib_aeq_irq_thread(int irq, void *data)
 
 	pib_com_aeq_process(&dev->com, pib_handle_aeqe, dev);
 	return IRQ_HANDLED;
+}
+
+/*
+ * Hard IRQ: completion handlers expect to be called in interrupt context (ib_core's
+ * schedule irq_poll or work; uverbs wakes the completion channel).
+ */
+static irqreturn_t pib_ceq_irq(int irq, void *data)
+{
+	struct pib_dev *dev = data;
+
+	pib_com_ceq_process(&dev->com, pib_cq_comp_event, dev);
+	return IRQ_HANDLED;
+}
+
+/*
+ * Wait until no event handler runs any more that may have found an object in dev->cqs or
+ * dev->qps before the caller took it out.  synchronize_irq() also waits for a threaded
+ * handler (the AEQ's), so this must not be called from an event handler: destroy verbs
+ * sleep anyway, and consumers' handlers defer destruction to process context.
+ */
+void pib_sync_events(struct pib_dev *dev)
+{
+	synchronize_irq(pci_irq_vector(dev->pdev, PIB_MSIX_VEC_CEQ));
+	synchronize_irq(pci_irq_vector(dev->pdev, PIB_MSIX_VEC_ASYNC));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -166,8 +238,9 @@ static int pib_map_bars(struct pib_dev *dev)
 
 	/*
 	 * User contexts' UAR pages are mmap'ed from BAR2's physical address; the kernel's own
-	 * mapping of BAR2 is for UAR page 0, the driver's doorbells (data path).
+	 * mapping of BAR2 is for UAR page 0, the doorbells of kernel QPs and CQs.
 	 */
+	dev->uar0 = pcim_iomap_table(pdev)[PIB_BAR_UAR];
 	dev->uar_bar_start = pci_resource_start(pdev, PIB_BAR_UAR);
 	uar_len = pci_resource_len(pdev, PIB_BAR_UAR);
 	dev->num_uars = pib_reg_read(&dev->com, PIB_REG_NUM_UARS);
@@ -184,8 +257,8 @@ static int pib_setup_irqs(struct pib_dev *dev)
 	struct pci_dev *pdev = dev->pdev;
 	int nvec, err;
 
-	/* Vectors 0 (admin) and 1 (async events) are needed; the rest are for the data path. */
-	nvec = pci_alloc_irq_vectors(pdev, PIB_MSIX_VEC_ASYNC + 1, PIB_MSIX_VECTORS,
+	/* Vectors 0 (admin), 1 (async events) and 2 (completion events) are needed. */
+	nvec = pci_alloc_irq_vectors(pdev, PIB_MSIX_VEC_CEQ + 1, PIB_MSIX_VECTORS,
 				     PCI_IRQ_MSIX);
 	if (nvec < 0) {
 		dev_err(&pdev->dev, "cannot enable MSI-X: %d\n", nvec);
@@ -196,17 +269,32 @@ static int pib_setup_irqs(struct pib_dev *dev)
 		 pci_name(pdev));
 	snprintf(dev->aeq_irq_name, sizeof(dev->aeq_irq_name), "pib-async@pci:%s",
 		 pci_name(pdev));
+	snprintf(dev->ceq_irq_name, sizeof(dev->ceq_irq_name), "pib-comp@pci:%s",
+		 pci_name(pdev));
 	err = request_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ADMIN), pib_admin_irq, 0,
 			  dev->admin_irq_name, &dev->com);
 	if (err) {
 		dev_err(&pdev->dev, "cannot request the admin IRQ: %d\n", err);
-		pci_free_irq_vectors(pdev);
+		goto err_free_vectors;
 	}
+	err = request_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_CEQ), pib_ceq_irq, 0,
+			  dev->ceq_irq_name, dev);
+	if (err) {
+		dev_err(&pdev->dev, "cannot request the completion event IRQ: %d\n", err);
+		goto err_free_admin;
+	}
+	return 0;
+
+err_free_admin:
+	free_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ADMIN), &dev->com);
+err_free_vectors:
+	pci_free_irq_vectors(pdev);
 	return err;
 }
 
 static void pib_free_irqs(struct pib_dev *dev)
 {
+	free_irq(pci_irq_vector(dev->pdev, PIB_MSIX_VEC_CEQ), dev);
 	free_irq(pci_irq_vector(dev->pdev, PIB_MSIX_VEC_ADMIN), &dev->com);
 	pci_free_irq_vectors(dev->pdev);
 }
@@ -238,6 +326,16 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	}
 	dev->pkey_tbl_len = pa->pkey_tbl_len;
 	dev->gid_tbl_len = pa->gid_tbl_len;
+
+	/*
+	 * The limits the driver enforces: the device's, within what every layer agrees on
+	 * (pib_hw.h) and, for CQs, within the CEQ's depth.
+	 */
+	dev->max_cq = min_t(u32, dev->attr.max_cq, PIB_CEQ_DEPTH);
+	dev->max_cqe = min_t(u32, dev->attr.max_cqe, PIB_MAX_CQE);
+	dev->max_qp_wr = min_t(u32, dev->attr.max_qp_wr, PIB_MAX_QP_WR);
+	dev->max_sge = min_t(u32, dev->attr.max_sge, PIB_MAX_SGE);
+	dev->max_inline = min_t(u32, dev->attr.max_inline_data, PIB_MAX_INLINE_DATA);
 	return 0;
 }
 
@@ -299,7 +397,9 @@ static int pib_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	pci_set_drvdata(pdev, dev);
 	dev->pdev = pdev;
 	dev->com.dmadev = &pdev->dev;
-	ida_init(&dev->pd_ida);
+	xa_init(&dev->cqs);
+	xa_init(&dev->qps);
+	atomic_set(&dev->num_cqs, 0);
 
 	err = pib_map_bars(dev);
 	if (err)
@@ -344,7 +444,6 @@ err_free_irqs:
 err_free_queues:
 	pib_com_queues_free(&dev->com);
 err_dealloc_ibdev:
-	ida_destroy(&dev->pd_ida);
 	ib_dealloc_device(&dev->ibdev);
 	return err;
 }
@@ -362,7 +461,8 @@ static void pib_remove(struct pci_dev *pdev)
 	pci_clear_master(pdev);
 	pib_free_irqs(dev);
 	pib_com_queues_free(&dev->com);
-	ida_destroy(&dev->pd_ida);
+	/* ib_unregister_device() destroyed every CQ and QP: both tables are empty. */
+	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
 	ib_dealloc_device(&dev->ibdev);
 }
 
@@ -376,8 +476,4 @@ module_pci_driver(pib_pci_driver);
 
 MODULE_DESCRIPTION("pib virtual InfiniBand HCA");
 MODULE_LICENSE("GPL");
-/*
- * User verbs are all this device offers until the data path exists, and they live in
- * ib_uverbs, which nothing here links against yet: ask modprobe to load it first.
- */
-MODULE_SOFTDEP("pre: ib_uverbs");
+/* ib_umem_get() and friends live in ib_uverbs: modinfo's "depends" names it with ib_core. */

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pib_verbs.c - the verbs of the pib HCA.
+ * pib_verbs.c - the verbs of the pib HCA that are not queues: device and port, user contexts
+ * and mmap, PDs, MRs and AHs; and the DMA memory and page lists the queue verbs (pib_cq.c,
+ * pib_qp.c) hand the device.
  *
  * Verbs reach the device only through pib_com_cmd.c.  What userspace hands in (udata, mmap
  * requests) is checked here before anything reaches the device.
  */
+#include <linux/dma-mapping.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
+#include <linux/sizes.h>
+
+#include <rdma/iter.h>
 
 #include "pib.h"
 #include "pib_com_cmd.h"
@@ -22,8 +28,11 @@ static int pib_limit(u32 v)
 	return min_t(u32, v, INT_MAX);
 }
 
-/* No request fields are defined yet: a provider may send any length, all of it zero. */
-static bool pib_udata_in_cleared(struct ib_udata *udata)
+/*
+ * For the verbs whose request has no pib fields: a provider may send any length, all of it
+ * zero.
+ */
+bool pib_udata_in_cleared(struct ib_udata *udata)
 {
 	return !udata || !udata->inlen || ib_is_udata_cleared(udata, 0, udata->inlen);
 }
@@ -35,7 +44,8 @@ static bool pib_udata_in_cleared(struct ib_udata *udata)
 int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 		     struct ib_udata *udata)
 {
-	const struct pib_device_attr *a = &to_pdev(ibdev)->attr;
+	struct pib_dev *dev = to_pdev(ibdev);
+	const struct pib_device_attr *a = &dev->attr;
 
 	if (!pib_udata_in_cleared(udata)) {
 		ibdev_dbg(ibdev, "query_device: unknown request bytes\n");
@@ -51,29 +61,39 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->vendor_part_id = a->vendor_part_id;
 	props->hw_ver = a->hw_ver;
 	props->max_qp = pib_limit(a->max_qp);
-	props->max_qp_wr = pib_limit(a->max_qp_wr);
-	props->max_send_sge = pib_limit(a->max_sge);
-	props->max_recv_sge = pib_limit(a->max_sge);
-	props->max_sge_rd = pib_limit(a->max_sge);
-	props->max_cq = pib_limit(a->max_cq);
-	props->max_cqe = pib_limit(a->max_cqe);
+	props->max_qp_wr = dev->max_qp_wr;
+	props->max_send_sge = dev->max_sge;
+	props->max_recv_sge = dev->max_sge;
+	props->max_sge_rd = dev->max_sge;
+	props->max_cq = dev->max_cq;
+	/* The deepest CQ: a CQ of depth d holds d - 1 CQEs, as in the provider. */
+	props->max_cqe = dev->max_cqe;
 	props->max_mr = pib_limit(a->max_mr);
 	props->max_pd = pib_limit(a->max_pd);
 	props->max_qp_rd_atom = pib_limit(a->max_qp_rd_atom);
 	props->max_qp_init_rd_atom = pib_limit(a->max_qp_init_rd_atom);
 	props->max_res_rd_atom = min_t(u64, (u64)a->max_qp_rd_atom * a->max_qp, INT_MAX);
-	props->max_srq = pib_limit(a->max_srq);
-	props->max_srq_wr = pib_limit(a->max_srq_wr);
-	props->max_srq_sge = pib_limit(a->max_srq_sge);
+	/* SRQs are not implemented by the driver yet, whatever the device offers. */
+	props->max_srq = 0;
+	props->max_srq_wr = 0;
+	props->max_srq_sge = 0;
 	props->max_ah = pib_limit(a->max_ah);
 	props->max_pkeys = a->max_pkeys;
 	props->local_ca_ack_delay = a->local_ca_ack_delay;
-	props->atomic_cap = IB_ATOMIC_NONE;
+	/* The device's atomics are atomic across the whole HCA (PIB_DEV_CAP_ATOMIC). */
+	props->atomic_cap = a->device_cap_flags & PIB_DEV_CAP_ATOMIC ? IB_ATOMIC_HCA :
+								      IB_ATOMIC_NONE;
+	props->masked_atomic_cap = IB_ATOMIC_NONE;
+
 	/*
-	 * pib_hw.h defines no device capability bits yet; the one thing this driver already
-	 * does is deliver PORT_ACTIVE events (from the AEQ).
+	 * PORT_ACTIVE events come from the AEQ; a modify_qp may name the current state
+	 * (IB_QP_CUR_STATE); the system image GUID is the device's.  Memory windows
+	 * (PIB_DEV_CAP_MEM_WINDOW) need verbs the driver does not have yet.
 	 */
-	props->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT;
+	props->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT | IB_DEVICE_CURR_QP_STATE_MOD |
+				  IB_DEVICE_SYS_IMAGE_GUID;
+	if (a->device_cap_flags & PIB_DEV_CAP_RC_RNR_NAK_GEN)
+		props->device_cap_flags |= IB_DEVICE_RC_RNR_NAK_GEN;
 	return 0;
 }
 
@@ -302,105 +322,304 @@ void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Protection domains.  The number is the driver's for now; the device learns of PDs with
- * the data path, when MRs and QPs name them.
+ * Memory the device reads: rings of kernel objects and page lists
+ * ------------------------------------------------------------------------------------------ */
+
+/*
+ * What a destroy verb makes of the device's answer.  BUSY leaves the object alive, and
+ * ib_core keeps it.  Any other failure means that the device does not know the object
+ * (BAD_RESOURCE) or is dead, and then it can no longer DMA (pib_com.c turns bus mastering
+ * off): the driver frees the object anyway, since ib_core cannot handle a destroy that
+ * fails for good (a kernel object's is a WARN, a user object's a leak at close).
+ */
+int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err)
+{
+	if (!err || err == -EBUSY)
+		return err;
+	ibdev_err_ratelimited(&dev->ibdev, "destroying %s %#x failed (%d); freeing it anyway\n",
+			      what, num, err);
+	return 0;
+}
+
+/*
+ * Coherent memory comes zeroed, so a new ring holds no valid-looking entry, and it is aligned
+ * to its size's page order, so it starts on a 4 KiB boundary as the device requires.
+ */
+int pib_dma_buf_alloc(struct pib_dev *dev, size_t size, struct pib_dma_buf *buf)
+{
+	buf->size = PAGE_ALIGN(size);
+	buf->va = dma_alloc_coherent(&dev->pdev->dev, buf->size, &buf->dma, GFP_KERNEL);
+	return buf->va ? 0 : -ENOMEM;
+}
+
+void pib_dma_buf_free(struct pib_dev *dev, struct pib_dma_buf *buf)
+{
+	if (buf->va)
+		dma_free_coherent(&dev->pdev->dev, buf->size, buf->va, buf->dma);
+	buf->va = NULL;
+}
+
+/*
+ * A page list must be one contiguous DMA allocation, and the page allocator gives at most
+ * 4 MiB of those: 512 Ki pages, 2 GiB of memory.  That bounds what one MR or ring can map.
+ */
+#define PIB_PBL_MAX_BYTES       SZ_4M
+#define PIB_PBL_MAX_PAGES       (PIB_PBL_MAX_BYTES / sizeof(u64))
+
+static int pib_pbl_alloc(struct pib_dev *dev, u32 npages, struct pib_pbl *pbl)
+{
+	if (!npages || npages > PIB_PBL_MAX_PAGES)
+		return -EINVAL;
+	pbl->npages = npages;
+	pbl->pages = dma_alloc_coherent(&dev->pdev->dev, npages * sizeof(u64), &pbl->dma,
+					GFP_KERNEL);
+	return pbl->pages ? 0 : -ENOMEM;
+}
+
+void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl)
+{
+	dma_free_coherent(&dev->pdev->dev, pbl->npages * sizeof(u64), pbl->pages, pbl->dma);
+}
+
+/* The 4 KiB pages of pinned user memory, which must be exactly npages of them. */
+int pib_pbl_from_umem(struct pib_dev *dev, struct ib_umem *umem, u32 npages,
+		      struct pib_pbl *pbl)
+{
+	struct ib_block_iter biter;
+	u32 i = 0;
+	int err;
+
+	if (ib_umem_num_dma_blocks(umem, SZ_4K) != npages)
+		return -EINVAL;
+	err = pib_pbl_alloc(dev, npages, pbl);
+	if (err)
+		return err;
+	rdma_umem_for_each_dma_block(umem, &biter, SZ_4K) {
+		if (WARN_ON_ONCE(i >= npages))
+			break;
+		pbl->pages[i++] = rdma_block_iter_dma_address(&biter);
+	}
+	return 0;
+}
+
+/* The pages of a kernel ring: contiguous, so the list just counts them off. */
+int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
+			 struct pib_pbl *pbl)
+{
+	u32 i;
+	int err;
+
+	err = pib_pbl_alloc(dev, buf->size / SZ_4K, pbl);
+	if (err)
+		return err;
+	for (i = 0; i < pbl->npages; i++)
+		pbl->pages[i] = buf->dma + (dma_addr_t)i * SZ_4K;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Protection domains: numbered by the device, which checks that an MR and a QP that meet
+ * in a work request belong to the same one.
  * ------------------------------------------------------------------------------------------ */
 
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct pib_dev *dev = to_pdev(ibpd->device);
-	struct pib_pd *pd = to_ppd(ibpd);
-	int pdn;
 
 	if (!pib_udata_in_cleared(udata)) {
 		ibdev_dbg(&dev->ibdev, "alloc_pd: unknown request bytes\n");
 		return -EINVAL;
 	}
-	if (!dev->attr.max_pd)
-		return -ENOMEM;
-
-	pdn = ida_alloc_max(&dev->pd_ida, pib_limit(dev->attr.max_pd) - 1, GFP_KERNEL);
-	if (pdn < 0)
-		return pdn;
-	pd->pdn = pdn;
-	return 0;
+	return pib_cmd_create_pd(&dev->com, &to_ppd(ibpd)->pdn);
 }
 
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	ida_free(&to_pdev(ibpd->device)->pd_ida, to_ppd(ibpd)->pdn);
+	struct pib_dev *dev = to_pdev(ibpd->device);
+	u32 pdn = to_ppd(ibpd)->pdn;
+
+	return pib_destroy_status(dev, "PD", pdn, pib_cmd_destroy_pd(&dev->com, pdn));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Memory regions
+ * ------------------------------------------------------------------------------------------ */
+
+/* The access bits are the IB/verbs values, which the device takes unchanged. */
+static_assert(PIB_ACCESS_LOCAL_WRITE == IB_ACCESS_LOCAL_WRITE, "access flag values");
+static_assert(PIB_ACCESS_REMOTE_WRITE == IB_ACCESS_REMOTE_WRITE, "access flag values");
+static_assert(PIB_ACCESS_REMOTE_READ == IB_ACCESS_REMOTE_READ, "access flag values");
+static_assert(PIB_ACCESS_REMOTE_ATOMIC == IB_ACCESS_REMOTE_ATOMIC, "access flag values");
+static_assert(PIB_ACCESS_MW_BIND == IB_ACCESS_MW_BIND, "access flag values");
+
+#define PIB_MR_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * The device's access bits for an MR, or an error for rights the device cannot give.
+ * IB_ACCESS_OPTIONAL bits (relaxed ordering, ...) are hints a device may ignore; pib does.
+ * No on-demand paging, no zero-based MRs, no memory windows (yet).
+ */
+static int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
+{
+	u32 caps = dev->attr.device_cap_flags;
+
+	access &= ~IB_ACCESS_OPTIONAL;
+	if (access & ~PIB_MR_ACCESS)
+		return -EOPNOTSUPP;
+	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ)) &&
+	    !(caps & PIB_DEV_CAP_RDMA))
+		return -EOPNOTSUPP;
+	if ((access & IB_ACCESS_REMOTE_ATOMIC) && !(caps & PIB_DEV_CAP_ATOMIC))
+		return -EOPNOTSUPP;
+	*hw_access = access;
+	return 0;
+}
+
+/*
+ * The kernel's DMA MR (ib_alloc_pd() asks for one per PD as its local_dma_lkey): the
+ * identity map of guest-physical memory, which is what DMA addresses are to the device.
+ */
+struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct pib_dev *dev = to_pdev(ibpd->device);
+	struct pib_cmd_reg_mr in = {
+		.pdn = to_ppd(ibpd)->pdn,
+		.iova = 0,
+		.length = U64_MAX,
+		.flags = PIB_MR_F_PHYS,
+	};
+	struct pib_mr *mr;
+	int err;
+
+	err = pib_mr_access(dev, access, &in.access);
+	if (err)
+		return ERR_PTR(err);
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = pib_cmd_reg_mr(&dev->com, &in, &mr->ibmr.lkey, &mr->ibmr.rkey);
+	if (err) {
+		kfree(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ibmr;
+}
+
+/*
+ * A user MR maps [virt_addr, virt_addr + length) onto the pinned pages of
+ * [start, start + length).  The device finds byte va at
+ *     pbl[(va - (virt_addr & ~0xfff)) >> 12] + (va & 0xfff),
+ * so start and virt_addr must have the same offset in their 4 KiB page.
+ */
+struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+			      int access, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibpd->device);
+	struct pib_cmd_reg_mr in = {
+		.pdn = to_ppd(ibpd)->pdn,
+		.iova = virt_addr,
+		.length = length,
+	};
+	struct pib_pbl pbl;
+	struct pib_mr *mr;
+	u64 npages;
+	int err;
+
+	if (!pib_udata_in_cleared(udata)) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: unknown request bytes\n");
+		return ERR_PTR(-EINVAL);
+	}
+	err = pib_mr_access(dev, access, &in.access);
+	if (err) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: access %#x not supported\n", access);
+		return ERR_PTR(err);
+	}
+	/* Bounded first, so that the page count below cannot overflow. */
+	if (!length || length > dev->attr.max_mr_size ||
+	    length > (u64)PIB_PBL_MAX_PAGES * SZ_4K || virt_addr + length < virt_addr) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: bad length %#llx at iova %#llx\n",
+			  length, virt_addr);
+		return ERR_PTR(-EINVAL);
+	}
+	if ((start ^ virt_addr) & (SZ_4K - 1)) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: address %#llx and iova %#llx differ in page offset\n",
+			  start, virt_addr);
+		return ERR_PTR(-EINVAL);
+	}
+	npages = ((virt_addr & (SZ_4K - 1)) + length + SZ_4K - 1) / SZ_4K;
+	if (npages > PIB_PBL_MAX_PAGES)
+		return ERR_PTR(-EINVAL);
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		err = PTR_ERR(mr->umem);
+		goto err_free;
+	}
+	err = pib_pbl_from_umem(dev, mr->umem, npages, &pbl);
+	if (err)
+		goto err_release;
+	in.pbl_addr = pbl.dma;
+	in.npages = npages;
+	err = pib_cmd_reg_mr(&dev->com, &in, &mr->ibmr.lkey, &mr->ibmr.rkey);
+	pib_pbl_free(dev, &pbl);
+	if (err)
+		goto err_release;
+	return &mr->ibmr;
+
+err_release:
+	ib_umem_release(mr->umem);
+err_free:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibmr->device);
+	struct pib_mr *mr = to_pmr(ibmr);
+	int err;
+
+	err = pib_cmd_dereg_mr(&dev->com, ibmr->lkey);
+	err = pib_destroy_status(dev, "MR", ibmr->lkey, err);
+	if (err)
+		return err;
+	/* The device has forgotten the pages: they may be unpinned. */
+	ib_umem_release(mr->umem);
+	kfree(mr);
 	return 0;
 }
 
 /* ------------------------------------------------------------------------------------------
- * Data path: next stage.  Creation is refused, so the destroy, post and poll calls cannot
- * be reached; they are here because a kernel-verbs device must provide them.
+ * Address handles (kernel only: the provider keeps user AHs in userspace).  The device has no
+ * AH object: a UD send WQE carries the destination LID and SL, which post_send takes from here.
+ * May be called in atomic context (without RDMA_CREATE_AH_SLEEPABLE): nothing here sleeps.
  * ------------------------------------------------------------------------------------------ */
 
-int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata)
 {
-	return -EOPNOTSUPP;
-}
+	struct pib_dev *dev = to_pdev(ibah->device);
+	const struct rdma_ah_attr *attr = init_attr->ah_attr;
+	struct pib_ah *ah = to_pah(ibah);
 
-int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
-{
+	if (attr->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(attr) != PIB_PORT ||
+	    rdma_ah_get_dlid(attr) > U16_MAX || rdma_ah_get_sl(attr) > 15)
+		return -EINVAL;
+	if ((rdma_ah_get_ah_flags(attr) & IB_AH_GRH) &&
+	    rdma_ah_read_grh(attr)->sgid_index >= dev->gid_tbl_len)
+		return -EINVAL;
+
+	ah->dlid = rdma_ah_get_dlid(attr);
+	ah->sl = rdma_ah_get_sl(attr);
 	return 0;
 }
 
-int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
-{
-	return -EOPNOTSUPP;
-}
-
-int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
-{
-	return -EOPNOTSUPP;
-}
-
-int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
-		  struct ib_udata *udata)
-{
-	return -EOPNOTSUPP;
-}
-
-int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
-		  struct ib_udata *udata)
-{
-	return -EOPNOTSUPP;
-}
-
-int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
-{
-	return 0;
-}
-
-int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
-		  const struct ib_send_wr **bad_wr)
-{
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
-}
-
-int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr)
-{
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
-}
-
-struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
-			      int access, struct ib_udata *udata)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+int pib_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
 	return 0;
 }

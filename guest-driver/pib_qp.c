@@ -1,0 +1,1089 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pib_qp.c - queue pairs: creating them, moving them through their states, and posting work
+ * requests to the kernel's own.
+ *
+ * A QP's send queue (SQ) and receive queue (RQ) are rings of WQE slots of 2^stride_log
+ * bytes (include/pib_wqe.h).  A user QP's rings belong to the provider, which posts to them
+ * and rings the doorbells on its own UAR page; the driver checks the geometry the provider
+ * chose, pins the rings and gives the device their page lists.  A kernel QP's rings belong
+ * to the driver, which sizes them the way the provider does, and posts here exactly as the
+ * provider does (guest-provider/qp.c): every work request checked before anything is
+ * written, WQEs into the slots, then one doorbell on UAR page 0 with the new producer index.
+ * A slot is free again once a CQE shows that the device is done with it (pib_qp_retire(),
+ * called by poll_cq).
+ *
+ * The device checks every QP state transition itself, but the driver checks it too, with
+ * ib_modify_qp_is_ok(), so that a transition IB does not allow fails before a command is sent.
+ */
+#include <linux/log2.h>
+#include <linux/sizes.h>
+#include <linux/string.h>
+
+#include <rdma/uverbs_ioctl.h>
+
+#include "pib.h"
+#include "pib_com_cmd.h"
+#include "pib-abi.h"
+
+/* WQE strides, log2 (struct pib_qp_create's sq_stride_log / rq_stride_log). */
+#define PIB_SQ_STRIDE_LOG_MIN   6       /* the 64-byte send control segment */
+#define PIB_RQ_STRIDE_LOG_MIN   4       /* the 16-byte receive header */
+#define PIB_STRIDE_LOG_MAX      PIB_PAGE_SHIFT  /* a WQE never straddles a page */
+
+static_assert(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "send WQE header");
+static_assert(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "recv WQE header");
+
+/* A CQE names the WQE it completes by a 16-bit index (pib_qp_retire()). */
+static_assert(PIB_MAX_QP_WR <= 1u << 16, "wqe_index is 16 bits");
+
+/* QP types, states and attribute mask bits are the IB values (pib_hw.h). */
+#define PIB_SAME(pib, ib) static_assert((int)(pib) == (int)(ib), #pib " is " #ib)
+PIB_SAME(PIB_QPT_SMI, IB_QPT_SMI);
+PIB_SAME(PIB_QPT_GSI, IB_QPT_GSI);
+PIB_SAME(PIB_QPT_RC, IB_QPT_RC);
+PIB_SAME(PIB_QPT_UC, IB_QPT_UC);
+PIB_SAME(PIB_QPT_UD, IB_QPT_UD);
+PIB_SAME(PIB_QPS_RESET, IB_QPS_RESET);
+PIB_SAME(PIB_QPS_INIT, IB_QPS_INIT);
+PIB_SAME(PIB_QPS_RTR, IB_QPS_RTR);
+PIB_SAME(PIB_QPS_RTS, IB_QPS_RTS);
+PIB_SAME(PIB_QPS_SQD, IB_QPS_SQD);
+PIB_SAME(PIB_QPS_SQE, IB_QPS_SQE);
+PIB_SAME(PIB_QPS_ERR, IB_QPS_ERR);
+PIB_SAME(PIB_QP_STATE, IB_QP_STATE);
+PIB_SAME(PIB_QP_CUR_STATE, IB_QP_CUR_STATE);
+PIB_SAME(PIB_QP_EN_SQD_ASYNC_NOTIFY, IB_QP_EN_SQD_ASYNC_NOTIFY);
+PIB_SAME(PIB_QP_ACCESS_FLAGS, IB_QP_ACCESS_FLAGS);
+PIB_SAME(PIB_QP_PKEY_INDEX, IB_QP_PKEY_INDEX);
+PIB_SAME(PIB_QP_PORT, IB_QP_PORT);
+PIB_SAME(PIB_QP_QKEY, IB_QP_QKEY);
+PIB_SAME(PIB_QP_AV, IB_QP_AV);
+PIB_SAME(PIB_QP_PATH_MTU, IB_QP_PATH_MTU);
+PIB_SAME(PIB_QP_TIMEOUT, IB_QP_TIMEOUT);
+PIB_SAME(PIB_QP_RETRY_CNT, IB_QP_RETRY_CNT);
+PIB_SAME(PIB_QP_RNR_RETRY, IB_QP_RNR_RETRY);
+PIB_SAME(PIB_QP_RQ_PSN, IB_QP_RQ_PSN);
+PIB_SAME(PIB_QP_MAX_QP_RD_ATOMIC, IB_QP_MAX_QP_RD_ATOMIC);
+PIB_SAME(PIB_QP_ALT_PATH, IB_QP_ALT_PATH);
+PIB_SAME(PIB_QP_MIN_RNR_TIMER, IB_QP_MIN_RNR_TIMER);
+PIB_SAME(PIB_QP_SQ_PSN, IB_QP_SQ_PSN);
+PIB_SAME(PIB_QP_MAX_DEST_RD_ATOMIC, IB_QP_MAX_DEST_RD_ATOMIC);
+PIB_SAME(PIB_QP_PATH_MIG_STATE, IB_QP_PATH_MIG_STATE);
+PIB_SAME(PIB_QP_CAP, IB_QP_CAP);
+PIB_SAME(PIB_QP_DEST_QPN, IB_QP_DEST_QPN);
+
+#define PIB_PSN_MAX             0xffffffu
+#define PIB_AH_F_GRH            (1u << 0)       /* struct pib_qp_attr.ah_flags */
+
+/* ------------------------------------------------------------------------------------------
+ * Geometry
+ * ------------------------------------------------------------------------------------------ */
+
+/* log2 of the smallest power-of-two stride >= bytes, at least 2^min_log. */
+static u32 pib_stride_log(u32 bytes, u32 min_log)
+{
+	return max_t(u32, order_base_2(bytes), min_log);
+}
+
+/* The bytes a send slot must hold for these capabilities: header, then SGEs or inline data. */
+static u32 pib_sq_slot_bytes(const struct ib_qp_cap *cap)
+{
+	return sizeof(struct pib_send_wqe) +
+	       max_t(u32, cap->max_send_sge * sizeof(struct pib_sge), cap->max_inline_data);
+}
+
+static u32 pib_rq_slot_bytes(const struct ib_qp_cap *cap)
+{
+	return sizeof(struct pib_recv_wqe) + cap->max_recv_sge * sizeof(struct pib_sge);
+}
+
+static size_t pib_wq_ring_size(const struct pib_wq *wq)
+{
+	return ALIGN((size_t)wq->depth << wq->stride_log, PIB_PAGE_SIZE);
+}
+
+/*
+ * What the rings hold, which may be more than was asked for: every slot, and the SGEs and
+ * inline bytes that fit a slot, within the device's limits.
+ */
+static void pib_qp_set_caps(struct pib_dev *dev, struct pib_qp *qp)
+{
+	u32 sq_room = (1u << qp->sq.stride_log) - sizeof(struct pib_send_wqe);
+	u32 rq_room = (1u << qp->rq.stride_log) - sizeof(struct pib_recv_wqe);
+
+	qp->sq.max_sge = min_t(u32, dev->max_sge, sq_room / sizeof(struct pib_sge));
+	qp->rq.max_sge = min_t(u32, dev->max_sge, rq_room / sizeof(struct pib_sge));
+	qp->max_inline = min(dev->max_inline, sq_room);
+
+	qp->cap = (struct ib_qp_cap){
+		.max_send_wr = qp->sq.depth,
+		.max_recv_wr = qp->rq.depth,
+		.max_send_sge = qp->sq.max_sge,
+		.max_recv_sge = qp->rq.max_sge,
+		.max_inline_data = qp->max_inline,
+	};
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Creating and destroying
+ * ------------------------------------------------------------------------------------------ */
+
+/* What both kinds of QP must satisfy, before any memory is touched. */
+static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *attr,
+			     bool user)
+{
+	u32 caps = dev->attr.device_cap_flags;
+	const struct ib_qp_cap *cap = &attr->cap;
+	bool supported;
+
+	switch (attr->qp_type) {
+	case IB_QPT_RC:
+		supported = caps & PIB_DEV_CAP_RC;
+		break;
+	case IB_QPT_UC:
+		supported = caps & PIB_DEV_CAP_UC;
+		break;
+	case IB_QPT_UD:
+		supported = caps & PIB_DEV_CAP_UD;
+		break;
+	case IB_QPT_SMI:
+	case IB_QPT_GSI:
+		/*
+		 * QP0 and QP1 carry MADs, which come with MAD support (a later stage).  Until
+		 * then get_port_immutable() advertises no MAD capability, so ib_core's MAD
+		 * layer never asks for them.
+		 */
+	default:
+		supported = false;
+		break;
+	}
+	if (!supported || attr->create_flags || attr->srq || attr->rwq_ind_tbl)
+		return -EOPNOTSUPP;
+
+	if (!attr->send_cq || !attr->recv_cq ||
+	    to_pcq(attr->send_cq)->user != user || to_pcq(attr->recv_cq)->user != user)
+		return -EINVAL;
+	if (attr->sq_sig_type != IB_SIGNAL_ALL_WR && attr->sq_sig_type != IB_SIGNAL_REQ_WR)
+		return -EINVAL;
+	if (cap->max_send_wr > dev->max_qp_wr || cap->max_recv_wr > dev->max_qp_wr ||
+	    cap->max_send_sge > dev->max_sge || cap->max_recv_sge > dev->max_sge ||
+	    cap->max_inline_data > dev->max_inline)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * One ring of the provider's request: a power-of-two depth within the device's limit and at
+ * least the WRs asked for, a stride in range and large enough for the slot, and a page
+ * aligned buffer of exactly depth slots rounded up to a page.
+ */
+static bool pib_wq_req_ok(struct pib_dev *dev, u32 depth, u32 stride_log, u32 min_log,
+			  u32 want_wr, u32 slot_bytes, u64 addr, u32 size)
+{
+	return is_power_of_2(depth) && depth <= dev->max_qp_wr && depth >= want_wr &&
+	       stride_log >= min_log && stride_log <= PIB_STRIDE_LOG_MAX &&
+	       (1u << stride_log) >= slot_bytes &&
+	       addr && IS_ALIGNED(addr, PIB_PAGE_SIZE) &&
+	       size == ALIGN((u64)depth << stride_log, PIB_PAGE_SIZE);
+}
+
+static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *attr,
+			   struct ib_udata *udata, struct pib_ibv_create_qp *req)
+{
+	struct ib_device *ibdev = &dev->ibdev;
+	int err;
+
+	if (udata->inlen < sizeof(*req) ||
+	    udata->outlen < offsetofend(struct pib_ibv_create_qp_resp, max_inline)) {
+		ibdev_dbg(ibdev, "create_qp: request %zu / response %zu bytes too short\n",
+			  udata->inlen, udata->outlen);
+		return -EINVAL;
+	}
+	if (udata->inlen > sizeof(*req) &&
+	    !ib_is_udata_cleared(udata, sizeof(*req), udata->inlen - sizeof(*req))) {
+		ibdev_dbg(ibdev, "create_qp: unknown request fields\n");
+		return -EOPNOTSUPP;
+	}
+	err = ib_copy_from_udata(req, udata, sizeof(*req));
+	if (err)
+		return err;
+	if (req->comp_mask || req->reserved_06) {
+		ibdev_dbg(ibdev, "create_qp: comp_mask %#x not supported\n", req->comp_mask);
+		return -EOPNOTSUPP;
+	}
+	if (!pib_wq_req_ok(dev, req->sq_depth, req->sq_stride_log, PIB_SQ_STRIDE_LOG_MIN,
+			   attr->cap.max_send_wr, pib_sq_slot_bytes(&attr->cap),
+			   req->sq_buf_addr, req->sq_buf_size)) {
+		ibdev_dbg(ibdev, "create_qp: bad SQ: depth %u stride 2^%u ring %#llx size %u\n",
+			  req->sq_depth, req->sq_stride_log, req->sq_buf_addr, req->sq_buf_size);
+		return -EINVAL;
+	}
+	/* No SRQs yet: every QP has its own RQ. */
+	if (!pib_wq_req_ok(dev, req->rq_depth, req->rq_stride_log, PIB_RQ_STRIDE_LOG_MIN,
+			   attr->cap.max_recv_wr, pib_rq_slot_bytes(&attr->cap),
+			   req->rq_buf_addr, req->rq_buf_size)) {
+		ibdev_dbg(ibdev, "create_qp: bad RQ: depth %u stride 2^%u ring %#llx size %u\n",
+			  req->rq_depth, req->rq_stride_log, req->rq_buf_addr, req->rq_buf_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void pib_qp_fini(struct pib_dev *dev, struct pib_qp *qp)
+{
+	ib_umem_release(qp->rq_umem);
+	ib_umem_release(qp->sq_umem);
+	pib_dma_buf_free(dev, &qp->rq.buf);
+	pib_dma_buf_free(dev, &qp->sq.buf);
+}
+
+/* Pin one user ring (the device only reads WQEs) and list its pages. */
+static int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,
+			    struct pib_pbl *pbl)
+{
+	*umem = ib_umem_get(&dev->ibdev, addr, size, 0);
+	if (IS_ERR(*umem)) {
+		int err = PTR_ERR(*umem);
+
+		*umem = NULL;
+		return err;
+	}
+	return pib_pbl_from_umem(dev, *umem, size / PIB_PAGE_SIZE, pbl);
+}
+
+static int pib_qp_init_user(struct pib_dev *dev, struct pib_qp *qp,
+			    const struct ib_qp_init_attr *attr, struct ib_udata *udata,
+			    struct pib_pbl *sq_pbl, struct pib_pbl *rq_pbl)
+{
+	struct pib_ibv_create_qp req;
+	int err;
+
+	err = pib_qp_user_req(dev, attr, udata, &req);
+	if (err)
+		return err;
+
+	qp->user = true;
+	qp->sq.depth = req.sq_depth;
+	qp->sq.stride_log = req.sq_stride_log;
+	qp->rq.depth = req.rq_depth;
+	qp->rq.stride_log = req.rq_stride_log;
+
+	err = pib_wq_init_user(dev, &qp->sq_umem, req.sq_buf_addr, req.sq_buf_size, sq_pbl);
+	if (err)
+		goto err_fini;
+	err = pib_wq_init_user(dev, &qp->rq_umem, req.rq_buf_addr, req.rq_buf_size, rq_pbl);
+	if (err)
+		goto err_free_sq_pbl;
+	return 0;
+
+err_free_sq_pbl:
+	pib_pbl_free(dev, sq_pbl);
+err_fini:
+	pib_qp_fini(dev, qp);
+	return err;
+}
+
+/* A kernel ring, sized as the provider sizes its own (guest-provider/qp.c). */
+static int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,
+			      u32 min_log, struct pib_pbl *pbl)
+{
+	int err;
+
+	wq->depth = roundup_pow_of_two(max(wr, 1u));
+	wq->stride_log = pib_stride_log(slot_bytes, min_log);
+	if (wq->depth > dev->max_qp_wr || wq->stride_log > PIB_STRIDE_LOG_MAX)
+		return -EINVAL;
+
+	err = pib_dma_buf_alloc(dev, pib_wq_ring_size(wq), &wq->buf);
+	if (err)
+		return err;
+	err = pib_pbl_from_dma_buf(dev, &wq->buf, pbl);
+	if (err)
+		pib_dma_buf_free(dev, &wq->buf);
+	return err;
+}
+
+static int pib_qp_init_kernel(struct pib_dev *dev, struct pib_qp *qp,
+			      const struct ib_qp_init_attr *attr,
+			      struct pib_pbl *sq_pbl, struct pib_pbl *rq_pbl)
+{
+	const struct ib_qp_cap *cap = &attr->cap;
+	int err;
+
+	err = pib_wq_init_kernel(dev, &qp->sq, cap->max_send_wr, pib_sq_slot_bytes(cap),
+				 PIB_SQ_STRIDE_LOG_MIN, sq_pbl);
+	if (err)
+		return err;
+	err = pib_wq_init_kernel(dev, &qp->rq, cap->max_recv_wr, pib_rq_slot_bytes(cap),
+				 PIB_RQ_STRIDE_LOG_MIN, rq_pbl);
+	if (err) {
+		pib_pbl_free(dev, sq_pbl);
+		pib_dma_buf_free(dev, &qp->sq.buf);
+	}
+	return err;
+}
+
+int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
+		  struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	struct pib_ibv_create_qp_resp resp = {};
+	struct pib_pbl sq_pbl, rq_pbl;
+	struct pib_qp_create in = {};
+	u32 qpn;
+	int err;
+
+	err = pib_qp_check_attr(dev, init_attr, !!udata);
+	if (err) {
+		ibdev_dbg(&dev->ibdev, "create_qp: type %d, caps or flags not supported\n",
+			  init_attr->qp_type);
+		return err;
+	}
+
+	mutex_init(&qp->state_lock);
+	qp->state = IB_QPS_RESET;
+	qp->sq_sig_type = init_attr->sq_sig_type;
+	spin_lock_init(&qp->sq.lock);
+	spin_lock_init(&qp->rq.lock);
+
+	if (udata) {
+		err = pib_qp_init_user(dev, qp, init_attr, udata, &sq_pbl, &rq_pbl);
+		in.uar = rdma_udata_to_drv_context(udata, struct pib_ucontext, ibucontext)->uar;
+	} else {
+		err = pib_qp_init_kernel(dev, qp, init_attr, &sq_pbl, &rq_pbl);
+		in.uar = 0;
+	}
+	if (err)
+		goto err_mutex;
+	pib_qp_set_caps(dev, qp);
+
+	in.pdn = to_ppd(ibqp->pd)->pdn;
+	in.type = init_attr->qp_type;
+	in.flags = init_attr->sq_sig_type == IB_SIGNAL_ALL_WR ? PIB_QPC_F_SQ_SIG_ALL : 0;
+	in.sq_stride_log = qp->sq.stride_log;
+	in.rq_stride_log = qp->rq.stride_log;
+	in.send_cqn = to_pcq(init_attr->send_cq)->cqn;
+	in.recv_cqn = to_pcq(init_attr->recv_cq)->cqn;
+	in.srqn = U32_MAX;
+	in.sq_depth = qp->sq.depth;
+	in.rq_depth = qp->rq.depth;
+	in.max_inline = qp->max_inline;
+	in.sq_npages = sq_pbl.npages;
+	in.rq_npages = rq_pbl.npages;
+	in.sq_pbl_addr = sq_pbl.dma;
+	in.rq_pbl_addr = rq_pbl.dma;
+	err = pib_cmd_create_qp(&dev->com, &in, &qpn);
+	pib_pbl_free(dev, &rq_pbl);
+	pib_pbl_free(dev, &sq_pbl);
+	if (err)
+		goto err_fini;
+
+	/* QPN 0 and 1 are QP0/QP1's, 0xffffff is multicast's (and the scrub mark). */
+	ibqp->qp_num = qpn;
+	if (qpn < 2 || qpn >= IB_MULTICAST_QPN) {
+		ibdev_err(&dev->ibdev, "CREATE_QP returned QPN %#x\n", qpn);
+		err = -EIO;
+		goto err_destroy;
+	}
+	/* From here on CQEs and async events naming the QPN reach it. */
+	err = xa_insert(&dev->qps, qpn, qp, GFP_KERNEL);
+	if (err) {
+		if (err == -EBUSY)
+			ibdev_err(&dev->ibdev, "CREATE_QP returned QPN %#x, which is in use\n", qpn);
+		goto err_destroy;
+	}
+
+	if (udata) {
+		resp.qpn = qpn;
+		resp.max_inline = qp->max_inline;
+		err = ib_copy_to_udata(udata, &resp, min(sizeof(resp), udata->outlen));
+		if (err)
+			goto err_erase;
+	}
+	init_attr->cap = qp->cap;
+	return 0;
+
+err_erase:
+	xa_erase(&dev->qps, qpn);
+	pib_sync_events(dev);
+err_destroy:
+	pib_destroy_status(dev, "QP", qpn, pib_cmd_destroy_qp(&dev->com, qpn));
+err_fini:
+	pib_qp_fini(dev, qp);
+err_mutex:
+	mutex_destroy(&qp->state_lock);
+	return err;
+}
+
+/* The kernel QP's CQEs still in its CQs name it no more (pib_cq_scrub_qp()). */
+static void pib_qp_scrub_cqs(struct pib_qp *qp)
+{
+	pib_cq_scrub_qp(to_pcq(qp->ibqp.send_cq), qp->ibqp.qp_num);
+	if (qp->ibqp.recv_cq != qp->ibqp.send_cq)
+		pib_cq_scrub_qp(to_pcq(qp->ibqp.recv_cq), qp->ibqp.qp_num);
+}
+
+int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	u32 qpn = ibqp->qp_num;
+	int err;
+
+	/* Out of the table, and the async event handler waited out (as for a CQ). */
+	xa_erase(&dev->qps, qpn);
+	pib_sync_events(dev);
+
+	err = pib_cmd_destroy_qp(&dev->com, qpn);
+	err = pib_destroy_status(dev, "QP", qpn, err);
+	if (err) {
+		if (xa_insert(&dev->qps, qpn, qp, GFP_KERNEL))
+			ibdev_err(&dev->ibdev, "QP %#x will get no more events\n", qpn);
+		return err;
+	}
+
+	/*
+	 * The device has flushed the QP's work requests into its CQs and forgotten it.  Those
+	 * flush CQEs must not reach the kernel consumer, whose wr_ids may point at memory it
+	 * frees next.  Scrubbing takes each CQ's lock, so it also waits for a poller that
+	 * found the QP before it left the table and may still be retiring its WQEs.
+	 */
+	if (!qp->user)
+		pib_qp_scrub_cqs(qp);
+	pib_qp_fini(dev, qp);
+	mutex_destroy(&qp->state_lock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Modify and query
+ * ------------------------------------------------------------------------------------------ */
+
+/* No alternate paths (APM), no resizing (IB_QP_CAP), nothing beyond the IB attributes. */
+#define PIB_QP_ATTR_MASK (IB_QP_STATE | IB_QP_CUR_STATE | IB_QP_EN_SQD_ASYNC_NOTIFY |     \
+			  IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY | \
+			  IB_QP_AV | IB_QP_PATH_MTU | IB_QP_TIMEOUT | IB_QP_RETRY_CNT |     \
+			  IB_QP_RNR_RETRY | IB_QP_RQ_PSN | IB_QP_MAX_QP_RD_ATOMIC |         \
+			  IB_QP_MIN_RNR_TIMER | IB_QP_SQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC |   \
+			  IB_QP_PATH_MIG_STATE | IB_QP_DEST_QPN)
+
+#define PIB_QP_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+
+/* The primary path (IB_QP_AV): LID routing, and a GRH when there is one. */
+static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,
+			struct pib_qp_attr *hw)
+{
+	const struct ib_global_route *grh;
+
+	if (ah->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(ah) != PIB_PORT ||
+	    rdma_ah_get_dlid(ah) > U16_MAX || rdma_ah_get_sl(ah) > 15)
+		return -EINVAL;
+
+	hw->dlid = rdma_ah_get_dlid(ah);
+	hw->sl = rdma_ah_get_sl(ah);
+	hw->src_path_bits = rdma_ah_get_path_bits(ah);
+	hw->static_rate = rdma_ah_get_static_rate(ah);
+	if (!(rdma_ah_get_ah_flags(ah) & IB_AH_GRH))
+		return 0;
+
+	grh = rdma_ah_read_grh(ah);
+	if (grh->sgid_index >= dev->gid_tbl_len || grh->flow_label > 0xfffff)
+		return -EINVAL;
+	hw->ah_flags = PIB_AH_F_GRH;
+	hw->sgid_index = grh->sgid_index;
+	hw->hop_limit = grh->hop_limit;
+	hw->traffic_class = grh->traffic_class;
+	hw->flow_label = grh->flow_label;
+	memcpy(hw->dgid, grh->dgid.raw, sizeof(hw->dgid));
+	return 0;
+}
+
+/*
+ * The attributes attr_mask names, range-checked and put into the MODIFY_QP mailbox.  The
+ * mailbox takes the IB mask as it is, less the two bits whose values it has no field for.
+ */
+static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr, int mask,
+			     struct pib_qp_attr *hw)
+{
+	const struct pib_device_attr *a = &dev->attr;
+
+	hw->attr_mask = mask;
+	if (mask & IB_QP_STATE)
+		hw->qp_state = attr->qp_state;
+	if (mask & IB_QP_CUR_STATE)
+		hw->cur_qp_state = attr->cur_qp_state;
+	/* The mask bit alone asks for SQ_DRAINED events. */
+	if ((mask & IB_QP_EN_SQD_ASYNC_NOTIFY) && !attr->en_sqd_async_notify)
+		hw->attr_mask &= ~PIB_QP_EN_SQD_ASYNC_NOTIFY;
+	if (mask & IB_QP_ACCESS_FLAGS) {
+		if (attr->qp_access_flags & ~PIB_QP_ACCESS)
+			return -EINVAL;
+		hw->qp_access_flags = attr->qp_access_flags;
+	}
+	if (mask & IB_QP_PKEY_INDEX) {
+		if (attr->pkey_index >= dev->pkey_tbl_len)
+			return -EINVAL;
+		hw->pkey_index = attr->pkey_index;
+	}
+	if (mask & IB_QP_PORT) {
+		if (attr->port_num != PIB_PORT)
+			return -EINVAL;
+		hw->port_num = attr->port_num;
+	}
+	if (mask & IB_QP_QKEY)
+		hw->qkey = attr->qkey;
+	if (mask & IB_QP_AV) {
+		int err = pib_av_to_hw(dev, &attr->ah_attr, hw);
+
+		if (err)
+			return err;
+	}
+	if (mask & IB_QP_PATH_MTU) {
+		if (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096)
+			return -EINVAL;
+		hw->path_mtu = attr->path_mtu;
+	}
+	if (mask & IB_QP_TIMEOUT) {
+		if (attr->timeout > 31)
+			return -EINVAL;
+		hw->timeout = attr->timeout;
+	}
+	if (mask & IB_QP_RETRY_CNT) {
+		if (attr->retry_cnt > 7)
+			return -EINVAL;
+		hw->retry_cnt = attr->retry_cnt;
+	}
+	if (mask & IB_QP_RNR_RETRY) {
+		if (attr->rnr_retry > 7)
+			return -EINVAL;
+		hw->rnr_retry = attr->rnr_retry;
+	}
+	if (mask & IB_QP_RQ_PSN) {
+		if (attr->rq_psn > PIB_PSN_MAX)
+			return -EINVAL;
+		hw->rq_psn = attr->rq_psn;
+	}
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC) {
+		if (attr->max_rd_atomic > a->max_qp_init_rd_atom)
+			return -EINVAL;
+		hw->max_rd_atomic = attr->max_rd_atomic;
+	}
+	if (mask & IB_QP_MIN_RNR_TIMER) {
+		if (attr->min_rnr_timer > 31)
+			return -EINVAL;
+		hw->min_rnr_timer = attr->min_rnr_timer;
+	}
+	if (mask & IB_QP_SQ_PSN) {
+		if (attr->sq_psn > PIB_PSN_MAX)
+			return -EINVAL;
+		hw->sq_psn = attr->sq_psn;
+	}
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC) {
+		if (attr->max_dest_rd_atomic > a->max_qp_rd_atom)
+			return -EINVAL;
+		hw->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	}
+	/* Without APM the only path state is "migrated"; saying so changes nothing. */
+	if (mask & IB_QP_PATH_MIG_STATE) {
+		if (attr->path_mig_state != IB_MIG_MIGRATED)
+			return -EOPNOTSUPP;
+		hw->attr_mask &= ~PIB_QP_PATH_MIG_STATE;
+	}
+	if (mask & IB_QP_DEST_QPN) {
+		if (attr->dest_qp_num > PIB_DB_OBJ_MASK)
+			return -EINVAL;
+		hw->dest_qp_num = attr->dest_qp_num;
+	}
+	return 0;
+}
+
+/*
+ * A kernel QP back in RESET has empty work queues: the device dropped their WQEs without
+ * completions, the CQEs it had already written are scrubbed, and posting starts over at
+ * index 0, where the device expects the next doorbells to count from (as in the provider).
+ */
+static void pib_qp_reset_kernel(struct pib_qp *qp)
+{
+	struct pib_wq *wqs[] = { &qp->sq, &qp->rq };
+	unsigned long flags;
+	unsigned int i;
+
+	pib_qp_scrub_cqs(qp);
+	for (i = 0; i < ARRAY_SIZE(wqs); i++) {
+		spin_lock_irqsave(&wqs[i]->lock, flags);
+		WRITE_ONCE(wqs[i]->pi, 0);
+		WRITE_ONCE(wqs[i]->ci, 0);
+		spin_unlock_irqrestore(&wqs[i]->lock, flags);
+	}
+}
+
+int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		  struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	enum ib_qp_state cur, next;
+	struct pib_qp_attr hw = {};
+	int err;
+
+	if (!pib_udata_in_cleared(udata)) {
+		ibdev_dbg(&dev->ibdev, "modify_qp: unknown request bytes\n");
+		return -EINVAL;
+	}
+	if (attr_mask & ~PIB_QP_ATTR_MASK) {
+		ibdev_dbg(&dev->ibdev, "modify_qp: attributes %#x not supported\n",
+			  attr_mask & ~PIB_QP_ATTR_MASK);
+		return -EOPNOTSUPP;
+	}
+
+	mutex_lock(&qp->state_lock);
+	cur = attr_mask & IB_QP_CUR_STATE ? attr->cur_qp_state : READ_ONCE(qp->state);
+	next = attr_mask & IB_QP_STATE ? attr->qp_state : cur;
+	if (cur > IB_QPS_ERR || next > IB_QPS_ERR ||
+	    !ib_modify_qp_is_ok(cur, next, ibqp->qp_type, attr_mask)) {
+		ibdev_dbg(&dev->ibdev, "modify_qp: QP %#x: %d -> %d with mask %#x is not allowed\n",
+			  ibqp->qp_num, cur, next, attr_mask);
+		err = -EINVAL;
+		goto out;
+	}
+	err = pib_qp_attr_to_hw(dev, attr, attr_mask, &hw);
+	if (err) {
+		ibdev_dbg(&dev->ibdev, "modify_qp: QP %#x: attribute out of range\n",
+			  ibqp->qp_num);
+		goto out;
+	}
+	err = pib_cmd_modify_qp(&dev->com, ibqp->qp_num, &hw);
+	if (err)
+		goto out;
+
+	if (attr_mask & IB_QP_QKEY)
+		WRITE_ONCE(qp->qkey, attr->qkey);
+	if (attr_mask & IB_QP_STATE) {
+		WRITE_ONCE(qp->state, next);
+		if (next == IB_QPS_RESET && cur != IB_QPS_RESET && !qp->user)
+			pib_qp_reset_kernel(qp);
+	}
+out:
+	mutex_unlock(&qp->state_lock);
+	return err;
+}
+
+int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
+		 struct ib_qp_init_attr *init_attr)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	struct pib_qp_attr hw;
+	int err;
+
+	mutex_lock(&qp->state_lock);
+	err = pib_cmd_query_qp(&dev->com, ibqp->qp_num, &hw);
+	if (!err && hw.qp_state > IB_QPS_ERR) {
+		ibdev_err(&dev->ibdev, "QUERY_QP: QP %#x in state %u\n", ibqp->qp_num,
+			  hw.qp_state);
+		err = -EIO;
+	}
+	/* The device's word on the state wins: it may have moved the QP on its own. */
+	if (!err)
+		WRITE_ONCE(qp->state, hw.qp_state);
+	mutex_unlock(&qp->state_lock);
+	if (err)
+		return err;
+
+	/* Callers need not clear these: everything ib_core could read is set here. */
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = hw.qp_state;
+	attr->cur_qp_state = hw.qp_state;
+	attr->path_mtu = hw.path_mtu;
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->qkey = hw.qkey;
+	attr->rq_psn = hw.rq_psn & PIB_PSN_MAX;
+	attr->sq_psn = hw.sq_psn & PIB_PSN_MAX;
+	attr->dest_qp_num = hw.dest_qp_num & PIB_DB_OBJ_MASK;
+	attr->qp_access_flags = hw.qp_access_flags & PIB_QP_ACCESS;
+	attr->cap = qp->cap;
+	attr->pkey_index = hw.pkey_index;
+	attr->port_num = PIB_PORT;
+	attr->sq_draining = hw.sq_draining;
+	attr->max_rd_atomic = hw.max_rd_atomic;
+	attr->max_dest_rd_atomic = hw.max_dest_rd_atomic;
+	attr->min_rnr_timer = hw.min_rnr_timer;
+	attr->timeout = hw.timeout;
+	attr->retry_cnt = hw.retry_cnt;
+	attr->rnr_retry = hw.rnr_retry;
+
+	attr->ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
+	rdma_ah_set_dlid(&attr->ah_attr, hw.dlid);
+	rdma_ah_set_sl(&attr->ah_attr, hw.sl & 0xf);
+	rdma_ah_set_path_bits(&attr->ah_attr, hw.src_path_bits);
+	rdma_ah_set_static_rate(&attr->ah_attr, hw.static_rate);
+	rdma_ah_set_port_num(&attr->ah_attr, PIB_PORT);
+	if (hw.ah_flags & PIB_AH_F_GRH) {
+		union ib_gid dgid;
+
+		memcpy(dgid.raw, hw.dgid, sizeof(dgid.raw));
+		rdma_ah_set_grh(&attr->ah_attr, &dgid, hw.flow_label & 0xfffff, hw.sgid_index,
+				hw.hop_limit, hw.traffic_class);
+	}
+
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->event_handler = ibqp->event_handler;
+	init_attr->qp_context = ibqp->qp_context;
+	init_attr->send_cq = ibqp->send_cq;
+	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->cap = qp->cap;
+	init_attr->sq_sig_type = qp->sq_sig_type;
+	init_attr->qp_type = ibqp->qp_type;
+	init_attr->port_num = PIB_PORT;
+	return 0;
+}
+
+/* An affiliated async event for a QP (the AEQ's thread). */
+void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type)
+{
+	struct pib_qp *qp = xa_load(&dev->qps, qpn);
+	struct ib_event event = {
+		.device = &dev->ibdev,
+		.event = type,
+	};
+
+	if (!qp) {
+		ibdev_dbg(&dev->ibdev, "event %s for QP %#x, which is gone\n",
+			  ib_event_msg(type), qpn);
+		return;
+	}
+	/* These are the device's word that it moved the QP to the error state. */
+	switch (type) {
+	case IB_EVENT_QP_FATAL:
+	case IB_EVENT_QP_REQ_ERR:
+	case IB_EVENT_QP_ACCESS_ERR:
+		WRITE_ONCE(qp->state, IB_QPS_ERR);
+		break;
+	default:
+		break;
+	}
+	event.element.qp = &qp->ibqp;
+	if (qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&event, qp->ibqp.qp_context);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Posting to kernel QPs.  A user QP's rings are the process's, which the kernel does not
+ * map: the uverbs POST_SEND and POST_RECV commands are refused for it.
+ * ------------------------------------------------------------------------------------------ */
+
+static void *pib_wq_slot(struct pib_wq *wq, u32 index)
+{
+	return wq->buf.va + ((size_t)(index & (wq->depth - 1)) << wq->stride_log);
+}
+
+/* Room for one more WQE?  ci is re-read only when the ring looks full. */
+static bool pib_wq_full(struct pib_wq *wq, u32 pi, u32 *ci)
+{
+	if (pi - *ci < wq->depth)
+		return false;
+	*ci = smp_load_acquire(&wq->ci);
+	return pi - *ci >= wq->depth;
+}
+
+static void pib_write_sges(struct pib_sge *dst, const struct ib_sge *src, int num_sge)
+{
+	int i;
+
+	for (i = 0; i < num_sge; i++)
+		dst[i] = (struct pib_sge){
+			.addr = src[i].addr,
+			.length = src[i].length,
+			.lkey = src[i].lkey,
+		};
+}
+
+/*
+ * The device opcode for a work request on this QP type, or -1.  UD carries only sends; UC
+ * adds RDMA writes; RC has everything the device implements.
+ */
+static int pib_wqe_opcode(enum ib_qp_type qp_type, enum ib_wr_opcode op)
+{
+	bool uc_ok = qp_type == IB_QPT_RC || qp_type == IB_QPT_UC;
+	bool rc_ok = qp_type == IB_QPT_RC;
+
+	switch (op) {
+	case IB_WR_SEND:
+		return PIB_WQE_SEND;
+	case IB_WR_SEND_WITH_IMM:
+		return PIB_WQE_SEND_IMM;
+	case IB_WR_SEND_WITH_INV:
+		return rc_ok ? PIB_WQE_SEND_INV : -1;
+	case IB_WR_RDMA_WRITE:
+		return uc_ok ? PIB_WQE_RDMA_WRITE : -1;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return uc_ok ? PIB_WQE_RDMA_WRITE_IMM : -1;
+	case IB_WR_RDMA_READ:
+		return rc_ok ? PIB_WQE_RDMA_READ : -1;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
+	default:
+		return -1;
+	}
+}
+
+#define PIB_SEND_FLAGS  (IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE)
+
+/*
+ * Check a send work request against what the QP's slots and the device allow, so that no
+ * WQE reaches beyond its slot.  Sets *opcode and, for an inline request, *inline_len.
+ */
+static int pib_check_send_wr(struct pib_qp *qp, const struct ib_send_wr *wr, int *opcode,
+			     u32 *inline_len)
+{
+	u32 len = 0;
+	int i;
+
+	*opcode = pib_wqe_opcode(qp->ibqp.qp_type, wr->opcode);
+	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS || wr->num_sge < 0)
+		return -EINVAL;
+
+	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	    (!ud_wr(wr)->ah || ud_wr(wr)->remote_qpn > PIB_DB_OBJ_MASK))
+		return -EINVAL;
+
+	if (!(wr->send_flags & IB_SEND_INLINE))
+		return (u32)wr->num_sge > qp->sq.max_sge ? -EINVAL : 0;
+
+	/* Inline: only payload the requester sends, and only what fits. */
+	switch (*opcode) {
+	case PIB_WQE_SEND:
+	case PIB_WQE_SEND_IMM:
+	case PIB_WQE_SEND_INV:
+	case PIB_WQE_RDMA_WRITE:
+	case PIB_WQE_RDMA_WRITE_IMM:
+		break;
+	default:
+		return -EINVAL;
+	}
+	for (i = 0; i < wr->num_sge; i++) {
+		if (wr->sg_list[i].length > qp->max_inline - len)
+			return -EINVAL;
+		len += wr->sg_list[i].length;
+	}
+	*inline_len = len;
+	return 0;
+}
+
+static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, int opcode,
+			       u32 inline_len, void *slot)
+{
+	struct pib_send_wqe *wqe = slot;
+	u8 *payload = slot + sizeof(*wqe);
+	bool is_inline = wr->send_flags & IB_SEND_INLINE;
+	u8 flags = 0;
+	int i;
+
+	if ((wr->send_flags & IB_SEND_SIGNALED) || qp->sq_sig_type == IB_SIGNAL_ALL_WR)
+		flags |= PIB_WQE_F_SIGNALED;
+	if (wr->send_flags & IB_SEND_SOLICITED)
+		flags |= PIB_WQE_F_SOLICITED;
+	if (wr->send_flags & IB_SEND_FENCE)
+		flags |= PIB_WQE_F_FENCE;
+	if (is_inline)
+		flags |= PIB_WQE_F_INLINE;
+
+	/* Every byte of the control segment, so no stale field survives. */
+	*wqe = (struct pib_send_wqe){
+		.opcode = opcode,
+		.flags = flags,
+		.num_sge = is_inline ? 0 : wr->num_sge,
+		.wr_id = wr->wr_id,
+		.inline_len = is_inline ? inline_len : 0,
+	};
+
+	switch (opcode) {
+	case PIB_WQE_SEND_IMM:
+	case PIB_WQE_RDMA_WRITE_IMM:
+		/* Immediate data is in network order already, as on the wire. */
+		wqe->imm_inv = (__force u32)wr->ex.imm_data;
+		break;
+	case PIB_WQE_SEND_INV:
+		wqe->imm_inv = wr->ex.invalidate_rkey;
+		break;
+	}
+
+	switch (opcode) {
+	case PIB_WQE_RDMA_WRITE:
+	case PIB_WQE_RDMA_WRITE_IMM:
+	case PIB_WQE_RDMA_READ:
+		wqe->remote_addr = rdma_wr(wr)->remote_addr;
+		wqe->rkey = rdma_wr(wr)->rkey;
+		break;
+	case PIB_WQE_ATOMIC_CS:
+	case PIB_WQE_ATOMIC_FA:
+		wqe->remote_addr = atomic_wr(wr)->remote_addr;
+		wqe->rkey = atomic_wr(wr)->rkey;
+		wqe->compare_add = atomic_wr(wr)->compare_add;
+		wqe->swap = atomic_wr(wr)->swap;
+		break;
+	}
+
+	if (qp->ibqp.qp_type == IB_QPT_UD) {
+		const struct ib_ud_wr *ud = ud_wr(wr);
+		struct pib_ah *ah = to_pah(ud->ah);
+
+		wqe->ud_qpn = ud->remote_qpn;
+		/* IBA: a Q_Key with the high bit set means "the QP's own Q_Key". */
+		wqe->ud_qkey = ud->remote_qkey & 0x80000000u ? READ_ONCE(qp->qkey) :
+							       ud->remote_qkey;
+		wqe->ud_dlid = ah->dlid;
+		wqe->ud_sl = ah->sl;
+	}
+
+	if (!is_inline) {
+		pib_write_sges((struct pib_sge *)payload, wr->sg_list, wr->num_sge);
+		return;
+	}
+	/* A kernel consumer's inline SGEs hold kernel virtual addresses, not DMA addresses. */
+	for (i = 0; i < wr->num_sge; i++) {
+		memcpy(payload, (void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
+		payload += wr->sg_list[i].length;
+	}
+}
+
+int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		  const struct ib_send_wr **bad_wr)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	struct pib_wq *sq = &qp->sq;
+	unsigned long flags;
+	u32 pi, ci, first;
+	u32 inline_len;
+	int opcode;
+	int err = 0;
+
+	if (qp->user) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
+	spin_lock_irqsave(&sq->lock, flags);
+	first = pi = sq->pi;
+	ci = smp_load_acquire(&sq->ci);
+
+	for (; wr; wr = wr->next) {
+		if (pib_wq_full(sq, pi, &ci)) {
+			err = -ENOMEM;
+			break;
+		}
+		inline_len = 0;
+		err = pib_check_send_wr(qp, wr, &opcode, &inline_len);
+		if (err)
+			break;
+		pib_write_send_wqe(qp, wr, opcode, inline_len, pib_wq_slot(sq, pi));
+		pi++;
+	}
+
+	/* One doorbell for the whole list: the producer index is cumulative. */
+	if (pi != first) {
+		WRITE_ONCE(sq->pi, pi);
+		pib_ring_doorbell(dev, PIB_UAR_SQ_DB, ibqp->qp_num, pi);
+	}
+	spin_unlock_irqrestore(&sq->lock, flags);
+
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr)
+{
+	struct pib_dev *dev = to_pdev(ibqp->device);
+	struct pib_qp *qp = to_pqp(ibqp);
+	struct pib_wq *rq = &qp->rq;
+	struct pib_recv_wqe *wqe;
+	unsigned long flags;
+	u32 pi, ci, first;
+	int err = 0;
+
+	if (qp->user) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+
+	spin_lock_irqsave(&rq->lock, flags);
+	first = pi = rq->pi;
+	ci = smp_load_acquire(&rq->ci);
+
+	for (; wr; wr = wr->next) {
+		if (pib_wq_full(rq, pi, &ci)) {
+			err = -ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (u32)wr->num_sge > rq->max_sge) {
+			err = -EINVAL;
+			break;
+		}
+		wqe = pib_wq_slot(rq, pi);
+		*wqe = (struct pib_recv_wqe){
+			.wr_id = wr->wr_id,
+			.num_sge = wr->num_sge,
+		};
+		pib_write_sges((struct pib_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+		pi++;
+	}
+
+	if (pi != first) {
+		WRITE_ONCE(rq->pi, pi);
+		pib_ring_doorbell(dev, PIB_UAR_RQ_DB, ibqp->qp_num, pi);
+	}
+	spin_unlock_irqrestore(&rq->lock, flags);
+
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Retiring WQEs (poll_cq, under the lock of the CQ the CQE came to)
+ * ------------------------------------------------------------------------------------------ */
+
+/*
+ * A send CQE completes the WQE at wqe_index and, because the device executes an SQ in order
+ * and writes no CQE for an unsignalled WQE that succeeds, every WQE before it too: the
+ * consumer index moves past it.  An index outside [ci, pi) names no outstanding WQE (a stale
+ * CQE); it moves nothing.
+ */
+static void pib_sq_retire(struct pib_wq *sq, u16 wqe_index)
+{
+	u32 ci = sq->ci;
+	u32 pi = READ_ONCE(sq->pi);
+	u32 index = ci + (u16)(wqe_index - (u16)ci);
+
+	if (index - ci >= pi - ci)
+		return;
+	/* Release: the poster may rewrite the slots once it sees this. */
+	smp_store_release(&sq->ci, index + 1);
+}
+
+/* Every receive WQE completes, in order: one CQE retires one slot. */
+static void pib_rq_retire(struct pib_wq *rq)
+{
+	u32 ci = rq->ci;
+
+	if (ci == READ_ONCE(rq->pi))
+		return;
+	smp_store_release(&rq->ci, ci + 1);
+}
+
+void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe)
+{
+	/* Receive opcodes are PIB_CQE_RECV (0x80) and up. */
+	if (cqe->opcode & PIB_CQE_RECV)
+		pib_rq_retire(&qp->rq);
+	else
+		pib_sq_retire(&qp->sq, cqe->wqe_index);
+}
