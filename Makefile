@@ -13,7 +13,7 @@
 SHELL := /bin/bash
 export PIB_CACHE ?= $(HOME)/.cache/pib
 
-.PHONY: all deps qemu driver provider image demo test qtest e2e bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e bench clean
 
 all: image qemu
 
@@ -29,7 +29,13 @@ driver: deps
 provider: deps
 	@bash guest-provider/build.sh
 
-image: driver provider
+guest-tests: provider
+	@bash tests/guest/build.sh
+
+ktest: deps
+	@bash tests/kernel/build.sh
+
+image: driver provider guest-tests ktest
 	@bash images/build.sh
 
 demo: all

@@ -70,6 +70,7 @@ input_stamp() {
     stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
+    for k in "$OUT"/pib_*.ko; do [ -f "$k" ] && stat -c '%n %s %Y' "$k"; done
     find "$RDMA_ROOT" -printf '%P %s %T@ %l\n' | LC_ALL=C sort
     if [ -d "$GUEST_TESTS" ]; then find "$GUEST_TESTS" -printf '%P %s %T@\n' | LC_ALL=C sort; fi
     find "$IMG" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
@@ -155,10 +156,12 @@ for p in "${!want_mod[@]}"; do
     *) die "unknown module format: $p" ;;
   esac
 done
-if [ -f "$PIB_KO" ]; then
+# pib.ko, and the kernel-side test modules (build/pib_*.ko, from tests/kernel/).
+for k in "$PIB_KO" "$OUT"/pib_*.ko; do
+  [ -f "$k" ] || continue
   mkdir -p "$GMOD/extra"
-  cp "$PIB_KO" "$GMOD/extra/pib.ko"
-fi
+  cp "$k" "$GMOD/extra/"
+done
 depmod -b "$STAGE" "$ABI"
 say "modules: $(find "$GMOD" -name '*.ko' -printf '%f\n' | sed 's/\.ko$//' | sort | paste -sd' ')"
 

@@ -30,7 +30,7 @@ die() { say "error: $*"; exit 1; }
 mkdir -p "$OUT"
 
 # Everything besides its own source that a program depends on.
-deps=("$0" "$INCDIR/infiniband/verbs.h")
+deps=("$0" "$INCDIR/infiniband/verbs.h" "$TOP"/include/*.h)
 for h in "$SRC"/*.h; do [ -e "$h" ] && deps+=("$h"); done
 
 built=0
@@ -43,7 +43,7 @@ for c in "$SRC"/*.c; do
   [ "$stale" = 0 ] && continue
   say "cc $(basename "$c") -> build/guest-tests/$(basename "$bin")"
   # -rpath-link: libibverbs' own dependencies (libnl) resolve from rdma-root first, then the host.
-  "$CC" "${CFLAGS[@]}" -I"$INCDIR" -o "$bin.tmp" "$c" \
+  "$CC" "${CFLAGS[@]}" -I"$INCDIR" -I"$TOP/include" -o "$bin.tmp" "$c" \
     -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" -libverbs
   mv "$bin.tmp" "$bin"
   built=$((built + 1))
