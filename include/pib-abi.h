@@ -65,4 +65,19 @@ struct pib_ibv_create_qp_resp {
 	__u32 reserved_0c;
 };
 
+/* SRQ: the provider allocates the ring (depth << stride_log bytes, page aligned). */
+struct pib_ibv_create_srq {
+	__u32 comp_mask;
+	__u8  stride_log;       /* 4..12                                                       */
+	__u8  reserved_05[3];
+	__aligned_u64 buf_addr;
+	__u32 depth;            /* power of two                                                */
+	__u32 buf_size;
+};
+
+struct pib_ibv_create_srq_resp {
+	__u32 comp_mask;
+	__u32 srqn;
+};
+
 #endif /* PIB_ABI_USER_H */

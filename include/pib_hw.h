@@ -166,6 +166,10 @@ enum pib_guest_error {
 	PIB_GERR_AEQ_DB_RANGE    = 8,  /* AEQ consumer index ahead of the producer           */
 	PIB_GERR_CEQ_DB_RANGE    = 9,  /* CEQ consumer index ahead of the producer           */
 	PIB_GERR_WQE             = 10, /* a malformed WQE (the QP also goes to ERROR)        */
+	PIB_GERR_UAR_DB_RANGE    = 11, /* SQ/RQ doorbell producer index more than depth     */
+	                               /* ahead of the device's consumer index, or moving  */
+	                               /* backwards; CQ doorbell consumer index past the   */
+	                               /* producer                                         */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -220,6 +224,13 @@ enum pib_admin_opcode {
 	PIB_CMD_MODIFY_QP     = 0x17, /* in.mbox -> struct pib_qp_attr, mbox.obj = QPN        */
 	PIB_CMD_QUERY_QP      = 0x18, /* in.obj.num: QPN; resp: struct pib_qp_attr            */
 	PIB_CMD_DESTROY_QP    = 0x19, /* in.obj.num: QPN; outstanding WRs are flushed first   */
+	PIB_CMD_CREATE_SRQ    = 0x1a, /* in.create_srq; result0: SRQN                         */
+	PIB_CMD_MODIFY_SRQ    = 0x1b, /* in.modify_srq                                        */
+	PIB_CMD_QUERY_SRQ     = 0x1c, /* in.obj.num: SRQN; result0: limit, result1: depth     */
+	PIB_CMD_DESTROY_SRQ   = 0x1d, /* in.obj.num: SRQN; BUSY while a QP uses it            */
+	PIB_CMD_ALLOC_MW      = 0x1e, /* in.alloc_mw; result0: rkey of the (unbound) window    */
+	PIB_CMD_DEALLOC_MW    = 0x1f, /* in.obj.num: rkey                                      */
+	PIB_CMD_QUERY_COUNTERS = 0x20,/* resp: u64 counters[PIB_CNT_MAX] (enum pib_counter)   */
 	PIB_CMD_MAX
 };
 
@@ -288,6 +299,40 @@ struct pib_cmd_create_cq {
 	pib_u32 rsvd;
 };
 
+/* CREATE_SRQ: a ring of depth receive WQEs (struct pib_recv_wqe + SGEs, 1 << stride_log
+ * bytes each) in the pages of the page list.  The device takes SRQ WQEs in ring order and
+ * copies each one when it takes it, so the consumer may retire one slot per receive
+ * completion of any QP on the SRQ.  limit > 0 arms the limit event: when the WQEs posted but
+ * not yet taken fall below limit, the device raises PIB_AE_SRQ_LIMIT once and disarms
+ * (limit becomes 0), as IB specifies. */
+struct pib_cmd_create_srq {
+	pib_u32 pdn;
+	pib_u32 depth;          /* power of two, 1..max_srq_wr                                 */
+	pib_u8  stride_log;     /* 4..12                                                       */
+	pib_u8  rsvd0[3];
+	pib_u32 limit;          /* 0 = not armed                                               */
+	pib_u32 uar;            /* UAR page whose SRQ doorbell may name this SRQ               */
+	pib_u32 npages;         /* = ceil(depth << stride_log, 4096)                           */
+	pib_u64 pbl_addr;
+};
+
+#define PIB_SRQ_ATTR_MAX_WR    (1u << 0)  /* resizing: not supported (BAD_PARAM)            */
+#define PIB_SRQ_ATTR_LIMIT     (1u << 1)
+struct pib_cmd_modify_srq {
+	pib_u32 srqn;
+	pib_u32 attr_mask;      /* PIB_SRQ_ATTR_*                                              */
+	pib_u32 max_wr;
+	pib_u32 limit;          /* must be < depth                                             */
+};
+
+/* ALLOC_MW: a memory window of type 1 (bound with a BIND_MW WQE through ibv_bind_mw) or type
+ * 2 (bound with a BIND_MW WQE posted by the consumer).  It starts unbound: its rkey gives no
+ * access.  DEALLOC_MW of a bound window invalidates it. */
+struct pib_cmd_alloc_mw {
+	pib_u32 pdn;
+	pib_u32 type;           /* 1 or 2                                                      */
+};
+
 /* A command whose input does not fit in 48 bytes points at a mailbox in guest memory. */
 struct pib_cmd_mbox {
 	pib_u64 addr;           /* guest-physical address of the input structure              */
@@ -311,6 +356,9 @@ struct pib_admin_cmd {
 		struct pib_cmd_reg_mr reg_mr;
 		struct pib_cmd_create_cq create_cq;
 		struct pib_cmd_mbox mbox;
+		struct pib_cmd_create_srq create_srq;
+		struct pib_cmd_modify_srq modify_srq;
+		struct pib_cmd_alloc_mw alloc_mw;
 	} in;
 };
 
@@ -509,6 +557,53 @@ struct pib_port_attr {
 	pib_u32 rsvd[8];
 };
 
+/* ------------------------------------------------------------------------------------------
+ * Counters returned by QUERY_COUNTERS: an array of little-endian u64, indexed by this enum.
+ * They count since reset and never wrap in practice.  The driver exposes each one as a port
+ * hw_counter under the name in the comment (/sys/class/infiniband/pib_0/ports/1/hw_counters).
+ * Every packet the device drops is counted under exactly one rx_drop_* reason.
+ * ------------------------------------------------------------------------------------------ */
+enum pib_counter {
+	PIB_CNT_TX_PACKETS = 0,      /* tx_packets                                           */
+	PIB_CNT_TX_BYTES,            /* tx_bytes: IB packet bytes, LRH to payload           */
+	PIB_CNT_RX_PACKETS,          /* rx_packets: accepted by the link, before checks     */
+	PIB_CNT_RX_BYTES,            /* rx_bytes                                             */
+	PIB_CNT_LINK_DOWNS,          /* link_downs                                           */
+	PIB_CNT_LINK_FRAMING_ERRORS, /* link_framing_errors: bad magic/type/length; the      */
+	                             /* link was dropped and retrained                       */
+	PIB_CNT_RETRANSMITS,         /* retransmits: RC packets sent again                   */
+	PIB_CNT_RETRY_TIMEOUTS,      /* retry_timeouts: RC ACK timer expiries                */
+	PIB_CNT_RNR_NAKS_SENT,       /* rnr_naks_sent                                        */
+	PIB_CNT_RNR_NAKS_RCVD,       /* rnr_naks_rcvd                                        */
+	PIB_CNT_SEQ_NAKS_SENT,       /* seq_naks_sent: PSN sequence error NAKs               */
+	PIB_CNT_SEQ_NAKS_RCVD,       /* seq_naks_rcvd                                        */
+	PIB_CNT_ACCESS_NAKS_SENT,    /* access_naks_sent: remote access errors answered      */
+	PIB_CNT_DUPLICATE_REQUESTS,  /* duplicate_requests: answered, not applied again      */
+	PIB_CNT_RX_DROP_PORT_DOWN,   /* rx_drop_port_down                                    */
+	PIB_CNT_RX_DROP_MALFORMED,   /* rx_drop_malformed: short, bad LRH/GRH/BTH            */
+	PIB_CNT_RX_DROP_DLID,        /* rx_drop_dlid: not for our LID/GID                    */
+	PIB_CNT_RX_DROP_OPCODE,      /* rx_drop_opcode: unknown or unsupported opcode        */
+	PIB_CNT_RX_DROP_PKEY,        /* rx_drop_pkey                                         */
+	PIB_CNT_RX_DROP_NO_QP,       /* rx_drop_no_qp: destination QP does not exist         */
+	PIB_CNT_RX_DROP_QP_TYPE,     /* rx_drop_qp_type: opcode's transport is not the QP's  */
+	PIB_CNT_RX_DROP_QP_STATE,    /* rx_drop_qp_state: QP not receiving                   */
+	PIB_CNT_RX_DROP_SLID,        /* rx_drop_slid: RC/UC packet not from the peer         */
+	PIB_CNT_RX_DROP_QKEY,        /* rx_drop_qkey: UD Q_Key mismatch                      */
+	PIB_CNT_RX_DROP_LENGTH,      /* rx_drop_length: payload wrong for opcode and MTU     */
+	PIB_CNT_RX_DROP_NO_RECV_WQE, /* rx_drop_no_recv_wqe: UD/UC with no receive posted    */
+	PIB_CNT_RX_DROP_UC_SEQ,      /* rx_drop_uc_seq: UC message broken by a lost packet   */
+	PIB_CNT_RX_DROP_PSN_SEQ,     /* rx_drop_psn_seq: RC PSN ahead of the expected one    */
+	PIB_CNT_RX_DROP_DUPLICATE,   /* rx_drop_duplicate: RC duplicate, not applied         */
+	PIB_CNT_RX_DROP_STALE_RESP,  /* rx_drop_stale_resp: response to nothing outstanding  */
+	PIB_CNT_RX_DROP_RNR,         /* rx_drop_rnr: RC request refused with an RNR NAK      */
+	PIB_CNT_RX_DROP_RXQ_FULL,    /* rx_drop_rxq_full                                     */
+	PIB_CNT_RX_DROP_ACCESS,      /* rx_drop_access: bad rkey/range/rights, NAK sent      */
+	PIB_CNT_TX_DROP_PORT_DOWN,   /* tx_drop_port_down                                    */
+	PIB_CNT_TX_DROP_TXQ_FULL,    /* tx_drop_txq_full                                     */
+	PIB_CNT_INJECTED_FAULTS,     /* injected_faults: error injection events (QOM/QMP)    */
+	PIB_CNT_MAX
+};
+
 /* PortState / PortPhysicalState values (IBTA 14.2.5.6) */
 #define PIB_PORT_DOWN          1
 #define PIB_PORT_INIT          2
@@ -550,6 +645,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_device_attr) == 152, "device attr layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_port_attr) == 88, "port attr layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_reg_mr) <= 48, "reg_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_cq) <= 48, "create_cq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_srq) <= 48, "create_srq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 

@@ -70,6 +70,28 @@ struct pib_send_wqe {
 	/* 0x40: struct pib_sge sge[num_sge] or inline bytes */
 };
 
+/* ---- BIND_MW: the control segment of a PIB_WQE_BIND_MW send WQE (64 bytes, no SGEs) -------
+ * Binds the window named by mw_rkey's index to [addr, addr + length) of the MR lkey, with
+ * access (PIB_ACCESS_REMOTE_*); the window's key becomes new_rkey (its low byte may change,
+ * its index may not).  Type 1 windows are bound through ibv_bind_mw, which posts this WQE
+ * too.  Failures complete with PIB_WC_MW_BIND_ERR. */
+struct pib_bind_mw_wqe {
+	pib_u8  opcode;         /* 0x00 PIB_WQE_BIND_MW                                        */
+	pib_u8  flags;          /* 0x01 PIB_WQE_F_*                                            */
+	pib_u8  mw_type;        /* 0x02 1 or 2                                                 */
+	pib_u8  rsvd0;
+	pib_u32 new_rkey;       /* 0x04                                                        */
+	pib_u64 wr_id;          /* 0x08                                                        */
+	pib_u64 addr;           /* 0x10                                                        */
+	pib_u64 length;         /* 0x18                                                        */
+	pib_u32 mw_rkey;        /* 0x20 the window's current rkey                              */
+	pib_u32 mr_lkey;        /* 0x24 the MR the window lies in                              */
+	pib_u32 access;         /* 0x28 PIB_ACCESS_REMOTE_* (+ zero-based: not supported)      */
+	pib_u8  rsvd1[20];
+};
+
+/* LOCAL_INV uses struct pib_send_wqe with imm_inv = the rkey to invalidate (MR or MW). */
+
 /* ---- Receive WQE: a 16-byte header followed by num_sge SGEs ------------------------------ */
 struct pib_recv_wqe {
 	pib_u64 wr_id;
@@ -159,6 +181,7 @@ struct pib_ceqe {
 
 PIB_STATIC_ASSERT(sizeof(struct pib_sge) == 16, "SGE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 64, "send WQE control segment is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_bind_mw_wqe) == 64, "bind WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");
