@@ -157,15 +157,15 @@ int pib_destroy_cq(struct ibv_cq *ibvcq)
 }
 
 /*
- * The CQE at the consumer index, if the device has written it on this pass,
- * else NULL.  The phase the device writes is 1 on even passes over the ring
- * ((ci / depth) & 1 == 0) and 0 on odd ones; depth is a power of two, so that
- * bit of the pass number is ci & depth.
+ * The CQE at index (consumer index or later), if the device has written it
+ * on that pass, else NULL.  The phase the device writes is 1 on even passes
+ * over the ring ((index / depth) & 1 == 0) and 0 on odd ones; depth is a
+ * power of two, so that bit of the pass number is index & depth.
  */
-static struct pib_cqe *pib_cq_next_cqe(struct pib_cq *cq)
+static struct pib_cqe *pib_cq_cqe_at(struct pib_cq *cq, uint32_t index)
 {
-	struct pib_cqe *cqe = &cq->ring[cq->ci & (cq->depth - 1)];
-	uint8_t phase = (cq->ci & cq->depth) ? 0 : PIB_CQE_F_PHASE;
+	struct pib_cqe *cqe = &cq->ring[index & (cq->depth - 1)];
+	uint8_t phase = (index & cq->depth) ? 0 : PIB_CQE_F_PHASE;
 
 	if ((cqe->flags & PIB_CQE_F_PHASE) != phase)
 		return NULL;
@@ -176,6 +176,36 @@ static struct pib_cqe *pib_cq_next_cqe(struct pib_cq *cq)
 	 */
 	udma_from_device_barrier();
 	return cqe;
+}
+
+static struct pib_cqe *pib_cq_next_cqe(struct pib_cq *cq)
+{
+	return pib_cq_cqe_at(cq, cq->ci);
+}
+
+/*
+ * destroy_qp of a QP on an SRQ, with the CQ lock held, before the QP leaves
+ * the QPN table: retire one SRQ slot for each of the QP's receive
+ * completions (its flush CQEs included) that the device has written and
+ * poll_cq has not consumed.  poll_cq will drop them as the completions of a
+ * QP that no longer exists, but the SRQ slots they stand for are free and
+ * would otherwise be lost for good.  The device wrote them all before
+ * DESTROY_QP completed; the walk stops at the first slot not yet written.
+ */
+void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
+			    struct pib_srq *srq)
+{
+	struct pib_cqe *cqe;
+	uint32_t i;
+
+	for (i = 0; i < cq->depth; i++) {
+		cqe = pib_cq_cqe_at(cq, cq->ci + i);
+		if (!cqe)
+			break;
+		if ((cqe->opcode & PIB_CQE_RECV) &&
+		    (le32toh(cqe->qpn) & PIB_DB_OBJ_MASK) == qpn)
+			pib_srq_retire(srq);
+	}
 }
 
 static enum ibv_wc_opcode pib_wc_opcode(uint8_t opcode)

@@ -30,27 +30,35 @@ static const struct verbs_match_ent pib_table[] = {
 };
 
 /*
- * Alphabetical.  libibverbs answers every op left unset here (SRQs, memory
- * windows, the extended CQ and QP interfaces, ...) with EOPNOTSUPP.
+ * Alphabetical.  libibverbs answers every op left unset here (XRC, the
+ * extended CQ, QP and SRQ interfaces, ...) with EOPNOTSUPP.
  */
 static const struct verbs_context_ops pib_ctx_ops = {
+	.alloc_mw = pib_alloc_mw,
 	.alloc_pd = pib_alloc_pd,
+	.bind_mw = pib_bind_mw,
 	.create_ah = pib_create_ah,
 	.create_cq = pib_create_cq,
 	.create_qp = pib_create_qp,
+	.create_srq = pib_create_srq,
+	.dealloc_mw = pib_dealloc_mw,
 	.dealloc_pd = pib_dealloc_pd,
 	.dereg_mr = pib_dereg_mr,
 	.destroy_ah = pib_destroy_ah,
 	.destroy_cq = pib_destroy_cq,
 	.destroy_qp = pib_destroy_qp,
+	.destroy_srq = pib_destroy_srq,
 	.free_context = pib_free_context,
 	.modify_qp = pib_modify_qp,
+	.modify_srq = pib_modify_srq,
 	.poll_cq = pib_poll_cq,
 	.post_recv = pib_post_recv,
 	.post_send = pib_post_send,
+	.post_srq_recv = pib_post_srq_recv,
 	.query_device_ex = pib_query_device_ex,
 	.query_port = pib_query_port,
 	.query_qp = pib_query_qp,
+	.query_srq = pib_query_srq,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
 };

@@ -10,11 +10,11 @@
  * repo's include/ next to this file; they are never edited here.
  *
  * The data path bypasses the kernel.  The provider allocates every ring
- * (CQ, SQ, RQ) in its own memory and hands it to the kernel once, at create
- * time; the kernel pins it and gives the device its page list.  From then on
- * the provider writes WQEs and reads CQEs in that memory directly and rings
- * doorbells on the context's UAR page: posting and polling make no system
- * call.
+ * (CQ, SQ, RQ, SRQ) in its own memory and hands it to the kernel once, at
+ * create time; the kernel pins it and gives the device its page list.  From
+ * then on the provider writes WQEs and reads CQEs in that memory directly and
+ * rings doorbells on the context's UAR page: posting and polling make no
+ * system call.
  */
 #ifndef __PIB_H__
 #define __PIB_H__
@@ -42,6 +42,9 @@ DECLARE_DRV_CMD(pib_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		pib_ibv_create_cq, pib_ibv_create_cq_resp);
 DECLARE_DRV_CMD(pib_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		pib_ibv_create_qp, pib_ibv_create_qp_resp);
+/* CREATE_SRQ: the SRQ ring; srq_limit travels in the core command. */
+DECLARE_DRV_CMD(pib_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		pib_ibv_create_srq, pib_ibv_create_srq_resp);
 
 /*
  * The device's max_inline_data (struct pib_device_attr).  uverbs does not
@@ -55,6 +58,13 @@ DECLARE_DRV_CMD(pib_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 #define PIB_SQ_STRIDE_LOG_MIN	6	/* the 64-byte send control segment */
 #define PIB_RQ_STRIDE_LOG_MIN	4	/* the 16-byte receive header */
 #define PIB_STRIDE_LOG_MAX	PIB_PAGE_SHIFT	/* a WQE never straddles a page */
+
+/*
+ * A CQE names the send WQE it completes by a 16-bit index; the full index is
+ * recovered relative to the consumer index, which is unambiguous while fewer
+ * than 2^16 WQEs are outstanding.  No work queue is made deeper than that.
+ */
+#define PIB_WQ_DEPTH_MAX	(1u << 16)
 
 struct pib_device {
 	struct verbs_device vdev;
@@ -77,6 +87,8 @@ struct pib_context {
 	uint32_t max_qp_wr;
 	uint32_t max_sge;
 	uint32_t max_cqe;
+	uint32_t max_srq_wr;
+	uint32_t max_srq_sge;
 
 	/*
 	 * QPN -> QP, for poll_cq: a CQE names its QP only by number, and the
@@ -113,27 +125,52 @@ struct pib_cq {
 };
 
 /*
- * A work queue (SQ or RQ): a ring of depth WQE slots of 2^stride_log bytes
- * that the provider produces and the device consumes.  pi is advanced by
- * post_send/post_recv under lock; ci by poll_cq when a CQE shows that the
- * device is done with the slots before it.  Both are free-running: the queue
- * holds pi - ci WQEs and is full when that reaches depth.
+ * A work queue (SQ, RQ or SRQ): a ring of depth WQE slots of 2^stride_log
+ * bytes that the provider produces and the device consumes.  pi is advanced
+ * by post_send/post_recv/post_srq_recv under lock; ci by poll_cq when a CQE
+ * shows that the device is done with the slots before it.  Both are
+ * free-running: the queue holds pi - ci WQEs and is full when that reaches
+ * depth, so every slot is usable.
  */
 struct pib_wq {
-	pthread_spinlock_t lock;	/* post_send or post_recv */
+	pthread_spinlock_t lock;	/* the poster (post_*) */
 	void *buf;			/* page aligned, NULL without a ring */
 	size_t buf_size;
-	uint32_t depth;			/* power of two; 0 = no ring (SRQ) */
+	uint32_t depth;			/* power of two; 0: QP on an SRQ */
 	uint32_t stride_log;
 	uint32_t max_sge;		/* SGEs a slot holds (and the device allows) */
 	_Atomic(uint32_t) pi;		/* written by the poster, read by poll_cq */
 	_Atomic(uint32_t) ci;		/* written by poll_cq, read by the poster */
 };
 
+/*
+ * A shared receive queue: a ring of receive WQEs (struct pib_recv_wqe + SGEs)
+ * that the QPs created on it take from in ring order.  The device copies a
+ * WQE when it takes it, so the slot is free from then on; the provider learns
+ * of it from the receive completion, which may arrive on any CQ of any QP on
+ * the SRQ.  So poll_cq retires one SRQ slot per such completion (wq.ci,
+ * advanced atomically: two CQs may be polled at once), and destroy_qp
+ * retires the slots of the QP's completions that nobody will poll
+ * (pib_cq_retire_srq_cqes).
+ *
+ * Depth: one slot more than the max_wr asked for, rounded up to a power of
+ * two, so that any srq_limit up to that max_wr is below the depth, as the
+ * device requires (limit < depth).  Where the extra slot would pass the
+ * device's max_srq_wr, max_wr is only rounded up (so max_wr = max_srq_wr
+ * works, with a limit below it).  create_srq and query_srq report the depth
+ * as max_wr, since every slot can be posted.
+ */
+struct pib_srq {
+	struct ibv_srq ibvsrq;
+	struct pib_wq wq;		/* receive WQEs, like an RQ */
+	uint32_t srqn;
+};
+
 struct pib_qp {
 	struct verbs_qp vqp;
 	struct pib_wq sq;
-	struct pib_wq rq;
+	struct pib_wq rq;		/* depth 0 on an SRQ */
+	struct pib_srq *srq;		/* receives come from here, or NULL */
 	uint32_t max_inline;		/* inline bytes a send WQE may carry */
 	bool sq_sig_all;		/* every send WQE is signalled */
 	struct pib_qp *table_next;	/* chain in pib_context.qp_table */
@@ -176,6 +213,11 @@ static inline struct pib_qp *to_pib_qp(struct ibv_qp *ibvqp)
 	return container_of(ibvqp, struct pib_qp, vqp.qp);
 }
 
+static inline struct pib_srq *to_pib_srq(struct ibv_srq *ibvsrq)
+{
+	return container_of(ibvsrq, struct pib_srq, ibvsrq);
+}
+
 static inline struct pib_ah *to_pib_ah(struct ibv_ah *ibvah)
 {
 	return container_of(ibvah, struct pib_ah, ibvah);
@@ -189,6 +231,19 @@ void pib_free_ring(void *buf, size_t size);
 int pib_qp_table_init(struct pib_context *ctx, uint32_t max_qp);
 void pib_qp_table_fini(struct pib_context *ctx);
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe);
+
+/* Work queue rings, shared by QPs and SRQs (qp.c). */
+uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log);
+int pib_wq_init(struct pib_wq *wq);
+void pib_wq_fini(struct pib_wq *wq);
+int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
+		     enum pib_uar_offset db, uint32_t obj,
+		     struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+/* Retiring SRQ slots (srq.c, cq.c). */
+void pib_srq_retire(struct pib_srq *srq);
+void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
+			    struct pib_srq *srq);
 
 /*
  * Ring a doorbell: one 64-bit write to the context's UAR page, so that the

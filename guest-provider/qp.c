@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * qp.c - queue pairs of the pib provider: sizing and creating their rings,
- * posting work requests, and the QPN table that poll_cq retires WQEs through.
+ * posting work requests (memory window binds among them), and the QPN table
+ * that poll_cq retires WQEs through.
  *
  * A QP's send and receive queues are rings in the provider's memory.  Posting
  * a work request writes a WQE (pib_wqe.h) into the next free slot; after the
@@ -27,13 +28,6 @@
 
 #include "pib.h"
 #include "verbs.h"
-
-/*
- * A CQE names the WQE it completes by a 16-bit index; the full index is
- * recovered relative to the consumer index, which is unambiguous while fewer
- * than 2^16 WQEs are outstanding.
- */
-#define PIB_WQ_DEPTH_MAX	(1u << 16)
 
 /* ---- QPN table --------------------------------------------------------------------------- */
 
@@ -143,9 +137,11 @@ static void pib_rq_retire(struct pib_wq *rq)
 }
 
 /*
- * Retire the WQE slots a CQE frees.  Returns false if the CQE's QP is not (or
- * no longer) one of this context's.  The table lock is held across the
- * update, so destroy_qp cannot free the QP underneath.
+ * Retire the WQE slots a CQE frees: SQ slots, or one RQ slot, or, for a QP on
+ * an SRQ, one SRQ slot.  Returns false if the CQE's QP is not (or no longer)
+ * one of this context's.  The table lock is held across the update, so
+ * destroy_qp cannot free the QP underneath (and the SRQ outlives its QPs:
+ * the kernel refuses to destroy an SRQ that a QP uses).
  */
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
 {
@@ -156,7 +152,9 @@ bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
 	qp = pib_qp_table_lookup(ctx, qpn);
 	if (qp) {
 		/* Receive opcodes are PIB_CQE_RECV (0x80) and up. */
-		if (cqe->opcode & PIB_CQE_RECV)
+		if ((cqe->opcode & PIB_CQE_RECV) && qp->srq)
+			pib_srq_retire(qp->srq);
+		else if (cqe->opcode & PIB_CQE_RECV)
 			pib_rq_retire(&qp->rq);
 		else
 			pib_sq_retire(&qp->sq, le16toh(cqe->wqe_index));
@@ -169,7 +167,7 @@ bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
 /* ---- Creating and destroying ------------------------------------------------------------- */
 
 /* log2 of the smallest power-of-two stride >= bytes, at least 2^min_log. */
-static uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log)
+uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log)
 {
 	uint32_t log = __builtin_ctzll(roundup_pow_of_two(bytes));
 
@@ -225,7 +223,7 @@ static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
 	return 0;
 }
 
-static int pib_wq_init(struct pib_wq *wq)
+int pib_wq_init(struct pib_wq *wq)
 {
 	int err;
 
@@ -246,7 +244,7 @@ static int pib_wq_init(struct pib_wq *wq)
 	return 0;
 }
 
-static void pib_wq_fini(struct pib_wq *wq)
+void pib_wq_fini(struct pib_wq *wq)
 {
 	pib_free_ring(wq->buf, wq->buf_size);
 	pthread_spin_destroy(&wq->lock);
@@ -339,6 +337,7 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 		goto err_destroy_qp;
 	}
 	qp->sq_sig_all = attr->sq_sig_all;
+	qp->srq = attr->srq ? to_pib_srq(attr->srq) : NULL;
 
 	/* What the rings really hold, not the kernel's echo of the request. */
 	pib_qp_caps(qp, &attr->cap);
@@ -369,8 +368,23 @@ int pib_destroy_qp(struct ibv_qp *ibvqp)
 	if (err)
 		return err;
 
-	/* From here on poll_cq drops the QP's flush CQEs. */
-	pib_qp_table_remove(ctx, qp);
+	/*
+	 * From here on poll_cq drops the QP's CQEs, its flush CQEs among them.
+	 * Its own rings go with it, but the SRQ stays: the slots of the QP's
+	 * receive completions still waiting in the CQ are retired now, under
+	 * the CQ lock and before the QP leaves the table, so that poll_cq
+	 * counts each of them exactly once.
+	 */
+	if (qp->srq) {
+		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
+
+		pthread_spin_lock(&rcq->lock);
+		pib_cq_retire_srq_cqes(rcq, ibvqp->qp_num, qp->srq);
+		pib_qp_table_remove(ctx, qp);
+		pthread_spin_unlock(&rcq->lock);
+	} else {
+		pib_qp_table_remove(ctx, qp);
+	}
 
 	pib_wq_fini(&qp->rq);
 	pib_wq_fini(&qp->sq);
@@ -459,7 +473,9 @@ static void pib_write_sges(struct pib_sge *dst, const struct ibv_sge *src,
 
 /*
  * The device opcode for a work request on this QP type, or -1.  UD carries
- * only sends; UC adds RDMA writes; RC has everything the device implements.
+ * only sends; UC adds RDMA writes and the local operations (window binds,
+ * invalidation); RC has everything the device implements.  SEND_WITH_INV is
+ * RC only: IB defines no UC packet that carries an IETH.
  */
 static int pib_wqe_opcode(enum ibv_qp_type qp_type, enum ibv_wr_opcode op)
 {
@@ -483,9 +499,51 @@ static int pib_wqe_opcode(enum ibv_qp_type qp_type, enum ibv_wr_opcode op)
 		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
+	case IBV_WR_LOCAL_INV:
+		return uc_ok ? PIB_WQE_LOCAL_INV : -1;
+	case IBV_WR_BIND_MW:
+		return uc_ok ? PIB_WQE_BIND_MW : -1;
 	default:
 		return -1;
 	}
+}
+
+/* A window's access is verbs' bits; the device's are the same numbers. */
+static_assert(IBV_ACCESS_REMOTE_WRITE == PIB_ACCESS_REMOTE_WRITE, "access");
+static_assert(IBV_ACCESS_REMOTE_READ == PIB_ACCESS_REMOTE_READ, "access");
+static_assert(IBV_ACCESS_REMOTE_ATOMIC == PIB_ACCESS_REMOTE_ATOMIC, "access");
+#define PIB_MW_ACCESS_REMOTE                                                   \
+	(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |                    \
+	 IBV_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * A window bind: the window and the new key's shape are checked here; what
+ * depends on the device's tables (the PDs, the MR's rights and range, a type
+ * 2 window being unbound) the device checks, and a failure completes with
+ * IBV_WC_MW_BIND_ERR, as IB specifies.
+ */
+static int pib_check_bind_wr(const struct ibv_send_wr *wr)
+{
+	const struct ibv_mw_bind_info *bind = &wr->bind_mw.bind_info;
+	const struct ibv_mw *mw = wr->bind_mw.mw;
+
+	if (!mw || (mw->type != IBV_MW_TYPE_1 && mw->type != IBV_MW_TYPE_2))
+		return EINVAL;
+	/* The new key keeps the window's index; only the key byte changes. */
+	if ((wr->bind_mw.rkey ^ mw->rkey) & ~0xffu)
+		return EINVAL;
+	/*
+	 * A window grants remote rights only; LOCAL_WRITE, which callers often
+	 * pass along with the MR's flags, is the MR's business and is ignored.
+	 * Zero-based windows are not implemented.
+	 */
+	if (bind->mw_access_flags &
+	    ~(PIB_MW_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	/* No MR means unbinding, which names no range. */
+	if (!bind->mr && (bind->addr || bind->length))
+		return EINVAL;
+	return 0;
 }
 
 #define PIB_SEND_FLAGS_SUPPORTED \
@@ -502,10 +560,21 @@ static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	int i;
 
 	*opcode = pib_wqe_opcode(qp->vqp.qp.qp_type, wr->opcode);
-	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS_SUPPORTED ||
-	    wr->num_sge < 0)
+	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS_SUPPORTED)
 		return EINVAL;
 
+	/* The local operations carry no data: their SGE list is ignored. */
+	switch (*opcode) {
+	case PIB_WQE_BIND_MW:
+		if (wr->send_flags & IBV_SEND_INLINE)
+			return EINVAL;
+		return pib_check_bind_wr(wr);
+	case PIB_WQE_LOCAL_INV:
+		return wr->send_flags & IBV_SEND_INLINE ? EINVAL : 0;
+	}
+
+	if (wr->num_sge < 0)
+		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD &&
 	    (!wr->wr.ud.ah || wr->wr.ud.remote_qpn > PIB_DB_OBJ_MASK))
 		return EINVAL;
@@ -533,14 +602,10 @@ static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	return 0;
 }
 
-static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
-			       int opcode, uint32_t inline_len, void *slot)
+static uint8_t pib_wqe_flags(const struct pib_qp *qp,
+			     const struct ibv_send_wr *wr)
 {
-	struct pib_send_wqe *wqe = slot;
-	uint8_t *payload = (uint8_t *)slot + sizeof(*wqe);
-	bool is_inline = wr->send_flags & IBV_SEND_INLINE;
 	uint8_t flags = 0;
-	int i;
 
 	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
 		flags |= PIB_WQE_F_SIGNALED;
@@ -548,14 +613,46 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		flags |= PIB_WQE_F_SOLICITED;
 	if (wr->send_flags & IBV_SEND_FENCE)
 		flags |= PIB_WQE_F_FENCE;
-	if (is_inline)
+	if (wr->send_flags & IBV_SEND_INLINE)
 		flags |= PIB_WQE_F_INLINE;
+	return flags;
+}
+
+/* A BIND_MW WQE: the 64-byte struct pib_bind_mw_wqe, no SGEs. */
+static void pib_write_bind_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
+			       void *slot)
+{
+	const struct ibv_mw_bind_info *bind = &wr->bind_mw.bind_info;
+	struct pib_bind_mw_wqe *wqe = slot;
+
+	*wqe = (struct pib_bind_mw_wqe){
+		.opcode = PIB_WQE_BIND_MW,
+		.flags = pib_wqe_flags(qp, wr),
+		.mw_type = wr->bind_mw.mw->type,
+		.new_rkey = htole32(wr->bind_mw.rkey),
+		.wr_id = htole64(wr->wr_id),
+		.addr = htole64(bind->addr),
+		.length = htole64(bind->length),
+		.mw_rkey = htole32(wr->bind_mw.mw->rkey),
+		.mr_lkey = htole32(bind->mr ? bind->mr->lkey : 0),
+		.access = htole32(bind->mw_access_flags & PIB_MW_ACCESS_REMOTE),
+	};
+}
+
+static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
+			       int opcode, uint32_t inline_len, void *slot)
+{
+	struct pib_send_wqe *wqe = slot;
+	uint8_t *payload = (uint8_t *)slot + sizeof(*wqe);
+	bool is_inline = wr->send_flags & IBV_SEND_INLINE;
+	bool has_data = opcode != PIB_WQE_LOCAL_INV;
+	int i;
 
 	/* Every byte of the control segment, so no stale field survives. */
 	*wqe = (struct pib_send_wqe){
 		.opcode = opcode,
-		.flags = flags,
-		.num_sge = is_inline ? 0 : wr->num_sge,
+		.flags = pib_wqe_flags(qp, wr),
+		.num_sge = is_inline || !has_data ? 0 : wr->num_sge,
 		.wr_id = htole64(wr->wr_id),
 		.inline_len = htole32(is_inline ? inline_len : 0),
 	};
@@ -567,6 +664,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		wqe->imm_inv = (uint32_t)wr->imm_data;
 		break;
 	case PIB_WQE_SEND_INV:
+	case PIB_WQE_LOCAL_INV:
 		wqe->imm_inv = htole32(wr->invalidate_rkey);
 		break;
 	}
@@ -596,6 +694,8 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		wqe->ud_sl = ah->sl;
 	}
 
+	if (!has_data)
+		return;
 	if (!is_inline) {
 		pib_write_sges((struct pib_sge *)payload, wr->sg_list,
 			       wr->num_sge);
@@ -632,8 +732,11 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 		err = pib_check_send_wr(qp, wr, &opcode, &inline_len);
 		if (err)
 			break;
-		pib_write_send_wqe(qp, wr, opcode, inline_len,
-				   pib_wq_slot(sq, pi));
+		if (opcode == PIB_WQE_BIND_MW)
+			pib_write_bind_wqe(qp, wr, pib_wq_slot(sq, pi));
+		else
+			pib_write_send_wqe(qp, wr, opcode, inline_len,
+					   pib_wq_slot(sq, pi));
 		pi++;
 	}
 
@@ -657,36 +760,64 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	return err;
 }
 
-int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
-		  struct ibv_recv_wr **bad_wr)
+/*
+ * Bind a type 1 window (ibv_bind_mw; libibverbs has checked the type and the
+ * PD): the same BIND_MW WQE a type 2 bind posts, with the next key byte.  The
+ * window's rkey is the new one as soon as the WQE is posted, as the verb
+ * promises.  If the bind fails, its completion says so (IBV_WC_MW_BIND_ERR),
+ * the device leaves the window under its old key, and the caller restores
+ * that key (ibv_bind_mw(3)).
+ */
+int pib_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
+		struct ibv_mw_bind *mw_bind)
 {
-	struct pib_context *ctx = to_pib_context(ibvqp->context);
-	struct pib_qp *qp = to_pib_qp(ibvqp);
-	struct pib_wq *rq = &qp->rq;
+	struct ibv_send_wr wr = {
+		.wr_id = mw_bind->wr_id,
+		.opcode = IBV_WR_BIND_MW,
+		.send_flags = mw_bind->send_flags,
+		.bind_mw = {
+			.mw = mw,
+			.rkey = ibv_inc_rkey(mw->rkey),
+			.bind_info = mw_bind->bind_info,
+		},
+	};
+	struct ibv_send_wr *bad_wr;
+	int err;
+
+	err = pib_post_send(ibvqp, &wr, &bad_wr);
+	if (err)
+		return err;
+
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
+}
+
+/*
+ * Post receive WQEs to an RQ or an SRQ (wq) and ring its doorbell (db, for
+ * object obj, the QPN or SRQN): a 16-byte header and the SGEs per slot.
+ */
+int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
+		     enum pib_uar_offset db, uint32_t obj,
+		     struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
 	struct pib_recv_wqe *wqe;
 	uint32_t pi, ci, first;
 	int err = 0;
 
-	/* A QP on an SRQ has no receive queue of its own. */
-	if (!rq->depth) {
-		*bad_wr = wr;
-		return EINVAL;
-	}
-
-	pthread_spin_lock(&rq->lock);
-	first = pi = atomic_load_explicit(&rq->pi, memory_order_relaxed);
-	ci = atomic_load_explicit(&rq->ci, memory_order_acquire);
+	pthread_spin_lock(&wq->lock);
+	first = pi = atomic_load_explicit(&wq->pi, memory_order_relaxed);
+	ci = atomic_load_explicit(&wq->ci, memory_order_acquire);
 
 	for (; wr; wr = wr->next) {
-		if (pib_wq_full(rq, pi, &ci)) {
+		if (pib_wq_full(wq, pi, &ci)) {
 			err = ENOMEM;
 			break;
 		}
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > wq->max_sge) {
 			err = EINVAL;
 			break;
 		}
-		wqe = pib_wq_slot(rq, pi);
+		wqe = pib_wq_slot(wq, pi);
 		*wqe = (struct pib_recv_wqe){
 			.wr_id = htole64(wr->wr_id),
 			.num_sge = wr->num_sge,
@@ -697,14 +828,29 @@ int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 	}
 
 	if (pi != first) {
-		atomic_store_explicit(&rq->pi, pi, memory_order_relaxed);
+		atomic_store_explicit(&wq->pi, pi, memory_order_relaxed);
 		/* As in post_send: WQEs first, then one doorbell for all. */
 		udma_to_device_barrier();
-		pib_ring_doorbell(ctx, PIB_UAR_RQ_DB, ibvqp->qp_num, pi);
+		pib_ring_doorbell(ctx, db, obj, pi);
 	}
-	pthread_spin_unlock(&rq->lock);
+	pthread_spin_unlock(&wq->lock);
 
 	if (err)
 		*bad_wr = wr;
 	return err;
+}
+
+int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
+		  struct ibv_recv_wr **bad_wr)
+{
+	struct pib_qp *qp = to_pib_qp(ibvqp);
+
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (!qp->rq.depth) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+
+	return pib_wq_post_recv(to_pib_context(ibvqp->context), &qp->rq,
+				PIB_UAR_RQ_DB, ibvqp->qp_num, wr, bad_wr);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * verbs.c - the control-path verbs of the pib provider: device and port
- * queries, PDs, MRs and address handles, and the memory the rings live in.
+ * queries, PDs, MRs, memory windows and address handles, and the memory the
+ * rings live in.
  *
  * Most of these are one uverbs command: the kernel driver asks the device
  * through its admin queue and libibverbs' ibv_cmd_* helpers marshal the
@@ -46,8 +47,9 @@ int pib_query_device_ex(struct ibv_context *ibvctx,
 }
 
 /*
- * The limits the provider checks create_cq and create_qp against, so that a
- * request the device would refuse fails before any memory is pinned.
+ * The limits the provider checks create_cq, create_qp and create_srq
+ * against, so that a request the device would refuse fails before any memory
+ * is pinned.
  */
 int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp)
 {
@@ -62,6 +64,8 @@ int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp)
 	ctx->max_qp_wr = attr.orig_attr.max_qp_wr;
 	ctx->max_sge = attr.orig_attr.max_sge;
 	ctx->max_cqe = attr.orig_attr.max_cqe;
+	ctx->max_srq_wr = attr.orig_attr.max_srq_wr;
+	ctx->max_srq_sge = attr.orig_attr.max_srq_sge;
 	*max_qp = attr.orig_attr.max_qp;
 	return 0;
 }
@@ -187,6 +191,56 @@ int pib_dereg_mr(struct verbs_mr *vmr)
 		return err;
 
 	free(vmr);
+	return 0;
+}
+
+/*
+ * A memory window is a device object (ALLOC_MW) that starts out unbound:
+ * its rkey grants nothing until a BIND_MW WQE binds it (pib_bind_mw for type
+ * 1, a posted IBV_WR_BIND_MW for type 2).  The kernel keeps the handle; the
+ * provider keeps nothing of its own.
+ */
+struct ibv_mw *pib_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw *mw;
+	int err;
+
+	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = ibv_cmd_alloc_mw(ibvpd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "Failed to allocate MW: %d\n", err);
+		free(mw);
+		errno = err;
+		return NULL;
+	}
+
+	return mw;
+}
+
+int pib_dealloc_mw(struct ibv_mw *mw)
+{
+	int err;
+
+	/* A bound window is invalidated with it. */
+	err = ibv_cmd_dealloc_mw(mw);
+	if (err)
+		return err;
+
+	free(mw);
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
  * verbs.h - the verbs the pib provider implements, wired up in pib.c:
- * control path in verbs.c, completion queues in cq.c, queue pairs in qp.c.
+ * control path in verbs.c, completion queues in cq.c, queue pairs in qp.c,
+ * shared receive queues in srq.c.
  */
 #ifndef __PIB_VERBS_H__
 #define __PIB_VERBS_H__
@@ -26,6 +27,9 @@ struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			  uint64_t hca_va, int access);
 int pib_dereg_mr(struct verbs_mr *vmr);
 
+struct ibv_mw *pib_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type);
+int pib_dealloc_mw(struct ibv_mw *mw);
+
 struct ibv_ah *pib_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
 int pib_destroy_ah(struct ibv_ah *ibvah);
 
@@ -48,5 +52,17 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr);
 int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 		  struct ibv_recv_wr **bad_wr);
+int pib_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
+		struct ibv_mw_bind *mw_bind);
+
+/* srq.c */
+struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
+			       struct ibv_srq_init_attr *attr);
+int pib_destroy_srq(struct ibv_srq *ibvsrq);
+int pib_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
+		   int attr_mask);
+int pib_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr);
+int pib_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr);
 
 #endif /* __PIB_VERBS_H__ */

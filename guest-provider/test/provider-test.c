@@ -4,9 +4,10 @@
  *
  * The provider's cq.c, qp.c and verbs.c are linked with this file, which
  * plays the two parties they talk to:
- *   - the kernel: the ibv_cmd_* calls for CQs and QPs are defined here (an
- *     executable's own definitions win over libibverbs'), check the
- *     pib-abi.h payload and answer as the driver would;
+ *   - the kernel: the ibv_cmd_* calls for CQs, QPs, SRQs and memory windows
+ *     are defined here (an executable's own definitions win over
+ *     libibverbs'), check the pib-abi.h payload and answer as the driver
+ *     would;
  *   - the device: the test reads WQEs out of the rings, writes CQEs with the
  *     phase bit into the CQ ring, and the UAR page is plain memory, so every
  *     doorbell the provider rings can be read back.
@@ -53,7 +54,14 @@ static int checks;
 
 static uint32_t next_cqn = 5;
 static uint32_t next_qpn = 0x1234;
+static uint32_t next_srqn = 7;
+static uint32_t next_mw_index = 0x42;
 static int create_cq_calls, destroy_qp_calls;
+static int create_srq_calls, modify_srq_calls, alloc_mw_calls;
+static int destroy_srq_err;		/* what DESTROY_SRQ answers */
+static struct pib_create_qp last_create_qp;
+static struct pib_create_srq last_create_srq;
+static struct ibv_srq_attr last_srq_attr;	/* as CREATE/MODIFY_SRQ got it */
 
 int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 		      struct ibv_comp_channel *channel, int comp_vector,
@@ -98,6 +106,7 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 
 	CHECK_EQ(cmd_size, sizeof(*c));
 	CHECK_EQ(resp_size, sizeof(*r));
+	last_create_qp = *c;
 	CHECK_EQ(c->sq_buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
 				       PIB_PAGE_SIZE));
@@ -140,6 +149,80 @@ int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
 		     struct ibv_query_qp *cmd, size_t cmd_size)
 {
 	memset(&qp_init_attr->cap, 0, sizeof(qp_init_attr->cap));
+	return 0;
+}
+
+int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
+		       struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp, size_t resp_size)
+{
+	struct pib_create_srq *c =
+		container_of(cmd, struct pib_create_srq, ibv_cmd);
+	struct pib_create_srq_resp *r =
+		container_of(resp, struct pib_create_srq_resp, ibv_resp);
+
+	create_srq_calls++;
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	last_create_srq = *c;
+	last_srq_attr = attr->attr;
+	/* What the driver and the device will check. */
+	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->depth & (c->depth - 1), 0);
+	CHECK(c->depth >= 1 && c->depth <= 4096);
+	CHECK(c->stride_log >= 4 && c->stride_log <= 12);
+	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log,
+				    PIB_PAGE_SIZE));
+	CHECK(attr->attr.srq_limit < c->depth);
+
+	srq->context = pd->context;
+	srq->pd = pd;
+	r->srqn = next_srqn++;
+	/* The kernel echoes max_wr/max_sge; the provider must use its own. */
+	attr->attr.max_wr = 0xffffffff;
+	attr->attr.max_sge = 0xffffffff;
+	return 0;
+}
+
+int ibv_cmd_destroy_srq(struct ibv_srq *srq)
+{
+	return destroy_srq_err;
+}
+
+int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		       int srq_attr_mask, struct ibv_modify_srq *cmd,
+		       size_t cmd_size)
+{
+	modify_srq_calls++;
+	last_srq_attr = *srq_attr;
+	return 0;
+}
+
+int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size)
+{
+	/* The kernel's view: the limit it knows, nothing useful besides. */
+	*srq_attr = (struct ibv_srq_attr){ .srq_limit = 9 };
+	return 0;
+}
+
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
+		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
+		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
+		     size_t resp_size)
+{
+	alloc_mw_calls++;
+	mw->context = pd->context;
+	mw->pd = pd;
+	mw->type = type;
+	/* Index << 8 | key byte; 0xfe so that two binds wrap the byte. */
+	mw->rkey = next_mw_index++ << 8 | 0xfe;
+	return 0;
+}
+
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw)
+{
 	return 0;
 }
 
@@ -192,6 +275,28 @@ static struct pib_recv_wqe *rq_wqe(struct pib_qp *qp, uint32_t index)
 			((index & (qp->rq.depth - 1)) << qp->rq.stride_log));
 }
 
+static struct pib_recv_wqe *srq_wqe(struct pib_srq *srq, uint32_t index)
+{
+	return (void *)((uint8_t *)srq->wq.buf +
+			((index & (srq->wq.depth - 1)) << srq->wq.stride_log));
+}
+
+/* A receive completion (success or flush) as the responder writes it. */
+static void dev_recv_cqe(struct fake_cq *f, uint32_t qpn, uint16_t wqe_index,
+			 uint64_t wr_id, uint8_t status)
+{
+	struct pib_cqe c = {
+		.wr_id = htole64(wr_id),
+		.byte_len = htole32(status ? 0 : 64),
+		.qpn = htole32(qpn),
+		.status = status,
+		.opcode = PIB_CQE_RECV,
+		.wqe_index = htole16(wqe_index),
+	};
+
+	dev_write_cqe(f, &c);
+}
+
 /* ---- Tests ------------------------------------------------------------------------------- */
 
 static struct ibv_device fake_dev = { .name = "pib_test" };
@@ -208,6 +313,8 @@ static struct pib_context *make_context(void)
 	ctx->max_qp_wr = 4096;
 	ctx->max_sge = 16;
 	ctx->max_cqe = 65536;
+	ctx->max_srq_wr = 4096;
+	ctx->max_srq_sge = 16;
 	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
 	return ctx;
 }
@@ -457,7 +564,7 @@ static void test_rc_data_path(struct pib_context *ctx, struct ibv_pd *pd)
 	wr[4].num_sge = -1;
 	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
 	wr[4].num_sge = 0;
-	wr[4].opcode = IBV_WR_BIND_MW;
+	wr[4].opcode = IBV_WR_BIND_MW;		/* a bind with no window */
 	CHECK_EQ(pib_post_send(ibvqp, &wr[4], &bad), EINVAL);
 	wr[4].opcode = IBV_WR_SEND;
 	wr[4].send_flags = IBV_SEND_IP_CSUM;
@@ -648,6 +755,494 @@ static void test_ud(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
 }
 
+static void test_srq_sizing(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_srq_init_attr attr = {};
+	struct ibv_srq_attr sattr;
+	struct ibv_srq *ibvsrq;
+	struct pib_srq *srq;
+
+	/* ibv_srq_pingpong's request: 500 WRs, one SGE. */
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 500, .max_sge = 1 };
+	ibvsrq = pib_create_srq(pd, &attr);
+	CHECK(ibvsrq);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(srq->wq.depth, 512);
+	CHECK_EQ(srq->wq.stride_log, 5);	/* 16 + 16 -> 32 */
+	CHECK_EQ(attr.attr.max_wr, 512);	/* the ring, not the echo */
+	CHECK_EQ(attr.attr.max_sge, 1);
+	CHECK_EQ(last_create_srq.depth, 512);
+	CHECK_EQ(last_create_srq.stride_log, 5);
+	CHECK(last_create_srq.buf_addr == (uintptr_t)srq->wq.buf);
+	CHECK_EQ(last_srq_attr.max_wr, 500);	/* the core command's */
+	/* query_srq: the kernel's limit, the provider's ring. */
+	CHECK_EQ(pib_query_srq(ibvsrq, &sattr), 0);
+	CHECK_EQ(sattr.max_wr, 512);
+	CHECK_EQ(sattr.max_sge, 1);
+	CHECK_EQ(sattr.srq_limit, 9);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+
+	/*
+	 * A power of two gets one slot more, so that a limit equal to max_wr
+	 * is below the depth; the limit reaches the kernel unchanged.
+	 */
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 512, .max_sge = 16,
+					   .srq_limit = 512 };
+	ibvsrq = pib_create_srq(pd, &attr);
+	CHECK(ibvsrq);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(srq->wq.depth, 1024);
+	CHECK_EQ(srq->wq.stride_log, 9);	/* 16 + 256 -> 512 */
+	CHECK_EQ(attr.attr.max_sge, 16);
+	CHECK_EQ(last_srq_attr.srq_limit, 512);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+
+	/* The device's maximum is allowed, without the extra slot. */
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 4096, .srq_limit = 4095 };
+	ibvsrq = pib_create_srq(pd, &attr);
+	CHECK(ibvsrq);
+	CHECK_EQ(to_pib_srq(ibvsrq)->wq.depth, 4096);
+	CHECK_EQ(to_pib_srq(ibvsrq)->wq.stride_log, 4);
+	CHECK_EQ(attr.attr.max_sge, 0);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+
+	/* No WRs asked for: one slot. */
+	attr.attr = (struct ibv_srq_attr){ 0 };
+	ibvsrq = pib_create_srq(pd, &attr);
+	CHECK(ibvsrq);
+	CHECK_EQ(to_pib_srq(ibvsrq)->wq.depth, 1);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+
+	/* Each limit, one over: refused before the kernel is asked. */
+	create_srq_calls = 0;
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 4097 };
+	errno = 0;
+	CHECK(!pib_create_srq(pd, &attr));
+	CHECK_EQ(errno, EINVAL);
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 1, .max_sge = 17 };
+	CHECK(!pib_create_srq(pd, &attr));
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 4096, .srq_limit = 4096 };
+	CHECK(!pib_create_srq(pd, &attr));
+	attr.attr = (struct ibv_srq_attr){ .max_wr = 3, .srq_limit = 4 };
+	CHECK(!pib_create_srq(pd, &attr));
+	CHECK_EQ(create_srq_calls, 0);
+	/* A device without SRQs (max_srq_wr 0) refuses them all. */
+	ctx->max_srq_wr = 0;
+	attr.attr = (struct ibv_srq_attr){ 0 };
+	CHECK(!pib_create_srq(pd, &attr));
+	CHECK_EQ(create_srq_calls, 0);
+	ctx->max_srq_wr = 4096;
+}
+
+/*
+ * Two QPs on one SRQ, their receive completions on two CQs: posting, the SRQ
+ * doorbell, and retiring one SRQ slot per receive completion of either QP.
+ */
+static void test_srq_data_path(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq1 = pib_create_cq(&ctx->ibvctx.context, 7, NULL, 0);
+	struct ibv_cq *ibvcq2 = pib_create_cq(&ctx->ibvctx.context, 7, NULL, 0);
+	struct ibv_srq_init_attr sattr = {
+		.attr = { .max_wr = 3, .max_sge = 2, .srq_limit = 1 },
+	};
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq1, .recv_cq = ibvcq1, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 100,
+			 .max_recv_sge = 16 },
+	};
+	struct fake_cq dev1 = { .cq = to_pib_cq(ibvcq1) };
+	struct fake_cq dev2 = { .cq = to_pib_cq(ibvcq2) };
+	struct ibv_sge sge[3] = {
+		{ .addr = 0x1000, .length = 8, .lkey = 0x101 },
+		{ .addr = 0x2000, .length = 16, .lkey = 0x202 },
+		{ .addr = 0x3000, .length = 1, .lkey = 0x303 },
+	};
+	struct ibv_recv_wr rwr[5], *rbad;
+	struct ibv_qp *ibvqa, *ibvqb;
+	struct ibv_srq *ibvsrq;
+	struct pib_recv_wqe *rw;
+	struct pib_sge *ws;
+	struct pib_srq *srq;
+	struct ibv_wc wc[8];
+	uint32_t qpa, qpb, srqn;
+	int i;
+
+	ibvsrq = pib_create_srq(pd, &sattr);
+	CHECK(ibvsrq);
+	srq = to_pib_srq(ibvsrq);
+	srqn = srq->srqn;
+	CHECK_EQ(srq->wq.depth, 4);
+	CHECK_EQ(srq->wq.max_sge, 3);		/* (64 - 16) / 16 */
+
+	/* QP A: no RQ of its own, none handed to the kernel. */
+	attr.srq = ibvsrq;
+	ibvqa = pib_create_qp(pd, &attr);
+	CHECK(ibvqa);
+	qpa = ibvqa->qp_num;
+	CHECK(to_pib_qp(ibvqa)->srq == srq);
+	CHECK_EQ(to_pib_qp(ibvqa)->rq.depth, 0);
+	CHECK(!to_pib_qp(ibvqa)->rq.buf);
+	CHECK_EQ(last_create_qp.rq_depth, 0);
+	CHECK_EQ(last_create_qp.rq_buf_addr, 0);
+	CHECK_EQ(last_create_qp.rq_buf_size, 0);
+	CHECK_EQ(attr.cap.max_recv_wr, 0);
+	CHECK_EQ(attr.cap.max_recv_sge, 0);
+	/* QP B: same SRQ, receive completions on the second CQ. */
+	attr.recv_cq = ibvcq2;
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 2 };
+	ibvqb = pib_create_qp(pd, &attr);
+	CHECK(ibvqb);
+	qpb = ibvqb->qp_num;
+
+	/* Receives go to the SRQ, not to the QPs. */
+	memset(rwr, 0, sizeof(rwr));
+	for (i = 0; i < 5; i++) {
+		rwr[i].wr_id = 300 + i;
+		rwr[i].sg_list = sge;
+		rwr[i].num_sge = 1 + i % 3;
+		rwr[i].next = i < 4 ? &rwr[i + 1] : NULL;
+	}
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	CHECK_EQ(pib_post_recv(ibvqa, rwr, &rbad), EINVAL);
+	CHECK(rbad == rwr);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_RQ_DB), 0);
+
+	/* Four fit; one doorbell: SRQN and the producer index. */
+	rbad = NULL;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), ENOMEM);
+	CHECK(rbad == &rwr[4]);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), (uint64_t)4 << 32 | srqn);
+	CHECK_EQ(atomic_load(&srq->wq.pi), 4);
+	for (i = 0; i < 4; i++) {
+		rw = srq_wqe(srq, i);
+		CHECK_EQ(le64toh(rw->wr_id), 300 + i);
+		CHECK_EQ(rw->num_sge, 1 + i % 3);
+	}
+	rw = srq_wqe(srq, 2);
+	ws = (struct pib_sge *)(rw + 1);
+	CHECK_EQ(le64toh(ws[2].addr), 0x3000);
+	CHECK_EQ(le32toh(ws[2].length), 1);
+	CHECK_EQ(le32toh(ws[2].lkey), 0x303);
+	CHECK((uint8_t *)(ws + 3) <= (uint8_t *)rw + 64);	/* in its slot */
+
+	/* Full: refused, no doorbell. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	rwr[4].num_sge = 1;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr[4], &rbad), ENOMEM);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), 0);
+
+	/*
+	 * The device took WQEs 0 (QP A) and 1 (QP B); B completes first, on
+	 * the other CQ.  Each receive completion frees one SRQ slot; a send
+	 * completion of a QP on the SRQ frees SQ slots only.
+	 */
+	dev_recv_cqe(&dev2, qpb, 1, 301, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq2, 8, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 301);
+	CHECK_EQ(wc[0].opcode, IBV_WC_RECV);
+	CHECK_EQ(wc[0].qp_num, qpb);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 1);
+	{
+		struct ibv_send_wr w = { .opcode = IBV_WR_SEND }, *bad;
+
+		CHECK_EQ(pib_post_send(ibvqa, &w, &bad), 0);
+	}
+	dev_send_cqe(&dev1, qpa, 0, 1, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	dev_recv_cqe(&dev1, qpa, 0, 300, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq1, 8, wc), 2);
+	CHECK_EQ(wc[1].wr_id, 300);
+	CHECK_EQ(atomic_load(&to_pib_qp(ibvqa)->sq.ci), 1);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 2);
+
+	/* Two slots free again: both post, the doorbell says 6. */
+	rwr[4].next = NULL;
+	rwr[3].next = &rwr[4];
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr[3], &rbad), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), (uint64_t)6 << 32 | srqn);
+	CHECK_EQ(le64toh(srq_wqe(srq, 5)->wr_id), 304);
+	CHECK(srq_wqe(srq, 5) == srq_wqe(srq, 1));
+
+	/* Too many SGEs for the slot: refused, nothing written. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	dev_recv_cqe(&dev1, qpa, 2, 302, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq1, 8, wc), 1);
+	rwr[0].next = NULL;
+	rwr[0].num_sge = 4;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), EINVAL);
+	rwr[0].num_sge = -1;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), 0);
+	CHECK_EQ(atomic_load(&srq->wq.pi), 6);
+
+	/*
+	 * Destroying QP A with completions nobody polled: one success and the
+	 * flush of the WQE it had taken.  Their SRQ slots are retired at
+	 * destroy time; QP B's completion in the same CQ is left to poll_cq.
+	 */
+	CHECK_EQ(atomic_load(&srq->wq.ci), 3);
+	dev_recv_cqe(&dev1, qpa, 3, 303, PIB_WC_SUCCESS);
+	dev_send_cqe(&dev1, qpa, 1, 2, PIB_CQE_SEND, PIB_WC_WR_FLUSH_ERR);
+	dev_recv_cqe(&dev2, qpb, 4, 304, PIB_WC_SUCCESS);
+	dev_recv_cqe(&dev1, qpa, 5, 305, PIB_WC_WR_FLUSH_ERR);
+	CHECK_EQ(pib_destroy_qp(ibvqa), 0);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 5);
+	CHECK_EQ(pib_poll_cq(ibvcq1, 8, wc), 0);	/* A's are dropped */
+	CHECK_EQ(atomic_load(&srq->wq.ci), 5);		/* and not counted twice */
+	CHECK_EQ(pib_poll_cq(ibvcq2, 8, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 304);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 6);
+
+	/* A completion with nothing posted never moves ci past pi. */
+	dev_recv_cqe(&dev2, qpb, 6, 306, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq2, 8, wc), 1);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 6);
+	CHECK_EQ(atomic_load(&srq->wq.pi), 6);
+
+	/* modify_srq: the limit only, and below the depth. */
+	modify_srq_calls = 0;
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 8 },
+				IBV_SRQ_MAX_WR), EINVAL);
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .srq_limit = 4 },
+				IBV_SRQ_LIMIT), EINVAL);
+	CHECK_EQ(modify_srq_calls, 0);
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .srq_limit = 3 },
+				IBV_SRQ_LIMIT), 0);
+	CHECK_EQ(modify_srq_calls, 1);
+	CHECK_EQ(last_srq_attr.srq_limit, 3);
+
+	/* The kernel refuses to destroy an SRQ in use: it stays intact. */
+	destroy_srq_err = EBUSY;
+	CHECK_EQ(pib_destroy_srq(ibvsrq), EBUSY);
+	destroy_srq_err = 0;
+	rwr[1].next = NULL;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr[1], &rbad), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), (uint64_t)7 << 32 | srqn);
+
+	CHECK_EQ(pib_destroy_qp(ibvqb), 0);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq2), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq1), 0);
+}
+
+static struct pib_bind_mw_wqe *sq_bind_wqe(struct pib_qp *qp, uint32_t index)
+{
+	return (struct pib_bind_mw_wqe *)sq_wqe(qp, index);
+}
+
+/* Memory windows: type 1 through ibv_bind_mw, type 2 and LOCAL_INV posted. */
+static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 7, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1 },
+	};
+	struct fake_cq dev = { .cq = to_pib_cq(ibvcq) };
+	struct ibv_mr mr = { .context = &ctx->ibvctx.context, .pd = pd,
+			     .addr = (void *)0x10000, .length = 0x4000,
+			     .lkey = 0x1122, .rkey = 0x1122 };
+	struct ibv_sge sge = { .addr = 0x10000, .length = 4, .lkey = 0x1122 };
+	struct ibv_mw_bind mwb = {
+		.wr_id = 0x77, .send_flags = IBV_SEND_SIGNALED,
+		.bind_info = { .mr = &mr, .addr = 0x11000, .length = 0x800,
+			       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						  IBV_ACCESS_REMOTE_READ |
+						  IBV_ACCESS_LOCAL_WRITE },
+	};
+	struct ibv_send_wr wr, *bad;
+	struct pib_bind_mw_wqe *b;
+	struct pib_send_wqe *w;
+	struct ibv_mw *mw1, *mw2;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+	struct ibv_wc wc[8];
+	uint32_t qpn, key;
+	int i;
+
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+
+	/* Types 1 and 2 only; the kernel answers with an unbound rkey. */
+	alloc_mw_calls = 0;
+	errno = 0;
+	CHECK(!pib_alloc_mw(pd, (enum ibv_mw_type)3));
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(alloc_mw_calls, 0);
+	mw1 = pib_alloc_mw(pd, IBV_MW_TYPE_1);
+	mw2 = pib_alloc_mw(pd, IBV_MW_TYPE_2);
+	CHECK(mw1 && mw2);
+	CHECK_EQ(alloc_mw_calls, 2);
+	CHECK_EQ(mw1->type, IBV_MW_TYPE_1);
+
+	/*
+	 * Type 1: one BIND_MW WQE with the next key byte; the window's rkey
+	 * is the new one once it is posted.  LOCAL_WRITE, passed along from
+	 * the MR's flags, is dropped: a window grants remote rights only.
+	 */
+	key = mw1->rkey;
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	CHECK_EQ(mw1->rkey, (key & ~0xffu) | 0xff);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)1 << 32 | qpn);
+	b = sq_bind_wqe(qp, 0);
+	CHECK_EQ(b->opcode, PIB_WQE_BIND_MW);
+	CHECK_EQ(b->flags, PIB_WQE_F_SIGNALED);
+	CHECK_EQ(b->mw_type, 1);
+	CHECK_EQ(le32toh(b->new_rkey), mw1->rkey);
+	CHECK_EQ(le64toh(b->wr_id), 0x77);
+	CHECK_EQ(le64toh(b->addr), 0x11000);
+	CHECK_EQ(le64toh(b->length), 0x800);
+	CHECK_EQ(le32toh(b->mw_rkey), key);
+	CHECK_EQ(le32toh(b->mr_lkey), 0x1122);
+	CHECK_EQ(le32toh(b->access),
+		 PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ);
+	{
+		static const uint8_t zero[20];
+
+		CHECK(b->rsvd0 == 0 && !memcmp(b->rsvd1, zero, sizeof(zero)));
+	}
+
+	/* Again: the key byte wraps within the window's index. */
+	key = mw1->rkey;
+	mwb.send_flags = 0;
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	CHECK_EQ(mw1->rkey, key & ~0xffu);
+	CHECK_EQ(le32toh(sq_bind_wqe(qp, 1)->mw_rkey), key);
+	CHECK_EQ(sq_bind_wqe(qp, 1)->flags, 0);
+
+	/* Unbinding a type 1 window: no MR, no range. */
+	mwb.bind_info = (struct ibv_mw_bind_info){ 0 };
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	b = sq_bind_wqe(qp, 2);
+	CHECK_EQ(le32toh(b->mr_lkey), 0);
+	CHECK_EQ(le64toh(b->length), 0);
+	CHECK_EQ(le32toh(b->access), 0);
+
+	/* Zero-based windows are refused, and the rkey stays. */
+	key = mw1->rkey;
+	mwb.bind_info = (struct ibv_mw_bind_info){
+		.mr = &mr, .addr = 0x10000, .length = 8,
+		.mw_access_flags = IBV_ACCESS_ZERO_BASED };
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), EINVAL);
+	CHECK_EQ(mw1->rkey, key);
+
+	/* Type 2, posted: the caller's new rkey, FENCE passed on. */
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0x88;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){
+		.mr = &mr, .addr = 0x10000, .length = 0x4000,
+		.mw_access_flags = IBV_ACCESS_REMOTE_ATOMIC };
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), 0);
+	b = sq_bind_wqe(qp, 3);
+	CHECK_EQ(b->flags, PIB_WQE_F_SIGNALED | PIB_WQE_F_FENCE);
+	CHECK_EQ(b->mw_type, 2);
+	CHECK_EQ(le32toh(b->new_rkey), wr.bind_mw.rkey);
+	CHECK_EQ(le32toh(b->mw_rkey), mw2->rkey);	/* not changed by post */
+	CHECK_EQ(le32toh(b->access), PIB_ACCESS_REMOTE_ATOMIC);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)4 << 32 | qpn);
+
+	/* The device completes them: BIND_MW, then a bind error. */
+	dev_send_cqe(&dev, qpn, 0, 0x77, PIB_CQE_BIND_MW, PIB_WC_SUCCESS);
+	dev_send_cqe(&dev, qpn, 3, 0x88, PIB_CQE_BIND_MW, PIB_WC_MW_BIND_ERR);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 2);
+	CHECK_EQ(wc[0].opcode, IBV_WC_BIND_MW);
+	CHECK_EQ(wc[0].status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc[1].wr_id, 0x88);
+	CHECK_EQ(wc[1].status, IBV_WC_MW_BIND_ERR);
+	CHECK_EQ(atomic_load(&qp->sq.ci), 4);
+
+	/* Bad binds: refused, nothing posted. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	wr.bind_mw.rkey = mw2->rkey + 0x100;		/* another index */
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	wr.bind_mw.rkey = ibv_inc_rkey(mw2->rkey);
+	wr.send_flags = IBV_SEND_INLINE;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	wr.send_flags = 0;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_MW_BIND;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	wr.bind_mw.bind_info.mw_access_flags = 0;
+	wr.bind_mw.bind_info.mr = NULL;			/* a range, no MR */
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 4);
+
+	/*
+	 * LOCAL_INV: a send WQE with the rkey in imm_inv and no SGEs, whatever
+	 * the request's list says.  SEND_WITH_INV keeps its data.
+	 */
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 0x99;
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.invalidate_rkey = 0xabcdef01;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), 0);
+	w = sq_wqe(qp, 4);
+	CHECK_EQ(w->opcode, PIB_WQE_LOCAL_INV);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED);
+	CHECK_EQ(w->num_sge, 0);
+	CHECK_EQ(le32toh(w->imm_inv), 0xabcdef01);
+	CHECK_EQ(le64toh(w->wr_id), 0x99);
+	for (i = 0; i < 16; i++)
+		CHECK_EQ(((uint8_t *)(w + 1))[i], 0);	/* no SGE written */
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.invalidate_rkey = 0x4455;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), 0);
+	w = sq_wqe(qp, 5);
+	CHECK_EQ(w->opcode, PIB_WQE_SEND_INV);
+	CHECK_EQ(w->num_sge, 1);
+	CHECK_EQ(le32toh(w->imm_inv), 0x4455);
+	CHECK_EQ(le32toh(((struct pib_sge *)(w + 1))->lkey), 0x1122);
+	wr.opcode = IBV_WR_LOCAL_INV;
+	wr.send_flags = IBV_SEND_INLINE;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+
+	dev_send_cqe(&dev, qpn, 4, 0x99, PIB_CQE_LOCAL_INV, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(wc[0].opcode, IBV_WC_LOCAL_INV);
+	CHECK_EQ(wc[0].wr_id, 0x99);
+
+	/* A full SQ: ibv_bind_mw fails and the rkey stays. */
+	dev_send_cqe(&dev, qpn, 5, 0, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	mwb.bind_info = (struct ibv_mw_bind_info){ 0 };
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	key = mw1->rkey;
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), ENOMEM);
+	CHECK_EQ(mw1->rkey, key);
+
+	CHECK_EQ(pib_dealloc_mw(mw1), 0);
+	CHECK_EQ(pib_dealloc_mw(mw2), 0);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	/* UC binds and invalidates too; UD does neither; SEND_INV is RC's. */
+	attr.qp_type = IBV_QPT_UC;
+	ibvqp = pib_create_qp(pd, &attr);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_LOCAL_INV;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), 0);
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	attr.qp_type = IBV_QPT_UD;
+	ibvqp = pib_create_qp(pd, &attr);
+	wr.opcode = IBV_WR_LOCAL_INV;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	wr.opcode = IBV_WR_BIND_MW;
+	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
@@ -662,6 +1257,10 @@ int main(void)
 	test_phase_wrap(ctx, &pd);
 	test_ud(ctx, &pd);
 	CHECK_EQ(destroy_qp_calls, 5);
+	test_srq_sizing(ctx, &pd);
+	test_srq_data_path(ctx, &pd);
+	test_mw(ctx, &pd);
+	CHECK_EQ(destroy_qp_calls, 10);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);

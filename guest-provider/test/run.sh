@@ -3,7 +3,7 @@
 #
 #   guest-provider/test/run.sh
 #
-# The test links the provider's own cq.c, qp.c and verbs.c with a fake kernel and a fake
+# The test links the provider's own cq.c, qp.c, srq.c and verbs.c with a fake kernel and a fake
 # device, against the libibverbs of the rdma-core build that guest-provider/build.sh makes
 # (run first, incrementally), with the same warnings and -Werror as the provider.
 set -euo pipefail
@@ -20,6 +20,6 @@ P=$SRC/providers/pib
 cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Wshadow \
    -Wmissing-prototypes -Wstrict-prototypes -Werror \
    -I"$BLD/include" -I"$P" \
-   -o "$OUT" "$ROOT/guest-provider/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/verbs.c" \
+   -o "$OUT" "$ROOT/guest-provider/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/srq.c" "$P/verbs.c" \
    -L"$BLD/lib" -Wl,-rpath,"$BLD/lib" -libverbs -lpthread
 "$OUT"

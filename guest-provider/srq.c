@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * srq.c - shared receive queues of the pib provider.
+ *
+ * An SRQ is a ring of receive WQEs in the provider's memory, laid out like a
+ * QP's RQ (pib_wqe.h: a 16-byte header and the SGEs per slot), that any QP
+ * created on it takes from.  Posting is the RQ's: write the WQEs, one write
+ * barrier, one SRQ doorbell (SRQN and producer index) on the context's UAR
+ * page.
+ *
+ * The device takes SRQ WQEs in ring order and copies each one as it takes it
+ * (docs/hardware.md, "Shared receive queues"), so every receive completion of
+ * a QP on the SRQ stands for one slot the device no longer needs, whichever
+ * QP and CQ it comes from: poll_cq retires one slot per completion
+ * (pib_srq_retire), and destroy_qp retires those of the completions it
+ * leaves behind in the CQ (pib_cq_retire_srq_cqes).
+ *
+ * The limit (low watermark) is armed at create time through the core
+ * command's srq_limit or later with modify_srq; the event arrives through the
+ * kernel's async event queue, as for every affiliated event.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include <ccan/minmax.h>
+#include <util/util.h>
+
+#include "pib.h"
+#include "verbs.h"
+
+/*
+ * The ring for the attributes asked for: depth and stride (pib.h, struct
+ * pib_srq, says why one slot more than max_wr).  A limit the device would
+ * refuse (limit >= depth) is refused here, before any memory is pinned.
+ */
+static int pib_srq_size(struct pib_context *ctx,
+			const struct ibv_srq_attr *attr, struct pib_wq *wq)
+{
+	uint32_t max_depth = min_t(uint32_t, ctx->max_srq_wr, PIB_WQ_DEPTH_MAX);
+	uint32_t payload;
+
+	if (attr->max_wr > max_depth || attr->max_sge > ctx->max_srq_sge)
+		return EINVAL;
+
+	wq->depth = roundup_pow_of_two((uint64_t)attr->max_wr + 1);
+	if (wq->depth > max_depth)
+		wq->depth = roundup_pow_of_two(max_t(uint32_t, attr->max_wr,
+						     1));
+	if (wq->depth > max_depth || attr->srq_limit >= wq->depth)
+		return EINVAL;
+
+	payload = attr->max_sge * sizeof(struct pib_sge);
+	wq->stride_log = pib_stride_log(sizeof(struct pib_recv_wqe) + payload,
+					PIB_RQ_STRIDE_LOG_MIN);
+	if (wq->stride_log > PIB_STRIDE_LOG_MAX)
+		return EINVAL;
+	wq->max_sge = min_t(uint32_t, ctx->max_srq_sge,
+			    ((1u << wq->stride_log) -
+			     sizeof(struct pib_recv_wqe)) /
+				    sizeof(struct pib_sge));
+	return 0;
+}
+
+struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
+			       struct ibv_srq_init_attr *attr)
+{
+	struct pib_context *ctx = to_pib_context(ibvpd->context);
+	struct pib_create_srq_resp resp = {};
+	struct pib_create_srq cmd = {};
+	struct pib_srq *srq;
+	int err;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pib_srq_size(ctx, &attr->attr, &srq->wq);
+	if (err)
+		goto err_free_srq;
+	err = pib_wq_init(&srq->wq);
+	if (err)
+		goto err_free_srq;
+
+	/* max_wr, max_sge and srq_limit travel in the core command. */
+	cmd.stride_log = srq->wq.stride_log;
+	cmd.buf_addr = (uintptr_t)srq->wq.buf;
+	cmd.depth = srq->wq.depth;
+	cmd.buf_size = srq->wq.buf_size;
+	err = ibv_cmd_create_srq(ibvpd, &srq->ibvsrq, attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(&ctx->ibvctx, "Failed to create SRQ: %d\n", err);
+		goto err_fini_wq;
+	}
+
+	if (resp.srqn > PIB_DB_OBJ_MASK) {
+		verbs_err(&ctx->ibvctx, "Kernel answered SRQN %u\n", resp.srqn);
+		err = EPROTO;
+		goto err_destroy_srq;
+	}
+	srq->srqn = resp.srqn;
+
+	/* What the ring really holds, not the kernel's echo of the request. */
+	attr->attr.max_wr = srq->wq.depth;
+	attr->attr.max_sge = srq->wq.max_sge;
+
+	return &srq->ibvsrq;
+
+err_destroy_srq:
+	ibv_cmd_destroy_srq(&srq->ibvsrq);
+err_fini_wq:
+	pib_wq_fini(&srq->wq);
+err_free_srq:
+	free(srq);
+	errno = err;
+	return NULL;
+}
+
+int pib_destroy_srq(struct ibv_srq *ibvsrq)
+{
+	struct pib_srq *srq = to_pib_srq(ibvsrq);
+	int err;
+
+	/*
+	 * The kernel refuses (EBUSY) while a QP uses the SRQ, so no QP, and
+	 * so no poll_cq, can reach the SRQ once this succeeds.
+	 */
+	err = ibv_cmd_destroy_srq(ibvsrq);
+	if (err)
+		return err;
+
+	pib_wq_fini(&srq->wq);
+	free(srq);
+	return 0;
+}
+
+/*
+ * Only the limit can change: the device does not resize an SRQ (the device
+ * capabilities do not claim IBV_DEVICE_SRQ_RESIZE).
+ */
+int pib_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
+		   int attr_mask)
+{
+	struct pib_srq *srq = to_pib_srq(ibvsrq);
+	struct ibv_modify_srq cmd;
+
+	if (attr_mask & ~IBV_SRQ_LIMIT)
+		return EINVAL;
+	if ((attr_mask & IBV_SRQ_LIMIT) && attr->srq_limit >= srq->wq.depth)
+		return EINVAL;
+
+	return ibv_cmd_modify_srq(ibvsrq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+int pib_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr)
+{
+	struct pib_srq *srq = to_pib_srq(ibvsrq);
+	struct ibv_query_srq cmd;
+	int err;
+
+	/* The kernel knows the limit, which the device disarms by itself. */
+	err = ibv_cmd_query_srq(ibvsrq, attr, &cmd, sizeof(cmd));
+	if (err)
+		return err;
+
+	/* The ring is the provider's: it knows best what it holds. */
+	attr->max_wr = srq->wq.depth;
+	attr->max_sge = srq->wq.max_sge;
+	return 0;
+}
+
+int pib_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
+		      struct ibv_recv_wr **bad_wr)
+{
+	struct pib_srq *srq = to_pib_srq(ibvsrq);
+
+	return pib_wq_post_recv(to_pib_context(ibvsrq->context), &srq->wq,
+				PIB_UAR_SRQ_DB, srq->srqn, wr, bad_wr);
+}
+
+/*
+ * One receive completion of a QP on the SRQ: one more slot free.  Several CQs
+ * may be polled at once, so the increment is a compare-and-swap; it never
+ * passes the producer index (a completion with nothing posted would be a
+ * device bug, and must not make the ring look more than empty).
+ */
+void pib_srq_retire(struct pib_srq *srq)
+{
+	struct pib_wq *wq = &srq->wq;
+	uint32_t ci = atomic_load_explicit(&wq->ci, memory_order_relaxed);
+
+	/* Release: the slot may be rewritten once the poster sees it. */
+	do {
+		if (ci == atomic_load_explicit(&wq->pi, memory_order_relaxed))
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(&wq->ci, &ci, ci + 1,
+							 memory_order_release,
+							 memory_order_relaxed));
+}
