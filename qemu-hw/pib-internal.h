@@ -1,19 +1,36 @@
 /*
- * pib HCA device model - state shared by pib.c and pib-link.c
+ * pib HCA device model - state shared by the model's source files
  *
  * Copyright (c) 2026 The pib authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * The hardware interface (registers, admin queue, AEQ, UAR doorbells, link
- * frames) is defined once in include/pib_hw.h and include/pib_link.h.  This
- * header only holds the model's private state and the few functions the two
- * source files call in each other:
+ * The hardware interface (registers, admin queue, AEQ, UAR doorbells, WQE and
+ * CQE formats, link frames, packet headers) is defined once in
+ * include/pib_hw.h, include/pib_wqe.h and include/pib_link.h.  This header
+ * only holds the model's private state and the functions the source files
+ * call in each other:
  *
- *   pib.c       the PCI function: BAR0 registers, admin queue, AEQ,
+ *   pib.c       the PCI function: BAR0 registers, admin queue, AEQ, CEQ,
  *               UAR doorbells, reset, QOM glue
- *   pib-link.c  the link: chardev framing (HELLO/PACKET) and the port
- *               state machine
+ *   pib-link.c  the link: chardev framing (HELLO/PACKET), the port state
+ *               machine, the transmit and receive packet queues
+ *   pib-obj.c   data-path objects: PD, MR, CQ, SRQ and QP tables, their
+ *               admin commands, page lists, key and range checks, MR DMA
+ *   pib-cq.c    CQE writes, overflow, arming, completion events (CEQ)
+ *   pib-qp.c    the QP state machine (MODIFY_QP), flushing, doorbells, the
+ *               work scheduler and the timers
+ *   pib-pkt.c   IB packet headers: build, parse, validate; receive dispatch
+ *   pib-req.c   requester: send WQEs -> request packets
+ *   pib-resp.c  responder: request packets -> memory, receive CQEs, ACKs,
+ *               READ responses, atomics
+ *   pib-comp.c  completer: ACKs and responses -> send CQEs, retries
+ *
+ * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
+ * handlers, bottom halves, timers and chardev callbacks never run
+ * concurrently.  No locks are needed, and a read-modify-write of guest memory
+ * done in one call (an atomic operation) cannot interleave with any other
+ * operation of this device.
  */
 #ifndef HW_PIB_INTERNAL_H
 #define HW_PIB_INTERNAL_H
@@ -21,9 +38,13 @@
 #include "hw/pci/pci.h"
 #include "chardev/char-fe.h"
 #include "qemu/log.h"
+#include "qemu/queue.h"
+#include "qemu/timer.h"
 #include "qom/object.h"
+#include "sysemu/dma.h"
 
 #include "include/pib_hw.h"
+#include "include/pib_wqe.h"
 #include "include/pib_link.h"
 
 #define TYPE_PIB_HCA "pib-hca"
@@ -32,10 +53,51 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 /* The one port (1-based, as in IB); async events name it in their obj field. */
 #define PIB_PORT_NUM            1
 
-/* What CONTROL.ENABLE accepts in AQ_DEPTH / AEQ_DEPTH and the ring bases. */
+/* What CONTROL.ENABLE accepts in AQ_DEPTH / AEQ_DEPTH / CEQ_DEPTH and bases. */
 #define PIB_QUEUE_MIN_DEPTH     2
 #define PIB_QUEUE_MAX_DEPTH     4096
 #define PIB_QUEUE_BASE_ALIGN    4096
+
+/*
+ * Data-path limits.  QUERY_DEVICE reports them; every admin command and WQE
+ * is checked against them, so every allocation the guest can cause is
+ * bounded.
+ */
+#define PIB_MAX_PD              1024
+#define PIB_MAX_MR              4096
+#define PIB_MAX_CQ              1024
+#define PIB_MAX_QP              1024    /* RC/UC/UD QPs, plus the GSI QP */
+#define PIB_MAX_SRQ             256
+#define PIB_MAX_SRQ_WR          4096
+#define PIB_MAX_MW              1024
+/*
+ * Keys are index << 8 | key byte.  MR indices are 1..PIB_MAX_MR; memory
+ * windows take indices from PIB_MW_INDEX_BASE on, so one look at an rkey's
+ * index tells which table it names.
+ */
+#define PIB_MW_INDEX_BASE       0x10000
+#define PIB_MAX_RD_ATOM         16      /* max_qp_[init_]rd_atom */
+/* Pages of all MR page lists together (the "MTT"): 16 GiB of 4 KiB pages. */
+#define PIB_MAX_MTT_PAGES       (1u << 22)
+#define PIB_MAX_MR_SIZE         ((uint64_t)PIB_MAX_MTT_PAGES << PIB_PAGE_SHIFT)
+#define PIB_MAX_MSG_SZ          (1u << 31)
+#define PIB_PORT_MTU_ENUM       5       /* IB MTU 4096 */
+
+/* QP numbers: 0 would be the SMI QP (none), 1 the GSI QP, then the rest. */
+#define PIB_QPN_GSI             1
+#define PIB_QPN_FIRST           2
+#define PIB_QPN_LIMIT           (PIB_QPN_FIRST + PIB_MAX_QP)   /* exclusive */
+#define PIB_GSI_QKEY            0x80010000u
+
+/*
+ * Link queues, in packets.  The requester stops when its queue is this full;
+ * responses (ACKs, READ responses) are dropped beyond twice as much, which
+ * RC recovers from, so that a peer that sends but never reads cannot make
+ * the queues grow without bound.
+ */
+#define PIB_TXQ_MAX             256
+#define PIB_RXQ_MAX             256
+#define PIB_QUEUE_HARD_MAX      (2 * PIB_TXQ_MAX)
 
 /*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
@@ -51,32 +113,20 @@ typedef struct PibAdminQueue {
     uint32_t sq_head;       /* consumer: next command to execute */
 } PibAdminQueue;
 
-/* Async event queue as latched at CONTROL.ENABLE. */
+/* An event queue (AEQ or CEQ) as latched at CONTROL.ENABLE. */
 typedef struct PibEventQueue {
-    uint32_t depth;
-    uint64_t base;          /* 16-byte struct pib_aeqe slots */
+    uint32_t depth;         /* 0: none (a CEQ is optional) */
+    uint64_t base;
     uint32_t pi;            /* producer: the device */
-    uint32_t ci;            /* consumer: the driver, via AEQ_DB */
+    uint32_t ci;            /* consumer: the driver, via the doorbell */
+    uint64_t lost;          /* entries dropped because the ring was full */
 } PibEventQueue;
 
-/*
- * Objects a UAR doorbell can name.  Nothing creates them yet (the data path
- * comes later), but the doorbell decoder already looks them up here: a
- * doorbell is honoured only if the object exists *and* was created on the UAR
- * page the doorbell arrived on.
- */
-typedef enum PibObjType {
-    PIB_OBJ_QP,
-    PIB_OBJ_CQ,
-    PIB_OBJ_SRQ,
-    PIB_OBJ_NTYPES
-} PibObjType;
-
-typedef struct PibObject {
-    PibObjType type;
-    uint32_t num;           /* QPN / CQN / SRQN (24 bits) */
-    uint32_t uar;           /* owning UAR page index */
-} PibObject;
+/* What an admin command returns in its completion. */
+typedef struct PibAdminResult {
+    uint32_t result0;
+    uint32_t result1;
+} PibAdminResult;
 
 /*
  * Port/link state machine (pib-link.c).  One state combines what IBTA splits
@@ -114,6 +164,30 @@ typedef enum PibLinkRxState {
     PIB_RX__MAX
 } PibLinkRxState;
 
+/*
+ * One link frame in a queue: the 4-byte link header, then the IB packet (LRH
+ * onwards).  The same buffer travels from the requester to the transmit queue
+ * and, for a packet to our own LID, straight to the receive queue.
+ */
+typedef struct PibPacket {
+    QSIMPLEQ_ENTRY(PibPacket) next;
+    uint32_t len;           /* bytes in data[]: header + IB packet */
+    uint32_t sent;          /* transmit: bytes already written to the chardev */
+    uint8_t data[];
+} PibPacket;
+
+static inline uint8_t *pib_packet_ib(PibPacket *p)
+{
+    return p->data + PIB_LINK_HDR_LEN;
+}
+
+static inline uint32_t pib_packet_ib_len(const PibPacket *p)
+{
+    return p->len - PIB_LINK_HDR_LEN;
+}
+
+typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
+
 typedef struct PibLink {
     CharBackend chr;
     bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
@@ -125,6 +199,16 @@ typedef struct PibLink {
     uint32_t rx_len;        /* payload length from the header */
     uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];
 
+    /*
+     * Transmit queue: frames wait here until the chardev takes them.  Writes
+     * never block: on a full socket the queue waits for G_IO_OUT.
+     */
+    PibPacketQueue txq;
+    uint32_t txq_len;
+    guint tx_watch;         /* G_IO_OUT watch tag, 0 = none */
+    bool tx_draining;       /* inside pib_link_tx_drain() */
+    bool tx_waiters;        /* a requester stopped on a full queue */
+
     uint64_t peer_node_guid;
     uint64_t peer_port_guid;
 
@@ -132,7 +216,6 @@ typedef struct PibLink {
     uint64_t frames_tx;
     uint64_t frames_rx;
     uint64_t bad_frames;
-    uint64_t packets_dropped;
 } PibLink;
 
 typedef struct PibPort {
@@ -143,7 +226,318 @@ typedef struct PibPort {
     uint8_t sm_sl;
     uint32_t cap_flags;     /* PortInfo:CapabilityMask */
     uint32_t link_downs;    /* times the link left INIT/ACTIVE since reset */
+    uint32_t bad_pkey_cntr; /* packets dropped for their P_Key (saturating) */
+    uint32_t qkey_viol_cntr;/* UD packets dropped for their Q_Key */
 } PibPort;
+
+/*
+ * Data-path objects (pib-obj.c)
+ */
+
+typedef struct PibPd {
+    uint32_t pdn;
+    uint32_t refcnt;        /* MRs and QPs using it: DESTROY_PD says BUSY */
+} PibPd;
+
+/* An MR: [iova, iova + length) -> the pages of its page list. */
+typedef struct PibMr {
+    uint32_t key;           /* lkey == rkey: index << 8 | key byte */
+    uint32_t pdn;
+    uint32_t access;        /* PIB_ACCESS_* */
+    uint32_t flags;         /* PIB_MR_F_* */
+    uint64_t iova;
+    uint64_t length;
+    uint32_t npages;
+    uint64_t *pages;        /* guest-physical 4 KiB pages, copied at REG_MR */
+    bool invalid;           /* LOCAL_INV / SEND_WITH_INV: its keys fail */
+    uint32_t mw_bound;      /* windows bound to it: DEREG_MR says BUSY */
+} PibMr;
+
+/*
+ * A memory window: unbound (its rkey grants nothing) or bound by a BIND_MW
+ * WQE to [addr, addr + length) of an MR, with remote access rights.  A type 2
+ * window is bound to the QP that bound it: only that QP's requests may use
+ * it, and it is unbound by invalidation (LOCAL_INV, SEND_WITH_INV).
+ */
+typedef struct PibMw {
+    uint32_t key;           /* rkey: index << 8 | key byte */
+    uint32_t pdn;
+    uint8_t type;           /* 1 or 2 */
+    bool bound;
+    uint32_t mr_key;        /* the MR it lies in */
+    uint64_t addr;
+    uint64_t length;
+    uint32_t access;        /* PIB_ACCESS_REMOTE_* */
+    uint32_t qpn;           /* type 2: the QP it is bound to */
+} PibMw;
+
+/*
+ * A ring in guest memory: depth entries of 2^stride_log bytes on the pages
+ * of a page list (copied at creation).  An entry never straddles pages.
+ */
+typedef struct PibRing {
+    uint32_t depth;         /* power of two */
+    uint32_t stride_log;
+    uint32_t npages;
+    uint64_t *pages;
+} PibRing;
+
+typedef enum PibCqArm {
+    PIB_CQ_DISARMED,
+    PIB_CQ_ARMED_NEXT,      /* next completion of any kind */
+    PIB_CQ_ARMED_SOLICITED, /* next solicited or unsuccessful completion */
+} PibCqArm;
+
+typedef struct PibCq {
+    uint32_t cqn;
+    uint32_t uar;
+    PibRing ring;           /* depth 32-byte CQEs */
+    uint64_t ci_record;     /* guest address of the consumer index record */
+    uint32_t pi;            /* CQEs written (free-running) */
+    uint32_t ci;            /* consumer index as last learned */
+    PibCqArm arm;
+    bool sol_valid;         /* last_sol names a solicited/error CQE */
+    uint32_t last_sol;
+    bool error;             /* overflowed: no more CQEs, CQ_ERR raised */
+    bool notify_pending;    /* an arm doorbell found CQEs already there */
+    uint32_t refcnt;        /* QPs using it: DESTROY_CQ says BUSY */
+    QTAILQ_ENTRY(PibCq) notify_next;
+} PibCq;
+
+/*
+ * Queue pairs
+ */
+
+/* A work queue: a ring the driver produces (doorbell), the device consumes */
+typedef struct PibWq {
+    PibRing ring;
+    uint32_t pi;            /* producer index from the last doorbell */
+    uint32_t ci;            /* WQEs the device has completed */
+    uint32_t max_sge;       /* what a slot holds, at most PIB_MAX_SGE */
+} PibWq;
+
+/* A scatter/gather element, host order. */
+typedef struct PibSge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+} PibSge;
+
+/* A send WQE as fetched and checked (host order). */
+typedef struct PibSendWqe {
+    uint8_t opcode;         /* enum pib_wqe_opcode */
+    uint8_t flags;          /* PIB_WQE_F_* */
+    uint8_t imm[4];         /* ImmDt, bytes as on the wire */
+    uint64_t wr_id;
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t ud_qpn;
+    uint32_t ud_qkey;
+    uint16_t ud_dlid;
+    uint8_t ud_sl;
+    uint32_t num_sge;
+    PibSge sge[PIB_MAX_SGE];
+    uint32_t inline_len;
+    uint8_t inline_data[PIB_MAX_INLINE_DATA];
+    uint64_t length;        /* message length: SGE or inline bytes */
+    struct pib_bind_mw_wqe bind;    /* BIND_MW: the control segment, raw */
+} PibSendWqe;
+
+/* A receive WQE as fetched and checked (from the QP's RQ or its SRQ). */
+typedef struct PibRecvWqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    PibSge sge[PIB_MAX_SGE];
+    uint64_t length;        /* room in the SGEs */
+    uint32_t idx;           /* ring index it came from (the CQE's wqe_index) */
+    uint32_t pdn;           /* PD its lkeys belong to: the QP's, or the SRQ's */
+} PibRecvWqe;
+
+/*
+ * A shared receive queue: a ring the driver produces (SRQ doorbell) and the
+ * responders of its QPs consume.  A WQE is copied into the QP that takes it,
+ * so its slot is free once that QP's receive completion appears.
+ */
+typedef struct PibSrq {
+    uint32_t srqn;
+    uint32_t uar;
+    uint32_t pdn;
+    PibRing ring;
+    uint32_t max_sge;
+    uint32_t pi;            /* producer index from the last doorbell */
+    uint32_t ci;            /* WQEs taken by QPs */
+    uint32_t limit;         /* > 0: SRQ_LIMIT armed */
+    uint32_t refcnt;        /* QPs using it: DESTROY_SRQ says BUSY */
+} PibSrq;
+
+/* Where a started send WQE stands. */
+typedef enum PibWqeState {
+    PIB_WQE_POSTED,         /* not (or no longer) started by the requester */
+    PIB_WQE_PENDING,        /* all packets sent, waiting for the ACK/response */
+    PIB_WQE_DONE,           /* needs no response (UC/UD): complete in order */
+    PIB_WQE_ERROR,          /* failed locally: complete with status, ERR */
+} PibWqeState;
+
+/*
+ * What the device remembers of a send WQE between starting it and
+ * completing it.  A small ring (PibQp.meta, PIB_SQ_WINDOW entries at most)
+ * bounds how many WQEs the requester runs ahead of the completer.
+ */
+typedef struct PibWqeMeta {
+    uint64_t wr_id;
+    uint32_t length;
+    uint32_t first_psn;
+    uint32_t last_psn;
+    uint8_t opcode;         /* enum pib_wqe_opcode */
+    uint8_t flags;
+    uint8_t state;          /* PibWqeState */
+    uint8_t status;         /* enum pib_cqe_status, for PIB_WQE_ERROR */
+    bool rd_atomic;         /* counted in PibReq.rd_atomic */
+    bool local;             /* BIND_MW / LOCAL_INV: done at once, no PSN */
+} PibWqeMeta;
+
+#define PIB_SQ_WINDOW           256
+
+/* Address vector (primary path). */
+typedef struct PibAv {
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    bool grh;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    uint32_t flow_label;
+    uint8_t dgid[16];
+} PibAv;
+
+/*
+ * Requester (pib-req.c).  The meta ring is valid for SQ indices
+ * [sq.ci, wqe_max): what the requester started, even if go-back-N rewound
+ * wqe_idx since.
+ */
+typedef struct PibReq {
+    uint32_t wqe_idx;       /* SQ index of the WQE being sent */
+    uint64_t offset;        /* bytes of it already sent */
+    uint32_t psn;           /* next PSN to send */
+    uint32_t wqe_max;       /* one past the newest WQE ever started */
+    uint32_t psn_max;       /* one past the newest PSN ever sent */
+    uint32_t rd_atomic;     /* READ/ATOMIC WQEs outstanding */
+    uint32_t since_ackreq;  /* packets since the last AckReq */
+    bool wqe_valid;         /* wqe holds SQ entry wqe_cached */
+    uint32_t wqe_cached;
+    PibSendWqe wqe;
+    bool wait_tx;           /* stopped on a full transmit queue */
+    bool error;             /* a WQE failed locally: stopped until ERR */
+} PibReq;
+
+/* Completer (pib-comp.c), and the timers of the requesting side. */
+typedef struct PibComp {
+    uint32_t psn;           /* oldest PSN not yet acknowledged */
+    uint8_t retry_left;
+    uint8_t rnr_retry_left;
+    bool timeout;           /* the retransmit timer fired */
+    bool rnr_wait;          /* requester paused by an RNR NAK */
+    QEMUTimer *retrans_timer;
+    QEMUTimer *rnr_timer;
+    bool wqe_valid;         /* wqe holds SQ entry wqe_cached */
+    uint32_t wqe_cached;
+    PibSendWqe wqe;
+} PibComp;
+
+/* A READ or atomic the responder executed: replies and the replay cache. */
+typedef enum PibResState {
+    PIB_RES_FREE,
+    PIB_RES_PENDING,        /* READ: responses still to send */
+    PIB_RES_DONE,           /* replied; kept for duplicate requests */
+} PibResState;
+
+typedef struct PibRdRes {
+    uint8_t state;          /* PibResState */
+    bool atomic;
+    uint32_t psn;           /* first PSN of the request */
+    uint32_t last_psn;      /* READ: last response PSN */
+    uint32_t cur_psn;       /* READ: next response to send */
+    uint64_t va;            /* READ: where cur_psn's data starts */
+    uint32_t rkey;
+    uint32_t resid;         /* READ: bytes still to send */
+    bool first;             /* READ: the next response starts the reply */
+    uint64_t seq;           /* order of arrival, for sending in order */
+    uint64_t orig;          /* atomic: the original value (replay cache) */
+} PibRdRes;
+
+/* Responder (pib-resp.c). */
+typedef struct PibResp {
+    uint32_t psn;           /* expected PSN */
+    uint32_t msn;           /* messages completed */
+    int opcode;             /* last opcode of the message in progress, or -1 */
+    bool nak_seq_sent;      /* a PSN sequence NAK for the current gap */
+    uint32_t unacked;       /* packets accepted since the last ACK */
+    bool uc_drop;           /* UC: drop until the next FIRST/ONLY */
+    bool comm_est;          /* COMM_EST raised */
+    bool rwqe_valid;        /* rwqe holds RQ entry rq.ci */
+    PibRecvWqe rwqe;
+    uint64_t offset;        /* SEND: bytes placed in rwqe */
+    uint64_t write_va;      /* WRITE: next address */
+    uint32_t write_rkey;
+    uint32_t write_resid;   /* WRITE: bytes still expected */
+    uint32_t write_len;     /* WRITE: DMA length from the RETH */
+    PibRdRes res[PIB_MAX_RD_ATOM];
+    uint32_t res_next;      /* slot for the next READ/ATOMIC */
+    uint64_t res_seq;
+} PibResp;
+
+typedef struct PibQp {
+    struct PibState *s;
+    uint32_t qpn;
+    uint32_t uar;
+    uint32_t pdn;
+    uint8_t type;           /* enum pib_qp_type */
+    uint8_t state;          /* enum pib_qp_state */
+    bool sig_all;
+    bool no_rq;
+    PibCq *scq;
+    PibCq *rcq;
+    PibSrq *srq;            /* receives come from here (no RQ), or NULL */
+    PibWq sq;
+    PibWq rq;
+    uint32_t max_inline;
+
+    /* Attributes (MODIFY_QP) */
+    uint8_t path_mtu;       /* IB enum 1..5 */
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t rnr_retry;
+    uint8_t min_rnr_timer;
+    uint8_t max_rd_atomic;
+    uint8_t max_dest_rd_atomic;
+    uint8_t port_num;
+    uint16_t pkey_index;
+    uint32_t qkey;
+    uint32_t dest_qpn;
+    uint32_t access;        /* PIB_ACCESS_REMOTE_* */
+    uint32_t sq_psn;        /* as last set, for QUERY_QP */
+    uint32_t rq_psn;
+    bool en_sqd_async;
+    bool sq_draining;       /* SQD entered, outstanding work not yet done */
+    PibAv av;
+
+    PibWqeMeta *meta;
+    uint32_t meta_size;     /* power of two: min(sq depth, PIB_SQ_WINDOW) */
+
+    PibReq req;
+    PibComp comp;
+    PibResp resp;
+
+    bool on_runlist;
+    QTAILQ_ENTRY(PibQp) run_next;
+} PibQp;
+
+typedef QTAILQ_HEAD(, PibQp) PibQpList;
+typedef QTAILQ_HEAD(, PibCq) PibCqList;
 
 struct PibState {
     /*< private >*/
@@ -156,12 +550,40 @@ struct PibState {
     struct pib_regs regs;   /* what BAR0 reads return, host byte order */
     PibAdminQueue aq;
     PibEventQueue aeq;
+    PibEventQueue ceq;
     QEMUBH *admin_bh;
 
     /* Allocated UAR pages; bit 0 (the kernel's page) is always set. */
     unsigned long *uar_bitmap;
-    /* Per type: object number -> PibObject (all empty for now). */
-    GHashTable *objs[PIB_OBJ_NTYPES];
+
+    /* Data-path objects, indexed by their number; slot 0 is never used. */
+    PibPd *pd[PIB_MAX_PD + 1];
+    PibMr *mr[PIB_MAX_MR + 1];
+    uint8_t mr_key[PIB_MAX_MR + 1];     /* key byte of each MR index */
+    PibMw *mw[PIB_MAX_MW + 1];
+    uint8_t mw_key[PIB_MAX_MW + 1];
+    PibCq *cq[PIB_MAX_CQ + 1];
+    PibSrq *srq[PIB_MAX_SRQ + 1];
+    PibQp *qp[PIB_QPN_LIMIT];
+    uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
+    uint32_t mtt_pages;                 /* MR page list entries in use */
+
+    /* The engines' scheduler (pib-qp.c) */
+    QEMUBH *work_bh;
+    PibQpList runlist;      /* QPs with work for their engines */
+    PibCqList notify_list;  /* CQs with a completion event to raise */
+
+    /* Received packets wait here for the receive bottom half. */
+    QEMUBH *rx_bh;
+    PibPacketQueue rxq;
+    uint32_t rxq_len;
+    bool rx_waiters;        /* a loopback requester stopped on a full rxq */
+
+    /*
+     * QUERY_COUNTERS (enum pib_counter): traffic, retransmissions, NAKs, and
+     * every dropped packet under exactly one rx_drop_* / tx_drop_* reason.
+     */
+    uint64_t counters[PIB_CNT_MAX];
 
     PibPort port;
     PibLink link;
@@ -187,12 +609,48 @@ void pib_record_guest_error(PibState *s, enum pib_guest_error code);
         pib_record_guest_error((s), (code));                            \
     } while (0)
 
-/* pib.c, called by the link */
+/* 24-bit PSN arithmetic */
+static inline uint32_t pib_psn_add(uint32_t psn, uint32_t n)
+{
+    return (psn + n) & PIB_PSN_MASK;
+}
+
+/* a - b as a signed 24-bit distance: < 0 if a is before b. */
+static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
+{
+    return (int32_t)((a - b) << 8) >> 8;
+}
+
+/* Phase of ring index idx: 1 on the first pass, 0 on the second, ... */
+static inline uint8_t pib_phase(uint32_t idx, uint32_t depth)
+{
+    return ((idx / depth) & 1) ? 0 : 1;
+}
+
+/* IB MTU enum (1..5) -> bytes */
+static inline uint32_t pib_mtu_bytes(uint8_t mtu)
+{
+    return 128u << mtu;
+}
+
+static inline void pib_count(PibState *s, enum pib_counter c, uint64_t n)
+{
+    s->counters[c] += n;
+}
+
+/* pib.c */
+bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
+                  const char *what);
+bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
+                   const char *what);
+void pib_irq_notify(PibState *s, unsigned vector);
 void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
                   uint64_t data);
+void pib_ceq_post(PibState *s, uint32_t cqn);
 uint64_t pib_port_guid(PibState *s);
+const char *pib_async_event_name(uint8_t type);
 
-/* pib-link.c, called by the PCI side */
+/* pib-link.c */
 void pib_link_realize(PibState *s);
 void pib_link_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
@@ -201,5 +659,213 @@ void pib_port_announce(PibState *s);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);
+bool pib_port_active(const PibState *s);
+bool pib_lid_is_ours(const PibState *s, uint16_t lid);
+PibPacket *pib_packet_new(uint32_t ib_len);
+bool pib_xmit_room(PibState *s, uint16_t dlid);
+void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
+void pib_link_purge(PibState *s);
+
+/* pib-obj.c: objects and their admin commands */
+uint8_t pib_cmd_create_pd(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res);
+uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                       PibAdminResult *res);
+uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res);
+uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res);
+uint8_t pib_cmd_destroy_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res);
+uint8_t pib_cmd_destroy_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res);
+uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res);
+uint8_t pib_cmd_query_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res);
+uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                            PibAdminResult *res);
+PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn);
+void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data);
+bool pib_uar_has_objects(PibState *s, uint32_t uar);
+void pib_objects_reset(PibState *s);
+uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
+PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
+PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
+
+/* pib-obj.c: memory access through MRs */
+typedef enum PibMemErr {
+    PIB_MEM_OK,
+    PIB_MEM_BAD_KEY,        /* no MR with that key */
+    PIB_MEM_BAD_PD,         /* the MR is in another PD */
+    PIB_MEM_ACCESS,         /* the MR does not allow the access */
+    PIB_MEM_RANGE,          /* [va, va + len) is not inside the MR */
+    PIB_MEM_DMA,            /* guest memory behind the MR is not accessible */
+} PibMemErr;
+const char *pib_mem_err_name(PibMemErr err);
+PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
+                       uint64_t len, uint32_t access, PibMr **mrp);
+PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
+                         uint64_t va, uint64_t len, uint32_t access,
+                         PibMr **mrp);
+PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
+                    uint32_t len, DMADirection dir);
+uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
+PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
+                       uint32_t num_sge, uint64_t offset, void *buf,
+                       uint32_t len, DMADirection dir);
+
+/* pib-cq.c */
+bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited);
+void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data);
+void pib_cq_notify_run(PibState *s);
+void pib_cq_forget(PibState *s, PibCq *cq);
+uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode);
+
+/* pib-qp.c */
+uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res);
+uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res);
+void pib_qp_init_engines(PibQp *qp);
+void pib_qp_fini_engines(PibQp *qp);
+void pib_qp_doorbell(PibState *s, PibQp *qp, bool sq, uint32_t page,
+                     uint64_t data);
+void pib_qp_schedule(PibQp *qp);
+void pib_qp_error(PibQp *qp, const char *why);
+void pib_qp_flush(PibQp *qp);
+void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
+                          uint8_t status);
+void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited);
+void pib_qp_kick_waiters(PibState *s);
+void pib_work_bh(void *opaque);
+const char *pib_qp_state_name(uint8_t state);
+bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status);
+bool pib_rq_fetch(PibQp *qp, uint32_t idx, PibRecvWqe *w, uint8_t *status);
+bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status);
+bool pib_wqe_is_rd_atomic(uint8_t opcode);
+bool pib_wqe_is_local(uint8_t opcode);
+bool pib_qp_is_connected(const PibQp *qp);
+uint64_t pib_rnr_timer_ns(uint8_t code);
+void pib_qp_arm_retrans(PibQp *qp);
+void pib_qp_stop_retrans(PibQp *qp);
+
+/* pib-pkt.c */
+#define PIB_OPM_RETH        (1u << 0)
+#define PIB_OPM_AETH        (1u << 1)
+#define PIB_OPM_ATMETH      (1u << 2)
+#define PIB_OPM_ATMACK      (1u << 3)
+#define PIB_OPM_IMMDT       (1u << 4)
+#define PIB_OPM_IETH        (1u << 5)
+#define PIB_OPM_DETH        (1u << 6)
+#define PIB_OPM_PAYLOAD     (1u << 7)   /* may carry payload */
+#define PIB_OPM_REQ         (1u << 8)   /* a request (to the responder) */
+#define PIB_OPM_RESP        (1u << 9)   /* a response (to the completer) */
+#define PIB_OPM_FIRST       (1u << 10)  /* first packet of a message */
+#define PIB_OPM_MIDDLE      (1u << 11)
+#define PIB_OPM_LAST        (1u << 12)  /* last packet of a message */
+#define PIB_OPM_SEND        (1u << 13)
+#define PIB_OPM_WRITE       (1u << 14)
+#define PIB_OPM_READ        (1u << 15)  /* READ request or READ response */
+#define PIB_OPM_ATOMIC      (1u << 16)  /* atomic request or atomic ACK */
+#define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
+
+typedef struct PibOpInfo {
+    const char *name;       /* NULL: not an opcode the device knows */
+    uint32_t mask;          /* PIB_OPM_* */
+} PibOpInfo;
+
+/* A received packet after pib_pkt_parse(): headers in host order. */
+typedef struct PibPktInfo {
+    const uint8_t *pkt;     /* LRH onwards */
+    uint32_t len;
+    uint16_t dlid;
+    uint16_t slid;
+    uint8_t sl;
+    bool has_grh;
+    struct pib_grh grh;     /* raw, as on the wire */
+    uint8_t opcode;
+    const PibOpInfo *op;
+    bool se;
+    bool ackreq;
+    uint8_t pad;
+    uint16_t pkey;
+    uint32_t dqpn;
+    uint32_t psn;
+    uint64_t va;            /* RETH or AtomicETH */
+    uint32_t rkey;
+    uint32_t dmalen;        /* RETH */
+    uint8_t syndrome;       /* AETH */
+    uint32_t msn;
+    uint64_t swap_add;      /* AtomicETH */
+    uint64_t compare;
+    uint64_t orig;          /* AtomicAckETH */
+    uint8_t imm[4];         /* ImmDt, raw */
+    uint32_t ieth_rkey;
+    uint32_t qkey;          /* DETH */
+    uint32_t src_qpn;
+    const uint8_t *payload;
+    uint32_t paylen;
+} PibPktInfo;
+
+/* What a sender fills to build a packet. */
+typedef struct PibPktFields {
+    uint8_t opcode;
+    bool se;
+    bool ackreq;
+    uint32_t dqpn;
+    uint32_t psn;
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    const PibAv *grh_av;    /* non-NULL: add a GRH for this address vector */
+    uint64_t va;            /* RETH / AtomicETH */
+    uint32_t rkey;
+    uint32_t dmalen;
+    uint8_t syndrome;       /* AETH */
+    uint32_t msn;
+    uint64_t swap_add;
+    uint64_t compare;
+    uint64_t orig;          /* AtomicAckETH */
+    uint8_t imm[4];
+    uint32_t ieth_rkey;     /* IETH: the rkey the responder invalidates */
+    uint32_t qkey;          /* DETH */
+    uint32_t src_qpn;
+} PibPktFields;
+
+const PibOpInfo *pib_op_info(uint8_t opcode);
+const char *pib_op_name(uint8_t opcode);
+PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
+                         const void *payload, uint32_t paylen);
+void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
+const char *pib_counter_name(enum pib_counter c);
+void pib_rx_enqueue(PibState *s, PibPacket *p);
+void pib_rx_bh(void *opaque);
+void pib_rx_purge(PibState *s);
+
+/* pib-req.c */
+void pib_req_run(PibQp *qp, unsigned *budget);
+void pib_req_retry(PibQp *qp);
+uint32_t pib_req_npkts(const PibQp *qp, uint64_t len);
+
+/* pib-resp.c */
+void pib_resp_recv(PibQp *qp, const PibPktInfo *pi);
+void pib_resp_run(PibQp *qp, unsigned *budget);
+void pib_resp_reset(PibQp *qp);
+
+/* pib-comp.c */
+void pib_comp_recv(PibQp *qp, const PibPktInfo *pi);
+void pib_comp_run(PibQp *qp);
 
 #endif /* HW_PIB_INTERNAL_H */

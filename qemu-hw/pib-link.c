@@ -20,8 +20,17 @@
  *                    when the stream closes.  Transitions raise the async
  *                    events the driver sees.
  *
- * PACKET frames are counted and dropped: the data path that consumes them
- * comes later.
+ * Transmit never blocks the main loop: frames wait in a queue that is
+ * drained with non-blocking writes; when the socket is full the queue waits
+ * for G_IO_OUT, and requesters stop generating packets while it is longer
+ * than PIB_TXQ_MAX.  A packet addressed to our own LID does not touch the
+ * link at all: it goes straight to our receive queue (loopback), so two QPs
+ * of one HCA can talk.
+ *
+ * PACKET frames go to the receive queue (pib-pkt.c parses and dispatches
+ * them from a bottom half).  While that queue is full the link reads
+ * nothing, so a fast peer is slowed down by the socket rather than by
+ * dropped packets.
  */
 
 #include "qemu/osdep.h"
@@ -76,6 +85,20 @@ uint8_t pib_port_phys_state(const PibState *s)
 bool pib_port_link_up(const PibState *s)
 {
     return s->port.sm == PIB_PSM_INIT || s->port.sm == PIB_PSM_ACTIVE;
+}
+
+/* Packets flow only through an ACTIVE port, loopback included. */
+bool pib_port_active(const PibState *s)
+{
+    return s->port.sm == PIB_PSM_ACTIVE;
+}
+
+/* Is lid one of ours (the port's LID, with its LMC path bits)? */
+bool pib_lid_is_ours(const PibState *s, uint16_t lid)
+{
+    uint16_t mask = ~((1u << s->port.lmc) - 1);
+
+    return s->port.lid && (lid & mask) == (s->port.lid & mask);
 }
 
 /* Where a trained link settles: with no SM, a port with a LID is ACTIVE. */
@@ -141,6 +164,7 @@ static void pib_port_set_state(PibState *s, PibPortSmState next,
 
     if (was_up && !pib_port_link_up(s)) {
         s->port.link_downs++;
+        pib_count(s, PIB_CNT_LINK_DOWNS, 1);
     }
     if (prev == PIB_PSM_ACTIVE) {
         pib_aeq_post(s, PIB_AE_PORT_ERR, PIB_PORT_NUM, 0);
@@ -185,6 +209,8 @@ void pib_port_reset(PibState *s)
     p->sm_sl = 0;
     p->cap_flags = 0;
     p->link_downs = 0;
+    p->bad_pkey_cntr = 0;
+    p->qkey_viol_cntr = 0;
     if (pib_port_link_up(s)) {
         p->sm = pib_port_trained_state(s);
     }
@@ -195,26 +221,155 @@ void pib_port_reset(PibState *s)
  * Transmit
  */
 
-/* Header and payload go out in one write, so frames never interleave. */
-static void pib_link_send(PibState *s, uint8_t type, const void *payload,
-                          uint16_t len)
+static void pib_link_tx_drain(PibState *s);
+
+/* A frame buffer: the link header filled in, room for ib_len bytes after it */
+PibPacket *pib_packet_new(uint32_t ib_len)
 {
-    uint8_t frame[PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD];
+    PibPacket *p = g_malloc(sizeof(*p) + PIB_LINK_HDR_LEN + ib_len);
     struct pib_link_hdr hdr = {
         .magic = PIB_LINK_MAGIC,
-        .type = type,
-        .length_be = cpu_to_be16(len),
+        .type = PIB_FRAME_PACKET,
+        .length_be = cpu_to_be16(ib_len),
     };
+
+    p->len = PIB_LINK_HDR_LEN + ib_len;
+    p->sent = 0;
+    memcpy(p->data, &hdr, sizeof(hdr));
+    return p;
+}
+
+/* Drop every queued frame (the stream closed, or the device goes away). */
+void pib_link_purge(PibState *s)
+{
+    PibLink *l = &s->link;
+    PibPacket *p;
+
+    while ((p = QSIMPLEQ_FIRST(&l->txq))) {
+        QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
+        g_free(p);
+    }
+    l->txq_len = 0;
+    if (l->tx_watch) {
+        g_source_remove(l->tx_watch);
+        l->tx_watch = 0;
+    }
+}
+
+static gboolean pib_link_tx_ready(void *do_not_use, GIOCondition cond,
+                                  void *opaque)
+{
+    PibState *s = opaque;
+
+    s->link.tx_watch = 0;
+    pib_link_tx_drain(s);
+    return G_SOURCE_REMOVE;
+}
+
+/*
+ * Write queued frames until the queue is empty or the chardev takes no more.
+ * A frame may go out in pieces; frames never interleave because only this
+ * function writes, and always the head of the queue.
+ */
+static void pib_link_tx_drain(PibState *s)
+{
+    PibLink *l = &s->link;
+    PibPacket *p;
     int ret;
 
-    if (!s->link.stream_open || len > PIB_LINK_MAX_PAYLOAD) {
+    if (l->tx_draining) {
         return;
     }
-    memcpy(frame, &hdr, sizeof(hdr));
-    memcpy(frame + sizeof(hdr), payload, len);
-    ret = qemu_chr_fe_write_all(&s->link.chr, frame, sizeof(hdr) + len);
-    trace_pib_link_tx(s->node_guid, pib_frame_type_name(type), len, ret);
-    s->link.frames_tx++;
+    l->tx_draining = true;
+    while ((p = QSIMPLEQ_FIRST(&l->txq))) {
+        if (!l->stream_open) {
+            pib_link_purge(s);
+            break;
+        }
+        ret = qemu_chr_fe_write(&l->chr, p->data + p->sent, p->len - p->sent);
+        if (ret > 0) {
+            p->sent += ret;
+            if (p->sent == p->len) {
+                QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
+                l->txq_len--;
+                l->frames_tx++;
+                g_free(p);
+            }
+            continue;
+        }
+        if (!l->stream_open) {      /* the write found the peer gone */
+            pib_link_purge(s);
+            break;
+        }
+        /* Full (EAGAIN): continue when the chardev can take more. */
+        trace_pib_link_tx_wait(s->node_guid, l->txq_len);
+        if (!l->tx_watch) {
+            l->tx_watch = qemu_chr_fe_add_watch(&l->chr, G_IO_OUT | G_IO_HUP,
+                                                pib_link_tx_ready, s);
+        }
+        if (!l->tx_watch) {
+            pib_link_purge(s);      /* a backend we cannot wait on */
+        }
+        break;
+    }
+    l->tx_draining = false;
+    if (l->tx_waiters && l->txq_len < PIB_TXQ_MAX / 2) {
+        l->tx_waiters = false;
+        pib_qp_kick_waiters(s);
+    }
+}
+
+static void pib_link_enqueue(PibState *s, PibPacket *p)
+{
+    QSIMPLEQ_INSERT_TAIL(&s->link.txq, p, next);
+    s->link.txq_len++;
+    pib_link_tx_drain(s);
+}
+
+/*
+ * May a requester send a packet to dlid now?  If not, it waits: the queue
+ * that is full remembers to wake the requesters when it drains.
+ */
+bool pib_xmit_room(PibState *s, uint16_t dlid)
+{
+    if (pib_lid_is_ours(s, dlid)) {
+        if (s->rxq_len < PIB_RXQ_MAX) {
+            return true;
+        }
+        s->rx_waiters = true;
+        return false;
+    }
+    if (s->link.txq_len < PIB_TXQ_MAX) {
+        return true;
+    }
+    s->link.tx_waiters = true;
+    return false;
+}
+
+/* Send a packet built by pib_pkt_build(): on the link, or to ourselves. */
+void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
+{
+    bool loop = pib_lid_is_ours(s, dlid);
+    enum pib_counter why = PIB_CNT_MAX;
+
+    if (!pib_port_active(s)) {
+        why = PIB_CNT_TX_DROP_PORT_DOWN;
+    } else if ((loop ? s->rxq_len : s->link.txq_len) >= PIB_QUEUE_HARD_MAX) {
+        why = PIB_CNT_TX_DROP_TXQ_FULL;
+    }
+    if (why != PIB_CNT_MAX) {
+        pib_pkt_drop(s, why, NULL);
+        g_free(p);
+        return;
+    }
+    pib_count(s, PIB_CNT_TX_PACKETS, 1);
+    pib_count(s, PIB_CNT_TX_BYTES, pib_packet_ib_len(p));
+    if (loop) {
+        trace_pib_pkt_loopback(s->node_guid, pib_packet_ib_len(p));
+        pib_rx_enqueue(s, p);
+        return;
+    }
+    pib_link_enqueue(s, p);
 }
 
 static void pib_link_send_hello(PibState *s)
@@ -225,8 +380,13 @@ static void pib_link_send_hello(PibState *s)
         .node_guid_be = cpu_to_be64(s->node_guid),
         .port_guid_be = cpu_to_be64(pib_port_guid(s)),
     };
+    PibPacket *p = pib_packet_new(sizeof(h));
 
-    pib_link_send(s, PIB_FRAME_HELLO, &h, sizeof(h));
+    p->data[1] = PIB_FRAME_HELLO;
+    memcpy(pib_packet_ib(p), &h, sizeof(h));
+    trace_pib_link_tx(s->node_guid, pib_frame_type_name(PIB_FRAME_HELLO),
+                      sizeof(h));
+    pib_link_enqueue(s, p);
 }
 
 /*
@@ -250,6 +410,7 @@ static void pib_link_lose_framing(PibState *s, const char *why, uint32_t val)
 {
     trace_pib_link_bad_frame(s->node_guid, why, val);
     s->link.bad_frames++;
+    pib_count(s, PIB_CNT_LINK_FRAMING_ERRORS, 1);
     s->link.rx_state = PIB_RX_DISCARD;
     pib_port_event(s, PIB_PEV_STREAM_DOWN);
     qemu_bh_schedule(s->link.drop_bh);
@@ -306,12 +467,13 @@ static void pib_link_rx_frame(PibState *s)
     case PIB_FRAME_HELLO:
         pib_link_rx_hello(s);
         break;
-    case PIB_FRAME_PACKET:
-        /* No data path yet: counted and dropped, as by a port with no QPs. */
-        l->packets_dropped++;
-        trace_pib_link_packet_dropped(s->node_guid, l->rx_len,
-                                      pib_port_sm_names[s->port.sm]);
+    case PIB_FRAME_PACKET: {
+        PibPacket *p = pib_packet_new(l->rx_len);
+
+        memcpy(pib_packet_ib(p), l->rx_buf, l->rx_len);
+        pib_rx_enqueue(s, p);
         break;
+    }
     default:
         break;      /* unreachable: the header check admits only the above */
     }
@@ -341,16 +503,18 @@ static bool pib_link_rx_check_hdr(PibState *s)
 /* Take exactly what the current piece (header or payload) still needs. */
 static int pib_link_can_receive(void *opaque)
 {
-    PibLink *l = &PIB_HCA(opaque)->link;
+    PibState *s = PIB_HCA(opaque);
+    PibLink *l = &s->link;
 
-    switch (l->rx_state) {
-    case PIB_RX_HDR:
-        return PIB_LINK_HDR_LEN - l->rx_got;
-    case PIB_RX_PAYLOAD:
-        return l->rx_len - l->rx_got;
-    default:
-        return sizeof(l->rx_buf);   /* DISCARD: swallow until disconnect */
+    /* Backpressure: read on once the receive bottom half made room. */
+    if (l->rx_state != PIB_RX_DISCARD && s->rxq_len >= PIB_RXQ_MAX) {
+        return 0;
     }
+    /*
+     * Up to a whole frame's worth: the receive loop takes frames split or
+     * merged anywhere, so one read may end one frame and start the next.
+     */
+    return PIB_LINK_HDR_LEN + sizeof(l->rx_buf);
 }
 
 /*
@@ -414,6 +578,9 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         trace_pib_link_event(s->node_guid, "closed");
         l->stream_open = false;
         qemu_bh_cancel(l->drop_bh);
+        if (!l->tx_draining) {
+            pib_link_purge(s);  /* else the drain loop does it */
+        }
         pib_link_rx_reset(l);
         pib_port_event(s, PIB_PEV_STREAM_DOWN);
         break;
@@ -432,6 +599,7 @@ void pib_link_realize(PibState *s)
 
     l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, s,
                                      &DEVICE(s)->mem_reentrancy_guard);
+    QSIMPLEQ_INIT(&l->txq);
     pib_link_rx_reset(l);
     if (qemu_chr_fe_backend_connected(&l->chr)) {
         qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
@@ -442,6 +610,7 @@ void pib_link_realize(PibState *s)
 
 void pib_link_unrealize(PibState *s)
 {
+    pib_link_purge(s);
     qemu_chr_fe_deinit(&s->link.chr, false);
     qemu_bh_delete(s->link.drop_bh);
 }

@@ -12,15 +12,19 @@
  *   BAR2  UAR pages: 64-bit doorbell writes, one page per user context
  *         (page 0: the kernel)
  *   BAR4  MSI-X table and PBA: vector 0 admin completions, vector 1 async
- *         events
+ *         events, vector 2 completion events
  *
- * The driver talks to the device through two rings in guest memory, latched at
+ * The driver talks to the device through rings in guest memory, latched at
  * CONTROL.ENABLE: the admin queue (64-byte commands in, 16-byte completions
- * out, phase-tagged) and the async event queue (16-byte phase-tagged events
- * out).  Doorbell writes only validate and record the new index; a bottom half
- * executes the admin commands, in order, outside the MMIO handler.
+ * out, phase-tagged), the async event queue (16-byte phase-tagged events
+ * out) and, optionally, the completion event queue (8-byte CEQEs naming
+ * CQs).  Doorbell writes only validate and record the new index; bottom
+ * halves execute admin commands and transport work outside the MMIO handler.
  *
- * The port and its link to a peer HCA (a chardev) live in pib-link.c.
+ * The port and its link to a peer HCA (a chardev) live in pib-link.c; the
+ * data path (objects, CQs, QPs, packets, the transport engines) in
+ * pib-obj.c, pib-cq.c, pib-qp.c, pib-pkt.c, pib-req.c, pib-resp.c and
+ * pib-comp.c.
  *
  * Layout, as in hw/nvme/ctrl.c: helpers (names, guest errors, DMA, interrupts,
  * rings) first, behaviour (admin commands, AEQ, registers, UAR doorbells,
@@ -60,15 +64,20 @@
                          PCI_BASE_ADDRESS_MEM_TYPE_64)
 
 /*
- * Values QUERY_DEVICE and QUERY_PORT report.  The limits are what the data
- * path will honour when it exists.
+ * Values QUERY_DEVICE and QUERY_PORT report.  The limits (pib-internal.h) are
+ * what the data path enforces.
  */
 #define PIB_FW_VER              ((uint64_t)1 << 32)     /* 1.0.0 */
-#define PIB_MAX_MR_SIZE         ((uint64_t)1 << 40)
-#define PIB_PAGE_SIZE_CAP       ((uint64_t)(4 * KiB) | (uint64_t)(2 * MiB))
-#define PIB_MAX_MSG_SZ          (1u << 31)
-#define PIB_IB_MTU_4096         5
+#define PIB_PAGE_SIZE_CAP       ((uint64_t)(4 * KiB))
+#define PIB_IB_MTU_4096         PIB_PORT_MTU_ENUM
 #define PIB_IB_WIDTH_4X         2
+
+/* device_cap_flags: exactly what the data path implements. */
+#define PIB_DEV_CAPS    (PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | \
+                         PIB_DEV_CAP_ATOMIC | PIB_DEV_CAP_UC | \
+                         PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
+                         PIB_DEV_CAP_RC_RNR_NAK_GEN | \
+                         PIB_DEV_CAP_MEM_WINDOW)
 #define PIB_IB_SPEED_QDR        4
 
 /*
@@ -99,6 +108,10 @@ static const char *pib_reg_name(hwaddr addr)
     case PIB_REG_LINK_STATE: return "LINK_STATE";
     case PIB_REG_AEQ_LOST:   return "AEQ_LOST";
     case PIB_REG_SCRATCH:    return "SCRATCH";
+    case PIB_REG_CEQ_DEPTH:  return "CEQ_DEPTH";
+    case PIB_REG_CEQ_LO:     return "CEQ_LO";
+    case PIB_REG_CEQ_HI:     return "CEQ_HI";
+    case PIB_REG_CEQ_DB:     return "CEQ_DB";
     default:                 return "UNDEFINED";
     }
 }
@@ -114,6 +127,23 @@ static const char *pib_admin_opcode_name(uint8_t opcode)
     case PIB_CMD_ALLOC_UAR:    return "ALLOC_UAR";
     case PIB_CMD_DEALLOC_UAR:  return "DEALLOC_UAR";
     case PIB_CMD_NOP:          return "NOP";
+    case PIB_CMD_CREATE_PD:    return "CREATE_PD";
+    case PIB_CMD_DESTROY_PD:   return "DESTROY_PD";
+    case PIB_CMD_REG_MR:       return "REG_MR";
+    case PIB_CMD_DEREG_MR:     return "DEREG_MR";
+    case PIB_CMD_CREATE_CQ:    return "CREATE_CQ";
+    case PIB_CMD_DESTROY_CQ:   return "DESTROY_CQ";
+    case PIB_CMD_CREATE_QP:    return "CREATE_QP";
+    case PIB_CMD_MODIFY_QP:    return "MODIFY_QP";
+    case PIB_CMD_QUERY_QP:     return "QUERY_QP";
+    case PIB_CMD_DESTROY_QP:   return "DESTROY_QP";
+    case PIB_CMD_CREATE_SRQ:   return "CREATE_SRQ";
+    case PIB_CMD_MODIFY_SRQ:   return "MODIFY_SRQ";
+    case PIB_CMD_QUERY_SRQ:    return "QUERY_SRQ";
+    case PIB_CMD_DESTROY_SRQ:  return "DESTROY_SRQ";
+    case PIB_CMD_ALLOC_MW:     return "ALLOC_MW";
+    case PIB_CMD_DEALLOC_MW:   return "DEALLOC_MW";
+    case PIB_CMD_QUERY_COUNTERS: return "QUERY_COUNTERS";
     default:                   return "UNKNOWN";
     }
 }
@@ -133,14 +163,23 @@ static const char *pib_admin_status_name(uint8_t status)
     }
 }
 
-static const char *pib_async_event_name(uint8_t type)
+const char *pib_async_event_name(uint8_t type)
 {
     switch (type) {
-    case PIB_AE_PORT_ACTIVE: return "PORT_ACTIVE";
-    case PIB_AE_PORT_ERR:    return "PORT_ERR";
-    case PIB_AE_LID_CHANGE:  return "LID_CHANGE";
-    case PIB_AE_LINK_UP:     return "LINK_UP";
-    default:                 return "UNKNOWN";
+    case PIB_AE_PORT_ACTIVE:    return "PORT_ACTIVE";
+    case PIB_AE_PORT_ERR:       return "PORT_ERR";
+    case PIB_AE_LID_CHANGE:     return "LID_CHANGE";
+    case PIB_AE_LINK_UP:        return "LINK_UP";
+    case PIB_AE_CQ_ERR:         return "CQ_ERR";
+    case PIB_AE_QP_FATAL:       return "QP_FATAL";
+    case PIB_AE_QP_REQ_ERR:     return "QP_REQ_ERR";
+    case PIB_AE_QP_ACCESS_ERR:  return "QP_ACCESS_ERR";
+    case PIB_AE_COMM_EST:       return "COMM_EST";
+    case PIB_AE_SQ_DRAINED:     return "SQ_DRAINED";
+    case PIB_AE_QP_LAST_WQE:    return "QP_LAST_WQE";
+    case PIB_AE_SRQ_LIMIT:      return "SRQ_LIMIT";
+    case PIB_AE_SRQ_ERR:        return "SRQ_ERR";
+    default:                    return "UNKNOWN";
     }
 }
 
@@ -202,14 +241,14 @@ static bool pib_dma_rw(PibState *s, uint64_t addr, void *buf, uint32_t len,
     return true;
 }
 
-static bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
-                         const char *what)
+bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
+                  const char *what)
 {
     return pib_dma_rw(s, addr, buf, len, DMA_DIRECTION_TO_DEVICE, what);
 }
 
-static bool pib_dma_write(PibState *s, uint64_t addr, const void *buf,
-                          uint32_t len, const char *what)
+bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
+                   const char *what)
 {
     return pib_dma_rw(s, addr, (void *)buf, len, DMA_DIRECTION_FROM_DEVICE,
                       what);
@@ -230,14 +269,8 @@ static bool pib_ring_write_entry(PibState *s, uint64_t addr, const void *entry,
            pib_dma_write(s, addr, p, 4, what);
 }
 
-/* Phase of ring index idx: 1 on the first pass, 0 on the second, ... */
-static uint8_t pib_phase(uint32_t idx, uint32_t depth)
-{
-    return ((idx / depth) & 1) ? 0 : 1;
-}
-
 /* The device signals only through MSI-X; without it the driver must poll. */
-static void pib_irq_notify(PibState *s, unsigned vector)
+void pib_irq_notify(PibState *s, unsigned vector)
 {
     PCIDevice *pci = PCI_DEVICE(s);
 
@@ -263,32 +296,6 @@ static uint64_t pib_reg_addr64(uint32_t lo, uint32_t hi)
 uint64_t pib_port_guid(PibState *s)
 {
     return s->node_guid + 1;
-}
-
-/*
- * UAR doorbell objects.  The tables are empty until the data path creates QPs,
- * CQs and SRQs; the lookup is already the one the doorbell path will use.
- */
-static PibObject *pib_obj_find(PibState *s, PibObjType type, uint32_t num)
-{
-    return g_hash_table_lookup(s->objs[type], GUINT_TO_POINTER(num));
-}
-
-static bool pib_uar_has_objects(PibState *s, uint32_t uar)
-{
-    GHashTableIter it;
-    PibObject *obj;
-    int t;
-
-    for (t = 0; t < PIB_OBJ_NTYPES; t++) {
-        g_hash_table_iter_init(&it, s->objs[t]);
-        while (g_hash_table_iter_next(&it, NULL, (gpointer *)&obj)) {
-            if (obj->uar == uar) {
-                return true;
-            }
-        }
-    }
-    return false;
 }
 
 /*
@@ -362,15 +369,67 @@ static void pib_aeq_doorbell(PibState *s, uint32_t ci)
 }
 
 /*
+ * Completion event queue: one 8-byte CEQE per completion event, naming the
+ * CQ, then MSI-X vector 2.  Without a CEQ (CEQ_DEPTH 0 at ENABLE) there are no
+ * completion interrupts.  A CQ raises at most one event per arming, so a CEQ
+ * as deep as the number of CQs never fills; if it does, the event is lost
+ * and counted.
+ */
+void pib_ceq_post(PibState *s, uint32_t cqn)
+{
+    PibEventQueue *q = &s->ceq;
+    struct pib_ceqe e = { 0 };
+    uint64_t addr;
+
+    if (!(s->regs.status & PIB_STATUS_READY) || q->depth == 0) {
+        trace_pib_ceqe_none(cqn);
+        return;
+    }
+    if (q->pi - q->ci >= q->depth) {
+        q->lost++;
+        trace_pib_ceq_full(cqn, q->lost);
+        return;
+    }
+    e.cqn = cpu_to_le32(cqn);
+    e.flags = pib_phase(q->pi, q->depth) ? PIB_CEQE_F_PHASE : 0;
+    addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
+    /* The CQN first, then the dword with the phase bit. */
+    if (!pib_dma_write(s, addr, &e, 4, "CEQE") ||
+        !pib_dma_write(s, addr + 4, (uint8_t *)&e + 4, 4, "CEQE")) {
+        q->lost++;
+        return;
+    }
+    trace_pib_ceqe(q->pi, cqn, e.flags & PIB_CEQE_F_PHASE);
+    q->pi++;
+    pib_irq_notify(s, PIB_MSIX_VEC_CEQ);
+}
+
+/* CEQ_DB: the driver returns CEQEs; it may not pass the producer. */
+static void pib_ceq_doorbell(PibState *s, uint32_t ci)
+{
+    PibEventQueue *q = &s->ceq;
+
+    if (!(s->regs.status & PIB_STATUS_READY) || q->depth == 0) {
+        PIB_GUEST_ERR(s, PIB_GERR_BAD_ACCESS, pib_ub_ceq_db_disabled,
+                      "CEQ_DB %" PRIu32 " without a CEQ", ci);
+        return;
+    }
+    if (ci - q->ci > q->pi - q->ci) {
+        PIB_GUEST_ERR(s, PIB_GERR_CEQ_DB_RANGE, pib_ub_ceq_db_range,
+                      "CEQ_DB %" PRIu32 " (consumer %" PRIu32
+                      ") is ahead of producer %" PRIu32, ci, q->ci, q->pi);
+        return;
+    }
+    trace_pib_ceq_db(ci, q->pi);
+    s->regs.ceq_db = ci;
+    q->ci = ci;
+}
+
+/*
  * Admin commands.  Each handler validates its input and returns an admin
  * status; results go into *res (completion result0/result1) or, for
  * structures, to resp_addr.
  */
-
-typedef struct PibAdminResult {
-    uint32_t result0;
-    uint32_t result1;
-} PibAdminResult;
 
 /*
  * Copy a response structure to resp_addr: min(resp_len, size) bytes, as the
@@ -409,21 +468,21 @@ static uint8_t pib_cmd_query_device(PibState *s,
         .vendor_id           = cpu_to_le32(PIB_VENDOR_OUI),
         .vendor_part_id      = cpu_to_le32(PIB_PCI_DEVICE_ID),
         .hw_ver              = cpu_to_le32(PIB_PCI_REVISION),
-        .max_qp              = cpu_to_le32(1024),
-        .max_qp_wr           = cpu_to_le32(4096),
-        .max_sge             = cpu_to_le32(16),
-        .max_cq              = cpu_to_le32(1024),
-        .max_cqe             = cpu_to_le32(65536),
-        .max_mr              = cpu_to_le32(4096),
-        .max_pd              = cpu_to_le32(1024),
-        .max_qp_rd_atom      = cpu_to_le32(16),
-        .max_qp_init_rd_atom = cpu_to_le32(16),
-        .max_srq             = cpu_to_le32(256),
-        .max_srq_wr          = cpu_to_le32(4096),
-        .max_srq_sge         = cpu_to_le32(16),
-        .max_ah              = cpu_to_le32(1024),
-        .max_inline_data     = cpu_to_le32(256),
-        .device_cap_flags    = cpu_to_le32(0),
+        .max_qp              = cpu_to_le32(PIB_MAX_QP),
+        .max_qp_wr           = cpu_to_le32(PIB_MAX_QP_WR),
+        .max_sge             = cpu_to_le32(PIB_MAX_SGE),
+        .max_cq              = cpu_to_le32(PIB_MAX_CQ),
+        .max_cqe             = cpu_to_le32(PIB_MAX_CQE),
+        .max_mr              = cpu_to_le32(PIB_MAX_MR),
+        .max_pd              = cpu_to_le32(PIB_MAX_PD),
+        .max_qp_rd_atom      = cpu_to_le32(PIB_MAX_RD_ATOM),
+        .max_qp_init_rd_atom = cpu_to_le32(PIB_MAX_RD_ATOM),
+        .max_srq             = cpu_to_le32(PIB_MAX_SRQ),
+        .max_srq_wr          = cpu_to_le32(PIB_MAX_SRQ_WR),
+        .max_srq_sge         = cpu_to_le32(PIB_MAX_SGE),
+        .max_ah              = cpu_to_le32(1024),   /* AHs: in the provider */
+        .max_inline_data     = cpu_to_le32(PIB_MAX_INLINE_DATA),
+        .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS),
         .max_pkeys           = cpu_to_le16(PIB_PKEY_TBL_LEN),
         .local_ca_ack_delay  = 15,
         .phys_port_cnt       = PIB_NUM_PORTS,
@@ -460,6 +519,8 @@ static uint8_t pib_cmd_query_port(PibState *s, const struct pib_admin_cmd *cmd,
         .active_width   = PIB_IB_WIDTH_4X,
         .active_speed   = PIB_IB_SPEED_QDR,
         .link_downs     = cpu_to_le32(s->port.link_downs),
+        .bad_pkey_cntr  = cpu_to_le32(s->port.bad_pkey_cntr),
+        .qkey_viol_cntr = cpu_to_le32(s->port.qkey_viol_cntr),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));
@@ -585,6 +646,20 @@ static uint8_t pib_cmd_nop(PibState *s, const struct pib_admin_cmd *cmd,
     return PIB_AQ_OK;
 }
 
+/* QUERY_COUNTERS: u64 counters[PIB_CNT_MAX], little-endian, since reset. */
+static uint8_t pib_cmd_query_counters(PibState *s,
+                                      const struct pib_admin_cmd *cmd,
+                                      PibAdminResult *res)
+{
+    uint64_t c[PIB_CNT_MAX];
+    int i;
+
+    for (i = 0; i < PIB_CNT_MAX; i++) {
+        c[i] = cpu_to_le64(s->counters[i]);
+    }
+    return pib_admin_respond(s, cmd, c, sizeof(c));
+}
+
 static uint8_t pib_admin_exec(PibState *s, const struct pib_admin_cmd *cmd,
                               PibAdminResult *res)
 {
@@ -597,6 +672,23 @@ static uint8_t pib_admin_exec(PibState *s, const struct pib_admin_cmd *cmd,
     case PIB_CMD_ALLOC_UAR:    return pib_cmd_alloc_uar(s, cmd, res);
     case PIB_CMD_DEALLOC_UAR:  return pib_cmd_dealloc_uar(s, cmd, res);
     case PIB_CMD_NOP:          return pib_cmd_nop(s, cmd, res);
+    case PIB_CMD_CREATE_PD:    return pib_cmd_create_pd(s, cmd, res);
+    case PIB_CMD_DESTROY_PD:   return pib_cmd_destroy_pd(s, cmd, res);
+    case PIB_CMD_REG_MR:       return pib_cmd_reg_mr(s, cmd, res);
+    case PIB_CMD_DEREG_MR:     return pib_cmd_dereg_mr(s, cmd, res);
+    case PIB_CMD_CREATE_CQ:    return pib_cmd_create_cq(s, cmd, res);
+    case PIB_CMD_DESTROY_CQ:   return pib_cmd_destroy_cq(s, cmd, res);
+    case PIB_CMD_CREATE_QP:    return pib_cmd_create_qp(s, cmd, res);
+    case PIB_CMD_MODIFY_QP:    return pib_cmd_modify_qp(s, cmd, res);
+    case PIB_CMD_QUERY_QP:     return pib_cmd_query_qp(s, cmd, res);
+    case PIB_CMD_DESTROY_QP:   return pib_cmd_destroy_qp(s, cmd, res);
+    case PIB_CMD_ALLOC_MW:     return pib_cmd_alloc_mw(s, cmd, res);
+    case PIB_CMD_DEALLOC_MW:   return pib_cmd_dealloc_mw(s, cmd, res);
+    case PIB_CMD_CREATE_SRQ:   return pib_cmd_create_srq(s, cmd, res);
+    case PIB_CMD_MODIFY_SRQ:   return pib_cmd_modify_srq(s, cmd, res);
+    case PIB_CMD_QUERY_SRQ:    return pib_cmd_query_srq(s, cmd, res);
+    case PIB_CMD_DESTROY_SRQ:  return pib_cmd_destroy_srq(s, cmd, res);
+    case PIB_CMD_QUERY_COUNTERS: return pib_cmd_query_counters(s, cmd, res);
     default:                   return PIB_AQ_BAD_OPCODE;
     }
 }
@@ -748,6 +840,7 @@ static void pib_enable(PibState *s)
     uint64_t sq = pib_reg_addr64(r->aq_sq_lo, r->aq_sq_hi);
     uint64_t cq = pib_reg_addr64(r->aq_cq_lo, r->aq_cq_hi);
     uint64_t eq = pib_reg_addr64(r->aeq_lo, r->aeq_hi);
+    uint64_t ceq = pib_reg_addr64(r->ceq_lo, r->ceq_hi);
 
     if (r->status & PIB_STATUS_FATAL) {
         trace_pib_enable_fatal();
@@ -760,15 +853,24 @@ static void pib_enable(PibState *s)
         !pib_check_base(s, "aeq", eq)) {
         return;
     }
+    /* The CEQ is optional: depth 0 means none. */
+    if (r->ceq_depth != 0 &&
+        (!pib_check_depth(s, "ceq_depth", r->ceq_depth) ||
+         !pib_check_base(s, "ceq", ceq))) {
+        return;
+    }
 
     s->aq = (PibAdminQueue) {
         .depth = r->aq_depth, .sq_base = sq, .cq_base = cq,
     };
     s->aeq = (PibEventQueue) { .depth = r->aeq_depth, .base = eq };
+    s->ceq = (PibEventQueue) { .depth = r->ceq_depth, .base = ceq };
     r->aq_db = 0;
     r->aeq_db = 0;
+    r->ceq_db = 0;
     r->status |= PIB_STATUS_READY;
     trace_pib_enable(s->aq.depth, sq, cq, s->aeq.depth, eq);
+    trace_pib_enable_ceq(s->ceq.depth, ceq);
 
     /* Tell the new driver where the port stands. */
     pib_port_announce(s);
@@ -781,6 +883,7 @@ static void pib_disable(PibState *s)
     s->regs.status &= ~PIB_STATUS_READY;
     s->aq = (PibAdminQueue) { 0 };
     s->aeq = (PibEventQueue) { 0 };
+    s->ceq = (PibEventQueue) { 0 };
 }
 
 /*
@@ -791,10 +894,10 @@ static void pib_disable(PibState *s)
  */
 static void pib_reset(PibState *s, const char *why)
 {
-    int t;
-
     trace_pib_reset(why);
     qemu_bh_cancel(s->admin_bh);
+    qemu_bh_cancel(s->work_bh);
+    qemu_bh_cancel(s->rx_bh);
     s->regs = (struct pib_regs) {
         .magic    = PIB_MAGIC,
         .version  = (PIB_VERSION_MAJOR << 16) | PIB_VERSION_MINOR,
@@ -803,11 +906,13 @@ static void pib_reset(PibState *s, const char *why)
     };
     s->aq = (PibAdminQueue) { 0 };
     s->aeq = (PibEventQueue) { 0 };
+    s->ceq = (PibEventQueue) { 0 };
+    /* Objects first: their queued packets and timers go with them. */
+    pib_objects_reset(s);
+    pib_rx_purge(s);
+    memset(s->counters, 0, sizeof(s->counters));
     bitmap_zero(s->uar_bitmap, PIB_NUM_UARS);
     set_bit(0, s->uar_bitmap);
-    for (t = 0; t < PIB_OBJ_NTYPES; t++) {
-        g_hash_table_remove_all(s->objs[t]);
-    }
     pib_port_reset(s);
 }
 
@@ -910,12 +1015,24 @@ static void pib_regs_write(void *opaque, hwaddr addr, uint64_t data,
     case PIB_REG_AEQ_HI:
         r->aeq_hi = val;
         break;
+    case PIB_REG_CEQ_DEPTH:
+        r->ceq_depth = val;
+        break;
+    case PIB_REG_CEQ_LO:
+        r->ceq_lo = val;
+        break;
+    case PIB_REG_CEQ_HI:
+        r->ceq_hi = val;
+        break;
     /* Doorbells */
     case PIB_REG_AQ_DB:
         pib_aq_doorbell(s, val);
         break;
     case PIB_REG_AEQ_DB:
         pib_aeq_doorbell(s, val);
+        break;
+    case PIB_REG_CEQ_DB:
+        pib_ceq_doorbell(s, val);
         break;
     case PIB_REG_SCRATCH:
         r->scratch = val;
@@ -956,26 +1073,50 @@ static const MemoryRegionOps pib_regs_ops = {
  */
 
 /*
- * A doorbell is honoured only for an object created on this UAR page: a process
- * can ring only its own queues.  No object exists yet, so today every doorbell
- * ends as a guest error.
+ * A doorbell is honoured only for an object created on this UAR page: a
+ * process can ring only its own queues.  The handlers record the new index
+ * and schedule work; nothing is executed here.
  */
 static void pib_uar_doorbell(PibState *s, uint32_t page, uint32_t reg,
-                             PibObjType type, uint64_t data)
+                             uint64_t data)
 {
     uint32_t num = data & PIB_DB_OBJ_MASK;
     uint32_t index = data >> PIB_DB_INDEX_SHIFT;
-    PibObject *obj = pib_obj_find(s, type, num);
+    PibQp *qp = NULL;
+    PibCq *cq = NULL;
+    PibSrq *srq = NULL;
 
     trace_pib_uar_db(page, pib_uar_db_name(reg), num, index);
-    if (!obj || obj->uar != page) {
-        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OBJ, pib_ub_uar_db_bad_obj,
-                      "UAR page %" PRIu32 " %s for object %" PRIu32
-                      " (index %" PRIu32 "): no such object on this page",
-                      page, pib_uar_db_name(reg), num, index);
-        return;
+    switch (reg) {
+    case PIB_UAR_SQ_DB:
+    case PIB_UAR_RQ_DB:
+        qp = pib_qp_lookup(s, num);
+        if (qp && qp->uar == page) {
+            pib_qp_doorbell(s, qp, reg == PIB_UAR_SQ_DB, page, data);
+            return;
+        }
+        break;
+    case PIB_UAR_CQ_DB:
+        cq = pib_cq_lookup(s, num);
+        if (cq && cq->uar == page) {
+            pib_cq_doorbell(s, cq, page, data);
+            return;
+        }
+        break;
+    case PIB_UAR_SRQ_DB:
+        srq = pib_srq_lookup(s, num);
+        if (srq && srq->uar == page) {
+            pib_srq_doorbell(s, srq, page, data);
+            return;
+        }
+        break;
+    default:
+        break;
     }
-    /* The QP/CQ/SRQ engines of the data path take the doorbell from here. */
+    PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OBJ, pib_ub_uar_db_bad_obj,
+                  "UAR page %" PRIu32 " %s for object %" PRIu32
+                  " (index %" PRIu32 "): no such object on this page",
+                  page, pib_uar_db_name(reg), num, index);
 }
 
 static uint64_t pib_uar_read(void *opaque, hwaddr addr, unsigned size)
@@ -1000,29 +1141,16 @@ static void pib_uar_write(void *opaque, hwaddr addr, uint64_t data,
     PibState *s = opaque;
     uint32_t page = addr >> PIB_UAR_PAGE_SHIFT;
     uint32_t reg = addr & (PIB_UAR_PAGE_SIZE - 1);
-    PibObjType type = PIB_OBJ_NTYPES;      /* no doorbell at this offset */
+    bool known = reg == PIB_UAR_SQ_DB || reg == PIB_UAR_RQ_DB ||
+                 reg == PIB_UAR_CQ_DB || reg == PIB_UAR_SRQ_DB;
 
-    switch (reg) {
-    case PIB_UAR_SQ_DB:
-    case PIB_UAR_RQ_DB:
-        type = PIB_OBJ_QP;
-        break;
-    case PIB_UAR_CQ_DB:
-        type = PIB_OBJ_CQ;
-        break;
-    case PIB_UAR_SRQ_DB:
-        type = PIB_OBJ_SRQ;
-        break;
-    default:
-        break;
-    }
-    if (type == PIB_OBJ_NTYPES || size != 8) {
+    if (!known || size != 8) {
         PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
                       "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32,
                       "write", size, page, reg);
         return;
     }
-    pib_uar_doorbell(s, page, reg, type, data);
+    pib_uar_doorbell(s, page, reg, data);
 }
 
 static const MemoryRegionOps pib_uar_ops = {
@@ -1114,11 +1242,14 @@ static void pib_realize(PCIDevice *pci, Error **errp)
 
     s->admin_bh = qemu_bh_new_guarded(pib_admin_bh, s,
                                       &DEVICE(s)->mem_reentrancy_guard);
+    s->work_bh = qemu_bh_new_guarded(pib_work_bh, s,
+                                     &DEVICE(s)->mem_reentrancy_guard);
+    s->rx_bh = qemu_bh_new_guarded(pib_rx_bh, s,
+                                   &DEVICE(s)->mem_reentrancy_guard);
+    QTAILQ_INIT(&s->runlist);
+    QTAILQ_INIT(&s->notify_list);
+    QSIMPLEQ_INIT(&s->rxq);
     s->uar_bitmap = bitmap_new(PIB_NUM_UARS);
-    for (t = 0; t < PIB_OBJ_NTYPES; t++) {
-        s->objs[t] = g_hash_table_new_full(g_direct_hash, g_direct_equal,
-                                           NULL, g_free);
-    }
     if (s->node_guid == 0) {
         s->node_guid = pib_derive_node_guid(s);
     }
@@ -1130,13 +1261,13 @@ static void pib_realize(PCIDevice *pci, Error **errp)
 static void pib_exit(PCIDevice *pci)
 {
     PibState *s = PIB_HCA(pci);
-    int t;
 
     pib_link_unrealize(s);
+    pib_objects_reset(s);
+    pib_rx_purge(s);
     qemu_bh_delete(s->admin_bh);
-    for (t = 0; t < PIB_OBJ_NTYPES; t++) {
-        g_hash_table_destroy(s->objs[t]);
-    }
+    qemu_bh_delete(s->work_bh);
+    qemu_bh_delete(s->rx_bh);
     g_free(s->uar_bitmap);
     msix_unuse_all_vectors(pci);
     msix_uninit_exclusive_bar(pci);

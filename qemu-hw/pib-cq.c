@@ -1,0 +1,192 @@
+/*
+ * pib HCA device model - completion queues
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * What a CQ promises (include/pib_wqe.h, docs/hardware.md "Rings" and
+ * "Completion events"):
+ *
+ *  - CQE i goes to slot i % depth with its phase bit 1 on the first pass,
+ *    0 on the second, ...; the dword holding the phase is written last.
+ *  - The ring is followed by a page whose first u32 is the consumer index
+ *    record.  The device reads it only when the ring looks full.  If it
+ *    really is full, that is an overflow: the CQ enters the error state
+ *    (no CQE is written to it again) and CQ_ERR is raised once.
+ *  - A CQ doorbell carries the consumer index and may arm the CQ, for the
+ *    next completion or the next solicited (or unsuccessful) one.  The first
+ *    completion that satisfies the arm disarms the CQ, writes a CEQE naming
+ *    it and raises MSI-X vector 2.  If completions the consumer has not
+ *    read yet already satisfy the arm, the event is raised right away, so a
+ *    consumer that polls, arms, and polls again never sleeps on a CQE that
+ *    is already there.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/main-loop.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+/* What completed, for a send WQE's opcode (flushes included). */
+uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode)
+{
+    switch (wqe_opcode) {
+    case PIB_WQE_RDMA_WRITE:
+    case PIB_WQE_RDMA_WRITE_IMM:
+        return PIB_CQE_RDMA_WRITE;
+    case PIB_WQE_RDMA_READ:
+        return PIB_CQE_RDMA_READ;
+    case PIB_WQE_ATOMIC_CS:
+        return PIB_CQE_COMP_SWAP;
+    case PIB_WQE_ATOMIC_FA:
+        return PIB_CQE_FETCH_ADD;
+    case PIB_WQE_LOCAL_INV:
+        return PIB_CQE_LOCAL_INV;
+    case PIB_WQE_BIND_MW:
+        return PIB_CQE_BIND_MW;
+    default:
+        return PIB_CQE_SEND;
+    }
+}
+
+/* Raise the completion event: disarm, CEQE, interrupt. */
+static void pib_cq_fire(PibState *s, PibCq *cq)
+{
+    trace_pib_cq_event(cq->cqn, cq->arm == PIB_CQ_ARMED_SOLICITED);
+    cq->arm = PIB_CQ_DISARMED;
+    pib_ceq_post(s, cq->cqn);
+}
+
+/*
+ * Is the ring full?  The consumer index we know may be stale: look at the
+ * record in guest memory.  A record that claims more than was produced is
+ * ignored (the consumer cannot have read CQEs that were never written).
+ */
+static bool pib_cq_full(PibState *s, PibCq *cq)
+{
+    uint32_t rec;
+
+    if (cq->pi - cq->ci < cq->ring.depth) {
+        return false;
+    }
+    if (pib_dma_read(s, cq->ci_record, &rec, sizeof(rec), "CQ CI record")) {
+        rec = le32_to_cpu(rec);
+        if (rec - cq->ci <= cq->pi - cq->ci) {
+            cq->ci = rec;
+        }
+    }
+    return cq->pi - cq->ci >= cq->ring.depth;
+}
+
+/*
+ * Write one CQE (the caller filled everything but the phase).  Returns false
+ * if the CQ is in error or just overflowed: the completion is lost, as on
+ * hardware, and CQ_ERR tells the driver.
+ */
+bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
+{
+    uint64_t addr;
+    uint8_t *p = (uint8_t *)cqe;
+    const uint32_t tail = offsetof(struct pib_cqe, flags);
+
+    if (cq->error) {
+        trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "CQ in error");
+        return false;
+    }
+    if (pib_cq_full(s, cq)) {
+        cq->error = true;
+        trace_pib_cq_overflow(cq->cqn, cq->pi, cq->ci);
+        trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "overflow");
+        pib_aeq_post(s, PIB_AE_CQ_ERR, cq->cqn, 0);
+        return false;
+    }
+
+    cqe->flags = (cqe->flags & ~PIB_CQE_F_PHASE) |
+                 (pib_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
+    addr = pib_ring_addr(&cq->ring, cq->pi);
+    /* Body first, then the dword with the phase bit (flags, sl, wqe_index) */
+    if (!pib_dma_write(s, addr, p, tail, "CQE") ||
+        !pib_dma_write(s, addr + tail, p + tail, sizeof(*cqe) - tail, "CQE")) {
+        cq->error = true;
+        trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "DMA failed");
+        pib_aeq_post(s, PIB_AE_CQ_ERR, cq->cqn, 0);
+        return false;
+    }
+    trace_pib_cqe(cq->cqn, cq->pi, le32_to_cpu(cqe->qpn),
+                  le64_to_cpu(cqe->wr_id), cqe->opcode, cqe->status,
+                  le32_to_cpu(cqe->byte_len), cqe->flags);
+
+    solicited = solicited || cqe->status != PIB_WC_SUCCESS;
+    if (solicited) {
+        cq->sol_valid = true;
+        cq->last_sol = cq->pi;
+    }
+    cq->pi++;
+    if (cq->arm == PIB_CQ_ARMED_NEXT ||
+        (cq->arm == PIB_CQ_ARMED_SOLICITED && solicited)) {
+        pib_cq_fire(s, cq);
+    }
+    return true;
+}
+
+/*
+ * CQ doorbell (from the UAR page the CQ was created on): [63:32] consumer
+ * index, [24] arm, [25] solicited only.  Runs in the MMIO handler, so it only
+ * records; an event that is due at once is raised from the work bottom half.
+ */
+void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data)
+{
+    uint32_t ci = data >> PIB_DB_INDEX_SHIFT;
+    bool arm = data & PIB_DB_CQ_ARM;
+    bool sol = data & PIB_DB_CQ_SOLICITED;
+
+    if (ci - cq->ci > cq->pi - cq->ci) {
+        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_RANGE, pib_ub_cq_db_range,
+                      "CQ %" PRIu32 " doorbell consumer index %" PRIu32
+                      " (known %" PRIu32 ") is past the producer %" PRIu32,
+                      cq->cqn, ci, cq->ci, cq->pi);
+        return;
+    }
+    trace_pib_cq_db(cq->cqn, ci, cq->pi, arm, sol);
+    cq->ci = ci;
+    if (!arm || cq->error) {
+        return;
+    }
+    cq->arm = sol ? PIB_CQ_ARMED_SOLICITED : PIB_CQ_ARMED_NEXT;
+
+    /* Unread completions that already satisfy the arm: event now. */
+    if (cq->pi != ci &&
+        (!sol || (cq->sol_valid && cq->last_sol - ci < cq->pi - ci))) {
+        if (!cq->notify_pending) {
+            cq->notify_pending = true;
+            QTAILQ_INSERT_TAIL(&s->notify_list, cq, notify_next);
+            qemu_bh_schedule(s->work_bh);
+        }
+    }
+}
+
+/* From the work bottom half: events that arm doorbells found due. */
+void pib_cq_notify_run(PibState *s)
+{
+    PibCq *cq;
+
+    while ((cq = QTAILQ_FIRST(&s->notify_list))) {
+        QTAILQ_REMOVE(&s->notify_list, cq, notify_next);
+        cq->notify_pending = false;
+        if (cq->arm != PIB_CQ_DISARMED) {
+            pib_cq_fire(s, cq);
+        }
+    }
+}
+
+/* The CQ is going away: take it off the event list. */
+void pib_cq_forget(PibState *s, PibCq *cq)
+{
+    if (cq->notify_pending) {
+        QTAILQ_REMOVE(&s->notify_list, cq, notify_next);
+        cq->notify_pending = false;
+    }
+}

@@ -1,0 +1,570 @@
+/*
+ * pib HCA device model - InfiniBand packets
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Building and parsing the IBTA headers a PACKET frame carries
+ * (include/pib_link.h): LRH, optional GRH, BTH, then the extension headers
+ * the opcode calls for (RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH,
+ * DETH) and the payload with its pad.  All of it is big-endian.
+ *
+ * A received packet comes from the peer's device model, or from a hostile
+ * program on the other end of the socket: every field is checked before
+ * anything trusts it, and a packet that fails a check is dropped and counted
+ * under one rx_drop_* reason (PibState.counters[], QUERY_COUNTERS, trace point
+ * pib_pkt_drop).  Checks that need
+ * the QP (PSN, opcode sequence, keys) belong to the engines, which answer
+ * with NAKs where IB says so.
+ *
+ * Received packets (from the link, or looped back from our own requester
+ * because they are addressed to our own LID) wait in the receive queue and
+ * are dispatched from a bottom half, at most PIB_RX_BUDGET per run.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/main-loop.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+#define PIB_RX_BUDGET           64
+
+#define RC(x)   PIB_OP_RC_##x
+#define UC(x)   PIB_OP_UC_##x
+#define UD(x)   PIB_OP_UD_##x
+
+#define REQ_SEND        (PIB_OPM_REQ | PIB_OPM_SEND | PIB_OPM_PAYLOAD)
+#define REQ_WRITE       (PIB_OPM_REQ | PIB_OPM_WRITE | PIB_OPM_PAYLOAD)
+
+/* What each opcode carries and means (IBTA 9.2 and table 38). */
+static const PibOpInfo pib_ops[256] = {
+    [RC(SEND_FIRST)]    = { "RC_SEND_FIRST", REQ_SEND | PIB_OPM_FIRST },
+    [RC(SEND_MIDDLE)]   = { "RC_SEND_MIDDLE", REQ_SEND | PIB_OPM_MIDDLE },
+    [RC(SEND_LAST)]     = { "RC_SEND_LAST", REQ_SEND | PIB_OPM_LAST },
+    [RC(SEND_LAST_IMM)] = { "RC_SEND_LAST_IMM",
+                            REQ_SEND | PIB_OPM_LAST | PIB_OPM_IMMDT },
+    [RC(SEND_ONLY)]     = { "RC_SEND_ONLY", REQ_SEND | PIB_OPM_ONLY },
+    [RC(SEND_ONLY_IMM)] = { "RC_SEND_ONLY_IMM",
+                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IMMDT },
+    [RC(RDMA_WRITE_FIRST)] = { "RC_RDMA_WRITE_FIRST",
+                               REQ_WRITE | PIB_OPM_FIRST | PIB_OPM_RETH },
+    [RC(RDMA_WRITE_MIDDLE)] = { "RC_RDMA_WRITE_MIDDLE",
+                                REQ_WRITE | PIB_OPM_MIDDLE },
+    [RC(RDMA_WRITE_LAST)] = { "RC_RDMA_WRITE_LAST", REQ_WRITE | PIB_OPM_LAST },
+    [RC(RDMA_WRITE_LAST_IMM)] = { "RC_RDMA_WRITE_LAST_IMM",
+                                  REQ_WRITE | PIB_OPM_LAST | PIB_OPM_IMMDT },
+    [RC(RDMA_WRITE_ONLY)] = { "RC_RDMA_WRITE_ONLY",
+                              REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH },
+    [RC(RDMA_WRITE_ONLY_IMM)] = { "RC_RDMA_WRITE_ONLY_IMM",
+                                  REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH |
+                                  PIB_OPM_IMMDT },
+    [RC(RDMA_READ_REQUEST)] = { "RC_RDMA_READ_REQUEST",
+                                PIB_OPM_REQ | PIB_OPM_READ | PIB_OPM_ONLY |
+                                PIB_OPM_RETH },
+    [RC(RDMA_READ_RESP_FIRST)] = { "RC_RDMA_READ_RESP_FIRST",
+                                   PIB_OPM_RESP | PIB_OPM_READ |
+                                   PIB_OPM_FIRST | PIB_OPM_AETH |
+                                   PIB_OPM_PAYLOAD },
+    [RC(RDMA_READ_RESP_MIDDLE)] = { "RC_RDMA_READ_RESP_MIDDLE",
+                                    PIB_OPM_RESP | PIB_OPM_READ |
+                                    PIB_OPM_MIDDLE | PIB_OPM_PAYLOAD },
+    [RC(RDMA_READ_RESP_LAST)] = { "RC_RDMA_READ_RESP_LAST",
+                                  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_LAST |
+                                  PIB_OPM_AETH | PIB_OPM_PAYLOAD },
+    [RC(RDMA_READ_RESP_ONLY)] = { "RC_RDMA_READ_RESP_ONLY",
+                                  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_ONLY |
+                                  PIB_OPM_AETH | PIB_OPM_PAYLOAD },
+    [RC(ACKNOWLEDGE)]   = { "RC_ACKNOWLEDGE", PIB_OPM_RESP | PIB_OPM_AETH },
+    [RC(ATOMIC_ACKNOWLEDGE)] = { "RC_ATOMIC_ACKNOWLEDGE",
+                                 PIB_OPM_RESP | PIB_OPM_ATOMIC |
+                                 PIB_OPM_AETH | PIB_OPM_ATMACK },
+    [RC(COMPARE_SWAP)]  = { "RC_COMPARE_SWAP",
+                            PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |
+                            PIB_OPM_ATMETH },
+    [RC(FETCH_ADD)]     = { "RC_FETCH_ADD",
+                            PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |
+                            PIB_OPM_ATMETH },
+    [RC(SEND_LAST_INV)] = { "RC_SEND_LAST_INV",
+                            REQ_SEND | PIB_OPM_LAST | PIB_OPM_IETH },
+    [RC(SEND_ONLY_INV)] = { "RC_SEND_ONLY_INV",
+                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IETH },
+    [UC(SEND_FIRST)]    = { "UC_SEND_FIRST", REQ_SEND | PIB_OPM_FIRST },
+    [UC(SEND_MIDDLE)]   = { "UC_SEND_MIDDLE", REQ_SEND | PIB_OPM_MIDDLE },
+    [UC(SEND_LAST)]     = { "UC_SEND_LAST", REQ_SEND | PIB_OPM_LAST },
+    [UC(SEND_LAST_IMM)] = { "UC_SEND_LAST_IMM",
+                            REQ_SEND | PIB_OPM_LAST | PIB_OPM_IMMDT },
+    [UC(SEND_ONLY)]     = { "UC_SEND_ONLY", REQ_SEND | PIB_OPM_ONLY },
+    [UC(SEND_ONLY_IMM)] = { "UC_SEND_ONLY_IMM",
+                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IMMDT },
+    [UC(RDMA_WRITE_FIRST)] = { "UC_RDMA_WRITE_FIRST",
+                               REQ_WRITE | PIB_OPM_FIRST | PIB_OPM_RETH },
+    [UC(RDMA_WRITE_MIDDLE)] = { "UC_RDMA_WRITE_MIDDLE",
+                                REQ_WRITE | PIB_OPM_MIDDLE },
+    [UC(RDMA_WRITE_LAST)] = { "UC_RDMA_WRITE_LAST", REQ_WRITE | PIB_OPM_LAST },
+    [UC(RDMA_WRITE_LAST_IMM)] = { "UC_RDMA_WRITE_LAST_IMM",
+                                  REQ_WRITE | PIB_OPM_LAST | PIB_OPM_IMMDT },
+    [UC(RDMA_WRITE_ONLY)] = { "UC_RDMA_WRITE_ONLY",
+                              REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH },
+    [UC(RDMA_WRITE_ONLY_IMM)] = { "UC_RDMA_WRITE_ONLY_IMM",
+                                  REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH |
+                                  PIB_OPM_IMMDT },
+    [UD(SEND_ONLY)]     = { "UD_SEND_ONLY",
+                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_DETH },
+    [UD(SEND_ONLY_IMM)] = { "UD_SEND_ONLY_IMM",
+                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_DETH |
+                            PIB_OPM_IMMDT },
+};
+
+/* The hw_counter names of include/pib_hw.h's enum pib_counter. */
+static const char *const pib_counter_names[PIB_CNT_MAX] = {
+    [PIB_CNT_TX_PACKETS]            = "tx_packets",
+    [PIB_CNT_TX_BYTES]              = "tx_bytes",
+    [PIB_CNT_RX_PACKETS]            = "rx_packets",
+    [PIB_CNT_RX_BYTES]              = "rx_bytes",
+    [PIB_CNT_LINK_DOWNS]            = "link_downs",
+    [PIB_CNT_LINK_FRAMING_ERRORS]   = "link_framing_errors",
+    [PIB_CNT_RETRANSMITS]           = "retransmits",
+    [PIB_CNT_RETRY_TIMEOUTS]        = "retry_timeouts",
+    [PIB_CNT_RNR_NAKS_SENT]         = "rnr_naks_sent",
+    [PIB_CNT_RNR_NAKS_RCVD]         = "rnr_naks_rcvd",
+    [PIB_CNT_SEQ_NAKS_SENT]         = "seq_naks_sent",
+    [PIB_CNT_SEQ_NAKS_RCVD]         = "seq_naks_rcvd",
+    [PIB_CNT_ACCESS_NAKS_SENT]      = "access_naks_sent",
+    [PIB_CNT_DUPLICATE_REQUESTS]    = "duplicate_requests",
+    [PIB_CNT_RX_DROP_PORT_DOWN]     = "rx_drop_port_down",
+    [PIB_CNT_RX_DROP_MALFORMED]     = "rx_drop_malformed",
+    [PIB_CNT_RX_DROP_DLID]          = "rx_drop_dlid",
+    [PIB_CNT_RX_DROP_OPCODE]        = "rx_drop_opcode",
+    [PIB_CNT_RX_DROP_PKEY]          = "rx_drop_pkey",
+    [PIB_CNT_RX_DROP_NO_QP]         = "rx_drop_no_qp",
+    [PIB_CNT_RX_DROP_QP_TYPE]       = "rx_drop_qp_type",
+    [PIB_CNT_RX_DROP_QP_STATE]      = "rx_drop_qp_state",
+    [PIB_CNT_RX_DROP_SLID]          = "rx_drop_slid",
+    [PIB_CNT_RX_DROP_QKEY]          = "rx_drop_qkey",
+    [PIB_CNT_RX_DROP_LENGTH]        = "rx_drop_length",
+    [PIB_CNT_RX_DROP_NO_RECV_WQE]   = "rx_drop_no_recv_wqe",
+    [PIB_CNT_RX_DROP_UC_SEQ]        = "rx_drop_uc_seq",
+    [PIB_CNT_RX_DROP_PSN_SEQ]       = "rx_drop_psn_seq",
+    [PIB_CNT_RX_DROP_DUPLICATE]     = "rx_drop_duplicate",
+    [PIB_CNT_RX_DROP_STALE_RESP]    = "rx_drop_stale_resp",
+    [PIB_CNT_RX_DROP_RNR]           = "rx_drop_rnr",
+    [PIB_CNT_RX_DROP_RXQ_FULL]      = "rx_drop_rxq_full",
+    [PIB_CNT_RX_DROP_ACCESS]        = "rx_drop_access",
+    [PIB_CNT_TX_DROP_PORT_DOWN]     = "tx_drop_port_down",
+    [PIB_CNT_TX_DROP_TXQ_FULL]      = "tx_drop_txq_full",
+    [PIB_CNT_INJECTED_FAULTS]       = "injected_faults",
+};
+
+const PibOpInfo *pib_op_info(uint8_t opcode)
+{
+    return pib_ops[opcode].name ? &pib_ops[opcode] : NULL;
+}
+
+const char *pib_op_name(uint8_t opcode)
+{
+    return pib_ops[opcode].name ? pib_ops[opcode].name : "UNKNOWN";
+}
+
+const char *pib_counter_name(enum pib_counter c)
+{
+    return c < PIB_CNT_MAX ? pib_counter_names[c] : "?";
+}
+
+/* Bytes of the extension headers an opcode carries. */
+static uint32_t pib_ext_len(uint32_t mask)
+{
+    return (mask & PIB_OPM_RETH ? sizeof(struct pib_reth) : 0) +
+           (mask & PIB_OPM_AETH ? sizeof(struct pib_aeth) : 0) +
+           (mask & PIB_OPM_ATMETH ? sizeof(struct pib_atomic_eth) : 0) +
+           (mask & PIB_OPM_ATMACK ? sizeof(struct pib_atomic_ack_eth) : 0) +
+           (mask & PIB_OPM_IMMDT ? 4 : 0) +
+           (mask & PIB_OPM_IETH ? 4 : 0) +
+           (mask & PIB_OPM_DETH ? sizeof(struct pib_deth) : 0);
+}
+
+/* Every dropped packet is counted under exactly one reason. */
+void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi)
+{
+    pib_count(s, why, 1);
+    trace_pib_pkt_drop(s->node_guid, pib_counter_name(why),
+                       pi ? pib_op_name(pi->opcode) : "-",
+                       pi ? pi->dqpn : 0, pi ? pi->psn : 0, s->counters[why]);
+}
+
+/*
+ * Build
+ */
+
+/* The GID of our one port: subnet prefix and port GUID, wire order. */
+static void pib_our_gid(PibState *s, uint8_t gid[16])
+{
+    stq_be_p(gid, PIB_DEFAULT_GID_PREFIX);
+    stq_be_p(gid + 8, pib_port_guid(s));
+}
+
+/*
+ * A frame (link header and IB packet) for these header fields and payload.
+ * The caller checked that the payload fits the path MTU.
+ */
+PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
+                         const void *payload, uint32_t paylen)
+{
+    const PibOpInfo *op = &pib_ops[f->opcode];
+    uint32_t pad = -paylen & 3;
+    uint32_t hdr_len = sizeof(struct pib_lrh) +
+                       (f->grh_av ? sizeof(struct pib_grh) : 0) +
+                       sizeof(struct pib_bth) + pib_ext_len(op->mask);
+    uint32_t len = hdr_len + paylen + pad;
+    PibPacket *p = pib_packet_new(len);
+    uint8_t *b = pib_packet_ib(p);
+    struct pib_lrh *lrh = (struct pib_lrh *)b;
+    struct pib_bth *bth;
+    uint8_t *e;
+
+    *lrh = (struct pib_lrh) {
+        .vl_lver = 0,
+        .sl_lnh = (f->sl & 0xf) << 4 |
+                  (f->grh_av ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL),
+        .dlid_be = cpu_to_be16(f->dlid),
+        .pktlen_be = cpu_to_be16(len / 4),
+        .slid_be = cpu_to_be16(s->port.lid |
+                               (f->src_path_bits & ((1u << s->port.lmc) - 1))),
+    };
+    e = b + sizeof(*lrh);
+    if (f->grh_av) {
+        struct pib_grh *grh = (struct pib_grh *)e;
+        const PibAv *av = f->grh_av;
+
+        grh->ver_tc_flow_be = cpu_to_be32(6u << 28 | av->traffic_class << 20 |
+                                          (av->flow_label & 0xfffff));
+        grh->paylen_be = cpu_to_be16(len - sizeof(*lrh) - sizeof(*grh));
+        grh->next_hdr = 0x1b;
+        grh->hop_limit = av->hop_limit;
+        pib_our_gid(s, grh->sgid);
+        memcpy(grh->dgid, av->dgid, sizeof(grh->dgid));
+        e += sizeof(*grh);
+    }
+    bth = (struct pib_bth *)e;
+    *bth = (struct pib_bth) {
+        .opcode = f->opcode,
+        .flags = (f->se ? PIB_BTH_SE : 0) | pad << PIB_BTH_PAD_SHIFT,
+        .pkey_be = cpu_to_be16(PIB_DEFAULT_PKEY),
+        .dqpn_be = cpu_to_be32(f->dqpn & PIB_QPN_MASK),
+        .psn_be = cpu_to_be32((f->psn & PIB_PSN_MASK) |
+                              (f->ackreq ? PIB_BTH_ACKREQ : 0)),
+    };
+    e += sizeof(*bth);
+
+    /* Extension headers, in the IBTA order. */
+    if (op->mask & PIB_OPM_DETH) {
+        stl_be_p(e, f->qkey);
+        stl_be_p(e + 4, f->src_qpn & PIB_QPN_MASK);
+        e += sizeof(struct pib_deth);
+    }
+    if (op->mask & PIB_OPM_RETH) {
+        stq_be_p(e, f->va);
+        stl_be_p(e + 8, f->rkey);
+        stl_be_p(e + 12, f->dmalen);
+        e += sizeof(struct pib_reth);
+    }
+    if (op->mask & PIB_OPM_ATMETH) {
+        stq_be_p(e, f->va);
+        stl_be_p(e + 8, f->rkey);
+        stq_be_p(e + 12, f->swap_add);
+        stq_be_p(e + 20, f->compare);
+        e += sizeof(struct pib_atomic_eth);
+    }
+    if (op->mask & PIB_OPM_AETH) {
+        stl_be_p(e, (uint32_t)f->syndrome << 24 | (f->msn & 0xffffff));
+        e += sizeof(struct pib_aeth);
+    }
+    if (op->mask & PIB_OPM_ATMACK) {
+        stq_be_p(e, f->orig);
+        e += sizeof(struct pib_atomic_ack_eth);
+    }
+    if (op->mask & PIB_OPM_IMMDT) {
+        memcpy(e, f->imm, 4);
+        e += 4;
+    }
+    if (op->mask & PIB_OPM_IETH) {
+        stl_be_p(e, f->ieth_rkey);
+        e += 4;
+    }
+    if (paylen) {
+        memcpy(e, payload, paylen);
+    }
+    memset(e + paylen, 0, pad);
+
+    trace_pib_pkt_tx(s->node_guid, pib_op_name(f->opcode), f->dlid, f->dqpn,
+                     f->psn & PIB_PSN_MASK, f->ackreq, paylen);
+    return p;
+}
+
+/*
+ * Parse
+ */
+
+/*
+ * Check the headers every packet must get right, whatever QP it is for, and
+ * fill *pi.  Returns PIB_CNT_MAX if the packet may go on, else the rx_drop_*
+ * counter of the reason.
+ */
+static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
+                                      uint32_t len, PibPktInfo *pi)
+{
+    const struct pib_lrh *lrh = (const struct pib_lrh *)b;
+    const struct pib_bth *bth;
+    uint32_t off = sizeof(*lrh), mask, ext, psn;
+    uint8_t lnh, tver;
+    const uint8_t *e;
+    uint8_t gid[16];
+
+    memset(pi, 0, sizeof(*pi));
+    pi->pkt = b;
+    pi->len = len;
+    if (len < sizeof(*lrh) + sizeof(*bth)) {
+        return PIB_CNT_RX_DROP_MALFORMED;
+    }
+    /* LRH: LVer 0, IBA transport, and the length it claims is the frame's. */
+    lnh = lrh->sl_lnh & 3;
+    pi->sl = lrh->sl_lnh >> 4;
+    pi->dlid = be16_to_cpu(lrh->dlid_be);
+    pi->slid = be16_to_cpu(lrh->slid_be);
+    if ((lrh->vl_lver & 0xf) != 0 ||
+        (lnh != PIB_LNH_IBA_LOCAL && lnh != PIB_LNH_IBA_GLOBAL) ||
+        (be16_to_cpu(lrh->pktlen_be) & 0x7ff) * 4 != len ||
+        (be16_to_cpu(lrh->pktlen_be) & 0xf800)) {
+        return PIB_CNT_RX_DROP_MALFORMED;
+    }
+    if (!pib_port_active(s)) {
+        return PIB_CNT_RX_DROP_PORT_DOWN;
+    }
+    if (!pib_lid_is_ours(s, pi->dlid)) {
+        return PIB_CNT_RX_DROP_DLID;
+    }
+    if (lnh == PIB_LNH_IBA_GLOBAL) {
+        if (len < off + sizeof(struct pib_grh) + sizeof(*bth)) {
+            return PIB_CNT_RX_DROP_MALFORMED;
+        }
+        memcpy(&pi->grh, b + off, sizeof(pi->grh));
+        if (be32_to_cpu(pi->grh.ver_tc_flow_be) >> 28 != 6 ||
+            pi->grh.next_hdr != 0x1b ||
+            be16_to_cpu(pi->grh.paylen_be) != len - off - sizeof(pi->grh)) {
+            return PIB_CNT_RX_DROP_MALFORMED;
+        }
+        pib_our_gid(s, gid);
+        if (memcmp(pi->grh.dgid, gid, sizeof(gid))) {
+            return PIB_CNT_RX_DROP_DLID;
+        }
+        pi->has_grh = true;
+        off += sizeof(struct pib_grh);
+    }
+
+    bth = (const struct pib_bth *)(b + off);
+    pi->opcode = bth->opcode;
+    pi->se = bth->flags & PIB_BTH_SE;
+    pi->pad = (bth->flags >> PIB_BTH_PAD_SHIFT) & 3;
+    tver = bth->flags & 0xf;
+    pi->pkey = be16_to_cpu(bth->pkey_be);
+    pi->dqpn = be32_to_cpu(bth->dqpn_be) & PIB_QPN_MASK;
+    psn = be32_to_cpu(bth->psn_be);
+    pi->psn = psn & PIB_PSN_MASK;
+    pi->ackreq = psn & PIB_BTH_ACKREQ;
+    off += sizeof(*bth);
+    pi->op = pib_op_info(pi->opcode);
+    if (!pi->op || tver != 0) {
+        return PIB_CNT_RX_DROP_OPCODE;
+    }
+    /* Our one P_Key, 0xffff: accept full and limited members of it. */
+    if ((pi->pkey & 0x7fff) != (PIB_DEFAULT_PKEY & 0x7fff)) {
+        if (s->port.bad_pkey_cntr != UINT32_MAX) {
+            s->port.bad_pkey_cntr++;
+        }
+        return PIB_CNT_RX_DROP_PKEY;
+    }
+
+    mask = pi->op->mask;
+    ext = pib_ext_len(mask);
+    if (len < off + ext + pi->pad) {
+        return PIB_CNT_RX_DROP_MALFORMED;
+    }
+    e = b + off;
+    if (mask & PIB_OPM_DETH) {
+        pi->qkey = ldl_be_p(e);
+        pi->src_qpn = ldl_be_p(e + 4) & PIB_QPN_MASK;
+        e += sizeof(struct pib_deth);
+    }
+    if (mask & PIB_OPM_RETH) {
+        pi->va = ldq_be_p(e);
+        pi->rkey = ldl_be_p(e + 8);
+        pi->dmalen = ldl_be_p(e + 12);
+        e += sizeof(struct pib_reth);
+    }
+    if (mask & PIB_OPM_ATMETH) {
+        pi->va = ldq_be_p(e);
+        pi->rkey = ldl_be_p(e + 8);
+        pi->swap_add = ldq_be_p(e + 12);
+        pi->compare = ldq_be_p(e + 20);
+        e += sizeof(struct pib_atomic_eth);
+    }
+    if (mask & PIB_OPM_AETH) {
+        uint32_t aeth = ldl_be_p(e);
+
+        pi->syndrome = aeth >> 24;
+        pi->msn = aeth & 0xffffff;
+        e += sizeof(struct pib_aeth);
+    }
+    if (mask & PIB_OPM_ATMACK) {
+        pi->orig = ldq_be_p(e);
+        e += sizeof(struct pib_atomic_ack_eth);
+    }
+    if (mask & PIB_OPM_IMMDT) {
+        memcpy(pi->imm, e, 4);
+        e += 4;
+    }
+    if (mask & PIB_OPM_IETH) {
+        pi->ieth_rkey = ldl_be_p(e);
+        e += 4;
+    }
+    pi->payload = e;
+    pi->paylen = len - off - ext - pi->pad;
+    /* Opcodes without payload carry neither payload nor pad. */
+    if (!(mask & PIB_OPM_PAYLOAD) && (pi->paylen || pi->pad)) {
+        return PIB_CNT_RX_DROP_LENGTH;
+    }
+    return PIB_CNT_MAX;
+}
+
+/* The transport an opcode belongs to must be the destination QP's. */
+static bool pib_transport_ok(uint8_t opcode, uint8_t qp_type)
+{
+    switch (opcode >> 5) {
+    case 0:
+        return qp_type == PIB_QPT_RC;
+    case 1:
+        return qp_type == PIB_QPT_UC;
+    case 3:
+        return qp_type == PIB_QPT_UD || qp_type == PIB_QPT_GSI;
+    default:
+        return false;
+    }
+}
+
+/*
+ * Receive one packet: parse, find the QP, check what can be checked without
+ * the engines, dispatch to the responder (requests) or the completer (RC
+ * responses).
+ */
+static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
+{
+    enum pib_counter why;
+    PibPktInfo pi;
+    PibQp *qp;
+
+    why = pib_pkt_parse(s, b, len, &pi);
+    if (why != PIB_CNT_MAX) {
+        pib_pkt_drop(s, why, &pi);
+        return;
+    }
+    trace_pib_pkt_rx(s->node_guid, pib_op_name(pi.opcode), pi.slid, pi.dqpn,
+                     pi.psn, pi.ackreq, pi.paylen);
+
+    qp = pib_qp_lookup(s, pi.dqpn);
+    if (!qp) {
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_NO_QP, &pi);
+        return;
+    }
+    if (!pib_transport_ok(pi.opcode, qp->type)) {
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_TYPE, &pi);
+        return;
+    }
+    /* Only RTR and later receive: RESET, INIT and ERR drop. */
+    switch (qp->state) {
+    case PIB_QPS_RTR:
+    case PIB_QPS_RTS:
+    case PIB_QPS_SQD:
+    case PIB_QPS_SQE:
+        break;
+    default:
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, &pi);
+        return;
+    }
+    if (pib_qp_is_connected(qp) && pi.slid != qp->av.dlid) {
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_SLID, &pi);
+        return;
+    }
+    if ((qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) &&
+        pi.qkey != qp->qkey) {
+        if (s->port.qkey_viol_cntr != UINT32_MAX) {
+            s->port.qkey_viol_cntr++;
+        }
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QKEY, &pi);
+        return;
+    }
+    /* First packet in RTR: communication established (IBTA 11.6.3.1). */
+    if (qp->state == PIB_QPS_RTR && !qp->resp.comm_est) {
+        qp->resp.comm_est = true;
+        pib_aeq_post(s, PIB_AE_COMM_EST, qp->qpn, 0);
+    }
+    if (pi.op->mask & PIB_OPM_RESP) {
+        if (qp->state == PIB_QPS_RTR) {
+            pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, &pi);
+            return;
+        }
+        pib_comp_recv(qp, &pi);
+    } else {
+        pib_resp_recv(qp, &pi);
+    }
+}
+
+/*
+ * The receive queue
+ */
+
+void pib_rx_enqueue(PibState *s, PibPacket *p)
+{
+    pib_count(s, PIB_CNT_RX_PACKETS, 1);
+    pib_count(s, PIB_CNT_RX_BYTES, pib_packet_ib_len(p));
+    QSIMPLEQ_INSERT_TAIL(&s->rxq, p, next);
+    s->rxq_len++;
+    qemu_bh_schedule(s->rx_bh);
+}
+
+void pib_rx_bh(void *opaque)
+{
+    PibState *s = opaque;
+    unsigned n;
+    PibPacket *p;
+
+    for (n = 0; n < PIB_RX_BUDGET && (p = QSIMPLEQ_FIRST(&s->rxq)); n++) {
+        QSIMPLEQ_REMOVE_HEAD(&s->rxq, next);
+        s->rxq_len--;
+        pib_pkt_dispatch(s, pib_packet_ib(p), pib_packet_ib_len(p));
+        g_free(p);
+    }
+    if (!QSIMPLEQ_EMPTY(&s->rxq)) {
+        qemu_bh_schedule(s->rx_bh);
+    }
+    /* Room again: the link may read, stopped requesters may send. */
+    if (s->rxq_len < PIB_RXQ_MAX / 2) {
+        qemu_chr_fe_accept_input(&s->link.chr);
+        if (s->rx_waiters) {
+            s->rx_waiters = false;
+            pib_qp_kick_waiters(s);
+        }
+    }
+}
+
+void pib_rx_purge(PibState *s)
+{
+    PibPacket *p;
+
+    while ((p = QSIMPLEQ_FIRST(&s->rxq))) {
+        QSIMPLEQ_REMOVE_HEAD(&s->rxq, next);
+        g_free(p);
+    }
+    s->rxq_len = 0;
+}

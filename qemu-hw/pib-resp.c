@@ -1,0 +1,895 @@
+/*
+ * pib HCA device model - the responder
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Executes request packets that arrive at a QP, as an explicit state machine
+ * (after Linux's rxe_resp.c).  For an RC or UC packet:
+ *
+ *   CHK_PSN       in sequence?  Ahead: NAK (PSN sequence error, once per
+ *                 gap).  Behind: a duplicate.  UC has no duplicates and no
+ *                 NAKs: a lost packet drops the rest of its message.
+ *   CHK_OP_SEQ    does the opcode continue the message in progress?
+ *   CHK_OP_VALID  does the QP allow the operation (remote access flags)?
+ *   CHK_RESOURCE  a receive WQE (RQ or SRQ) for a SEND or WRITE with
+ *                 immediate (none: RNR NAK); a free responder resource for a
+ *                 READ or atomic
+ *   CHK_LENGTH    payload size right for the opcode and the path MTU; the
+ *                 message fits the receive WQE or the RETH's DMA length
+ *   CHK_RKEY      R_Key, PD, access right and range for RDMA and atomics
+ *   EXECUTE       place the data, run the atomic, record the READ;
+ *                 SEND with invalidate: invalidate the rkey at the end
+ *   COMPLETE      the receive CQE at the end of a message that consumed a
+ *                 receive WQE
+ *   ACKNOWLEDGE   advance the expected PSN; ACK when asked (AckReq) or every
+ *                 PIB_ACK_COALESCE packets
+ *   DUPLICATE     ACK a duplicate SEND/WRITE again without applying it;
+ *                 resend READ responses (re-reading memory, as IB allows);
+ *                 answer a duplicate atomic from the replay cache
+ *   ERR_*         NAK (RC), complete the receive WQE in error if one is
+ *                 involved, raise the affiliated async event, QP to ERR
+ *
+ * UD packets take a short path: Q_Key (checked at dispatch), a receive WQE
+ * (none: dropped), the GRH space, the data, the CQE.
+ *
+ * READ responses are not sent from here but from pib_resp_run() in the work
+ * bottom half, within its packet budget and only while the transmit queue has
+ * room, so a large READ cannot flood the link or stall the main loop.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+#define PIB_ACK_COALESCE        16
+#define PIB_AETH_NO_CREDITS     0x1f    /* ACK credit field: not used */
+#define PIB_GRH_SPACE           40      /* UD: receive buffer bytes for a GRH */
+
+typedef enum PibRespStep {
+    RESP_CHK_PSN,
+    RESP_CHK_OP_SEQ,
+    RESP_CHK_OP_VALID,
+    RESP_CHK_RESOURCE,
+    RESP_CHK_LENGTH,
+    RESP_CHK_RKEY,
+    RESP_EXECUTE,
+    RESP_COMPLETE,
+    RESP_ACKNOWLEDGE,
+    RESP_DUPLICATE,
+    RESP_NAK_SEQ,
+    RESP_RNR,
+    RESP_ERR_INVALID,
+    RESP_ERR_ACCESS,
+    RESP_ERR_OP,
+    RESP_UC_DROP,
+    RESP_DONE,
+} PibRespStep;
+
+static const char *const pib_resp_step_names[] = {
+    [RESP_CHK_PSN]      = "CHK_PSN",
+    [RESP_CHK_OP_SEQ]   = "CHK_OP_SEQ",
+    [RESP_CHK_OP_VALID] = "CHK_OP_VALID",
+    [RESP_CHK_RESOURCE] = "CHK_RESOURCE",
+    [RESP_CHK_LENGTH]   = "CHK_LENGTH",
+    [RESP_CHK_RKEY]     = "CHK_RKEY",
+    [RESP_EXECUTE]      = "EXECUTE",
+    [RESP_COMPLETE]     = "COMPLETE",
+    [RESP_ACKNOWLEDGE]  = "ACKNOWLEDGE",
+    [RESP_DUPLICATE]    = "DUPLICATE",
+    [RESP_NAK_SEQ]      = "NAK_SEQ",
+    [RESP_RNR]          = "RNR",
+    [RESP_ERR_INVALID]  = "ERR_INVALID",
+    [RESP_ERR_ACCESS]   = "ERR_ACCESS",
+    [RESP_ERR_OP]       = "ERR_OP",
+    [RESP_UC_DROP]      = "UC_DROP",
+    [RESP_DONE]         = "DONE",
+};
+
+/* One request packet on its way through the steps. */
+typedef struct PibRespCtx {
+    PibQp *qp;
+    const PibPktInfo *pi;
+    uint32_t mask;          /* the opcode's PIB_OPM_* */
+    uint8_t rq_status;      /* receive WQE error to complete with, if any */
+    PibMr *mr;              /* the MR an RDMA/atomic targets */
+    enum pib_counter drop;  /* why the packet is dropped, if known */
+} PibRespCtx;
+
+/*
+ * Responses we send: ACK/NAK, READ responses, atomic ACKs, to the connected
+ * peer.
+ */
+static void pib_resp_send(PibQp *qp, PibPktFields *f, const void *payload,
+                          uint32_t paylen)
+{
+    PibState *s = qp->s;
+
+    f->dqpn = qp->dest_qpn;
+    f->dlid = qp->av.dlid;
+    f->sl = qp->av.sl;
+    f->src_path_bits = qp->av.src_path_bits;
+    f->grh_av = qp->av.grh ? &qp->av : NULL;
+    f->msn = qp->resp.msn;
+    pib_xmit(s, pib_pkt_build(s, f, payload, paylen), f->dlid);
+}
+
+static void pib_resp_ack(PibQp *qp, uint32_t psn, uint8_t syndrome)
+{
+    PibPktFields f = {
+        .opcode = PIB_OP_RC_ACKNOWLEDGE,
+        .psn = psn,
+        .syndrome = syndrome,
+    };
+
+    trace_pib_resp_ack(qp->qpn, psn, syndrome, qp->resp.msn);
+    pib_resp_send(qp, &f, NULL, 0);
+    qp->resp.unacked = 0;
+}
+
+void pib_resp_reset(PibQp *qp)
+{
+    memset(&qp->resp, 0, sizeof(qp->resp));
+    qp->resp.opcode = -1;
+}
+
+static bool pib_psn_in(uint32_t psn, uint32_t first, uint32_t last)
+{
+    return pib_psn_diff(psn, first) >= 0 && pib_psn_diff(last, psn) >= 0;
+}
+
+/*
+ * The receive WQE for this message: the one at the RQ's consumer index, or
+ * the next one taken from the SRQ.  False if there is none.  A malformed one
+ * is returned too, with c->rq_status set: it completes in error.
+ */
+static bool pib_resp_get_rwqe(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+
+    if (r->rwqe_valid) {
+        return true;
+    }
+    if (qp->srq) {
+        if (!pib_srq_take(qp, &r->rwqe, &c->rq_status)) {
+            return false;
+        }
+    } else if (qp->no_rq || qp->rq.ci == qp->rq.pi) {
+        return false;
+    } else {
+        pib_rq_fetch(qp, qp->rq.ci, &r->rwqe, &c->rq_status);
+    }
+    r->rwqe_valid = true;
+    r->offset = 0;
+    return true;
+}
+
+/* Complete the receive WQE in progress and retire it. */
+static void pib_resp_complete_rwqe(PibQp *qp, struct pib_cqe *cqe, bool sol)
+{
+    cqe->wr_id = cpu_to_le64(qp->resp.rwqe.wr_id);
+    cqe->wqe_index = cpu_to_le16(qp->resp.rwqe.idx & 0xffff);
+    pib_qp_post_recv_cqe(qp, cqe, sol);
+    if (!qp->srq) {
+        qp->rq.ci++;
+    }
+    qp->resp.rwqe_valid = false;
+    qp->resp.offset = 0;
+}
+
+/*
+ * The steps
+ */
+
+static PibRespStep pib_resp_chk_psn(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    int32_t diff = pib_psn_diff(pi->psn, r->psn);
+
+    if (qp->type == PIB_QPT_UC) {
+        if (diff != 0 || r->uc_drop) {
+            /* A gap or a dropped message: start over at a FIRST/ONLY. */
+            if (diff != 0 && r->opcode != -1) {
+                trace_pib_resp_uc_abandon(qp->qpn, r->psn, pi->psn);
+            }
+            r->opcode = -1;
+            r->offset = 0;
+            r->psn = pi->psn;
+            r->uc_drop = !(c->mask & PIB_OPM_FIRST);
+            if (r->uc_drop) {
+                return RESP_UC_DROP;
+            }
+        }
+        return RESP_CHK_OP_SEQ;
+    }
+    if (diff > 0) {
+        return RESP_NAK_SEQ;
+    }
+    if (diff < 0) {
+        return RESP_DUPLICATE;
+    }
+    r->nak_seq_sent = false;
+    return RESP_CHK_OP_SEQ;
+}
+
+static PibRespStep pib_resp_chk_op_seq(PibRespCtx *c)
+{
+    PibResp *r = &c->qp->resp;
+    const PibOpInfo *prev = r->opcode >= 0 ? pib_op_info(r->opcode) : NULL;
+    uint32_t m = c->mask;
+    bool ok;
+
+    if (prev && (prev->mask & PIB_OPM_SEND)) {
+        ok = (m & PIB_OPM_SEND) && (m & (PIB_OPM_MIDDLE | PIB_OPM_LAST)) &&
+             !(m & PIB_OPM_FIRST);
+    } else if (prev && (prev->mask & PIB_OPM_WRITE)) {
+        ok = (m & PIB_OPM_WRITE) && (m & (PIB_OPM_MIDDLE | PIB_OPM_LAST)) &&
+             !(m & PIB_OPM_FIRST);
+    } else {
+        ok = m & PIB_OPM_FIRST;
+    }
+    if (ok) {
+        return RESP_CHK_OP_VALID;
+    }
+    if (c->qp->type == PIB_QPT_UC) {
+        r->opcode = -1;
+        r->offset = 0;
+        r->uc_drop = !(m & PIB_OPM_FIRST);
+        return r->uc_drop ? RESP_UC_DROP : RESP_CHK_OP_VALID;
+    }
+    return RESP_ERR_INVALID;
+}
+
+static PibRespStep pib_resp_chk_op_valid(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    uint32_t m = c->mask;
+
+    if (((m & PIB_OPM_WRITE) && !(qp->access & PIB_ACCESS_REMOTE_WRITE)) ||
+        ((m & PIB_OPM_READ) && !(qp->access & PIB_ACCESS_REMOTE_READ)) ||
+        ((m & PIB_OPM_ATOMIC) && !(qp->access & PIB_ACCESS_REMOTE_ATOMIC))) {
+        c->drop = PIB_CNT_RX_DROP_ACCESS;
+        return qp->type == PIB_QPT_UC ? RESP_UC_DROP : RESP_ERR_ACCESS;
+    }
+    if ((m & (PIB_OPM_READ | PIB_OPM_ATOMIC)) && qp->max_dest_rd_atomic == 0) {
+        c->drop = PIB_CNT_RX_DROP_OPCODE;
+        return RESP_ERR_INVALID;
+    }
+    return RESP_CHK_RESOURCE;
+}
+
+static PibRespStep pib_resp_chk_resource(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    uint32_t m = c->mask;
+
+    if ((m & PIB_OPM_SEND) ||
+        ((m & PIB_OPM_WRITE) && (m & PIB_OPM_IMMDT))) {
+        if (!pib_resp_get_rwqe(c)) {
+            if (qp->type == PIB_QPT_UC) {
+                c->drop = PIB_CNT_RX_DROP_NO_RECV_WQE;
+                return RESP_UC_DROP;
+            }
+            return RESP_RNR;
+        }
+        if (c->rq_status != PIB_WC_SUCCESS) {
+            c->drop = PIB_CNT_RX_DROP_NO_RECV_WQE;
+            return RESP_ERR_OP;         /* a malformed receive WQE */
+        }
+    }
+    if (m & (PIB_OPM_READ | PIB_OPM_ATOMIC)) {
+        r->res_next %= qp->max_dest_rd_atomic;
+        if (r->res[r->res_next].state == PIB_RES_PENDING) {
+            /* More outstanding than max_dest_rd_atomic allows. */
+            c->drop = PIB_CNT_RX_DROP_OPCODE;
+            return RESP_ERR_INVALID;
+        }
+    }
+    return RESP_CHK_LENGTH;
+}
+
+static PibRespStep pib_resp_chk_length(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint32_t mtu = pib_mtu_bytes(qp->path_mtu);
+    uint32_t m = c->mask;
+    bool uc = qp->type == PIB_QPT_UC;
+
+    if (m & PIB_OPM_PAYLOAD) {
+        /* Packets before the last carry exactly one MTU; the last 1..MTU. */
+        if (!(m & PIB_OPM_LAST) ? pi->paylen != mtu :
+            pi->paylen > mtu || (!(m & PIB_OPM_FIRST) && pi->paylen == 0)) {
+            c->drop = PIB_CNT_RX_DROP_LENGTH;
+            return uc ? RESP_UC_DROP : RESP_ERR_INVALID;
+        }
+    }
+    c->drop = PIB_CNT_RX_DROP_LENGTH;   /* for the checks below */
+    if (m & PIB_OPM_SEND) {
+        if (r->offset + pi->paylen > r->rwqe.length) {
+            c->rq_status = PIB_WC_LOC_LEN_ERR;  /* the receive is too small */
+            return RESP_ERR_INVALID;
+        }
+    } else if (m & PIB_OPM_WRITE) {
+        if (m & PIB_OPM_FIRST) {
+            if ((m & PIB_OPM_LAST) ? pi->paylen != pi->dmalen :
+                pi->dmalen <= pi->paylen) {
+                return uc ? RESP_UC_DROP : RESP_ERR_INVALID;
+            }
+            r->write_len = pi->dmalen;
+            r->write_resid = pi->dmalen;
+        } else if ((m & PIB_OPM_LAST) ? pi->paylen != r->write_resid :
+                   pi->paylen >= r->write_resid) {
+            return uc ? RESP_UC_DROP : RESP_ERR_INVALID;
+        }
+    } else if ((m & PIB_OPM_READ) && pi->dmalen > PIB_MAX_MSG_SZ) {
+        return RESP_ERR_INVALID;
+    }
+    c->drop = PIB_CNT_MAX;
+    return RESP_CHK_RKEY;
+}
+
+static PibRespStep pib_resp_chk_rkey(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint32_t m = c->mask;
+    PibMemErr err = PIB_MEM_OK;
+    bool uc = qp->type == PIB_QPT_UC;
+
+    if (m & PIB_OPM_WRITE) {
+        if (m & PIB_OPM_FIRST) {
+            /* The whole range at the first packet: nothing lands if bad. */
+            r->write_va = pi->va;
+            r->write_rkey = pi->rkey;
+            err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+                                 PIB_ACCESS_REMOTE_WRITE, &c->mr);
+        } else {
+            /* Again for each packet: the MR may have gone meanwhile. */
+            err = pib_rkey_check(qp->s, qp, r->write_rkey, r->write_va,
+                                 pi->paylen, PIB_ACCESS_REMOTE_WRITE, &c->mr);
+        }
+    } else if (m & PIB_OPM_READ) {
+        err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+                             PIB_ACCESS_REMOTE_READ, &c->mr);
+    } else if (m & PIB_OPM_ATOMIC) {
+        if (pi->va & 7) {
+            c->drop = PIB_CNT_RX_DROP_ACCESS;
+            return RESP_ERR_INVALID;    /* atomics are 8-byte aligned */
+        }
+        err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, sizeof(uint64_t),
+                             PIB_ACCESS_REMOTE_ATOMIC, &c->mr);
+    }
+    if (err != PIB_MEM_OK) {
+        trace_pib_resp_rkey_fault(qp->qpn, pi->rkey, pi->va,
+                                  pib_mem_err_name(err));
+        c->drop = PIB_CNT_RX_DROP_ACCESS;
+        return uc ? RESP_UC_DROP : RESP_ERR_ACCESS;
+    }
+    return RESP_EXECUTE;
+}
+
+/* An atomic, under the BQL: nothing else touches the device meanwhile. */
+static PibRespStep pib_resp_atomic(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint64_t orig, val;
+    PibRdRes *res;
+    PibPktFields f = {
+        .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
+        .psn = pi->psn,
+        .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+    };
+
+    /* Target memory is little-endian, the guest's host order. */
+    if (pib_mr_rw(qp->s, c->mr, pi->va, &orig, sizeof(orig),
+                  DMA_DIRECTION_TO_DEVICE) != PIB_MEM_OK) {
+        return RESP_ERR_OP;
+    }
+    orig = le64_to_cpu(orig);
+    if (pi->opcode == PIB_OP_RC_COMPARE_SWAP) {
+        val = orig == pi->compare ? pi->swap_add : orig;
+    } else {
+        val = orig + pi->swap_add;
+    }
+    if (val != orig) {
+        val = cpu_to_le64(val);
+        if (pib_mr_rw(qp->s, c->mr, pi->va, &val, sizeof(val),
+                      DMA_DIRECTION_FROM_DEVICE) != PIB_MEM_OK) {
+            return RESP_ERR_OP;
+        }
+    }
+    trace_pib_resp_atomic(qp->qpn, pi->psn, pi->va, orig);
+
+    /* The replay cache: a duplicate gets the same answer. */
+    res = &r->res[r->res_next];
+    *res = (PibRdRes) {
+        .state = PIB_RES_DONE, .atomic = true, .psn = pi->psn,
+        .last_psn = pi->psn, .orig = orig, .seq = r->res_seq++,
+    };
+    r->res_next = (r->res_next + 1) % qp->max_dest_rd_atomic;
+    r->psn = pib_psn_add(r->psn, 1);
+    r->msn = (r->msn + 1) & 0xffffff;
+    r->opcode = -1;
+    r->unacked = 0;
+    f.orig = orig;
+    pib_resp_send(qp, &f, NULL, 0);
+    return RESP_DONE;
+}
+
+/* A READ: recorded here, answered by pib_resp_run(). */
+static PibRespStep pib_resp_read(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint32_t npkts = pib_req_npkts(qp, pi->dmalen);
+
+    r->res[r->res_next] = (PibRdRes) {
+        .state = PIB_RES_PENDING,
+        .psn = pi->psn,
+        .last_psn = pib_psn_add(pi->psn, npkts - 1),
+        .cur_psn = pi->psn,
+        .va = pi->va,
+        .rkey = pi->rkey,
+        .resid = pi->dmalen,
+        .first = true,
+        .seq = r->res_seq++,
+    };
+    r->res_next = (r->res_next + 1) % qp->max_dest_rd_atomic;
+    r->psn = pib_psn_add(r->psn, npkts);
+    r->msn = (r->msn + 1) & 0xffffff;
+    r->opcode = -1;
+    r->unacked = 0;             /* the responses acknowledge what came before */
+    trace_pib_resp_read(qp->qpn, pi->psn, pi->va, pi->dmalen);
+    pib_qp_schedule(qp);
+    return RESP_DONE;
+}
+
+static PibRespStep pib_resp_execute(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint32_t m = c->mask;
+    PibMemErr err;
+
+    if (m & PIB_OPM_READ) {
+        return pib_resp_read(c);
+    }
+    if (m & PIB_OPM_ATOMIC) {
+        return pib_resp_atomic(c);
+    }
+    if (m & PIB_OPM_SEND) {
+        if (pi->paylen) {
+            err = pib_sgl_copy(qp->s, r->rwqe.pdn, r->rwqe.sge,
+                               r->rwqe.num_sge, r->offset, (void *)pi->payload,
+                               pi->paylen, DMA_DIRECTION_FROM_DEVICE);
+            if (err != PIB_MEM_OK) {
+                c->rq_status = PIB_WC_LOC_PROT_ERR;
+                return RESP_ERR_OP;
+            }
+        }
+        r->offset += pi->paylen;
+    } else if (m & PIB_OPM_WRITE) {
+        if (pi->paylen &&
+            pib_mr_rw(qp->s, c->mr, r->write_va, (void *)pi->payload,
+                      pi->paylen, DMA_DIRECTION_FROM_DEVICE) != PIB_MEM_OK) {
+            return RESP_ERR_OP;
+        }
+        r->write_va += pi->paylen;
+        r->write_resid -= pi->paylen;
+    }
+    if (!(m & PIB_OPM_LAST)) {
+        return RESP_ACKNOWLEDGE;
+    }
+    /* SEND with invalidate: the rkey goes once the message is in. */
+    if ((m & PIB_OPM_IETH) &&
+        !pib_key_invalidate(qp->s, qp, pi->ieth_rkey)) {
+        c->rq_status = PIB_WC_REM_INV_REQ_ERR;
+        c->drop = PIB_CNT_RX_DROP_ACCESS;
+        return RESP_ERR_INVALID;
+    }
+    r->msn = (r->msn + 1) & 0xffffff;
+    if ((m & PIB_OPM_SEND) || (m & PIB_OPM_IMMDT)) {
+        return RESP_COMPLETE;
+    }
+    return RESP_ACKNOWLEDGE;
+}
+
+/* COMPLETE: the message consumed a receive WQE. */
+static PibRespStep pib_resp_complete(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    const PibPktInfo *pi = c->pi;
+    bool send = c->mask & PIB_OPM_SEND;
+    struct pib_cqe cqe = {
+        .byte_len = cpu_to_le32(send ? qp->resp.offset : qp->resp.write_len),
+        .slid = cpu_to_le16(pi->slid),
+        .status = PIB_WC_SUCCESS,
+        .opcode = send ? PIB_CQE_RECV : PIB_CQE_RECV_RDMA_IMM,
+        .sl = pi->sl,
+    };
+
+    if (c->mask & PIB_OPM_IMMDT) {
+        cqe.flags |= PIB_CQE_F_IMM;
+        memcpy(&cqe.imm_inv, pi->imm, sizeof(cqe.imm_inv));
+    } else if (c->mask & PIB_OPM_IETH) {
+        cqe.flags |= PIB_CQE_F_INV;
+        cqe.imm_inv = cpu_to_le32(pi->ieth_rkey);
+    }
+    pib_resp_complete_rwqe(qp, &cqe, pi->se);
+    return RESP_ACKNOWLEDGE;
+}
+
+static PibRespStep pib_resp_acknowledge(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+
+    r->psn = pib_psn_add(r->psn, 1);
+    r->opcode = (c->mask & PIB_OPM_LAST) ? -1 : pi->opcode;
+    if (qp->type != PIB_QPT_RC) {
+        return RESP_DONE;
+    }
+    r->unacked++;
+    if (pi->ackreq || r->unacked >= PIB_ACK_COALESCE) {
+        pib_resp_ack(qp, pi->psn, PIB_AETH_ACK | PIB_AETH_NO_CREDITS);
+    }
+    return RESP_DONE;
+}
+
+/*
+ * DUPLICATE: a request we already executed (its ACK or response was lost).
+ * Never applied twice.
+ */
+static PibRespStep pib_resp_duplicate(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    PibRdRes *res;
+    PibMr *mr;
+    unsigned i;
+
+    pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_DUPLICATE, pi);
+    pib_count(qp->s, PIB_CNT_DUPLICATE_REQUESTS, 1);
+    if (c->mask & (PIB_OPM_SEND | PIB_OPM_WRITE)) {
+        if (pi->ackreq || (c->mask & PIB_OPM_LAST)) {
+            pib_resp_ack(qp, pib_psn_add(r->psn, -1),
+                         PIB_AETH_ACK | PIB_AETH_NO_CREDITS);
+        }
+        return RESP_DONE;
+    }
+    for (i = 0; i < PIB_MAX_RD_ATOM; i++) {
+        res = &r->res[i];
+        if (res->state == PIB_RES_FREE ||
+            res->atomic != !!(c->mask & PIB_OPM_ATOMIC) ||
+            !pib_psn_in(pi->psn, res->psn, res->last_psn)) {
+            continue;
+        }
+        if (res->atomic) {
+            PibPktFields f = {
+                .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
+                .psn = res->psn,
+                .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+                .orig = res->orig,
+            };
+
+            if (pi->psn == res->psn) {
+                trace_pib_resp_replay(qp->qpn, pi->psn, "atomic");
+                pib_resp_send(qp, &f, NULL, 0);
+            }
+            return RESP_DONE;
+        }
+        /*
+         * READ: respond again from the PSN asked for, with the address and
+         * length of this request (they must match the original's tail).
+         */
+        if (pib_req_npkts(qp, pi->dmalen) - 1 !=
+                pib_psn_diff(res->last_psn, pi->psn) ||
+            pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+                           PIB_ACCESS_REMOTE_READ, &mr) != PIB_MEM_OK) {
+            return RESP_DONE;
+        }
+        trace_pib_resp_replay(qp->qpn, pi->psn, "READ");
+        res->state = PIB_RES_PENDING;
+        res->first = true;
+        res->cur_psn = pi->psn;
+        res->va = pi->va;
+        res->rkey = pi->rkey;
+        res->resid = pi->dmalen;
+        pib_qp_schedule(qp);
+        return RESP_DONE;
+    }
+    return RESP_DONE;       /* too old for the replay cache */
+}
+
+/* Errors: NAK (RC), the receive WQE in error, the async event, ERR. */
+static PibRespStep pib_resp_error(PibRespCtx *c, PibRespStep step)
+{
+    PibQp *qp = c->qp;
+    const PibPktInfo *pi = c->pi;
+    uint8_t nak, event;
+    struct pib_cqe cqe = { 0 };
+
+    switch (step) {
+    case RESP_ERR_INVALID:
+        nak = PIB_NAK_INVALID_REQ;
+        event = PIB_AE_QP_REQ_ERR;
+        break;
+    case RESP_ERR_ACCESS:
+        nak = PIB_NAK_REM_ACCESS_ERR;
+        event = PIB_AE_QP_ACCESS_ERR;
+        pib_count(qp->s, PIB_CNT_ACCESS_NAKS_SENT, 1);
+        break;
+    default:
+        nak = PIB_NAK_REM_OP_ERR;
+        event = PIB_AE_QP_FATAL;
+        break;
+    }
+    /* Protocol errors without a more precise reason count as malformed. */
+    pib_pkt_drop(qp->s, c->drop != PIB_CNT_MAX ? c->drop :
+                 step == RESP_ERR_INVALID ? PIB_CNT_RX_DROP_MALFORMED :
+                 PIB_CNT_RX_DROP_ACCESS, pi);
+    trace_pib_resp_error(qp->qpn, pi->psn, pib_resp_step_names[step],
+                         c->rq_status);
+    if (qp->type == PIB_QPT_RC) {
+        pib_resp_ack(qp, pi->psn, PIB_AETH_NAK | nak);
+    }
+    if (c->rq_status != PIB_WC_SUCCESS && qp->resp.rwqe_valid) {
+        /* The receive WQE this message was using fails with it. */
+        cqe.status = c->rq_status;
+        cqe.opcode = PIB_CQE_RECV;
+        pib_resp_complete_rwqe(qp, &cqe, false);
+    } else if (c->rq_status == PIB_WC_SUCCESS) {
+        pib_aeq_post(qp->s, event, qp->qpn, 0);
+    }
+    pib_qp_error(qp, "responder error");
+    return RESP_DONE;
+}
+
+/* UD (and GSI): one packet, one message. */
+static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
+{
+    PibResp *r = &qp->resp;
+    PibRespCtx c = {
+        .qp = qp, .pi = pi, .mask = pi->op->mask, .drop = PIB_CNT_MAX,
+    };
+    struct pib_cqe cqe = {
+        .byte_len = cpu_to_le32(PIB_GRH_SPACE + pi->paylen),
+        .src_qp = cpu_to_le32(pi->src_qpn),
+        .slid = cpu_to_le16(pi->slid),
+        .opcode = PIB_CQE_RECV,
+        .sl = pi->sl,
+    };
+    PibMemErr err = PIB_MEM_OK;
+
+    if (pi->paylen > pib_mtu_bytes(PIB_PORT_MTU_ENUM)) {
+        pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_LENGTH, pi);
+        return;
+    }
+    if (!pib_resp_get_rwqe(&c)) {
+        pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_NO_RECV_WQE, pi);
+        return;
+    }
+    if (c.rq_status == PIB_WC_SUCCESS &&
+        PIB_GRH_SPACE + pi->paylen > r->rwqe.length) {
+        c.rq_status = PIB_WC_LOC_LEN_ERR;
+    }
+    /* The first 40 bytes are the GRH's, whether or not one came. */
+    if (c.rq_status == PIB_WC_SUCCESS && pi->has_grh) {
+        err = pib_sgl_copy(qp->s, r->rwqe.pdn, r->rwqe.sge, r->rwqe.num_sge, 0,
+                           (void *)&pi->grh, sizeof(pi->grh),
+                           DMA_DIRECTION_FROM_DEVICE);
+        cqe.flags |= PIB_CQE_F_GRH;
+    }
+    if (c.rq_status == PIB_WC_SUCCESS && err == PIB_MEM_OK && pi->paylen) {
+        err = pib_sgl_copy(qp->s, r->rwqe.pdn, r->rwqe.sge, r->rwqe.num_sge,
+                           PIB_GRH_SPACE, (void *)pi->payload, pi->paylen,
+                           DMA_DIRECTION_FROM_DEVICE);
+    }
+    if (err != PIB_MEM_OK) {
+        c.rq_status = PIB_WC_LOC_PROT_ERR;
+    }
+    if (c.rq_status != PIB_WC_SUCCESS) {
+        pib_pkt_drop(qp->s, c.rq_status == PIB_WC_LOC_LEN_ERR ?
+                     PIB_CNT_RX_DROP_LENGTH :
+                     c.rq_status == PIB_WC_LOC_PROT_ERR ?
+                     PIB_CNT_RX_DROP_ACCESS : PIB_CNT_RX_DROP_NO_RECV_WQE, pi);
+        cqe = (struct pib_cqe) { .status = c.rq_status,
+                                 .opcode = PIB_CQE_RECV };
+        pib_resp_complete_rwqe(qp, &cqe, false);
+        pib_qp_error(qp, "UD receive error");
+        return;
+    }
+    if (c.mask & PIB_OPM_IMMDT) {
+        cqe.flags |= PIB_CQE_F_IMM;
+        memcpy(&cqe.imm_inv, pi->imm, sizeof(cqe.imm_inv));
+    }
+    pib_resp_complete_rwqe(qp, &cqe, pi->se);
+}
+
+/* A request packet arrived for this QP (from the receive bottom half). */
+void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
+{
+    PibRespCtx c = {
+        .qp = qp, .pi = pi, .mask = pi->op->mask, .drop = PIB_CNT_MAX,
+    };
+    PibRespStep step = RESP_CHK_PSN;
+    unsigned n;
+
+    if (qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) {
+        pib_resp_ud(qp, pi);
+        return;
+    }
+    /* Each step moves forward; the bound is only a safety net. */
+    for (n = 0; step != RESP_DONE && n < 32; n++) {
+        trace_pib_resp_step(qp->qpn, pi->psn, pib_resp_step_names[step]);
+        switch (step) {
+        case RESP_CHK_PSN:
+            step = pib_resp_chk_psn(&c);
+            break;
+        case RESP_CHK_OP_SEQ:
+            step = pib_resp_chk_op_seq(&c);
+            break;
+        case RESP_CHK_OP_VALID:
+            step = pib_resp_chk_op_valid(&c);
+            break;
+        case RESP_CHK_RESOURCE:
+            step = pib_resp_chk_resource(&c);
+            break;
+        case RESP_CHK_LENGTH:
+            step = pib_resp_chk_length(&c);
+            break;
+        case RESP_CHK_RKEY:
+            step = pib_resp_chk_rkey(&c);
+            break;
+        case RESP_EXECUTE:
+            step = pib_resp_execute(&c);
+            break;
+        case RESP_COMPLETE:
+            step = pib_resp_complete(&c);
+            break;
+        case RESP_ACKNOWLEDGE:
+            step = pib_resp_acknowledge(&c);
+            break;
+        case RESP_DUPLICATE:
+            step = pib_resp_duplicate(&c);
+            break;
+        case RESP_NAK_SEQ:
+            pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_PSN_SEQ, pi);
+            if (!qp->resp.nak_seq_sent) {
+                qp->resp.nak_seq_sent = true;
+                pib_count(qp->s, PIB_CNT_SEQ_NAKS_SENT, 1);
+                pib_resp_ack(qp, qp->resp.psn,
+                             PIB_AETH_NAK | PIB_NAK_PSN_SEQ_ERR);
+            }
+            step = RESP_DONE;
+            break;
+        case RESP_RNR:
+            pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_RNR, pi);
+            pib_count(qp->s, PIB_CNT_RNR_NAKS_SENT, 1);
+            pib_resp_ack(qp, pi->psn, PIB_AETH_RNR_NAK |
+                                      (qp->min_rnr_timer & 0x1f));
+            /*
+             * The rest of the message is already on its way: the requester
+             * resends from this PSN after the RNR timer, so no sequence NAK
+             * for the packets behind it.
+             */
+            qp->resp.nak_seq_sent = true;
+            step = RESP_DONE;
+            break;
+        case RESP_ERR_INVALID:
+        case RESP_ERR_ACCESS:
+        case RESP_ERR_OP:
+            step = pib_resp_error(&c, step);
+            break;
+        case RESP_UC_DROP:
+            /* The rest of this message goes too; a FIRST/ONLY starts over */
+            pib_pkt_drop(qp->s, c.drop != PIB_CNT_MAX ? c.drop :
+                         PIB_CNT_RX_DROP_UC_SEQ, pi);
+            qp->resp.psn = pib_psn_add(pi->psn, 1);
+            qp->resp.uc_drop = !(c.mask & PIB_OPM_LAST);
+            qp->resp.opcode = -1;
+            qp->resp.offset = 0;
+            step = RESP_DONE;
+            break;
+        default:
+            step = RESP_DONE;
+            break;
+        }
+    }
+}
+
+/* The pending READ whose next response comes first in PSN order. */
+static PibRdRes *pib_resp_next_read(PibQp *qp)
+{
+    PibRdRes *best = NULL;
+    unsigned i;
+
+    for (i = 0; i < PIB_MAX_RD_ATOM; i++) {
+        PibRdRes *res = &qp->resp.res[i];
+
+        if (res->state == PIB_RES_PENDING &&
+            (!best || pib_psn_diff(res->cur_psn, best->cur_psn) < 0)) {
+            best = res;
+        }
+    }
+    return best;
+}
+
+/*
+ * From the work bottom half: send READ responses, oldest first, one packet
+ * per budget unit, while the transmit queue has room.
+ */
+void pib_resp_run(PibQp *qp, unsigned *budget)
+{
+    uint32_t mtu = pib_mtu_bytes(qp->path_mtu);
+    uint8_t payload[4096];
+    PibPktFields f;
+    PibRdRes *res;
+    PibMr *mr;
+    PibMemErr err;
+    bool first, last;
+    uint32_t paylen;
+
+    if (qp->type != PIB_QPT_RC) {
+        return;
+    }
+    while (*budget && (res = pib_resp_next_read(qp))) {
+        if (!pib_xmit_room(qp->s, qp->av.dlid)) {
+            qp->req.wait_tx = true;
+            return;
+        }
+        f = (PibPktFields) {
+            .psn = res->cur_psn,
+            .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+        };
+        paylen = MIN(res->resid, mtu);
+        first = res->first;     /* a replay starts with FIRST/ONLY too */
+        last = res->resid <= mtu;
+        f.opcode = first && last ? PIB_OP_RC_RDMA_READ_RESP_ONLY :
+                   first ? PIB_OP_RC_RDMA_READ_RESP_FIRST :
+                   last ? PIB_OP_RC_RDMA_READ_RESP_LAST :
+                   PIB_OP_RC_RDMA_READ_RESP_MIDDLE;
+        /* The MR may have gone since the request: check again. */
+        err = pib_rkey_check(qp->s, qp, res->rkey, res->va, paylen,
+                             PIB_ACCESS_REMOTE_READ, &mr);
+        if (err == PIB_MEM_OK && paylen) {
+            err = pib_mr_rw(qp->s, mr, res->va, payload, paylen,
+                            DMA_DIRECTION_TO_DEVICE);
+        }
+        if (err != PIB_MEM_OK) {
+            if (err != PIB_MEM_DMA) {
+                pib_count(qp->s, PIB_CNT_ACCESS_NAKS_SENT, 1);
+            }
+            pib_resp_ack(qp, res->cur_psn, PIB_AETH_NAK |
+                         (err == PIB_MEM_DMA ? PIB_NAK_REM_OP_ERR :
+                                               PIB_NAK_REM_ACCESS_ERR));
+            pib_qp_error(qp, "READ response failed");
+            return;
+        }
+        pib_resp_send(qp, &f, payload, paylen);
+        res->cur_psn = pib_psn_add(res->cur_psn, 1);
+        res->va += paylen;
+        res->resid -= paylen;
+        res->first = false;
+        if (last) {
+            res->state = PIB_RES_DONE;
+        }
+        (*budget)--;
+    }
+}
