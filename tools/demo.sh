@@ -1,5 +1,6 @@
 #!/bin/bash
-# `make demo`: boot two guests linked by a socket and show the pib HCA in each.
+# `make demo`: boot two guests linked by a socket, show the pib HCA in each, and run an RDMA
+# ping-pong (ibv_rc_pingpong, unmodified) between them through doorbells, DMA and interrupts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIBVM_DIR=${PIBVM_DIR:-$PWD/build/vm}
@@ -10,3 +11,12 @@ for n in 0 1; do
   echo "=== node $n: ibv_devinfo"
   tools/pibvm exec "$n" -- ibv_devinfo -d pib_0
 done
+
+echo "=== ibv_rc_pingpong: server on node0, client on node1 (4 KiB messages, data checked)"
+tools/pibvm exec 0 --timeout 120 -- ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c > build/demo-server.log 2>&1 &
+server=$!
+sleep 2
+tools/pibvm exec 1 --timeout 120 -- ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c node0
+wait "$server" || { echo "server failed:"; cat build/demo-server.log; exit 1; }
+echo "--- server side"
+cat build/demo-server.log
