@@ -13,10 +13,11 @@ for n in 0 1; do
 done
 
 echo "=== ibv_rc_pingpong: server on node0, client on node1 (4 KiB messages, data checked)"
-tools/pibvm exec 0 --timeout 120 -- ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c > build/demo-server.log 2>&1 &
+source tests/e2e/lib.sh   # on, wait_listen
+on 0 ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c > build/demo-server.log 2>&1 &
 server=$!
-sleep 2
-tools/pibvm exec 1 --timeout 120 -- ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c node0
+wait_listen 0 18515 || { echo "the server on node0 did not start:"; cat build/demo-server.log; exit 1; }
+on 1 ibv_rc_pingpong -d pib_0 -s 4096 -n 1000 -c node0
 wait "$server" || { echo "server failed:"; cat build/demo-server.log; exit 1; }
 echo "--- server side"
 cat build/demo-server.log

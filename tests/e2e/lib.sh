@@ -16,3 +16,43 @@ check() {
 field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
 finish() { [ "$nfail" -eq 0 ] && echo "all checks passed" || echo "$nfail check(s) failed"; exit $(( nfail > 0 )); }
+
+# wait_listen NODE PORT [TRIES]: wait until a TCP socket listens on PORT in guest NODE (IPv4 or
+# IPv6), polling /proc/net/tcp{,6} (state 0A is LISTEN).  Servers such as ibv_rc_pingpong and
+# perftest take a moment under TCG before they accept, and their clients do not retry.
+wait_listen() {
+  local n=$1 port=$2 tries=${3:-150} hex i
+  hex=$(printf '%04X' "$port")
+  for ((i = 0; i < tries; i++)); do
+    on "$n" awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p {f=1}
+                              END {exit !f}' /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# pair NAME PORT SERVER_CMD... -- CLIENT_ARGS...: run SERVER_CMD on node 0, wait for PORT, then
+# the same program with CLIENT_ARGS on node 1 (its last argument is normally node0).  Both
+# outputs are printed; both must exit 0.  Sets pair_out_server / pair_out_client.
+pair() {
+  local name=$1 port=$2; shift 2
+  local srv=() cli=() slog clog spid src crc
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+  shift
+  cli=("$@")
+  slog=$(mktemp) clog=$(mktemp)
+  on 0 "${srv[@]}" >"$slog" 2>&1 &
+  spid=$!
+  if wait_listen 0 "$port"; then
+    on 1 "${cli[@]}" >"$clog" 2>&1; crc=$?
+  else
+    echo "server did not listen on $port" >"$clog"; crc=99
+  fi
+  wait "$spid"; src=$?
+  pair_out_server=$(cat "$slog") pair_out_client=$(cat "$clog")
+  echo "--- $name: server (node 0)"; echo "$pair_out_server"
+  echo "--- $name: client (node 1)"; echo "$pair_out_client"
+  check "$name: server exits 0 (got $src)" test "$src" -eq 0
+  check "$name: client exits 0 (got $crc)" test "$crc" -eq 0
+  rm -f "$slog" "$clog"
+}

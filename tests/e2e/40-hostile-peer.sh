@@ -1,0 +1,106 @@
+#!/bin/bash
+# hostile-peer: node 0's pib port survives a hostile link peer.  Node 1 is killed and
+# pib-hostile (tests/hostile/) takes its place on the cable: it trains the link, then sends
+# garbage, broken frames, malformed and misaddressed packets, requests outside the PSN window
+# and RDMA with forged rkeys and out-of-range addresses, aimed at real RC QPs and MRs that
+# pib-mr-target (tests/guest/) holds on node 0.  For every phase:
+#   - pib-hostile's own checks pass: the device drops the stream on framing loss, the link
+#     retrains, the NAKs and READ responses are the IBTA's;
+#   - each hw_counter of node 0 grows by exactly what pib-hostile says it sent (expect lines),
+#     and the rx_drop_* counters together by the number of bad packets: every dropped packet
+#     is counted under exactly one reason.
+# At the end pib-mr-target's memory (two MRs and the guard pages around one) is unchanged,
+# its QPs are in the states the attacks leave them in with the async events they raise, the
+# kernel has no splat, the port comes back ACTIVE with the hostile peer and again with node 1,
+# which is booted back and runs ibv_rc_pingpong with node 0.
+source "$(dirname "$0")/lib.sh"
+source "$TOP/tests/hostile/link-e2e.sh"
+
+PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged)
+INFO=/tmp/pib-mr-target.info
+GO=/tmp/pib-mr-target.go
+work=$(mktemp -d)
+hold_pid= target_pid=
+cleanup() {
+  [ -n "$hold_pid" ] && kill "$hold_pid" 2>/dev/null
+  [ -n "$target_pid" ] && { on 0 touch "$GO"; wait "$target_pid"; } 2>/dev/null
+  restore_node1 >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+hostile_build
+check "node 0: port ACTIVE before the test" wait_port 0 ACTIVE 30
+dmesg_mark 0
+
+echo "== node 1 leaves the cable to the hostile peer"
+check "kill node 1" "$PIBVM" kill 1
+check "node 0: port DOWN without a peer" wait_port 0 DOWN 15
+check "node 0: $HW_COUNTERS exists" on 0 test -d "$HW_COUNTERS"
+
+# The target: started in the background, it writes $INFO and waits for $GO.
+on 0 rm -f "$INFO" "$GO"
+on 0 pib-mr-target -d pib_0 -o "$INFO" -w "$GO" -t 900 >"$work/target.out" 2>&1 &
+target_pid=$!
+for i in $(seq 1 60); do
+  on 0 cat "$INFO" >"$work/target.info" 2>/dev/null && break
+  sleep 0.5
+done
+echo "--- pib-mr-target info"; cat "$work/target.info"
+check "pib-mr-target is ready (its info file)" grep -q '^qpns ' "$work/target.info"
+
+declare -A before after
+expect_qps=() expect_events=()
+for phase in "${PHASES[@]}"; do
+  echo "== phase $phase"
+  read_counters 0 before
+  timeout 300 "$HOSTILE" -s "$LINK_SOCK" -T "$work/target.info" "$phase" >"$work/$phase.out" 2>&1
+  rc=$?
+  read_counters 0 after
+  cat "$work/$phase.out"
+  check "$phase: pib-hostile's checks pass (exit $rc)" test $rc -eq 0
+  while read -r _ name n; do
+    d=$(( ${after[$name]:-0} - ${before[$name]:-0} ))
+    check "$phase: $name grew by $n (got $d)" test "$d" -eq "$n" -a -n "${after[$name]}"
+  done < <(grep '^expect ' "$work/$phase.out")
+  drops=0
+  for name in "${!after[@]}"; do
+    [[ $name == rx_drop_* ]] && drops=$(( drops + ${after[$name]} - ${before[$name]:-0} ))
+  done
+  n=$(awk '$1 == "expect_drops" {print $2}' "$work/$phase.out")
+  check "$phase: the rx_drop_* counters together grew by the $n bad packets (got $drops)" \
+    test "$drops" -eq "${n:--1}"
+  mapfile -t -O "${#expect_qps[@]}" expect_qps < <(awk '$1 == "expect_qp" {print $2, $3}' "$work/$phase.out")
+  mapfile -t -O "${#expect_events[@]}" expect_events < <(awk '$1 == "expect_event" {print $2, $3}' "$work/$phase.out")
+done
+
+echo "== the port after the attacks"
+"$HOSTILE" -s "$LINK_SOCK" hold >"$work/hold.out" 2>&1 &
+hold_pid=$!
+check "node 0: port ACTIVE again with the hostile peer on the cable" wait_port 0 ACTIVE 15
+kill "$hold_pid"; wait "$hold_pid"; hold_pid=
+check "node 0: port DOWN when it hangs up" wait_port 0 DOWN 15
+
+echo "== the target's memory, QPs and events"
+on 0 touch "$GO"
+wait "$target_pid"; trc=$?; target_pid=
+cat "$work/target.out"
+check "pib-mr-target: memory unchanged (exit $trc)" test $trc -eq 0
+check "pib-mr-target: reports OK" grep -q '^OK memory unchanged' "$work/target.out"
+for e in "${expect_qps[@]}"; do
+  read -r q st <<<"$e"
+  got=$(awk -v q="$q" '$1 == "qp" && $2 == q {print $4}' "$work/target.out")
+  check "target QP $q is $st (got ${got:-nothing})" test "$got" = "$st"
+done
+for e in "${expect_events[@]}"; do
+  read -r ev n <<<"$e"
+  got=$(awk -v e="$ev" '$1 == "event" && $2 == e {print $3}' "$work/target.out")
+  check "target saw $n $ev event(s) (got ${got:-0})" test "${got:-0}" -eq "$n"
+done
+no_splats 0
+
+echo "== node 1 back on the cable"
+check "node 1 boots again and both ports are ACTIVE" restore_node1
+check "ibv_rc_pingpong node 1 -> node 0 works, node 0 never restarted" pingpong 0 1 -n 200
+no_splats 0
+finish
