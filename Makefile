@@ -7,13 +7,14 @@
 #   make test     qtests of the device model, then end-to-end tests in booted guests
 #   make qtest    device-model tests only (no guest)
 #   make e2e      end-to-end tests only
+#   make test-robust  hostile link peer, link faults and guest misuse (tests/e2e/4x-*)
 #   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
 #   make clean    remove build/ (the cache stays)
 
 SHELL := /bin/bash
 export PIB_CACHE ?= $(HOME)/.cache/pib
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e test-robust hostile bench clean
 
 all: image qemu
 
@@ -44,10 +45,16 @@ demo: all
 qtest: qemu
 	@bash tests/run.sh qtest
 
-e2e: all
+e2e: all hostile
 	@bash tests/run.sh e2e
 
-test: all
+hostile:
+	@bash tests/hostile/build.sh
+
+test-robust: all hostile
+	@PIB_E2E_GLOB='4[0-9]-*' bash tests/run.sh e2e
+
+test: all hostile
 	@bash tests/run.sh all
 
 bench: all

@@ -28,6 +28,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 hostile_build
 check "node 0: port ACTIVE before the test" wait_port 0 ACTIVE 30

@@ -1,0 +1,27 @@
+#!/bin/bash
+# misuse: a verbs consumer that gets everything wrong gets the IB answer, and the kernel stays
+# healthy.  pib-misuse-test (tests/guest/pib_misuse_test.c, where the cases and what pib does
+# with WRs posted in the wrong state are documented) runs in loopback on node 1: bad lkeys and
+# SGEs outside their MR (LOC_PROT_ERR), WRs posted in RESET/INIT/ERR, more WRs than the queues
+# hold (ENOMEM, bad_wr), a CQ overflow (IBV_EVENT_CQ_ERR), MRs deregistered under a running
+# RDMA WRITE/READ (dereg succeeds, the transfer stops with an access error, no byte changes
+# afterwards), and destroying objects still in use (EBUSY).  Then the port is still ACTIVE and
+# both nodes still talk.
+source "$(dirname "$0")/lib.sh"
+source "$TOP/tests/hostile/link-e2e.sh"
+
+n=1
+check "node $n: pib-misuse-test is installed" on $n sh -c 'command -v pib-misuse-test >/dev/null'
+dmesg_mark $n
+out=$("$PIBVM" exec $n --timeout 900 -- pib-misuse-test -d pib_0 -t 60 2>&1); rc=$?
+echo "$out"
+check "pib-misuse-test exits 0 (rc=$rc)" test $rc -eq 0
+check "it made checks" grep -q '^PASS' <<<"$out"
+check "no FAIL line" bash -c '! grep -q "^FAIL" <<<"$1"' _ "$out"
+for c in bad-lkey sge-range wrong-state queue-depth cq-overflow dereg-inflight destroy-busy; do
+  check "case $c ran" grep -q "^PASS  $c:" <<<"$out"
+done
+no_splats $n
+check "node $n: port still ACTIVE" wait_port $n ACTIVE 10
+check "node 0 and node $n still talk (ibv_rc_pingpong)" pingpong 0 $n -n 50
+finish

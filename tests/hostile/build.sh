@@ -1,0 +1,28 @@
+#!/bin/bash
+# Build the host-side hostile link peer: tests/hostile/pib_hostile.c -> build/hostile/pib-hostile.
+# It includes the hardware contract (include/pib_link.h, include/pib_hw.h) like every other
+# layer, and needs nothing but a C compiler.  Incremental: rebuilt only when the source, the
+# headers or this script are newer than the binary (PIB_FORCE=1 rebuilds anyway).
+#
+# Environment: CC (default gcc).
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$TOP/tests/hostile/pib_hostile.c
+OUT=$TOP/build/hostile
+BIN=$OUT/pib-hostile
+CC=${CC:-gcc}
+
+mkdir -p "$OUT"
+stale=${PIB_FORCE:-0}
+[ -x "$BIN" ] || stale=1
+for f in "$SRC" "$0" "$TOP"/include/pib_link.h "$TOP"/include/pib_hw.h; do
+  [ "$f" -nt "$BIN" ] && stale=1
+done
+if [ "$stale" = 0 ]; then
+  printf '[hostile] up to date: build/hostile/pib-hostile\n' >&2
+  exit 0
+fi
+printf '[hostile] cc pib_hostile.c -> build/hostile/pib-hostile\n' >&2
+"$CC" -O2 -g -Wall -Wextra -Werror -std=gnu11 -I"$TOP/include" -o "$BIN.tmp" "$SRC"
+mv "$BIN.tmp" "$BIN"
