@@ -31,9 +31,10 @@ STAMP=$OUT/initramfs.stamp
 MULTIARCH=x86_64-linux-gnu
 
 # Modules /init loads, plus what tests load by hand (ib_ipoib, rdma_rxe); modules.dep adds the
-# dependencies.
+# dependencies.  rdma_rxe also needs the kernel's "crc32" hash (crc32_generic), which it asks the
+# crypto API for at run time, so modules.dep does not name it.
 MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
-         rdma_ucm ib_ipoib rdma_rxe)
+         rdma_ucm ib_ipoib rdma_rxe crc32_generic)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd

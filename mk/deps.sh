@@ -14,6 +14,8 @@ PKGS=(
   cmake libnl-3-dev libnl-route-3-dev libudev-dev
   # guest userland taken from Debian 12 binaries
   busybox-static qemu-guest-agent perftest iproute2
+  # make bench: the bandwidth chart
+  python3-matplotlib
 )
 
 missing=()
