@@ -229,7 +229,7 @@ enum pib_admin_opcode {
 	PIB_CMD_QUERY_SRQ     = 0x1c, /* in.obj.num: SRQN; result0: limit, result1: depth     */
 	PIB_CMD_DESTROY_SRQ   = 0x1d, /* in.obj.num: SRQN; BUSY while a QP uses it            */
 	PIB_CMD_ALLOC_MW      = 0x1e, /* in.alloc_mw; result0: rkey of the (unbound) window    */
-	PIB_CMD_DEALLOC_MW    = 0x1f, /* in.obj.num: rkey                                      */
+	PIB_CMD_DEALLOC_MW    = 0x1f, /* in.obj.num: the rkey ALLOC_MW returned (or current)   */
 	PIB_CMD_QUERY_COUNTERS = 0x20,/* resp: u64 counters[PIB_CNT_MAX] (enum pib_counter)   */
 	PIB_CMD_MAX
 };
@@ -327,7 +327,8 @@ struct pib_cmd_modify_srq {
 
 /* ALLOC_MW: a memory window of type 1 (bound with a BIND_MW WQE through ibv_bind_mw) or type
  * 2 (bound with a BIND_MW WQE posted by the consumer).  It starts unbound: its rkey gives no
- * access.  DEALLOC_MW of a bound window invalidates it. */
+ * access.  DEALLOC_MW names it by the rkey ALLOC_MW returned, whatever binds did to the key
+ * byte since (the window's current rkey works too); a bound window is invalidated with it. */
 struct pib_cmd_alloc_mw {
 	pib_u32 pdn;
 	pib_u32 type;           /* 1 or 2                                                      */

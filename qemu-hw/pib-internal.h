@@ -25,6 +25,8 @@
  *   pib-resp.c  responder: request packets -> memory, receive CQEs, ACKs,
  *               READ responses, atomics
  *   pib-comp.c  completer: ACKs and responses -> send CQEs, retries
+ *   pib-inject.c  error injection: QOM properties, and the hooks the engines
+ *               call (failed WQEs, lost packets, late interrupts)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
  * handlers, bottom halves, timers and chardev callbacks never run
@@ -98,6 +100,10 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 #define PIB_TXQ_MAX             256
 #define PIB_RXQ_MAX             256
 #define PIB_QUEUE_HARD_MAX      (2 * PIB_TXQ_MAX)
+/* Free frame buffers kept for reuse (each holds the largest frame). */
+#define PIB_PACKET_POOL_MAX     256
+/* Bytes of whole frames one chardev write carries at most. */
+#define PIB_LINK_TX_BATCH       (64 * 1024)
 
 /*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
@@ -172,8 +178,7 @@ typedef enum PibLinkRxState {
 typedef struct PibPacket {
     QSIMPLEQ_ENTRY(PibPacket) next;
     uint32_t len;           /* bytes in data[]: header + IB packet */
-    uint32_t sent;          /* transmit: bytes already written to the chardev */
-    uint8_t data[];
+    uint8_t data[];         /* room for the largest frame */
 } PibPacket;
 
 static inline uint8_t *pib_packet_ib(PibPacket *p)
@@ -197,14 +202,19 @@ typedef struct PibLink {
     struct pib_link_hdr rx_hdr;
     uint32_t rx_got;        /* bytes of the header or payload so far */
     uint32_t rx_len;        /* payload length from the header */
-    uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];
+    PibPacket *rx_pkt;      /* a PACKET frame's payload lands here, */
+    uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];   /* a HELLO's here */
 
     /*
      * Transmit queue: frames wait here until the chardev takes them.  Writes
-     * never block: on a full socket the queue waits for G_IO_OUT.
+     * never block: on a full socket the queue waits for G_IO_OUT.  Whole
+     * frames are staged in tx_buf so that one write carries many.
      */
     PibPacketQueue txq;
     uint32_t txq_len;
+    uint8_t tx_buf[PIB_LINK_TX_BATCH];
+    uint32_t tx_len;        /* bytes staged */
+    uint32_t tx_off;        /* bytes of them written */
     guint tx_watch;         /* G_IO_OUT watch tag, 0 = none */
     bool tx_draining;       /* inside pib_link_tx_drain() */
     bool tx_waiters;        /* a requester stopped on a full queue */
@@ -261,6 +271,7 @@ typedef struct PibMr {
  */
 typedef struct PibMw {
     uint32_t key;           /* rkey: index << 8 | key byte */
+    uint32_t alloc_key;     /* the rkey ALLOC_MW returned (DEALLOC_MW) */
     uint32_t pdn;
     uint8_t type;           /* 1 or 2 */
     bool bound;
@@ -536,6 +547,33 @@ typedef struct PibQp {
     QTAILQ_ENTRY(PibQp) run_next;
 } PibQp;
 
+/*
+ * Error injection (pib-inject.c): faults an operator arms through QOM
+ * properties.  Not guest state; a function reset keeps it.
+ */
+typedef struct PibIrqDelay {
+    struct PibState *s;
+    unsigned vector;
+    QEMUTimer *timer;       /* pending: the vector's message is held back */
+} PibIrqDelay;
+
+typedef struct PibInject {
+    /* inject-wr-error: one send WQE to fail, once */
+    bool wr_armed;
+    uint32_t wr_qpn;
+    uint16_t wr_index;      /* SQ index mod 2^16, as in the CQE */
+    uint8_t wr_status;      /* enum pib_cqe_status */
+    /* inject-drop-tx, inject-drop-rx, inject-drop-opcode */
+    uint32_t drop_tx;       /* packets still to lose */
+    uint32_t drop_rx;
+    int drop_opcode;        /* only packets with this BTH opcode; -1: any */
+    /* inject-irq-delay-us, inject-irq-delay-count */
+    uint32_t irq_delay_us;  /* 0: interrupts on time */
+    uint32_t irq_delay_count;   /* delays left before irq_delay_us -> 0; */
+                                /* 0: no limit */
+    PibIrqDelay irq[PIB_MSIX_VECTORS];
+} PibInject;
+
 typedef QTAILQ_HEAD(, PibQp) PibQpList;
 typedef QTAILQ_HEAD(, PibCq) PibCqList;
 
@@ -577,6 +615,9 @@ struct PibState {
     QEMUBH *rx_bh;
     PibPacketQueue rxq;
     uint32_t rxq_len;
+    /* Frame buffers free for reuse (pib_packet_new/free) */
+    PibPacketQueue pkt_pool;
+    uint32_t pkt_pool_len;
     bool rx_waiters;        /* a loopback requester stopped on a full rxq */
 
     /*
@@ -587,6 +628,7 @@ struct PibState {
 
     PibPort port;
     PibLink link;
+    PibInject inject;
 
     /* qdev properties */
     uint64_t node_guid;     /* 0 at realize: see pib_derive_node_guid() */
@@ -644,6 +686,7 @@ bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
                    const char *what);
 void pib_irq_notify(PibState *s, unsigned vector);
+void pib_irq_raise(PibState *s, unsigned vector);
 void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
                   uint64_t data);
 void pib_ceq_post(PibState *s, uint32_t cqn);
@@ -661,7 +704,9 @@ uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);
 bool pib_port_active(const PibState *s);
 bool pib_lid_is_ours(const PibState *s, uint16_t lid);
-PibPacket *pib_packet_new(uint32_t ib_len);
+PibPacket *pib_packet_new(PibState *s, uint32_t ib_len);
+void pib_packet_free(PibState *s, PibPacket *p);
+void pib_link_free_buffers(PibState *s);
 bool pib_xmit_room(PibState *s, uint16_t dlid);
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
 void pib_link_purge(PibState *s);
@@ -848,11 +893,22 @@ const PibOpInfo *pib_op_info(uint8_t opcode);
 const char *pib_op_name(uint8_t opcode);
 PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                          const void *payload, uint32_t paylen);
+uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
 void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
 void pib_rx_enqueue(PibState *s, PibPacket *p);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);
+
+/* pib-inject.c */
+void pib_inject_init(PibState *s);
+void pib_inject_class_init(ObjectClass *oc);
+void pib_inject_realize(PibState *s);
+void pib_inject_unrealize(PibState *s);
+void pib_inject_reset(PibState *s);
+bool pib_inject_wqe_error(PibQp *qp, uint32_t idx, uint8_t *status);
+bool pib_inject_drop(PibState *s, const PibPacket *p, bool tx);
+bool pib_inject_irq_delay(PibState *s, unsigned vector);
 
 /* pib-req.c */
 void pib_req_run(PibQp *qp, unsigned *budget);

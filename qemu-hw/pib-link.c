@@ -21,11 +21,11 @@
  *                    events the driver sees.
  *
  * Transmit never blocks the main loop: frames wait in a queue that is
- * drained with non-blocking writes; when the socket is full the queue waits
- * for G_IO_OUT, and requesters stop generating packets while it is longer
- * than PIB_TXQ_MAX.  A packet addressed to our own LID does not touch the
- * link at all: it goes straight to our receive queue (loopback), so two QPs
- * of one HCA can talk.
+ * drained with non-blocking writes, many frames per write; when the socket
+ * is full the queue waits for G_IO_OUT, and requesters stop generating
+ * packets while it is longer than PIB_TXQ_MAX.  A packet addressed to our
+ * own LID does not touch the link at all: it goes straight to our receive
+ * queue (loopback), so two QPs of one HCA can talk.
  *
  * PACKET frames go to the receive queue (pib-pkt.c parses and dispatches
  * them from a bottom half).  While that queue is full the link reads
@@ -223,23 +223,65 @@ void pib_port_reset(PibState *s)
 
 static void pib_link_tx_drain(PibState *s);
 
+/*
+ * Frame buffers.  Every one has room for the largest frame, so they can be
+ * recycled through a small free list instead of going back to the allocator
+ * for each packet.  ib_len never exceeds PIB_LINK_MAX_PAYLOAD: a received
+ * frame's length was checked against it, and a packet we build is at most
+ * 80 bytes of headers and one 4 KiB MTU.
+ */
+#define PIB_PACKET_SIZE     (sizeof(PibPacket) + PIB_LINK_HDR_LEN + \
+                             PIB_LINK_MAX_PAYLOAD)
+QEMU_BUILD_BUG_ON(PIB_LINK_TX_BATCH < PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD);
+
 /* A frame buffer: the link header filled in, room for ib_len bytes after it */
-PibPacket *pib_packet_new(uint32_t ib_len)
+PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
 {
-    PibPacket *p = g_malloc(sizeof(*p) + PIB_LINK_HDR_LEN + ib_len);
+    PibPacket *p = QSIMPLEQ_FIRST(&s->pkt_pool);
     struct pib_link_hdr hdr = {
         .magic = PIB_LINK_MAGIC,
         .type = PIB_FRAME_PACKET,
         .length_be = cpu_to_be16(ib_len),
     };
 
+    if (p) {
+        QSIMPLEQ_REMOVE_HEAD(&s->pkt_pool, next);
+        s->pkt_pool_len--;
+    } else {
+        p = g_malloc(PIB_PACKET_SIZE);
+    }
     p->len = PIB_LINK_HDR_LEN + ib_len;
-    p->sent = 0;
     memcpy(p->data, &hdr, sizeof(hdr));
     return p;
 }
 
-/* Drop every queued frame (the stream closed, or the device goes away). */
+/* Done with a frame: keep the buffer for the next one, up to a bound. */
+void pib_packet_free(PibState *s, PibPacket *p)
+{
+    if (s->pkt_pool_len >= PIB_PACKET_POOL_MAX) {
+        g_free(p);
+        return;
+    }
+    QSIMPLEQ_INSERT_HEAD(&s->pkt_pool, p, next);
+    s->pkt_pool_len++;
+}
+
+/* The device goes away: the free list goes back to the allocator. */
+static void pib_packet_pool_free(PibState *s)
+{
+    PibPacket *p;
+
+    while ((p = QSIMPLEQ_FIRST(&s->pkt_pool))) {
+        QSIMPLEQ_REMOVE_HEAD(&s->pkt_pool, next);
+        g_free(p);
+    }
+    s->pkt_pool_len = 0;
+}
+
+/*
+ * Drop every frame not yet written, staged or queued (the stream closed, or
+ * the device goes away).
+ */
 void pib_link_purge(PibState *s)
 {
     PibLink *l = &s->link;
@@ -247,9 +289,11 @@ void pib_link_purge(PibState *s)
 
     while ((p = QSIMPLEQ_FIRST(&l->txq))) {
         QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
-        g_free(p);
+        pib_packet_free(s, p);
     }
     l->txq_len = 0;
+    l->tx_len = 0;
+    l->tx_off = 0;
     if (l->tx_watch) {
         g_source_remove(l->tx_watch);
         l->tx_watch = 0;
@@ -267,34 +311,59 @@ static gboolean pib_link_tx_ready(void *do_not_use, GIOCondition cond,
 }
 
 /*
+ * Stage whole frames from the head of the queue in tx_buf, as many as fit,
+ * once everything staged before has been written.  Staged frames have left
+ * the queue (and its PIB_TXQ_MAX bound); their buffers are free again.
+ */
+static void pib_link_tx_stage(PibState *s)
+{
+    PibLink *l = &s->link;
+    PibPacket *p;
+
+    l->tx_len = 0;
+    l->tx_off = 0;
+    while ((p = QSIMPLEQ_FIRST(&l->txq)) &&
+           p->len <= sizeof(l->tx_buf) - l->tx_len) {
+        memcpy(l->tx_buf + l->tx_len, p->data, p->len);
+        l->tx_len += p->len;
+        QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
+        l->txq_len--;
+        l->frames_tx++;
+        pib_packet_free(s, p);
+    }
+}
+
+/*
  * Write queued frames until the queue is empty or the chardev takes no more.
- * A frame may go out in pieces; frames never interleave because only this
- * function writes, and always the head of the queue.
+ * Frames are staged first, so one write carries many of them: a write is a
+ * system call, and at 4 KiB per frame it cost more than the copy.  The
+ * staged bytes may go out in pieces; frames never interleave because only
+ * this function writes, and always in queue order.
  */
 static void pib_link_tx_drain(PibState *s)
 {
     PibLink *l = &s->link;
-    PibPacket *p;
     int ret;
 
     if (l->tx_draining) {
         return;
     }
     l->tx_draining = true;
-    while ((p = QSIMPLEQ_FIRST(&l->txq))) {
+    for (;;) {
         if (!l->stream_open) {
             pib_link_purge(s);
             break;
         }
-        ret = qemu_chr_fe_write(&l->chr, p->data + p->sent, p->len - p->sent);
-        if (ret > 0) {
-            p->sent += ret;
-            if (p->sent == p->len) {
-                QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
-                l->txq_len--;
-                l->frames_tx++;
-                g_free(p);
+        if (l->tx_off == l->tx_len) {
+            pib_link_tx_stage(s);
+            if (l->tx_len == 0) {
+                break;                  /* nothing left */
             }
+        }
+        ret = qemu_chr_fe_write(&l->chr, l->tx_buf + l->tx_off,
+                                l->tx_len - l->tx_off);
+        if (ret > 0) {
+            l->tx_off += ret;
             continue;
         }
         if (!l->stream_open) {      /* the write found the peer gone */
@@ -359,11 +428,15 @@ void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
     }
     if (why != PIB_CNT_MAX) {
         pib_pkt_drop(s, why, NULL);
-        g_free(p);
+        pib_packet_free(s, p);
         return;
     }
     pib_count(s, PIB_CNT_TX_PACKETS, 1);
     pib_count(s, PIB_CNT_TX_BYTES, pib_packet_ib_len(p));
+    if (pib_inject_drop(s, p, true)) {
+        pib_packet_free(s, p);      /* sent, and lost on the wire */
+        return;
+    }
     if (loop) {
         trace_pib_pkt_loopback(s->node_guid, pib_packet_ib_len(p));
         pib_rx_enqueue(s, p);
@@ -380,7 +453,7 @@ static void pib_link_send_hello(PibState *s)
         .node_guid_be = cpu_to_be64(s->node_guid),
         .port_guid_be = cpu_to_be64(pib_port_guid(s)),
     };
-    PibPacket *p = pib_packet_new(sizeof(h));
+    PibPacket *p = pib_packet_new(s, sizeof(h));
 
     p->data[1] = PIB_FRAME_HELLO;
     memcpy(pib_packet_ib(p), &h, sizeof(h));
@@ -393,8 +466,14 @@ static void pib_link_send_hello(PibState *s)
  * Receive
  */
 
-static void pib_link_rx_reset(PibLink *l)
+static void pib_link_rx_reset(PibState *s)
 {
+    PibLink *l = &s->link;
+
+    if (l->rx_pkt) {
+        pib_packet_free(s, l->rx_pkt);
+        l->rx_pkt = NULL;
+    }
     l->rx_state = PIB_RX_HDR;
     l->rx_got = 0;
     l->rx_len = 0;
@@ -468,9 +547,9 @@ static void pib_link_rx_frame(PibState *s)
         pib_link_rx_hello(s);
         break;
     case PIB_FRAME_PACKET: {
-        PibPacket *p = pib_packet_new(l->rx_len);
+        PibPacket *p = l->rx_pkt;
 
-        memcpy(pib_packet_ib(p), l->rx_buf, l->rx_len);
+        l->rx_pkt = NULL;
         pib_rx_enqueue(s, p);
         break;
     }
@@ -542,13 +621,18 @@ static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
             l->rx_len = be16_to_cpu(l->rx_hdr.length_be);
             l->rx_got = 0;
             l->rx_state = PIB_RX_PAYLOAD;
+            /* A packet's payload goes straight into its frame buffer. */
+            if (l->rx_hdr.type == PIB_FRAME_PACKET) {
+                l->rx_pkt = pib_packet_new(s, l->rx_len);
+            }
             if (l->rx_len == 0) {
                 pib_link_rx_frame(s);
             }
             break;
         case PIB_RX_PAYLOAD:
             n = MIN((uint32_t)(size - off), l->rx_len - l->rx_got);
-            memcpy(l->rx_buf + l->rx_got, buf + off, n);
+            memcpy((l->rx_pkt ? pib_packet_ib(l->rx_pkt) : l->rx_buf) +
+                   l->rx_got, buf + off, n);
             off += n;
             l->rx_got += n;
             if (l->rx_got == l->rx_len) {
@@ -570,7 +654,7 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
     case CHR_EVENT_OPENED:
         trace_pib_link_event(s->node_guid, "opened");
         l->stream_open = true;
-        pib_link_rx_reset(l);
+        pib_link_rx_reset(s);
         pib_port_event(s, PIB_PEV_STREAM_UP);
         pib_link_send_hello(s);
         break;
@@ -581,7 +665,7 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         if (!l->tx_draining) {
             pib_link_purge(s);  /* else the drain loop does it */
         }
-        pib_link_rx_reset(l);
+        pib_link_rx_reset(s);
         pib_port_event(s, PIB_PEV_STREAM_DOWN);
         break;
     default:
@@ -600,7 +684,7 @@ void pib_link_realize(PibState *s)
     l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, s,
                                      &DEVICE(s)->mem_reentrancy_guard);
     QSIMPLEQ_INIT(&l->txq);
-    pib_link_rx_reset(l);
+    pib_link_rx_reset(s);
     if (qemu_chr_fe_backend_connected(&l->chr)) {
         qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
                                  pib_link_receive, pib_link_event, NULL, s,
@@ -613,4 +697,11 @@ void pib_link_unrealize(PibState *s)
     pib_link_purge(s);
     qemu_chr_fe_deinit(&s->link.chr, false);
     qemu_bh_delete(s->link.drop_bh);
+    pib_link_rx_reset(s);
+}
+
+/* Last, after every frame went back to the free list. */
+void pib_link_free_buffers(PibState *s)
+{
+    pib_packet_pool_free(s);
 }

@@ -386,6 +386,7 @@ uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
     s->mw_key[idx]++;
     mw = g_new0(PibMw, 1);
     mw->key = (PIB_MW_INDEX_BASE + idx) << 8 | s->mw_key[idx];
+    mw->alloc_key = mw->key;
     mw->pdn = pdn;
     mw->type = type;
     s->mw[idx] = mw;
@@ -407,15 +408,24 @@ static void pib_mw_free(PibState *s, PibMw *mw)
     g_free(mw);
 }
 
-/* DEALLOC_MW: by its current rkey; a bound window is invalidated with it. */
+/*
+ * DEALLOC_MW names the window by the rkey ALLOC_MW returned: binds happen in
+ * userspace, so that is the only key the kernel knows.  The window's current
+ * rkey is accepted too.  Another key byte on the same index is a stale handle
+ * of an earlier window and fails.  A bound window is invalidated with it.
+ */
 uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
                            PibAdminResult *res)
 {
     uint32_t key = le32_to_cpu(cmd->in.obj.num);
     PibMw *mw = pib_mw_by_index(s, key);
 
-    if (!mw || mw->key != key) {
+    if (!mw) {
         return pib_reject("DEALLOC_MW", "no such window", key,
+                          PIB_AQ_BAD_RESOURCE);
+    }
+    if (key != mw->alloc_key && key != mw->key) {
+        return pib_reject("DEALLOC_MW", "stale key", key,
                           PIB_AQ_BAD_RESOURCE);
     }
     trace_pib_obj("destroy", "MW", key);
@@ -964,11 +974,16 @@ static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 }
 
 /*
- * BIND_MW (docs/hardware.md "Memory windows"): bind the window named by
- * mw_rkey to [addr, addr + length) of the MR mr_lkey, with remote rights the
- * MR allows; the window's rkey becomes new_rkey (same index).  A type 2
- * window must be unbound (invalidated) first and is bound to this QP.
- * Returns a completion status.
+ * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
+ * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
+ * the MR allows; the window's rkey becomes new_rkey (same index).  Only the
+ * index counts: nothing updates the consumer's copy of a type 2 window's key
+ * when the peer invalidates it, so that copy may be stale.  The window must
+ * be in the QP's PD and of the type the WQE says.  A type 2 window must be
+ * unbound (invalidated) first and is bound to this QP.  Length 0 unbinds a
+ * type 1 window (ibv_bind_mw with no MR) and needs no MR; a type 2 window
+ * cannot be bound with length 0 (IBTA o10-37.2.40).  Returns a completion
+ * status.
  */
 uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
 {
@@ -982,14 +997,11 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
     PibMr *mr, *old;
     PibMemErr err;
 
-    if (!mw || mw->key != mw_rkey) {
+    if (!mw) {
         return pib_bind_fail(qp, "no such window", mw_rkey);
     }
     if (mw->pdn != qp->pdn || mw->type != b->mw_type) {
         return pib_bind_fail(qp, "window PD or type", mw->type);
-    }
-    if (mw->type == 2 && mw->bound) {
-        return pib_bind_fail(qp, "type 2 window still bound", mw_rkey);
     }
     if ((new_rkey >> 8) != (mw_rkey >> 8)) {
         return pib_bind_fail(qp, "new rkey changes the index", new_rkey);
@@ -997,7 +1009,19 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
     if (access & ~PIB_ACCESS_REMOTE) {
         return pib_bind_fail(qp, "access bits", access);
     }
-    /* The MR: valid, ours, MW_BIND and the rights, the range (even empty). */
+    if (mw->type == 2 && mw->bound) {
+        return pib_bind_fail(qp, "type 2 window still bound", mw->key);
+    }
+    if (length == 0) {
+        if (mw->type == 2) {
+            return pib_bind_fail(qp, "type 2 bind of length 0", mw_rkey);
+        }
+        pib_mw_unbind(s, mw);
+        mw->key = new_rkey;
+        trace_pib_mw_unbind(qp->qpn, new_rkey);
+        return PIB_WC_SUCCESS;
+    }
+    /* The MR: valid, ours, MW_BIND and the rights, the range. */
     mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
     err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
           mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :

@@ -207,7 +207,9 @@ static void pib_our_gid(PibState *s, uint8_t gid[16])
 
 /*
  * A frame (link header and IB packet) for these header fields and payload.
- * The caller checked that the payload fits the path MTU.
+ * The caller checked that the payload fits the path MTU.  With payload NULL
+ * the payload bytes are left for the caller to fill in place
+ * (pib_pkt_payload), so data DMA'd from guest memory is copied only once.
  */
 PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                          const void *payload, uint32_t paylen)
@@ -218,7 +220,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                        (f->grh_av ? sizeof(struct pib_grh) : 0) +
                        sizeof(struct pib_bth) + pib_ext_len(op->mask);
     uint32_t len = hdr_len + paylen + pad;
-    PibPacket *p = pib_packet_new(len);
+    PibPacket *p = pib_packet_new(s, len);
     uint8_t *b = pib_packet_ib(p);
     struct pib_lrh *lrh = (struct pib_lrh *)b;
     struct pib_bth *bth;
@@ -293,7 +295,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
         stl_be_p(e, f->ieth_rkey);
         e += 4;
     }
-    if (paylen) {
+    if (payload && paylen) {
         memcpy(e, payload, paylen);
     }
     memset(e + paylen, 0, pad);
@@ -301,6 +303,12 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
     trace_pib_pkt_tx(s->node_guid, pib_op_name(f->opcode), f->dlid, f->dqpn,
                      f->psn & PIB_PSN_MASK, f->ackreq, paylen);
     return p;
+}
+
+/* Where the paylen payload bytes of a frame pib_pkt_build() made go. */
+uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen)
+{
+    return pib_packet_ib(p) + pib_packet_ib_len(p) - (-paylen & 3) - paylen;
 }
 
 /*
@@ -526,11 +534,17 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
 
 void pib_rx_enqueue(PibState *s, PibPacket *p)
 {
+    if (pib_inject_drop(s, p, false)) {
+        pib_packet_free(s, p);      /* lost before the port saw it */
+        return;
+    }
     pib_count(s, PIB_CNT_RX_PACKETS, 1);
     pib_count(s, PIB_CNT_RX_BYTES, pib_packet_ib_len(p));
     QSIMPLEQ_INSERT_TAIL(&s->rxq, p, next);
-    s->rxq_len++;
-    qemu_bh_schedule(s->rx_bh);
+    /* A queue that was not empty has the bottom half scheduled already. */
+    if (s->rxq_len++ == 0) {
+        qemu_bh_schedule(s->rx_bh);
+    }
 }
 
 void pib_rx_bh(void *opaque)
@@ -543,7 +557,7 @@ void pib_rx_bh(void *opaque)
         QSIMPLEQ_REMOVE_HEAD(&s->rxq, next);
         s->rxq_len--;
         pib_pkt_dispatch(s, pib_packet_ib(p), pib_packet_ib_len(p));
-        g_free(p);
+        pib_packet_free(s, p);
     }
     if (!QSIMPLEQ_EMPTY(&s->rxq)) {
         qemu_bh_schedule(s->rx_bh);
@@ -564,7 +578,7 @@ void pib_rx_purge(PibState *s)
 
     while ((p = QSIMPLEQ_FIRST(&s->rxq))) {
         QSIMPLEQ_REMOVE_HEAD(&s->rxq, next);
-        g_free(p);
+        pib_packet_free(s, p);
     }
     s->rxq_len = 0;
 }

@@ -735,14 +735,20 @@ void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data)
  * The scheduler
  */
 
+/*
+ * Put the QP on the run list.  While the list is not empty the work bottom
+ * half is scheduled (it reschedules itself while QPs remain), so only the
+ * first QP on an empty list needs to schedule it.
+ */
 void pib_qp_schedule(PibQp *qp)
 {
     PibState *s = qp->s;
 
-    if (!qp->on_runlist) {
-        qp->on_runlist = true;
-        QTAILQ_INSERT_TAIL(&s->runlist, qp, run_next);
+    if (qp->on_runlist) {
+        return;
     }
+    qp->on_runlist = true;
+    QTAILQ_INSERT_TAIL(&s->runlist, qp, run_next);
     qemu_bh_schedule(s->work_bh);
 }
 

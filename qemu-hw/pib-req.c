@@ -147,6 +147,9 @@ static PibReqStep pib_req_fetch(PibQp *qp, uint8_t *status)
         r->wqe_valid = true;
         r->wqe_cached = r->wqe_idx;
     }
+    if (r->offset == 0 && pib_inject_wqe_error(qp, r->wqe_idx, status)) {
+        return REQ_WQE_ERROR;       /* an injected local error */
+    }
     if (r->offset == 0) {
         /* Starting (or restarting) it: its PSN range begins here. */
         npkts = pib_wqe_is_local(w->opcode) ? 0 :
@@ -247,6 +250,21 @@ static bool pib_req_done_locally(PibQp *qp)
            m->local && m->state == PIB_WQE_DONE;
 }
 
+/*
+ * The payload of a SEND or WRITE packet, offset bytes into the message,
+ * straight into the frame: inline data, or gathered from the SGEs.
+ */
+static bool pib_req_gather(PibQp *qp, const PibSendWqe *w, uint64_t offset,
+                           uint8_t *dst, uint32_t len)
+{
+    if (w->flags & PIB_WQE_F_INLINE) {
+        memcpy(dst, w->inline_data + offset, len);
+        return true;
+    }
+    return pib_sgl_copy(qp->s, qp->pdn, w->sge, w->num_sge, offset, dst, len,
+                        DMA_DIRECTION_TO_DEVICE) == PIB_MEM_OK;
+}
+
 /* SEND_PKT: build and transmit the next packet of the current WQE. */
 static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
 {
@@ -255,11 +273,10 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
     const PibSendWqe *w = &r->wqe;
     uint32_t mtu = pib_mtu_bytes(pib_qp_is_ud(qp) ? PIB_PORT_MTU_ENUM :
                                  qp->path_mtu);
-    uint8_t payload[4096];
     uint32_t paylen = 0, npsn = 1;
     bool first = r->offset == 0, last = true;
     bool rc = qp->type == PIB_QPT_RC;
-    PibMemErr err;
+    PibPacket *p;
     PibPktFields f = {
         .dqpn = pib_qp_is_ud(qp) ? w->ud_qpn : qp->dest_qpn,
         .psn = r->psn,
@@ -287,16 +304,6 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
     default:        /* SEND, WRITE: a piece of the payload */
         paylen = MIN(w->length - r->offset, mtu);
         last = r->offset + paylen == w->length;
-        if (w->flags & PIB_WQE_F_INLINE) {
-            memcpy(payload, w->inline_data + r->offset, paylen);
-        } else {
-            err = pib_sgl_copy(s, qp->pdn, w->sge, w->num_sge, r->offset,
-                               payload, paylen, DMA_DIRECTION_TO_DEVICE);
-            if (err != PIB_MEM_OK) {
-                *status = PIB_WC_LOC_PROT_ERR;
-                return REQ_WQE_ERROR;
-            }
-        }
         if (first && (w->opcode == PIB_WQE_RDMA_WRITE ||
                       w->opcode == PIB_WQE_RDMA_WRITE_IMM)) {
             f.va = w->remote_addr;
@@ -317,19 +324,22 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         break;
     }
     f.opcode = pib_req_opcode(qp, w, first, last);
-    r->since_ackreq++;
-    if (rc && f.opcode != PIB_OP_RC_RDMA_READ_REQUEST &&
-        (last || r->since_ackreq >= PIB_ACKREQ_INTERVAL)) {
-        f.ackreq = true;
-    }
-    if (f.ackreq || !rc) {
-        r->since_ackreq = 0;
-    }
+    f.ackreq = rc && f.opcode != PIB_OP_RC_RDMA_READ_REQUEST &&
+               (last || r->since_ackreq + 1 >= PIB_ACKREQ_INTERVAL);
 
+    /* Headers first, then the payload DMA'd straight into the frame. */
+    p = pib_pkt_build(s, &f, NULL, paylen);
+    if (paylen && !pib_req_gather(qp, w, r->offset,
+                                  pib_pkt_payload(p, paylen), paylen)) {
+        pib_packet_free(s, p);
+        *status = PIB_WC_LOC_PROT_ERR;
+        return REQ_WQE_ERROR;
+    }
+    r->since_ackreq = f.ackreq || !rc ? 0 : r->since_ackreq + 1;
     if (rc && pib_psn_diff(r->psn, r->psn_max) < 0) {
         pib_count(s, PIB_CNT_RETRANSMITS, 1);
     }
-    pib_xmit(s, pib_pkt_build(s, &f, payload, paylen), f.dlid);
+    pib_xmit(s, p, f.dlid);
     r->psn = pib_psn_add(r->psn, npsn);
     if (pib_psn_diff(r->psn, r->psn_max) > 0) {
         r->psn_max = r->psn;

@@ -101,20 +101,25 @@ typedef struct PibRespCtx {
 
 /*
  * Responses we send: ACK/NAK, READ responses, atomic ACKs, to the connected
- * peer.
+ * peer.  A READ response's payload is filled in place afterwards.
  */
-static void pib_resp_send(PibQp *qp, PibPktFields *f, const void *payload,
-                          uint32_t paylen)
+static PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
 {
-    PibState *s = qp->s;
-
     f->dqpn = qp->dest_qpn;
     f->dlid = qp->av.dlid;
     f->sl = qp->av.sl;
     f->src_path_bits = qp->av.src_path_bits;
     f->grh_av = qp->av.grh ? &qp->av : NULL;
     f->msn = qp->resp.msn;
-    pib_xmit(s, pib_pkt_build(s, f, payload, paylen), f->dlid);
+    return pib_pkt_build(qp->s, f, NULL, paylen);
+}
+
+/* A response without payload. */
+static void pib_resp_send(PibQp *qp, PibPktFields *f)
+{
+    PibPacket *p = pib_resp_build(qp, f, 0);    /* sets f->dlid */
+
+    pib_xmit(qp->s, p, f->dlid);
 }
 
 static void pib_resp_ack(PibQp *qp, uint32_t psn, uint8_t syndrome)
@@ -126,7 +131,7 @@ static void pib_resp_ack(PibQp *qp, uint32_t psn, uint8_t syndrome)
     };
 
     trace_pib_resp_ack(qp->qpn, psn, syndrome, qp->resp.msn);
-    pib_resp_send(qp, &f, NULL, 0);
+    pib_resp_send(qp, &f);
     qp->resp.unacked = 0;
 }
 
@@ -424,7 +429,7 @@ static PibRespStep pib_resp_atomic(PibRespCtx *c)
     r->opcode = -1;
     r->unacked = 0;
     f.orig = orig;
-    pib_resp_send(qp, &f, NULL, 0);
+    pib_resp_send(qp, &f);
     return RESP_DONE;
 }
 
@@ -590,7 +595,7 @@ static PibRespStep pib_resp_duplicate(PibRespCtx *c)
 
             if (pi->psn == res->psn) {
                 trace_pib_resp_replay(qp->qpn, pi->psn, "atomic");
-                pib_resp_send(qp, &f, NULL, 0);
+                pib_resp_send(qp, &f);
             }
             return RESP_DONE;
         }
@@ -833,13 +838,14 @@ static PibRdRes *pib_resp_next_read(PibQp *qp)
 
 /*
  * From the work bottom half: send READ responses, oldest first, one packet
- * per budget unit, while the transmit queue has room.
+ * per budget unit, while the transmit queue has room.  The data is read
+ * from guest memory straight into the frame.
  */
 void pib_resp_run(PibQp *qp, unsigned *budget)
 {
     uint32_t mtu = pib_mtu_bytes(qp->path_mtu);
-    uint8_t payload[4096];
     PibPktFields f;
+    PibPacket *p;
     PibRdRes *res;
     PibMr *mr;
     PibMemErr err;
@@ -868,11 +874,18 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
         /* The MR may have gone since the request: check again. */
         err = pib_rkey_check(qp->s, qp, res->rkey, res->va, paylen,
                              PIB_ACCESS_REMOTE_READ, &mr);
-        if (err == PIB_MEM_OK && paylen) {
-            err = pib_mr_rw(qp->s, mr, res->va, payload, paylen,
-                            DMA_DIRECTION_TO_DEVICE);
+        p = NULL;
+        if (err == PIB_MEM_OK) {
+            p = pib_resp_build(qp, &f, paylen);
+            if (paylen) {
+                err = pib_mr_rw(qp->s, mr, res->va, pib_pkt_payload(p, paylen),
+                                paylen, DMA_DIRECTION_TO_DEVICE);
+            }
         }
         if (err != PIB_MEM_OK) {
+            if (p) {
+                pib_packet_free(qp->s, p);
+            }
             if (err != PIB_MEM_DMA) {
                 pib_count(qp->s, PIB_CNT_ACCESS_NAKS_SENT, 1);
             }
@@ -882,7 +895,7 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
             pib_qp_error(qp, "READ response failed");
             return;
         }
-        pib_resp_send(qp, &f, payload, paylen);
+        pib_xmit(qp->s, p, f.dlid);
         res->cur_psn = pib_psn_add(res->cur_psn, 1);
         res->va += paylen;
         res->resid -= paylen;

@@ -269,8 +269,20 @@ static bool pib_ring_write_entry(PibState *s, uint64_t addr, const void *entry,
            pib_dma_write(s, addr, p, 4, what);
 }
 
-/* The device signals only through MSI-X; without it the driver must poll. */
+/*
+ * Raise an MSI-X vector.  Error injection may hold the message back for a
+ * while (inject-irq-delay-us); it then sends it with pib_irq_raise().
+ */
 void pib_irq_notify(PibState *s, unsigned vector)
+{
+    if (pib_inject_irq_delay(s, vector)) {
+        return;
+    }
+    pib_irq_raise(s, vector);
+}
+
+/* The device signals only through MSI-X; without it the driver must poll. */
+void pib_irq_raise(PibState *s, unsigned vector)
 {
     PCIDevice *pci = PCI_DEVICE(s);
 
@@ -911,6 +923,7 @@ static void pib_reset(PibState *s, const char *why)
     pib_objects_reset(s);
     pib_rx_purge(s);
     memset(s->counters, 0, sizeof(s->counters));
+    pib_inject_reset(s);
     bitmap_zero(s->uar_bitmap, PIB_NUM_UARS);
     set_bit(0, s->uar_bitmap);
     pib_port_reset(s);
@@ -1249,10 +1262,12 @@ static void pib_realize(PCIDevice *pci, Error **errp)
     QTAILQ_INIT(&s->runlist);
     QTAILQ_INIT(&s->notify_list);
     QSIMPLEQ_INIT(&s->rxq);
+    QSIMPLEQ_INIT(&s->pkt_pool);
     s->uar_bitmap = bitmap_new(PIB_NUM_UARS);
     if (s->node_guid == 0) {
         s->node_guid = pib_derive_node_guid(s);
     }
+    pib_inject_realize(s);
 
     pib_reset(s, "realize");
     pib_link_realize(s);        /* last: the link may come up right away */
@@ -1265,13 +1280,20 @@ static void pib_exit(PCIDevice *pci)
     pib_link_unrealize(s);
     pib_objects_reset(s);
     pib_rx_purge(s);
+    pib_link_free_buffers(s);
     qemu_bh_delete(s->admin_bh);
     qemu_bh_delete(s->work_bh);
     qemu_bh_delete(s->rx_bh);
+    pib_inject_unrealize(s);
     g_free(s->uar_bitmap);
     msix_unuse_all_vectors(pci);
     msix_uninit_exclusive_bar(pci);
     pcie_cap_exit(pci);
+}
+
+static void pib_instance_init(Object *obj)
+{
+    pib_inject_init(PIB_HCA(obj));
 }
 
 static void pib_qdev_reset(DeviceState *dev)
@@ -1316,12 +1338,14 @@ static void pib_class_init(ObjectClass *oc, void *data)
         "port LID until the driver sets one (1..0xbfff; 0 = none)");
     object_class_property_set_description(oc, "chardev",
         "the link: a socket chardev shared with the peer HCA");
+    pib_inject_class_init(oc);      /* inject-*: settable at run time */
 }
 
 static const TypeInfo pib_info = {
     .name          = TYPE_PIB_HCA,
     .parent        = TYPE_PCI_DEVICE,
     .instance_size = sizeof(PibState),
+    .instance_init = pib_instance_init,
     .class_init    = pib_class_init,
     .interfaces    = (InterfaceInfo[]) {
         { INTERFACE_PCIE_DEVICE },

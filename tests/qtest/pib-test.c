@@ -9,9 +9,11 @@
  * driver uses (include/pib_hw.h, include/pib_link.h): PCI identity and reset
  * values, admin commands and their completions, async events, doorbell rules,
  * bad input, and the link, both between two devices and against this test
- * acting as a (sometimes misbehaving) peer.
+ * acting as a (sometimes misbehaving) peer; the data path; error injection
+ * through QOM properties over QMP; and, in perf mode only, a benchmark.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-test
+ *      (add -m perf -p /x86_64/pib/bench/rc for the benchmark)
  */
 
 #include "qemu/osdep.h"
@@ -24,6 +26,7 @@
 #include "libqos/libqos-pc.h"
 #include "libqos/pci.h"
 #include "hw/pci/pci_regs.h"
+#include "qapi/qmp/qdict.h"
 
 #include "hw/pib/include/pib_hw.h"
 #include "hw/pib/include/pib_wqe.h"
@@ -1553,6 +1556,12 @@ static void dp_post_send(PibDev *d, TestQp *qp, uint8_t opcode, uint8_t flags,
     dp_post_send_raw(d, qp, &wqe, sge, nsge * sizeof(*sge), true);
 }
 
+/*
+ * How long dp_poll sleeps between looks at a CQ.  Each look is a qtest
+ * command that costs QEMU CPU time too; the benchmarks look less often.
+ */
+static gulong dp_poll_interval_us = 200;
+
 /* The next CQE, by its phase bit; gives the slot back (CI record). */
 static bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
                     gint64 timeout_us)
@@ -1568,7 +1577,7 @@ static bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
         if (g_get_monotonic_time() >= end) {
             return false;
         }
-        g_usleep(200);
+        g_usleep(dp_poll_interval_us);
     }
     cq->ci++;
     qtest_writel(qts(d), cq->ring + cq->ring_bytes, cq->ci);
@@ -1663,8 +1672,8 @@ static void dp_pair_up(TestPair *p)
         "-m 256M "
         "-chardev socket,id=la,path=%s,server=on,wait=off "
         "-chardev socket,id=lb,path=%s,reconnect=1 "
-        "-device pib-hca,addr=4.0,chardev=la,lid=1 "
-        "-device pib-hca,addr=5.0,chardev=lb,lid=2", p->path, p->path);
+        "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1 "
+        "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2", p->path, p->path);
     p->qs = pib_boot(args);
     pib_open(&p->a, p->qs, PIB_DEVFN_A);
     pib_open(&p->b, p->qs, PIB_DEVFN_B);
@@ -2795,7 +2804,16 @@ static void dp_post_bind(PibDev *d, TestQp *qp, uint64_t wr_id, uint8_t type,
     dp_post_send_raw(d, qp, (struct pib_send_wqe *)&b, NULL, 0, true);
 }
 
-/* Memory windows: bind, use, invalidate (SEND_WITH_INV, LOCAL_INV). */
+/* A window key with the same index and another key byte. */
+static uint32_t mw_key_byte(uint32_t key, uint32_t byte)
+{
+    return (key & ~0xffu) | (byte & 0xff);
+}
+
+/*
+ * Memory windows: bind, use, invalidate (SEND_WITH_INV, LOCAL_INV), unbind,
+ * rebind under a stale key, deallocate by the key ALLOC_MW returned.
+ */
 static void test_dp_mw(void)
 {
     TestPair p;
@@ -2919,12 +2937,86 @@ static void test_dp_mw(void)
               NULL);
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr2), ==, PIB_AQ_OK);
 
-    /* DEALLOC_MW by the current rkey; then the MR can go. */
+    dp_relink(&x, 1, &y, 2);
+
+    /*
+     * BIND_MW names the window by its index.  Nothing updates the consumer's
+     * copy of an invalidated type 2 key (k2), so the provider still passes the
+     * rkey ALLOC_MW returned (mw2): the bind works, under a new key byte.
+     */
+    k2 = mw_key_byte(mw2, mw2 + 2);
+    dp_post_bind(&p.b, &y.qp, 0x10, 2, mw2, k2, mr, y.buf + 12288, 256, rw);
+    dp_expect(&p.b, &y.scq, 0x10, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    dp_fill(&p.a, x.buf, 256, 43);
+    sge[0] = dp_sge(x.buf, 256, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x11,
+                 sge, 1, y.buf + 12288, k2);
+    dp_expect(&p.a, &x.scq, 0x11, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 12288, 256);
+    /* ... but the index must be a window of the type the WQE says. */
+    dp_post_bind(&p.b, &y.qp, 0x12, 1, mw2, k2, mr, y.buf, 64, rw);
+    dp_expect(&p.b, &y.scq, 0x12, PIB_WC_MW_BIND_ERR, PIB_CQE_BIND_MW, NULL);
+    dp_relink(&x, 1, &y, 2);
+    /* LOCAL_INV unbinds it; a type 2 bind of length 0 is refused. */
+    wqe = (struct pib_send_wqe) {
+        .opcode = PIB_WQE_LOCAL_INV,
+        .flags = PIB_WQE_F_SIGNALED,
+        .wr_id = cpu_to_le64(0x13),
+        .imm_inv = cpu_to_le32(k2),
+    };
+    dp_post_send_raw(&p.b, &y.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.b, &y.scq, 0x13, PIB_WC_SUCCESS, PIB_CQE_LOCAL_INV, NULL);
+    dp_post_bind(&p.b, &y.qp, 0x14, 2, mw2, mw_key_byte(mw2, mw2 + 3), 0,
+                 0, 0, rw);
+    dp_expect(&p.b, &y.scq, 0x14, PIB_WC_MW_BIND_ERR, PIB_CQE_BIND_MW, NULL);
+    dp_relink(&x, 1, &y, 2);
+    /* Bound again (stale key once more), to be deallocated while bound. */
+    k2 = mw_key_byte(mw2, mw2 + 4);
+    dp_post_bind(&p.b, &y.qp, 0x15, 2, mw2, k2, mr, y.buf, 4096, rw);
+    dp_expect(&p.b, &y.scq, 0x15, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+
+    /*
+     * Type 1 unbind: ibv_bind_mw with no MR and length 0 (the provider sends
+     * mr_lkey 0).  The window takes the new key and grants nothing.
+     */
+    dp_post_bind(&p.b, &y.qp, 0x16, 1, k1, mw_key_byte(k1, k1 + 1), 0, 0, 0,
+                 rw);
+    dp_expect(&p.b, &y.scq, 0x16, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    k1 = mw_key_byte(k1, k1 + 1);
+    qtest_memset(qts(&p.b), y.buf + 8192, 0x22, 64);
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x17,
+                 sge, 1, y.buf + 8192, k1);
+    dp_expect(&p.a, &x.scq, 0x17, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 8192), ==, 0x22);
+    dp_relink(&x, 1, &y, 2);
+
+    /*
+     * DEALLOC_MW by the rkey ALLOC_MW returned (all the kernel knows), after
+     * binds moved the key byte on; a key byte that is neither that nor the
+     * current one is a stale handle.  Deallocating the bound type 2 window
+     * unbinds it, so the MR can go, and so can the PD's last reference.
+     */
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW,
+                                mw_key_byte(mw1, mw1 + 0x40)), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw1), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw1), ==,
-                     PIB_AQ_BAD_RESOURCE);                 /* stale key */
-    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, k1), ==, PIB_AQ_OK);
-    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, k2), ==, PIB_AQ_OK);
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw2), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr), ==, PIB_AQ_OK);
+    /* A window deallocated by its current key works as before. */
+    cmd.in.alloc_mw.type = cpu_to_le32(1);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW,
+                                le32_to_cpu(acqe.result0)), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, y.qp.qpn), ==,
+                     PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, y.key), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, y.pdn), ==,
+                     PIB_AQ_OK);
     g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
     dp_pair_down(&p);
@@ -3469,6 +3561,585 @@ static void test_dp_wire(void)
     g_rmdir(dir);
 }
 
+/*
+ * 10. Error injection: QOM properties set at run time (qom-set over QMP)
+ * make the device fail a chosen WQE, lose packets, or send interrupts late.
+ */
+
+/* QOM paths of the devices the tests name with id= */
+#define INJ_PATH_A          "/machine/peripheral/pa"
+#define INJ_PATH_B          "/machine/peripheral/pb"
+
+/* qom-set: NULL if it worked, else the error's description (g_free it). */
+static char *inj_set_str(QTestState *q, const char *path, const char *prop,
+                         const char *value)
+{
+    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-set', 'arguments': "
+                         "{ 'path': %s, 'property': %s, 'value': %s } }",
+                         path, prop, value);
+    char *err = NULL;
+
+    g_assert(r);
+    if (qdict_haskey(r, "error")) {
+        err = g_strdup(qdict_get_str(qdict_get_qdict(r, "error"), "desc"));
+    }
+    qobject_unref(r);
+    return err;
+}
+
+static char *inj_set_int(QTestState *q, const char *path, const char *prop,
+                         int64_t value)
+{
+    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-set', 'arguments': "
+                         "{ 'path': %s, 'property': %s, 'value': %" PRId64
+                         " } }", path, prop, value);
+    char *err = NULL;
+
+    g_assert(r);
+    if (qdict_haskey(r, "error")) {
+        err = g_strdup(qdict_get_str(qdict_get_qdict(r, "error"), "desc"));
+    }
+    qobject_unref(r);
+    return err;
+}
+
+static void inj_set(QTestState *q, const char *path, const char *prop,
+                    const char *value)
+{
+    g_autofree char *err = inj_set_str(q, path, prop, value);
+
+    g_assert_null(err);
+}
+
+static void inj_set_u32(QTestState *q, const char *path, const char *prop,
+                        uint32_t value)
+{
+    g_autofree char *err = inj_set_int(q, path, prop, value);
+
+    g_assert_null(err);
+}
+
+/* A bad value is refused with an error that names the property. */
+static void inj_refuse(QTestState *q, const char *path, const char *prop,
+                       const char *value)
+{
+    g_autofree char *err = inj_set_str(q, path, prop, value);
+
+    g_assert_nonnull(err);
+    g_test_message("%s = '%s': %s", prop, value, err);
+}
+
+static char *inj_get_str(QTestState *q, const char *path, const char *prop)
+{
+    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-get', 'arguments': "
+                         "{ 'path': %s, 'property': %s } }", path, prop);
+    char *val;
+
+    g_assert(r && qdict_haskey(r, "return"));
+    val = g_strdup(qdict_get_str(r, "return"));
+    qobject_unref(r);
+    return val;
+}
+
+static int64_t inj_get_int(QTestState *q, const char *path, const char *prop)
+{
+    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-get', 'arguments': "
+                         "{ 'path': %s, 'property': %s } }", path, prop);
+    int64_t val;
+
+    g_assert(r && qdict_haskey(r, "return"));
+    val = qdict_get_int(r, "return");
+    qobject_unref(r);
+    return val;
+}
+
+static void inj_assert_str(QTestState *q, const char *path, const char *prop,
+                           const char *expect)
+{
+    g_autofree char *val = inj_get_str(q, path, prop);
+
+    g_assert_cmpstr(val, ==, expect);
+}
+
+/* Every property: defaults, accepted values as read back, refused values */
+static void test_inject_properties(void)
+{
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0,id=pa "
+                            "-device pib-hca,addr=5.0,id=pb,inject-drop-tx=3,"
+                            "inject-wr-error=7:1:loc_len_err,"
+                            "inject-drop-opcode=RC_SEND_ONLY");
+    QTestState *q = qs->qts;
+    static const char *const bad_wr[] = {
+        "1:2", "1:2:3:4", "x:1:4", "-1:1:4", " 1:1:4", "0x1000000:1:4",
+        "1:65536:4", "1:1:0", "1:1:SUCCESS", "1:1:22", "1:1:BOGUS", "1::4",
+        ":1:4", "1:1:4 ",
+    };
+    static const char *const bad_op[] = { "256", "-1", "FOO", "RC_", "0x" };
+    static const char *const u32_props[] = {
+        "inject-drop-tx", "inject-drop-rx", "inject-irq-delay-us",
+        "inject-irq-delay-count",
+    };
+    g_autofree char *err = NULL;
+    PibDev d;
+    size_t i;
+
+    /* Defaults: nothing armed. */
+    inj_assert_str(q, INJ_PATH_A, "inject-wr-error", "");
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "");
+    for (i = 0; i < G_N_ELEMENTS(u32_props); i++) {
+        g_assert_cmpint(inj_get_int(q, INJ_PATH_A, u32_props[i]), ==, 0);
+    }
+    /* The command line sets them too. */
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
+    inj_assert_str(q, INJ_PATH_B, "inject-wr-error", "7:1:LOC_LEN_ERR");
+    inj_assert_str(q, INJ_PATH_B, "inject-drop-opcode", "RC_SEND_ONLY");
+
+    /* inject-wr-error: QPN:INDEX:STATUS, numbers or a status name. */
+    inj_set(q, INJ_PATH_A, "inject-wr-error", "0x12:3:4");
+    inj_assert_str(q, INJ_PATH_A, "inject-wr-error", "18:3:LOC_PROT_ERR");
+    inj_set(q, INJ_PATH_A, "inject-wr-error", "16777215:65535:retry_exc_err");
+    inj_assert_str(q, INJ_PATH_A, "inject-wr-error",
+                   "16777215:65535:RETRY_EXC_ERR");
+    for (i = 0; i < G_N_ELEMENTS(bad_wr); i++) {
+        inj_refuse(q, INJ_PATH_A, "inject-wr-error", bad_wr[i]);
+    }
+    inj_assert_str(q, INJ_PATH_A, "inject-wr-error",
+                   "16777215:65535:RETRY_EXC_ERR");      /* unchanged */
+    inj_set(q, INJ_PATH_A, "inject-wr-error", "");
+    inj_assert_str(q, INJ_PATH_A, "inject-wr-error", "");
+
+    /* inject-drop-opcode: a name or a number; "" or "any" for any. */
+    inj_set(q, INJ_PATH_A, "inject-drop-opcode", "rc_acknowledge");
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "RC_ACKNOWLEDGE");
+    inj_set(q, INJ_PATH_A, "inject-drop-opcode", "0x64");
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "UD_SEND_ONLY");
+    inj_set(q, INJ_PATH_A, "inject-drop-opcode", "21");
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "0x15");
+    for (i = 0; i < G_N_ELEMENTS(bad_op); i++) {
+        inj_refuse(q, INJ_PATH_A, "inject-drop-opcode", bad_op[i]);
+    }
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "0x15");
+    inj_set(q, INJ_PATH_A, "inject-drop-opcode", "any");
+    inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "");
+
+    /* The counts: uint32; the delay at most a minute. */
+    inj_set_u32(q, INJ_PATH_A, "inject-drop-rx", UINT32_MAX);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-rx"), ==,
+                    UINT32_MAX);
+    err = inj_set_int(q, INJ_PATH_A, "inject-drop-tx", -1);
+    g_assert_nonnull(err);
+    g_free(err);
+    err = inj_set_int(q, INJ_PATH_A, "inject-drop-tx", 1ll << 32);
+    g_assert_nonnull(err);
+    g_free(err);
+    err = inj_set_str(q, INJ_PATH_A, "inject-drop-tx", "many");
+    g_assert_nonnull(err);
+    g_free(err);
+    err = inj_set_int(q, INJ_PATH_A, "inject-irq-delay-us", 60000001);
+    g_assert_nonnull(err);
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 60000000);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-us"), ==,
+                    60000000);
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
+
+    /* A function reset keeps what is armed: it is not guest state. */
+    pib_open(&d, qs, PIB_DEVFN_B);
+    wr(&d, PIB_REG_CONTROL, PIB_CTRL_RESET);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
+    inj_assert_str(q, INJ_PATH_B, "inject-wr-error", "7:1:LOC_LEN_ERR");
+    /* None of this touched the device's guest-visible state. */
+    pib_enable(&d, 4, 8);
+    g_assert_cmphex(pib_nop(&d, 0x1234), ==, 0x1234);
+    g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
+    pib_close(&d);
+    qtest_shutdown(qs);
+}
+
+/* inject-wr-error: the chosen WQE fails with the chosen status, QP to ERR */
+static void test_inject_wr_error(void)
+{
+    g_autofree char *spec = NULL;
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge[1];
+    struct pib_cqe cqe;
+    uint64_t cnt[PIB_CNT_MAX];
+    uint32_t i;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 16384);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+    for (i = 0; i < 3; i++) {
+        sge[0] = dp_sge(y.buf + i * 1024, 1024, y.key);
+        dp_post_recv(&p.b, &y.qp, 0x10 + i, sge, 1);
+    }
+
+    /* The second of three SENDs fails with REM_ACCESS_ERR. */
+    spec = g_strdup_printf("%u:%u:REM_ACCESS_ERR", x.qp.qpn, x.qp.sq_pi + 1);
+    inj_set(p.qs->qts, INJ_PATH_A, "inject-wr-error", spec);
+    sge[0] = dp_sge(x.buf, 100, x.key);
+    for (i = 0; i < 3; i++) {
+        dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x20 + i,
+                     sge, 1, 0, 0);
+    }
+    dp_expect(&p.a, &x.scq, 0x20, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&p.a, &x.scq, 0x21, PIB_WC_REM_ACCESS_ERR, PIB_CQE_SEND, &cqe);
+    g_assert_cmpuint(le16_to_cpu(cqe.wqe_index), ==, x.qp.sq_pi - 2);
+    dp_expect(&p.a, &x.scq, 0x22, PIB_WC_WR_FLUSH_ERR, PIB_CQE_SEND, NULL);
+    g_assert_cmpuint(dp_query_qp(&p.a, x.qp.qpn).qp_state, ==, PIB_QPS_ERR);
+    /* Only the first one went out. */
+    dp_expect(&p.b, &y.rcq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    dp_expect_none(&p.b, &y.rcq);
+
+    /* One shot: spent, it reads back empty; counted on A only. */
+    inj_assert_str(p.qs->qts, INJ_PATH_A, "inject-wr-error", "");
+    dp_counters(&p.a, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_INJECTED_FAULTS], ==, 1);
+    dp_counters(&p.b, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_INJECTED_FAULTS], ==, 0);
+
+    /* A fault armed for a WQE index the QP never reaches does nothing. */
+    dp_relink(&x, 1, &y, 2);
+    spec = (g_free(spec), g_strdup_printf("%u:%u:4", x.qp.qpn, 40000));
+    inj_set(p.qs->qts, INJ_PATH_A, "inject-wr-error", spec);
+    sge[0] = dp_sge(y.buf, 1024, y.key);
+    dp_post_recv(&p.b, &y.qp, 0x30, sge, 1);
+    sge[0] = dp_sge(x.buf, 100, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x31, sge, 1,
+                 0, 0);
+    dp_expect(&p.a, &x.scq, 0x31, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&p.b, &y.rcq, 0x30, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/*
+ * inject-drop-tx / -rx: RC recovers from each lost packet.  A lost request
+ * packet: the responder NAKs the gap, the requester goes back N.  A lost ACK
+ * (-rx with inject-drop-opcode): the ACK timer resends, the responder
+ * answers the duplicate.
+ */
+static void test_inject_drop(void)
+{
+    QTestState *q;
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge[1];
+    struct pib_cqe cqe;
+    uint64_t ca[PIB_CNT_MAX], cb[PIB_CNT_MAX];
+
+    dp_pair_up(&p);
+    q = p.qs->qts;
+    dp_end(&p.a, &x, PIB_QPT_RC, 16384);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+
+    /* The first packet of a 5-packet SEND is lost on its way out. */
+    inj_set_u32(q, INJ_PATH_A, "inject-drop-tx", 1);
+    dp_fill(&p.a, x.buf, 5000, 3);
+    sge[0] = dp_sge(y.buf, 8192, y.key);
+    dp_post_recv(&p.b, &y.qp, 0x1, sge, 1);
+    sge[0] = dp_sge(x.buf, 5000, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x2, sge, 1,
+                 0, 0);
+    dp_expect(&p.a, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&p.b, &y.rcq, 0x1, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf, 5000);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
+    dp_counters(&p.a, ca);
+    dp_counters(&p.b, cb);
+    g_assert_cmpuint(ca[PIB_CNT_INJECTED_FAULTS], ==, 1);
+    g_assert_cmpuint(ca[PIB_CNT_RETRANSMITS], >=, 1);
+    g_assert_cmpuint(ca[PIB_CNT_SEQ_NAKS_RCVD], ==, 1);
+    g_assert_cmpuint(cb[PIB_CNT_SEQ_NAKS_SENT], ==, 1);
+    g_assert_cmpuint(cb[PIB_CNT_INJECTED_FAULTS], ==, 0);
+    dp_expect_none(&p.a, &x.scq);           /* the link is quiet again */
+
+    /* The ACK of the next SEND is lost on its way in: the timer resends. */
+    inj_set(q, INJ_PATH_A, "inject-drop-opcode", "RC_ACKNOWLEDGE");
+    inj_set_u32(q, INJ_PATH_A, "inject-drop-rx", 1);
+    sge[0] = dp_sge(y.buf, 8192, y.key);
+    dp_post_recv(&p.b, &y.qp, 0x3, sge, 1);
+    sge[0] = dp_sge(x.buf, 100, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x4, sge, 1,
+                 0, 0);
+    dp_expect(&p.b, &y.rcq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    dp_expect_none(&p.a, &x.scq);           /* no ACK: nothing completes */
+    dp_step_until_cqe(&p.a, &x.scq, &cqe, 10 * 1000 * 1000, 100);
+    g_assert_cmphex(le64_to_cpu(cqe.wr_id), ==, 0x4);
+    g_assert_cmpuint(cqe.status, ==, PIB_WC_SUCCESS);
+    dp_expect_none(&p.b, &y.rcq);           /* the duplicate was not applied */
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-rx"), ==, 0);
+    dp_counters(&p.a, ca);
+    dp_counters(&p.b, cb);
+    g_assert_cmpuint(ca[PIB_CNT_INJECTED_FAULTS], ==, 2);
+    g_assert_cmpuint(ca[PIB_CNT_RETRY_TIMEOUTS], >=, 1);
+    g_assert_cmpuint(cb[PIB_CNT_DUPLICATE_REQUESTS], ==, 1);
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/* Send MSI-X vector's message to guest RAM: addr <- data, unmasked. */
+static void inj_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr,
+                            uint32_t data)
+{
+    uint64_t entry = d->dev->msix_table_off + vector * PCI_MSIX_ENTRY_SIZE;
+
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_DATA, data);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
+}
+
+/*
+ * inject-irq-delay-us: the admin completion is written at once, its
+ * interrupt only once the virtual clock passed the delay.
+ */
+static void test_inject_irq_delay(void)
+{
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0,id=pa");
+    QTestState *q = qs->qts;
+    uint64_t cnt[PIB_CNT_MAX];
+    uint64_t msg;
+    PibDev d;
+
+    pib_open(&d, qs, PIB_DEVFN_A);
+    pib_enable(&d, 4, 8);
+    msg = dp_alloc(&d, 4096);
+    inj_msix_to_ram(&d, PIB_MSIX_VEC_ADMIN, msg, 0xfeed);
+    g_assert_cmphex(pib_nop(&d, 1), ==, 1);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);     /* on time */
+
+    /* The next interrupt only, 5 ms late. */
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-count", 1);
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 5000);
+    qtest_writel(q, msg, 0);
+    g_assert_cmphex(pib_nop(&d, 2), ==, 2);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0);
+    qtest_clock_step(q, 4999 * 1000);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0);
+    qtest_clock_step(q, 1000);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
+    /* Count spent: the delay switched itself off. */
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-us"), ==, 0);
+    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-count"), ==,
+                    0);
+    qtest_writel(q, msg, 0);
+    g_assert_cmphex(pib_nop(&d, 3), ==, 3);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
+
+    /* Every interrupt: a second one while the first waits rides along. */
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
+    qtest_writel(q, msg, 0);
+    g_assert_cmphex(pib_nop(&d, 4), ==, 4);
+    g_assert_cmphex(pib_nop(&d, 5), ==, 5);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0);
+    qtest_clock_step(q, 1000 * 1000);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
+    qtest_writel(q, msg, 0);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_INJECTED_FAULTS], ==, 2);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);     /* on time again */
+
+    /* A reset forgets an interrupt still held back. */
+    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
+    qtest_writel(q, msg, 0);
+    g_assert_cmphex(pib_nop(&d, 6), ==, 6);
+    wr(&d, PIB_REG_CONTROL, PIB_CTRL_RESET);
+    qtest_clock_step(q, 2000 * 1000);
+    g_assert_cmphex(qtest_readl(q, msg), ==, 0);
+    g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
+    pib_close(&d);
+    qtest_shutdown(qs);
+}
+
+/*
+ * 11. Benchmarks, only in GLib's perf mode (pib-test -m perf): two HCAs in
+ * one QEMU, RC at MTU 4096.  Each reports wall-clock throughput and the CPU
+ * time the QEMU process spent, read from /proc (the device's cost; the test
+ * itself runs on another core and only polls).
+ */
+
+#define BENCH_MTU_4096      5
+
+/* The QEMU process this test started: our child named qemu-system-*. */
+static pid_t bench_qemu_pid(void)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/task/%d/children",
+                                            (int)getpid());
+    g_autofree char *list = NULL;
+    g_auto(GStrv) pids = NULL;
+    int i;
+
+    g_assert_true(g_file_get_contents(path, &list, NULL, NULL));
+    pids = g_strsplit(g_strstrip(list), " ", -1);
+    for (i = 0; pids[i]; i++) {
+        g_autofree char *comm_path = g_strdup_printf("/proc/%s/comm",
+                                                     pids[i]);
+        g_autofree char *comm = NULL;
+
+        if (g_file_get_contents(comm_path, &comm, NULL, NULL) &&
+            g_str_has_prefix(comm, "qemu-system")) {
+            return atoi(pids[i]);
+        }
+    }
+    g_assert_not_reached();
+}
+
+/* utime + stime of a process, in seconds. */
+static double bench_cpu_s(pid_t pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+    g_autofree char *stat = NULL;
+    unsigned long long utime, stime;
+    const char *p;
+
+    g_assert_true(g_file_get_contents(path, &stat, NULL, NULL));
+    p = strrchr(stat, ')');     /* comm may hold blanks: skip past it */
+    g_assert_nonnull(p);
+    g_assert_cmpint(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
+                           "%*u %llu %llu", &utime, &stime), ==, 2);
+    return (double)(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+typedef struct BenchClock {
+    pid_t pid;
+    gint64 wall0;
+    double cpu0;
+} BenchClock;
+
+static void bench_start(BenchClock *c, pid_t pid)
+{
+    c->pid = pid;
+    c->cpu0 = bench_cpu_s(pid);
+    c->wall0 = g_get_monotonic_time();
+}
+
+/* Report bytes (or, with bytes 0, msgs messages) moved since bench_start. */
+static void bench_report(BenchClock *c, const char *what, uint64_t bytes,
+                         uint64_t msgs)
+{
+    double wall = (g_get_monotonic_time() - c->wall0) / 1e6;
+    double cpu = bench_cpu_s(c->pid) - c->cpu0;
+
+    if (bytes) {
+        g_test_message("bench %-28s %8.1f MiB/s   QEMU CPU %6.3f s/GiB",
+                       what, bytes / wall / (1 << 20),
+                       cpu / ((double)bytes / (1 << 30)));
+    } else {
+        g_test_message("bench %-28s %8.0f msg/s   QEMU CPU %6.2f us/msg",
+                       what, msgs / wall, cpu * 1e6 / msgs);
+    }
+}
+
+static void test_bench(void)
+{
+    /* PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures). */
+    const char *rounds_env = g_getenv("PIB_BENCH_ROUNDS");
+    const uint32_t rounds = rounds_env ? MAX(atoi(rounds_env), 1) : 1;
+    const uint32_t big = 4 << 20, n_big = 16;
+    const uint32_t mid = 64 << 10, n_mid = 256;
+    const uint32_t n_small = 4096;
+    TestPair p;
+    TestEnd x, y;
+    BenchClock c;
+    struct pib_sge sge[1];
+    uint32_t i, j;
+    pid_t pid;
+
+    dp_pair_up(&p);
+    pid = bench_qemu_pid();
+    dp_poll_interval_us = 2000;
+    dp_end(&p.a, &x, PIB_QPT_RC, big);
+    dp_end(&p.b, &y, PIB_QPT_RC, big);
+    dp_connect_ex(&p.a, &x.qp, 2, y.qp.qpn, BENCH_MTU_4096, 14, 7, 7);
+    dp_connect_ex(&p.b, &y.qp, 1, x.qp.qpn, BENCH_MTU_4096, 14, 7, 7);
+    dp_fill(&p.a, x.buf, big, 5);
+
+    /* RDMA WRITE, 4 MiB each, 16 in flight (one SQ's worth). */
+    g_test_message("bench: WRITE runs (QEMU pid %d)", (int)pid);
+    bench_start(&c, pid);
+    sge[0] = dp_sge(x.buf, big, x.key);
+    for (j = 0; j < rounds; j++) {
+        for (i = 0; i < n_big; i++) {
+            dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED,
+                         i, sge, 1, y.buf, y.key);
+        }
+        for (i = 0; i < n_big; i++) {
+            dp_expect(&p.a, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE,
+                      NULL);
+        }
+    }
+    bench_report(&c, "RC WRITE 4 MiB", (uint64_t)big * n_big * rounds, 0);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf, big);
+
+    /* RDMA READ, 4 MiB each. */
+    bench_start(&c, pid);
+    for (i = 0; i < n_big * rounds; i++) {
+        dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, i,
+                     sge, 1, y.buf, y.key);
+        if (i % 4 == 3) {       /* max_rd_atomic 4 */
+            for (j = i - 3; j <= i; j++) {
+                dp_expect(&p.a, &x.scq, j, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ,
+                          NULL);
+            }
+        }
+    }
+    bench_report(&c, "RC READ 4 MiB", (uint64_t)big * n_big * rounds, 0);
+
+    /* SEND, 64 KiB each, in batches of 16 receives. */
+    bench_start(&c, pid);
+    for (i = 0; i < n_mid * rounds; i += 16) {
+        for (j = 0; j < 16; j++) {
+            sge[0] = dp_sge(y.buf + j * mid, mid, y.key);
+            dp_post_recv(&p.b, &y.qp, j, sge, 1);
+        }
+        for (j = 0; j < 16; j++) {
+            sge[0] = dp_sge(x.buf + j * mid, mid, x.key);
+            dp_post_send(&p.a, &x.qp, PIB_WQE_SEND,
+                         j == 15 ? PIB_WQE_F_SIGNALED : 0, j, sge, 1, 0, 0);
+        }
+        dp_expect(&p.a, &x.scq, 15, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+        for (j = 0; j < 16; j++) {
+            dp_expect(&p.b, &y.rcq, j, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+        }
+    }
+    bench_report(&c, "RC SEND 64 KiB", (uint64_t)mid * n_mid * rounds, 0);
+
+    /* Small SENDs: 64 bytes, batches of 16 (the qtest protocol dominates). */
+    bench_start(&c, pid);
+    for (i = 0; i < n_small; i += 16) {
+        for (j = 0; j < 16; j++) {
+            sge[0] = dp_sge(y.buf + j * 64, 64, y.key);
+            dp_post_recv(&p.b, &y.qp, j, sge, 1);
+        }
+        for (j = 0; j < 16; j++) {
+            sge[0] = dp_sge(x.buf + j * 64, 64, x.key);
+            dp_post_send(&p.a, &x.qp, PIB_WQE_SEND,
+                         j == 15 ? PIB_WQE_F_SIGNALED : 0, j, sge, 1, 0, 0);
+        }
+        dp_expect(&p.a, &x.scq, 15, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+        for (j = 0; j < 16; j++) {
+            dp_expect(&p.b, &y.rcq, j, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+        }
+    }
+    bench_report(&c, "RC SEND 64 B", 0, n_small);
+    dp_poll_interval_us = 200;
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3495,6 +4166,13 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/wire", test_dp_wire);
+    qtest_add_func("/pib/inject/properties", test_inject_properties);
+    qtest_add_func("/pib/inject/wr-error", test_inject_wr_error);
+    qtest_add_func("/pib/inject/drop", test_inject_drop);
+    qtest_add_func("/pib/inject/irq-delay", test_inject_irq_delay);
+    if (g_test_perf()) {
+        qtest_add_func("/pib/bench/rc", test_bench);
+    }
 
     return g_test_run();
 }
