@@ -4,7 +4,9 @@
 # The QEMU tree is Debian's source package, unpacked by mk/fetch.sh into the cache.  Our files
 # are copied (only when changed, so ninja stays incremental) into hw/pib/ and tests/qtest/, and
 # three one-line hooks are added: hw/meson.build, hw/Kconfig and tests/qtest/meson.build.
-# Output: $OUT/qemu-system-x86_64 and $OUT/qtest/pib-test.
+# Output: $OUT/qemu-system-x86_64 and $OUT/qtest/pib-test, copied out of the shared build tree,
+# so that another checkout building into the same cache cannot change them under running tests.
+# A lock serializes checkouts that build at the same time.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$TOP/build}
@@ -24,6 +26,17 @@ hook_after() {
   awk -v a="$2" -v l="$3" '{ print } $0 == a { print l }' "$1" > "$1.pib-tmp" && mv "$1.pib-tmp" "$1"
 }
 
+mkdir -p "$(dirname "$BLD")"
+exec 9>"$BLD.lock"
+flock 9
+
+# hw/pib/ holds exactly this checkout's files: remove what another checkout left there.
+if [ -d "$SRC/hw/pib" ]; then
+  for f in "$SRC"/hw/pib/*; do
+    [ -f "$f" ] || continue
+    [ -e "$TOP/qemu-hw/$(basename "$f")" ] || rm -f "$f"
+  done
+fi
 for f in "$TOP"/qemu-hw/*; do
   case $(basename "$f") in build.sh|README.md) continue ;; esac
   copy_if_changed "$f" "$SRC/hw/pib/$(basename "$f")"
@@ -59,6 +72,12 @@ rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 0 ] || { say "build failed (ninja exit $rc)"; exit 1; }
 mkdir -p "$OUT/qtest"
-ln -sf "$BLD/qemu-system-x86_64" "$OUT/qemu-system-x86_64"
-[ -f "$BLD/tests/qtest/pib-test" ] && ln -sf "$BLD/tests/qtest/pib-test" "$OUT/qtest/pib-test"
+# install_if_changed SRC DST: copy to a temporary name and rename, so a QEMU already running
+# from DST keeps its (old) file.
+install_if_changed() {
+  [ -L "$2" ] && rm -f "$2"
+  cmp -s "$1" "$2" 2>/dev/null || { cp "$1" "$2.tmp" && mv -f "$2.tmp" "$2"; }
+}
+install_if_changed "$BLD/qemu-system-x86_64" "$OUT/qemu-system-x86_64"
+[ -f "$BLD/tests/qtest/pib-test" ] && install_if_changed "$BLD/tests/qtest/pib-test" "$OUT/qtest/pib-test"
 say "ok: $OUT/qemu-system-x86_64"

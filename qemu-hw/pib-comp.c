@@ -392,6 +392,10 @@ static void pib_comp_loop(PibQp *qp, const PibPktInfo *pi)
         switch (step) {
         case COMP_GET_WQE:
             step = pib_comp_get_wqe(qp, pi, &m);
+            if (step == COMP_DONE && n == 0) {
+                /* A response with nothing outstanding: stale or forged. */
+                pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_STALE_RESP, pi);
+            }
             break;
         case COMP_CHECK_PSN:
             step = pib_comp_check_psn(qp, pi, m);

@@ -1009,13 +1009,17 @@ static void pib_qp_enter(PibQp *qp, uint8_t next)
         pib_qp_error(qp, "MODIFY_QP");
         return;
     }
-    if (next == cur) {
+    if (next == cur && next != PIB_QPS_RESET) {
         return;
     }
     pib_qp_set_state(qp, next, "MODIFY_QP");
     switch (next) {
     case PIB_QPS_RESET:
-        /* Empty queues that start over at index 0, as the provider does. */
+        /*
+         * Empty queues that start over at index 0, as the provider does on
+         * every move to RESET, RESET to RESET included: WQEs posted in RESET
+         * are discarded, and both sides' indices must agree afterwards.
+         */
         qp->sq.pi = qp->sq.ci = 0;
         qp->rq.pi = qp->rq.ci = 0;
         pib_qp_reset_engines(qp);
