@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * pib-verbs-test: tests of the RC data path, written against plain libibverbs.
+ * pib-verbs-test: tests of the data path (RC, and UD, SRQs and memory windows), written against
+ * plain libibverbs.
  *
  * Nothing here knows about pib: the same binary runs on Soft-RoCE (rdma_rxe) and on real HCAs,
  * which is how the tests themselves are validated.  Each subtest asserts real outcomes (completion
@@ -53,6 +54,8 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define STR_(x) #x
+#define STR(x) STR_(x)	/* a number macro as a string literal */
 
 /* =============================================================================================
  * Options, output and checks
@@ -524,6 +527,8 @@ struct conn_params {
 	uint8_t rnr_retry;		/* requester: RNR retries, 7 = forever */
 	uint8_t timeout;		/* requester: ACK timeout, 4.096 us * 2^timeout */
 	uint8_t retry_cnt;		/* requester: transport retries */
+	struct ibv_srq *srq;		/* receives come from this SRQ (the QP has no RQ) */
+	struct ibv_cq *rcq;		/* a receive CQ to share (conn_close leaves it alone) */
 };
 
 static struct conn_params conn_defaults(void)
@@ -541,6 +546,7 @@ static struct conn_params conn_defaults(void)
 
 struct conn {
 	struct ibv_cq *scq, *rcq;
+	bool shared_rcq;	/* rcq is the caller's (conn_params.rcq), not ours */
 	struct ibv_qp *qp;
 	uint32_t psn;		/* our first send PSN */
 	enum ibv_mtu mtu;	/* path MTU in use once connected */
@@ -578,12 +584,18 @@ static int conn_create(struct role *r, struct conn *c, const struct conn_params 
 	if (r->dev.atomic_cap != IBV_ATOMIC_NONE)
 		attr.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
 	memset(c, 0, sizeof(*c));
+	c->shared_rcq = p->rcq != NULL;
 	c->scq = ibv_create_cq(r->ctx, p->send_cqe, NULL, NULL, 0);
-	c->rcq = ibv_create_cq(r->ctx, p->recv_cqe, NULL, NULL, 0);
+	c->rcq = p->rcq ? p->rcq : ibv_create_cq(r->ctx, p->recv_cqe, NULL, NULL, 0);
 	if (!c->scq || !c->rcq)
 		return fail(r, "ibv_create_cq: %s", strerror(errno));
 	init.send_cq = c->scq;
 	init.recv_cq = c->rcq;
+	if (p->srq) {
+		init.srq = p->srq;
+		init.cap.max_recv_wr = 0;
+		init.cap.max_recv_sge = 0;
+	}
 	c->qp = ibv_create_qp(r->pd, &init);
 	if (!c->qp)
 		return fail(r, "ibv_create_qp(RC, %d/%d WRs, %d SGEs): %s", p->max_send_wr,
@@ -705,7 +717,7 @@ static void conn_close(struct role *r, struct conn *c)
 		fail(r, "ibv_destroy_qp: %s", strerror(ret));
 	if (c->scq && (ret = ibv_destroy_cq(c->scq)))
 		fail(r, "ibv_destroy_cq (send CQ): %s", strerror(ret));
-	if (c->rcq && (ret = ibv_destroy_cq(c->rcq)))
+	if (c->rcq && !c->shared_rcq && (ret = ibv_destroy_cq(c->rcq)))
 		fail(r, "ibv_destroy_cq (recv CQ): %s", strerror(ret));
 	memset(c, 0, sizeof(*c));
 }
@@ -760,14 +772,20 @@ static bool check_qp_state(struct role *r, struct conn *c, enum ibv_qp_state wan
  * Posting work requests and reaping completions
  */
 
-static int post_recv(struct role *r, struct conn *c, uint64_t wr_id, void *addr, uint32_t len,
-		     uint32_t lkey)
+static int post_recv_qp(struct role *r, struct ibv_qp *qp, uint64_t wr_id, void *addr,
+			uint32_t len, uint32_t lkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
-	int ret = ibv_post_recv(c->qp, &wr, &bad);
+	int ret = ibv_post_recv(qp, &wr, &bad);
 
 	return ret ? fail(r, "ibv_post_recv(wr_id %" PRIu64 "): %s", wr_id, strerror(ret)) : 0;
+}
+
+static int post_recv(struct role *r, struct conn *c, uint64_t wr_id, void *addr, uint32_t len,
+		     uint32_t lkey)
+{
+	return post_recv_qp(r, c->qp, wr_id, addr, len, lkey);
 }
 
 /* Post one signaled send-queue WR.  len 0 posts no SGE at all. */
@@ -815,6 +833,8 @@ static const char *opcode_str(enum ibv_wc_opcode op)
 	case IBV_WC_FETCH_ADD: return "FETCH_ADD";
 	case IBV_WC_RECV: return "RECV";
 	case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+	case IBV_WC_BIND_MW: return "BIND_MW";
+	case IBV_WC_LOCAL_INV: return "LOCAL_INV";
 	default: return "?";
 	}
 }
@@ -893,10 +913,33 @@ static bool expect_no_wc(struct role *r, struct ibv_cq *cq, int ms, const char *
 	return check(r, got == 0, "%s (no completion in %d ms)", what, ms);
 }
 
+/* The object an async event is about: the member of the union that belongs to its type. */
+static void *async_event_object(const struct ibv_async_event *ev)
+{
+	switch (ev->event_type) {
+	case IBV_EVENT_CQ_ERR:
+		return ev->element.cq;
+	case IBV_EVENT_SRQ_ERR:
+	case IBV_EVENT_SRQ_LIMIT_REACHED:
+		return ev->element.srq;
+	case IBV_EVENT_DEVICE_FATAL:
+	case IBV_EVENT_PORT_ACTIVE:
+	case IBV_EVENT_PORT_ERR:
+	case IBV_EVENT_LID_CHANGE:
+	case IBV_EVENT_PKEY_CHANGE:
+	case IBV_EVENT_SM_CHANGE:
+	case IBV_EVENT_CLIENT_REREGISTER:
+	case IBV_EVENT_GID_CHANGE:
+		return NULL;	/* unaffiliated: element.port_num */
+	default:
+		return ev->element.qp;
+	}
+}
+
 /*
- * Wait for an async event of the given type about the given object (a CQ, QP, ...), reading and
+ * Wait for an async event of the given type about the given object (a CQ, QP, SRQ), reading and
  * acknowledging every event that comes meanwhile.  Events must be acked before their object is
- * destroyed, or ibv_destroy_* waits for the ack forever.
+ * destroyed, or ibv_destroy_* waits for the ack forever.  Returns whether it came within ms.
  */
 static bool wait_async_event(struct role *r, enum ibv_event_type want, void *object, int ms)
 {
@@ -914,10 +957,7 @@ static bool wait_async_event(struct role *r, enum ibv_event_type want, void *obj
 			continue;
 		if (ibv_get_async_event(r->ctx, &ev))
 			continue;	/* EAGAIN: someone else's wakeup */
-		/* The element is a union: compare the member that belongs to the event type. */
-		match = ev.event_type == want &&
-			(ev.event_type == IBV_EVENT_CQ_ERR ? (void *)ev.element.cq :
-							     (void *)ev.element.qp) == object;
+		match = ev.event_type == want && async_event_object(&ev) == object;
 		info(r, "async event %s%s", ibv_event_type_str(ev.event_type),
 		     match ? "" : " (not the one waited for)");
 		ibv_ack_async_event(&ev);
@@ -1939,6 +1979,991 @@ static int atomics_client(struct role *r)
 }
 
 /* =============================================================================================
+ * Subtest ud-qkey
+ *
+ * UD QPs.  A SEND carrying the receiver's Q_Key is delivered: the receive buffer holds 40 bytes
+ * of GRH space (IBV_WC_GRH set only when a GRH came, as on RoCE) and then the message, byte_len
+ * counts both, and the CQE names the sender (src_qp, slid).  A SEND with a wrong Q_Key is
+ * dropped by the receiving QP: its posted receive stays posted, no completion comes, the port's
+ * Q_Key violation counter (PortInfo:Q_KeyViolations, ibv_query_port's qkey_viol_cntr) rises by
+ * one, and so does pib's rx_drop_qkey hw_counter.  A right SEND afterwards takes the very
+ * receive the dropped one left.  The sender's completions are all SUCCESS: a UD requester
+ * never learns what became of a datagram.
+ *
+ * Devices without rx_drop_qkey get a SKIP for that one check.  counters/port_rcv_errors is no
+ * substitute: PortRcvErrors counts link-level errors (malformed packets, buffer overruns), not
+ * Q_Key violations, which the transport layer checks.
+ */
+
+#define UD_GRH		40		/* the GRH space in front of every UD receive */
+#define UD_QKEY		0x1ee7c0deu	/* the server QP's Q_Key; the high bit is clear ... */
+#define UD_BAD_QKEY	(UD_QKEY ^ 0x00a50000u)	/* ... here too: a plain wrong key */
+#define UD_CLIENT_QKEY	0x0badf00du	/* the client QP's own Q_Key, which never matches */
+#define UD_SLOT		(UD_GRH + 4096 + 256)	/* one receive: GRH, an MTU, a guard zone */
+
+struct ud {
+	struct ibv_cq *cq;	/* sends and receives */
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;	/* to the peer's QP (client only) */
+};
+
+/* A UD QP in RTS with the given Q_Key, and one CQ for both queues. */
+static int ud_create(struct role *r, struct ud *u, uint32_t qkey)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = r->o->ib_port,
+		.qkey = qkey,
+	};
+	int ret;
+
+	memset(u, 0, sizeof(*u));
+	u->cq = ibv_create_cq(r->ctx, 64, NULL, NULL, 0);
+	if (!u->cq)
+		return fail(r, "ibv_create_cq: %s", strerror(errno));
+	init.send_cq = init.recv_cq = u->cq;
+	u->qp = ibv_create_qp(r->pd, &init);
+	if (!u->qp)
+		return fail(r, "ibv_create_qp(UD): %s", strerror(errno));
+	ret = ibv_modify_qp(u->qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					  IBV_QP_QKEY);
+	if (ret)
+		return fail(r, "ibv_modify_qp(UD, RESET -> INIT): %s", strerror(ret));
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	ret = ibv_modify_qp(u->qp, &attr, IBV_QP_STATE);
+	if (ret)
+		return fail(r, "ibv_modify_qp(UD, INIT -> RTR): %s", strerror(ret));
+	attr.qp_state = IBV_QPS_RTS;
+	attr.sq_psn = nrand48(r->seed) & 0xffffff;
+	ret = ibv_modify_qp(u->qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	if (ret)
+		return fail(r, "ibv_modify_qp(UD, RTR -> RTS): %s", strerror(ret));
+	return 0;
+}
+
+/* Tell the peer our QP (the format of conn_exchange), learn its. */
+static int ud_exchange(struct role *r, struct ud *u, struct qp_info *remote)
+{
+	struct conn c = { .qp = u->qp };
+
+	return conn_exchange(r, &c, remote);
+}
+
+static int ud_make_ah(struct role *r, struct ud *u, const struct qp_info *remote)
+{
+	struct ibv_ah_attr ah = {
+		.dlid = remote->lid,
+		.sl = 0,
+		.port_num = r->o->ib_port,
+	};
+
+	if (r->gid_idx >= 0) {
+		ah.is_global = 1;
+		ah.grh.dgid = remote->gid;
+		ah.grh.sgid_index = r->gid_idx;
+		ah.grh.hop_limit = 1;
+	}
+	u->ah = ibv_create_ah(r->pd, &ah);
+	return u->ah ? 0 : fail(r, "ibv_create_ah(DLID 0x%04x): %s", remote->lid, strerror(errno));
+}
+
+static void ud_destroy(struct role *r, struct ud *u)
+{
+	int ret;
+
+	if (u->ah && (ret = ibv_destroy_ah(u->ah)))
+		fail(r, "ibv_destroy_ah: %s", strerror(ret));
+	if (u->qp && (ret = ibv_destroy_qp(u->qp)))
+		fail(r, "ibv_destroy_qp(UD): %s", strerror(ret));
+	if (u->cq && (ret = ibv_destroy_cq(u->cq)))
+		fail(r, "ibv_destroy_cq: %s", strerror(ret));
+	memset(u, 0, sizeof(*u));
+}
+
+/*
+ * A port counter from sysfs: /sys/class/infiniband/DEV/ports/PORT/GROUP/NAME.  Returns 1 with
+ * *val, 0 when the device has no such file, -1 on any other failure (reported).
+ */
+static int read_port_counter(struct role *r, const char *group, const char *name, uint64_t *val)
+{
+	char path[256];
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/%s/%s",
+		 ibv_get_device_name(r->ctx->device), r->o->ib_port, group, name);
+	f = fopen(path, "r");
+	if (!f) {
+		if (errno == ENOENT)
+			return 0;
+		return fail(r, "cannot open %s: %s", path, strerror(errno));
+	}
+	n = fscanf(f, "%" SCNu64, val);
+	fclose(f);
+	return n == 1 ? 1 : fail(r, "%s does not hold a number", path);
+}
+
+static int qkey_viol_cntr(struct role *r, uint32_t *val)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(r->ctx, r->o->ib_port, &pa))
+		return fail(r, "ibv_query_port(%d) failed", r->o->ib_port);
+	*val = pa.qkey_viol_cntr;
+	return 0;
+}
+
+/* The message of SEND number k: its length (at most an MTU) and its data's seed. */
+static uint32_t ud_len(int mtu_bytes, int k)
+{
+	return MIN(1000u, (uint32_t)mtu_bytes) - 3 * k;
+}
+
+static uint32_t ud_seed(int k)
+{
+	return 0x0d0d00 + k;
+}
+
+/*
+ * Reap the receive of SEND k, which must have landed in the receive wr_id at slot, and check
+ * everything about it; remote is the sender.  Returns whether every check passed.
+ */
+static bool ud_check_recv(struct role *r, struct ud *u, uint8_t *slot, uint64_t wr_id, int k,
+			  uint32_t len, const struct qp_info *remote)
+{
+	struct conn c = { .qp = u->qp };
+	bool grh = r->gid_idx >= 0;	/* the sender puts a GRH in exactly when we do */
+	struct ibv_wc wc;
+	ssize_t bad, over;
+	char what[160];
+	bool ok;
+
+	if (!expect_wc(r, &c, u->cq, &wc, wr_id, IBV_WC_SUCCESS, "SEND %d (right Q_Key) "
+		       "completes receive %" PRIu64, k, wr_id))
+		return false;
+	bad = find_pattern_mismatch(slot + UD_GRH, len, ud_seed(k));
+	over = find_not_byte(slot + UD_GRH + len, UD_SLOT - UD_GRH - len, 0xa5);
+	snprintf(what, sizeof(what), "SEND %d: RECV of 40 + %u bytes, the message intact after "
+		 "the GRH space, nothing written past it", k, len);
+	ok = check_why(r, wc.opcode == IBV_WC_RECV && wc.byte_len == UD_GRH + len && bad < 0 &&
+			  over < 0, what, "%s, byte_len %u, first bad byte %zd, first byte "
+		       "written past the message +%zd", opcode_str(wc.opcode), wc.byte_len, bad,
+		       over);
+	snprintf(what, sizeof(what), "SEND %d: the CQE names the sender: src_qp 0x%x, slid "
+		 "0x%04x", k, remote->qpn, remote->lid);
+	ok &= check_why(r, wc.src_qp == remote->qpn && wc.slid == remote->lid, what,
+			"src_qp 0x%x slid 0x%04x", wc.src_qp, wc.slid);
+	snprintf(what, sizeof(what), "SEND %d: %s", k, grh ? "IBV_WC_GRH (RoCE: a GRH came)" :
+		 "no IBV_WC_GRH (LID routed: no GRH came)");
+	ok &= check_why(r, !!(wc.wc_flags & IBV_WC_GRH) == grh, what, "wc_flags 0x%x",
+			wc.wc_flags);
+	return ok;
+}
+
+/* The three SENDs: right Q_Key, wrong Q_Key, right Q_Key. */
+#define UD_SENDS 3
+
+static int ud_qkey_server(struct role *r)
+{
+	struct qp_info remote;
+	uint64_t drop0 = 0, drop1 = 0;
+	uint32_t viol0 = 0, viol1 = 0;
+	int have_drop, have_drop1;
+	uint32_t len0, len2;
+	struct buf rb;
+	struct ud u;
+	bool ok;
+
+	if (buf_alloc(r, &rb, 2 * UD_SLOT, IBV_ACCESS_LOCAL_WRITE) ||
+	    ud_create(r, &u, UD_QKEY) || ud_exchange(r, &u, &remote))
+		return -1;
+	len0 = ud_len(mtu_bytes(MIN(r->port.active_mtu, remote.active_mtu)), 0);
+	len2 = ud_len(mtu_bytes(MIN(r->port.active_mtu, remote.active_mtu)), 2);
+
+	/* 1: the right Q_Key. */
+	memset(rb.p, 0xa5, rb.len);
+	if (post_recv_qp(r, u.qp, 1, rb.p, UD_SLOT, rb.mr->lkey) || chan_sync(r, "ready 0"))
+		return -1;
+	ok = ud_check_recv(r, &u, rb.p, 1, 0, len0, &remote);
+
+	/* 2: a wrong Q_Key, with a receive posted that it must not take. */
+	if (post_recv_qp(r, u.qp, 2, rb.p + UD_SLOT, UD_SLOT, rb.mr->lkey))
+		return -1;
+	have_drop = read_port_counter(r, "hw_counters", "rx_drop_qkey", &drop0);
+	if (have_drop < 0 || qkey_viol_cntr(r, &viol0) || chan_sync(r, "ready 1") ||
+	    chan_sync(r, "sent 1"))
+		return -1;
+	/* The client saw its SEND complete: the datagram has left; give it time to arrive. */
+	ok &= expect_no_wc(r, u.cq, 1000, "the SEND with a wrong Q_Key is dropped: no receive "
+			   "completion");
+
+	/* 3: the right Q_Key again: it takes the receive the dropped SEND left. */
+	if (chan_sync(r, "ready 2"))
+		return -1;
+	ok &= ud_check_recv(r, &u, rb.p + UD_SLOT, 2, 2, len2, &remote);
+
+	/* The drop is counted, exactly once; every packet of the exchange has been handled. */
+	have_drop1 = read_port_counter(r, "hw_counters", "rx_drop_qkey", &drop1);
+	if (have_drop1 < 0 || qkey_viol_cntr(r, &viol1))
+		return -1;
+	ok &= check_why(r, viol1 == viol0 + 1, "the port's Q_Key violation counter "
+			"(ibv_query_port qkey_viol_cntr) rose by 1", "%u -> %u", viol0, viol1);
+	if (have_drop && have_drop1)
+		ok &= check_why(r, drop1 == drop0 + 1, "hw_counters/rx_drop_qkey rose by 1",
+				"%" PRIu64 " -> %" PRIu64, drop0, drop1);
+	else
+		skip(r, "%s has no ports/%d/hw_counters/rx_drop_qkey: the drop counter is not "
+		     "checked (qkey_viol_cntr was)", ibv_get_device_name(r->ctx->device),
+		     r->o->ib_port);
+	if (chan_send_verdict(r, ok))
+		return -1;
+	ud_destroy(r, &u);
+	buf_free(r, &rb);
+	return chan_sync(r, "end");
+}
+
+static int ud_qkey_client(struct role *r)
+{
+	struct qp_info remote;
+	struct buf sb;
+	struct ud u;
+	bool server_ok;
+
+	if (buf_alloc(r, &sb, 4096, IBV_ACCESS_LOCAL_WRITE) ||
+	    ud_create(r, &u, UD_CLIENT_QKEY) || ud_exchange(r, &u, &remote) ||
+	    ud_make_ah(r, &u, &remote))
+		return -1;
+	for (int k = 0; k < UD_SENDS; k++) {
+		uint32_t len = ud_len(mtu_bytes(MIN(r->port.active_mtu, remote.active_mtu)), k);
+		uint32_t qkey = k == 1 ? UD_BAD_QKEY : UD_QKEY;
+		struct ibv_sge sge = { .addr = (uintptr_t)sb.p, .length = len,
+				       .lkey = sb.mr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = 10 + k, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.ud = { .ah = u.ah, .remote_qpn = remote.qpn, .remote_qkey = qkey },
+		}, *bad;
+		struct conn c = { .qp = u.qp };
+		struct ibv_wc wc;
+		char ready[16];
+		int ret;
+
+		fill_pattern(sb.p, len, ud_seed(k));
+		snprintf(ready, sizeof(ready), "ready %d", k);
+		if (chan_sync(r, ready))
+			return -1;
+		ret = ibv_post_send(u.qp, &wr, &bad);
+		if (ret)
+			return fail(r, "ibv_post_send(UD SEND): %s", strerror(ret));
+		if (expect_wc(r, &c, u.cq, &wc, 10 + k, IBV_WC_SUCCESS, "UD SEND %d of %u bytes "
+			      "with Q_Key 0x%08x (%s)", k, len, qkey, k == 1 ? "wrong" : "right"))
+			check(r, wc.opcode == IBV_WC_SEND, "UD SEND %d: completion opcode %s", k,
+			      opcode_str(wc.opcode));
+		if (k == 1 && chan_sync(r, "sent 1"))
+			return -1;
+	}
+	if (chan_recv_verdict(r, &server_ok))
+		return -1;
+	check(r, server_ok, "the server got the right SENDs intact, dropped the wrong one and "
+	      "counted it");
+	ud_destroy(r, &u);
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
+/* =============================================================================================
+ * Subtest srq-limit
+ *
+ * Two RC QPs on one SRQ (and one receive CQ).  The SRQ holds SRQ_N receives and is armed with
+ * ibv_modify_srq(srq_limit = SRQ_L).  The client SENDs on both QPs in turn: after SRQ_N - SRQ_L
+ * messages SRQ_L receives are left, not yet below the limit, so no event; one more and the
+ * device raises IBV_EVENT_SRQ_LIMIT_REACHED, once, and disarms: ibv_query_srq says srq_limit 0
+ * and the last messages raise nothing.  Every message lands intact in the receive it took, and
+ * its CQE names the QP it came through.
+ */
+
+#define SRQ_N		16	/* receives posted */
+#define SRQ_L		4	/* the limit */
+#define SRQ_SLOT	2048	/* one receive's buffer */
+#define SRQ_QPS		2
+
+/* Message k: a length of its own (so the receiver knows k from byte_len), its own data. */
+static uint32_t srq_len(int k)
+{
+	return 100 + 61 * k;
+}
+
+static uint32_t srq_seed(int k)
+{
+	return 0x5e0000 + k;
+}
+
+static int srq_query_limit(struct role *r, struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	int ret = ibv_query_srq(srq, attr);
+
+	return ret ? fail(r, "ibv_query_srq: %s", strerror(ret)) : 0;
+}
+
+/*
+ * Reap n receive completions from the shared CQ and check each: SUCCESS, a RECV of one of the
+ * client's messages (k from byte_len) not seen before, through the QP it was sent on, its bytes
+ * in the receive's buffer and nothing past them.  Returns whether all were right.
+ */
+static bool srq_reap(struct role *r, struct conn *c, struct ibv_cq *rcq, struct buf *rb, int n,
+		     bool *seen)
+{
+	bool all = true;
+
+	for (int i = 0; i < n; i++) {
+		struct ibv_wc wc;
+		int got = poll_one(rcq, &wc, r->o->timeout * 1000);
+		uint32_t k = 0;
+		bool known;
+		ssize_t bad = -2, over = -2;
+		uint8_t *slot;
+		char what[128];
+
+		if (got <= 0)
+			return check(r, false, "only %d of %d receive completions came", i, n);
+		known = wc.status == IBV_WC_SUCCESS && wc.byte_len >= srq_len(0) &&
+			(wc.byte_len - srq_len(0)) % 61 == 0 &&
+			(k = (wc.byte_len - srq_len(0)) / 61) < SRQ_N && wc.wr_id < SRQ_N;
+		if (known) {
+			slot = rb->p + wc.wr_id * SRQ_SLOT;
+			bad = find_pattern_mismatch(slot, wc.byte_len, srq_seed(k));
+			over = find_not_byte(slot + wc.byte_len, SRQ_SLOT - wc.byte_len, 0xa5);
+			snprintf(what, sizeof(what), "message %u (%u bytes) arrived intact through "
+				 "QP %u, in SRQ receive %" PRIu64, k, srq_len(k), k % SRQ_QPS,
+				 wc.wr_id);
+		} else {
+			snprintf(what, sizeof(what), "receive completion %d is one of the messages",
+				 i);
+		}
+		all &= check_why(r, known && wc.opcode == IBV_WC_RECV && !seen[k] &&
+				    wc.qp_num == c[k % SRQ_QPS].qp->qp_num && bad < 0 && over < 0,
+				 what,
+				 "status %s, opcode %s, byte_len %u (message %u%s), wr_id %" PRIu64
+				 ", qp 0x%x (wanted 0x%x), first bad byte %zd, first byte past it "
+				 "+%zd", ibv_wc_status_str(wc.status), opcode_str(wc.opcode),
+				 wc.byte_len, k, known && seen[k] ? ", again" : "", wc.wr_id,
+				 wc.qp_num, c[k % SRQ_QPS].qp->qp_num, bad, over);
+		if (known)
+			seen[k] = true;
+	}
+	return all;
+}
+
+static int srq_limit_server(struct role *r)
+{
+	struct ibv_srq_init_attr init = { .attr = { .max_wr = SRQ_N, .max_sge = 1 } };
+	struct conn_params p = conn_defaults();
+	struct ibv_srq_attr attr = { .srq_limit = SRQ_L };
+	bool seen[SRQ_N] = { false }, ok;
+	struct conn c[SRQ_QPS];
+	struct ibv_srq *srq;
+	struct ibv_cq *rcq;
+	struct buf rb;
+	int ret, n;
+
+	if (!r->dev.max_srq) {
+		skip(r, "the device has no SRQs (max_srq 0)");
+		return chan_send(r, "srq 0 0") ? -1 : chan_sync(r, "end");
+	}
+	if (chan_send(r, "srq %d %d", SRQ_N, SRQ_L))
+		return -1;
+	if (buf_alloc(r, &rb, SRQ_N * SRQ_SLOT, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+	memset(rb.p, 0xa5, rb.len);
+	srq = ibv_create_srq(r->pd, &init);
+	if (!srq)
+		return fail(r, "ibv_create_srq(%d WRs): %s", SRQ_N, strerror(errno));
+	for (int i = 0; i < SRQ_N; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)rb.p + i * SRQ_SLOT, .length = SRQ_SLOT,
+				       .lkey = rb.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+		ret = ibv_post_srq_recv(srq, &wr, &bad);
+		if (ret)
+			return fail(r, "ibv_post_srq_recv(%d): %s", i, strerror(ret));
+	}
+	/* Armed once the receives are there (rxe refuses a limit above what is posted). */
+	ret = ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT);
+	if (!check_why(r, ret == 0, "ibv_modify_srq(srq_limit " STR(SRQ_L) ") arms the limit",
+		       "%s", strerror(ret)))
+		return -1;
+	if (srq_query_limit(r, srq, &attr))
+		return -1;
+	check_why(r, attr.srq_limit == SRQ_L && attr.max_wr >= SRQ_N, "ibv_query_srq: srq_limit "
+		  STR(SRQ_L) ", room for at least " STR(SRQ_N) " WRs", "srq_limit %u, max_wr %u",
+		  attr.srq_limit, attr.max_wr);
+
+	rcq = ibv_create_cq(r->ctx, 64, NULL, NULL, 0);
+	if (!rcq)
+		return fail(r, "ibv_create_cq: %s", strerror(errno));
+	p.srq = srq;
+	p.rcq = rcq;
+	for (int q = 0; q < SRQ_QPS; q++)
+		if (conn_open(r, &c[q], &p, NULL))
+			return -1;
+	if (chan_sync(r, "armed"))
+		return -1;
+
+	/* 1: down to the limit, not below it. */
+	n = SRQ_N - SRQ_L;
+	if (chan_sync(r, "sent 1"))
+		return -1;
+	ok = srq_reap(r, c, rcq, &rb, n, seen);
+	ok &= check(r, !wait_async_event(r, IBV_EVENT_SRQ_LIMIT_REACHED, srq, 500),
+		    "no SRQ limit event with " STR(SRQ_L) " receives left (not below the limit)");
+	if (srq_query_limit(r, srq, &attr))
+		return -1;
+	ok &= check_why(r, attr.srq_limit == SRQ_L, "ibv_query_srq: still armed (srq_limit "
+			STR(SRQ_L) ")", "srq_limit %u", attr.srq_limit);
+
+	/* 2: one more, and fewer than the limit are left. */
+	if (chan_sync(r, "checked 1") || chan_sync(r, "sent 2"))
+		return -1;
+	ok &= srq_reap(r, c, rcq, &rb, 1, seen);
+	ok &= check(r, wait_async_event(r, IBV_EVENT_SRQ_LIMIT_REACHED, srq,
+					r->o->timeout * 1000),
+		    "IBV_EVENT_SRQ_LIMIT_REACHED with %d receives left, below the limit (acked)",
+		    SRQ_L - 1);
+	if (srq_query_limit(r, srq, &attr))
+		return -1;
+	ok &= check_why(r, attr.srq_limit == 0, "ibv_query_srq: srq_limit 0 after the event "
+			"(disarmed)", "srq_limit %u", attr.srq_limit);
+
+	/* 3: the rest: disarmed, so no second event. */
+	n = SRQ_L - 1;
+	if (chan_sync(r, "checked 2") || chan_sync(r, "sent 3"))
+		return -1;
+	ok &= srq_reap(r, c, rcq, &rb, n, seen);
+	ok &= check(r, !wait_async_event(r, IBV_EVENT_SRQ_LIMIT_REACHED, srq, 500),
+		    "no second SRQ limit event (the limit disarmed itself)");
+	n = 0;
+	for (int k = 0; k < SRQ_N; k++)
+		n += seen[k];
+	ok &= check_why(r, n == SRQ_N, "all " STR(SRQ_N) " messages arrived, each once, half "
+			"through each QP", "%d of them", n);
+	if (chan_send_verdict(r, ok) || chan_sync(r, "done"))
+		return -1;
+	for (int q = 0; q < SRQ_QPS; q++)
+		conn_close(r, &c[q]);
+	if ((ret = ibv_destroy_cq(rcq)))
+		fail(r, "ibv_destroy_cq (shared recv CQ): %s", strerror(ret));
+	if ((ret = ibv_destroy_srq(srq)))
+		fail(r, "ibv_destroy_srq: %s", strerror(ret));
+	buf_free(r, &rb);
+	return chan_sync(r, "end");
+}
+
+/* Send messages first .. last - 1, each on QP k % SRQ_QPS, one at a time. */
+static int srq_send(struct role *r, struct conn *c, struct buf *sb, int first, int last)
+{
+	for (int k = first; k < last; k++) {
+		struct conn *q = &c[k % SRQ_QPS];
+		struct ibv_wc wc;
+
+		fill_pattern(sb->p, srq_len(k), srq_seed(k));
+		if (post_send(r, q, k, IBV_WR_SEND, sb->p, srq_len(k), sb->mr->lkey, 0, 0))
+			return -1;
+		expect_wc(r, q, q->scq, &wc, k, IBV_WC_SUCCESS, "SEND %d (%u bytes) on QP %d", k,
+			  srq_len(k), k % SRQ_QPS);
+	}
+	return 0;
+}
+
+static int srq_limit_client(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct conn c[SRQ_QPS];
+	struct buf sb;
+	bool server_ok;
+	int n, l;
+
+	if (chan_recv(r, 2, "srq %d %d", &n, &l))
+		return -1;
+	if (!n) {
+		skip(r, "the server's device has no SRQs");
+		return chan_sync(r, "end");
+	}
+	if (n > SRQ_N || l < 1 || l >= n)
+		return fail(r, "the server wants %d messages and a limit of %d", n, l);
+	if (buf_alloc(r, &sb, 4096, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+	for (int q = 0; q < SRQ_QPS; q++)
+		if (conn_open(r, &c[q], &p, NULL))
+			return -1;
+	if (chan_sync(r, "armed"))
+		return -1;
+	if (srq_send(r, c, &sb, 0, n - l) || chan_sync(r, "sent 1") ||
+	    chan_sync(r, "checked 1") ||
+	    srq_send(r, c, &sb, n - l, n - l + 1) || chan_sync(r, "sent 2") ||
+	    chan_sync(r, "checked 2") ||
+	    srq_send(r, c, &sb, n - l + 1, n) || chan_sync(r, "sent 3") ||
+	    chan_recv_verdict(r, &server_ok))
+		return -1;
+	check(r, server_ok, "the server got every message intact and the limit event once, at "
+	      "the right moment");
+	if (chan_sync(r, "done"))
+		return -1;
+	for (int q = 0; q < SRQ_QPS; q++)
+		conn_close(r, &c[q]);
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
+/* =============================================================================================
+ * Subtest mw
+ *
+ * Memory windows, where the device has them.  The server registers a 16 KiB MR with MW_BIND and
+ * binds a window to a sub-range of it with REMOTE_WRITE; the client writes through the window's
+ * rkey.  Each client WRITE is reported to the server, which checks that its memory holds
+ * exactly what the successful WRITEs wrote (so a WRITE that lands does so in full, at its
+ * place, and a refused one changes nothing).  Rounds, each on a fresh QP pair:
+ *   type 2  A: WRITE in the window: SUCCESS; the server posts LOCAL_INV on the window's rkey;
+ *              WRITE through it again: REM_ACCESS_ERR.
+ *           B: the invalidated window bound again (new key): WRITE: SUCCESS; the client's
+ *              SEND_WITH_INV names the rkey, the server's receive has IBV_WC_WITH_INV and
+ *              invalidated_rkey; WRITE through it again: REM_ACCESS_ERR.
+ *           C: bound again: WRITE outside the window (inside the MR): REM_ACCESS_ERR.
+ *           D: a new window: WRITE running past the window's end: REM_ACCESS_ERR.
+ *   type 1  E: ibv_bind_mw: WRITE: SUCCESS; ibv_bind_mw with length 0 unbinds; WRITE through
+ *              the window's current rkey: REM_ACCESS_ERR.
+ *           F: WRITE through the rkey it had while bound: REM_ACCESS_ERR.
+ * A type 2 window is bound to the server's QP, and an error moves the QPs to ERR, so every
+ * round has its own QPs.
+ */
+
+#define MW_T_LEN	16384	/* the MR */
+#define MW_W_OFF	4160	/* the window: [MW_W_OFF, MW_W_OFF + MW_W_LEN) of the MR */
+#define MW_W_LEN	4000
+#define MW_IN_OFF	100	/* a WRITE inside the window (offsets from its start) */
+#define MW_IN_LEN	777
+#define MW_MSG_LEN	64	/* SEND_WITH_INV payload; the WRITEs that must fail */
+
+/*
+ * rdma_rxe (Linux 6.1) checks an access through a window against the range of the MR under it,
+ * not the window's (check_rkey() in rxe_resp.c), so a WRITE outside the window but inside the
+ * MR succeeds there.
+ */
+#define MW_RXE_RANGE	IBV_WC_SUCCESS
+
+/* What a round does; the server and the client walk the same list. */
+enum mw_round { MW2_LOCAL_INV, MW2_SEND_INV, MW2_OUTSIDE, MW2_PAST_END, MW1_UNBIND, MW1_OLD_KEY,
+		MW_ROUNDS };
+
+static const char *const mw_round_names[MW_ROUNDS] = {
+	[MW2_LOCAL_INV] = "type 2, LOCAL_INV",
+	[MW2_SEND_INV] = "type 2, SEND_WITH_INV",
+	[MW2_OUTSIDE] = "type 2, WRITE outside the window",
+	[MW2_PAST_END] = "type 2, WRITE past the window's end",
+	[MW1_UNBIND] = "type 1, unbind (length 0)",
+	[MW1_OLD_KEY] = "type 1, the old rkey after the unbind",
+};
+
+static bool mw_round_type2(enum mw_round k)
+{
+	return k <= MW2_PAST_END;
+}
+
+/*
+ * Server: bind mw (type 2) to [T + MW_W_OFF, + MW_W_LEN) of mr with REMOTE_WRITE, under the
+ * new key *key (the next key byte of the window's current rkey).
+ */
+static int mw2_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ibv_mr *mr,
+		    uint8_t *t, uint32_t *key)
+{
+	uint32_t new_key = ibv_inc_rkey(mw->rkey);
+	struct ibv_send_wr wr = {
+		.wr_id = 0xb1d, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED,
+		.bind_mw = {
+			.mw = mw, .rkey = new_key,
+			.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF,
+				       .length = MW_W_LEN,
+				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE },
+		},
+	}, *bad;
+	struct ibv_wc wc;
+	int ret;
+
+	ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret)
+		return fail(r, "ibv_post_send(BIND_MW): %s", strerror(ret));
+	if (!expect_wc(r, c, c->scq, &wc, 0xb1d, IBV_WC_SUCCESS, "BIND_MW of a type 2 window "
+		       "(rkey 0x%08x -> 0x%08x)", mw->rkey, new_key))
+		return -1;
+	check(r, wc.opcode == IBV_WC_BIND_MW, "BIND_MW completion opcode %s",
+	      opcode_str(wc.opcode));
+	/*
+	 * The consumer owns a type 2 window's key: libibverbs does not update mw->rkey, and the
+	 * next bind names the window by its current key (rxe insists on that).
+	 */
+	mw->rkey = *key = new_key;
+	return 0;
+}
+
+/* Server: ibv_bind_mw on a type 1 window; length 0 unbinds it.  The new key is mw->rkey. */
+static int mw1_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ibv_mr *mr,
+		    uint8_t *t, uint32_t length)
+{
+	struct ibv_mw_bind bind = {
+		.wr_id = 0xb1e, .send_flags = IBV_SEND_SIGNALED,
+		.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF, .length = length,
+			       .mw_access_flags = length ? IBV_ACCESS_REMOTE_WRITE : 0 },
+	};
+	uint32_t old_key = mw->rkey;
+	struct ibv_wc wc;
+	int ret;
+
+	ret = ibv_bind_mw(c->qp, mw, &bind);
+	if (ret)
+		return fail(r, "ibv_bind_mw(length %u): %s", length, strerror(ret));
+	check_why(r, mw->rkey != old_key && (mw->rkey >> 8) == (old_key >> 8),
+		  length ? "ibv_bind_mw gives the window its next key" :
+			   "ibv_bind_mw(length 0) gives the window its next key",
+		  "0x%08x -> 0x%08x", old_key, mw->rkey);
+	if (!expect_wc(r, c, c->scq, &wc, 0xb1e, IBV_WC_SUCCESS, "%s of a type 1 window "
+		       "(rkey 0x%08x -> 0x%08x)", length ? "bind" : "unbind (length 0)", old_key,
+		       mw->rkey))
+		return -1;
+	check(r, wc.opcode == IBV_WC_BIND_MW, "bind completion opcode %s", opcode_str(wc.opcode));
+	return 0;
+}
+
+/*
+ * Server: the client reports a WRITE (offset from the window's start, length, data seed, its
+ * completion status); check that our memory holds what the successful WRITEs wrote, and tell
+ * the client.
+ */
+static int mw_serve_write(struct role *r, uint8_t *t, uint8_t *expect, const char *round)
+{
+	unsigned int off, len, seed, status;
+	char what[192];
+	ssize_t bad;
+
+	if (chan_recv(r, 4, "wrote %x %x %x %u", &off, &len, &seed, &status))
+		return -1;
+	if (MW_W_OFF + (uint64_t)off + len > MW_T_LEN)
+		return fail(r, "the client reports a WRITE outside the MR (+%#x, %u bytes)",
+			    off, len);
+	if (status == IBV_WC_SUCCESS)
+		fill_pattern(expect + MW_W_OFF + off, len, seed);
+	bad = find_diff(t, expect, MW_T_LEN);
+	snprintf(what, sizeof(what), "%s: %s WRITE of %u bytes at window +%u: the MR %s", round,
+		 status == IBV_WC_SUCCESS ? "successful" : "failed", len, off,
+		 status == IBV_WC_SUCCESS ? "holds exactly the written bytes" : "is unchanged");
+	return chan_send_verdict(r, check_why(r, bad < 0, what, "first difference at MR +%zd",
+					      bad));
+}
+
+static int mw_post_local_inv(struct role *r, struct conn *c, uint32_t key)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = 0x1a7, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+		.invalidate_rkey = key,
+	}, *bad;
+	struct ibv_wc wc;
+	int ret = ibv_post_send(c->qp, &wr, &bad);
+
+	if (ret)
+		return fail(r, "ibv_post_send(LOCAL_INV): %s", strerror(ret));
+	if (expect_wc(r, c, c->scq, &wc, 0x1a7, IBV_WC_SUCCESS, "LOCAL_INV of the window's rkey "
+		      "0x%08x", key))
+		check(r, wc.opcode == IBV_WC_LOCAL_INV, "LOCAL_INV completion opcode %s",
+		      opcode_str(wc.opcode));
+	return 0;
+}
+
+static int mw_server(struct role *r)
+{
+	bool t1 = r->dev.device_cap_flags & IBV_DEVICE_MEM_WINDOW;
+	bool t2 = r->dev.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+					     IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+	struct conn_params p = conn_defaults();
+	struct ibv_mw *mw = NULL;
+	uint32_t key = 0, old_key = 0;
+	uint8_t *expect;
+	struct buf t, rb;
+
+	info(r, "device_cap_flags 0x%x: memory windows type 1 %s, type 2 %s",
+	     r->dev.device_cap_flags, t1 ? "yes" : "no", t2 ? "yes" : "no");
+	if (!t1)
+		skip(r, "the device has no type 1 memory windows (IBV_DEVICE_MEM_WINDOW)");
+	if (!t2)
+		skip(r, "the device has no type 2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2A/B)");
+	if (chan_send(r, "windows %d %d", t1, t2))
+		return -1;
+	if (!t1 && !t2)
+		return chan_sync(r, "end");
+
+	if (buf_alloc(r, &t, MW_T_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND) ||
+	    buf_alloc(r, &rb, 4096, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+	fill_pattern(t.p, t.len, 0x3a3a);
+	expect = malloc(t.len);
+	if (!expect)
+		return fail(r, "out of memory");
+	memcpy(expect, t.p, t.len);
+
+	for (int k = 0; k < MW_ROUNDS; k++) {
+		const char *round = mw_round_names[k];
+		struct ibv_wc wc;
+		struct conn c;
+
+		if (mw_round_type2(k) ? !t2 : !t1)
+			continue;
+		if (conn_open(r, &c, &p, NULL))
+			return -1;
+		/* A window for the round: new, or the one of the round before. */
+		if (k == MW2_LOCAL_INV || k == MW2_PAST_END || k == MW1_UNBIND) {
+			enum ibv_mw_type type = mw_round_type2(k) ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1;
+
+			mw = ibv_alloc_mw(r->pd, type);
+			if (!check_why(r, mw != NULL, type == IBV_MW_TYPE_2 ?
+				       "ibv_alloc_mw(IBV_MW_TYPE_2)" : "ibv_alloc_mw(IBV_MW_TYPE_1)",
+				       "%s", strerror(errno)))
+				return -1;
+		}
+		if (k == MW2_SEND_INV && post_recv(r, &c, 0x5e, rb.p, rb.len, rb.mr->lkey))
+			return -1;
+		if (mw_round_type2(k)) {
+			if (mw2_bind(r, &c, mw, t.mr, t.p, &key))
+				return -1;
+		} else if (k == MW1_UNBIND) {
+			if (mw1_bind(r, &c, mw, t.mr, t.p, MW_W_LEN))
+				return -1;
+			key = mw->rkey;
+		}
+		if (chan_send(r, "window %" PRIx64 " %x", (uint64_t)(uintptr_t)t.p + MW_W_OFF,
+			      k == MW1_OLD_KEY ? old_key : key))
+			return -1;
+
+		switch (k) {
+		case MW2_LOCAL_INV:
+			if (mw_serve_write(r, t.p, expect, round) ||
+			    mw_post_local_inv(r, &c, key) || chan_sync(r, "invalidated") ||
+			    mw_serve_write(r, t.p, expect, round))
+				return -1;
+			break;
+		case MW2_SEND_INV:
+			if (mw_serve_write(r, t.p, expect, round))
+				return -1;
+			if (expect_wc(r, &c, c.rcq, &wc, 0x5e, IBV_WC_SUCCESS,
+				      "receive of the SEND_WITH_INV")) {
+				ssize_t bad = find_pattern_mismatch(rb.p, MW_MSG_LEN, 0x1177);
+
+				check_why(r, wc.opcode == IBV_WC_RECV && wc.byte_len == MW_MSG_LEN &&
+					     bad < 0, "SEND_WITH_INV: RECV of its 64 bytes, intact",
+					  "%s, byte_len %u, first bad byte %zd",
+					  opcode_str(wc.opcode), wc.byte_len, bad);
+				/*
+				 * rdma_rxe (Linux 6.1) hands userspace the kernel's flag bits: its
+				 * IB_WC_WITH_INVALIDATE (1 << 2) reads as IBV_WC_IP_CSUM_OK.
+				 */
+				if (r->is_rxe && !(wc.wc_flags & IBV_WC_WITH_INV) &&
+				    (wc.wc_flags & IBV_WC_IP_CSUM_OK) && wc.invalidated_rkey == key)
+					xfail(r, "SEND_WITH_INV: wc_flags 0x%x, the kernel's "
+					      "IB_WC_WITH_INVALIDATE bit where libibverbs wants "
+					      "IBV_WC_WITH_INV: a known rdma_rxe deviation "
+					      "(invalidated_rkey is right)", wc.wc_flags);
+				else
+					check_why(r, (wc.wc_flags & IBV_WC_WITH_INV) &&
+						     !(wc.wc_flags & IBV_WC_WITH_IMM) &&
+						     wc.invalidated_rkey == key,
+						  "SEND_WITH_INV: IBV_WC_WITH_INV, invalidated_rkey is "
+						  "the window's", "wc_flags 0x%x, invalidated_rkey "
+						  "0x%08x, wanted 0x%08x", wc.wc_flags,
+						  wc.invalidated_rkey, key);
+			}
+			if (chan_sync(r, "invalidated") || mw_serve_write(r, t.p, expect, round))
+				return -1;
+			break;
+		case MW2_OUTSIDE:
+		case MW2_PAST_END:
+		case MW1_OLD_KEY:
+			if (mw_serve_write(r, t.p, expect, round))
+				return -1;
+			break;
+		case MW1_UNBIND:
+			old_key = key;
+			if (mw_serve_write(r, t.p, expect, round) ||
+			    mw1_bind(r, &c, mw, t.mr, t.p, 0) ||
+			    chan_send(r, "unbound %x", mw->rkey) ||
+			    mw_serve_write(r, t.p, expect, round))
+				return -1;
+			break;
+		}
+		if (chan_sync(r, "next"))
+			return -1;
+		/*
+		 * A window goes before the QP a type 2 window is still bound to (rxe's holds a
+		 * reference on it) and before the MR.
+		 */
+		if (k == MW2_OUTSIDE || k == MW2_PAST_END || k == MW1_OLD_KEY) {
+			int ret = ibv_dealloc_mw(mw);
+
+			check_why(r, ret == 0, "ibv_dealloc_mw", "%s", strerror(ret));
+			mw = NULL;
+		}
+		conn_close(r, &c);
+	}
+	if (mw)
+		return fail(r, "internal: a window was left allocated");
+	buf_free(r, &t);
+	buf_free(r, &rb);
+	free(expect);
+	return chan_sync(r, "end");
+}
+
+/*
+ * Client: RDMA WRITE len bytes of pattern seed to window + off through rkey, expect status
+ * (rxe_status: what rdma_rxe is known to give instead, or -1), report the WRITE to the server
+ * and check its verdict on its memory.
+ */
+static int mw_write(struct role *r, struct conn *c, struct buf *sb, uint64_t window,
+		    uint32_t rkey, uint32_t off, uint32_t len, uint32_t seed,
+		    enum ibv_wc_status status, int rxe_status, const char *round, const char *how)
+{
+	struct ibv_wc wc;
+	bool server_ok;
+
+	fill_pattern(sb->p, len, seed);
+	if (post_send(r, c, seed, IBV_WR_RDMA_WRITE, sb->p, len, sb->mr->lkey, window + off, rkey))
+		return -1;
+	if (rxe_status >= 0)
+		expect_wc_rxe(r, c, c->scq, &wc, seed, status, rxe_status, "%s: RDMA WRITE of %u "
+			      "bytes %s (window +%u, rkey 0x%08x)", round, len, how, off, rkey);
+	else
+		expect_wc(r, c, c->scq, &wc, seed, status, "%s: RDMA WRITE of %u bytes %s "
+			  "(window +%u, rkey 0x%08x)", round, len, how, off, rkey);
+	if (chan_send(r, "wrote %x %x %x %u", off, len, seed, wc.wr_id == seed ? wc.status : 999) ||
+	    chan_recv_verdict(r, &server_ok))
+		return -1;
+	check(r, server_ok, "%s: the server's memory holds what the successful WRITEs wrote",
+	      round);
+	if (status != IBV_WC_SUCCESS && wc.status != IBV_WC_SUCCESS)
+		check_qp_state(r, c, IBV_QPS_ERR, "after the remote access error");
+	return 0;
+}
+
+static int mw_client(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct buf sb;
+	int t1, t2;
+
+	if (chan_recv(r, 2, "windows %d %d", &t1, &t2))
+		return -1;
+	if (!t1)
+		skip(r, "the server's device has no type 1 memory windows");
+	if (!t2)
+		skip(r, "the server's device has no type 2 memory windows");
+	if (!t1 && !t2)
+		return chan_sync(r, "end");
+	if (buf_alloc(r, &sb, 4096, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+
+	for (int k = 0; k < MW_ROUNDS; k++) {
+		const char *round = mw_round_names[k];
+		uint32_t seed = 0x100 * (k + 1);
+		uint64_t window;
+		uint32_t rkey;
+		struct conn c;
+
+		if (mw_round_type2(k) ? !t2 : !t1)
+			continue;
+		if (conn_open(r, &c, &p, NULL) ||
+		    chan_recv(r, 2, "window %" SCNx64 " %x", &window, &rkey))
+			return -1;
+		switch (k) {
+		case MW2_LOCAL_INV:
+			if (mw_write(r, &c, &sb, window, rkey, MW_IN_OFF, MW_IN_LEN, seed,
+				     IBV_WC_SUCCESS, -1, round, "inside the window") ||
+			    chan_sync(r, "invalidated") ||
+			    mw_write(r, &c, &sb, window, rkey, MW_IN_OFF, MW_MSG_LEN, seed + 1,
+				     IBV_WC_REM_ACCESS_ERR, -1, round,
+				     "through the invalidated rkey"))
+				return -1;
+			break;
+		case MW2_SEND_INV: {
+			struct ibv_sge sge = { .addr = (uintptr_t)sb.p, .length = MW_MSG_LEN,
+					       .lkey = sb.mr->lkey };
+			struct ibv_send_wr wr = {
+				.wr_id = 0x5e, .sg_list = &sge, .num_sge = 1,
+				.opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED,
+				.invalidate_rkey = rkey,
+			}, *bad;
+			struct ibv_wc wc;
+			int ret;
+
+			if (mw_write(r, &c, &sb, window, rkey, MW_IN_OFF + 1, MW_IN_LEN, seed,
+				     IBV_WC_SUCCESS, -1, round, "inside the window"))
+				return -1;
+			fill_pattern(sb.p, MW_MSG_LEN, 0x1177);
+			ret = ibv_post_send(c.qp, &wr, &bad);
+			if (ret)
+				return fail(r, "ibv_post_send(SEND_WITH_INV): %s", strerror(ret));
+			expect_wc(r, &c, c.scq, &wc, 0x5e, IBV_WC_SUCCESS, "%s: SEND_WITH_INV "
+				  "naming the window's rkey 0x%08x", round, rkey);
+			if (chan_sync(r, "invalidated") ||
+			    mw_write(r, &c, &sb, window, rkey, MW_IN_OFF, MW_MSG_LEN, seed + 1,
+				     IBV_WC_REM_ACCESS_ERR, -1, round,
+				     "through the remotely invalidated rkey"))
+				return -1;
+			break;
+		}
+		case MW2_OUTSIDE:
+			/* Inside the MR, 512 bytes past the window. */
+			if (mw_write(r, &c, &sb, window, rkey, MW_W_LEN + 512, MW_MSG_LEN, seed,
+				     IBV_WC_REM_ACCESS_ERR, MW_RXE_RANGE, round,
+				     "outside the window, inside the MR"))
+				return -1;
+			break;
+		case MW2_PAST_END:
+			/* The last 32 bytes of the window and 32 past it. */
+			if (mw_write(r, &c, &sb, window, rkey, MW_W_LEN - MW_MSG_LEN / 2,
+				     MW_MSG_LEN, seed, IBV_WC_REM_ACCESS_ERR, MW_RXE_RANGE, round,
+				     "across the window's end"))
+				return -1;
+			break;
+		case MW1_UNBIND: {
+			uint32_t now;
+
+			if (mw_write(r, &c, &sb, window, rkey, MW_IN_OFF + 2, MW_IN_LEN, seed,
+				     IBV_WC_SUCCESS, -1, round, "inside the window") ||
+			    chan_recv(r, 1, "unbound %x", &now) ||
+			    mw_write(r, &c, &sb, window, now, MW_IN_OFF, MW_MSG_LEN, seed + 1,
+				     IBV_WC_REM_ACCESS_ERR, -1, round,
+				     "through the unbound window's current rkey"))
+				return -1;
+			break;
+		}
+		case MW1_OLD_KEY:
+			if (mw_write(r, &c, &sb, window, rkey, MW_IN_OFF, MW_MSG_LEN, seed,
+				     IBV_WC_REM_ACCESS_ERR, -1, round,
+				     "through the rkey the window had while bound"))
+				return -1;
+			break;
+		}
+		if (chan_sync(r, "next"))
+			return -1;
+		conn_close(r, &c);
+	}
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
+/* =============================================================================================
  * The subtest table and main
  */
 
@@ -1967,6 +2992,12 @@ static const struct subtest subtests[] = {
 	  "RDMA WRITE/READ with several SGEs at odd addresses" },
 	{ "atomics", atomics_server, atomics_client,
 	  "FETCH_ADD and CMP_SWAP on a remote counter; misaligned atomic refused" },
+	{ "ud-qkey", ud_qkey_server, ud_qkey_client,
+	  "UD SEND: right Q_Key delivered (GRH space, src_qp, slid); wrong one dropped, counted" },
+	{ "srq-limit", srq_limit_server, srq_limit_client,
+	  "two QPs on an SRQ: SRQ_LIMIT_REACHED once below the limit, then disarmed" },
+	{ "mw", mw_server, mw_client,
+	  "memory windows type 2 (LOCAL_INV, SEND_WITH_INV, range) and type 1 (unbind)" },
 };
 
 static void usage(FILE *f)
