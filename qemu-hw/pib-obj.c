@@ -679,8 +679,21 @@ static uint32_t pib_qpn_alloc(PibState *s, uint8_t type)
 static void pib_qp_free(PibState *s, PibQp *qp)
 {
     PibPd *pd = pib_pd_lookup(s, qp->pdn);
+    unsigned i;
 
     pib_qp_fini_engines(qp);
+    /*
+     * A type 2 window is bound to a QP and dies with it: otherwise the
+     * next QP to get this QPN would inherit the binding.
+     */
+    for (i = 1; i <= PIB_MAX_MW; i++) {
+        PibMw *mw = s->mw[i];
+
+        if (mw && mw->type == 2 && mw->bound && mw->qpn == qp->qpn) {
+            pib_mw_unbind(s, mw);
+            trace_pib_mw_unbind(qp->qpn, mw->key);
+        }
+    }
     if (pd) {
         pd->refcnt--;
     }
