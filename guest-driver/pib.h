@@ -4,17 +4,18 @@
  *
  * Layers, each in its own file:
  *   pib_main.c     PCI probe/remove, BARs, MSI-X, the ib_device_ops table, event delivery
- *   pib_verbs.c    device, port, user contexts, PDs, MRs, AHs, and the page lists the
- *                  device reads
+ *   pib_verbs.c    device, port and its counters, user contexts, PDs, MRs, memory windows,
+ *                  AHs, and the page lists the device reads
  *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
  *   pib_qp.c       queue pairs: creation, state changes, and posting to kernel QPs
+ *   pib_srq.c      shared receive queues: creation, limit, and posting to kernel SRQs
  *   pib_com_cmd.c  one function per admin command
  *   pib_com.c      the admin queue and the event queue engine (AEQ, CEQ)
  *
  * The verbs reach the device's control path only through pib_com_cmd.c.  The data path of a
- * user QP or CQ bypasses the kernel (the provider in guest-provider/ owns its rings); the
- * driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c and pib_qp.c,
- * laid out exactly as the provider lays them out (include/pib_wqe.h).
+ * user QP, CQ or SRQ bypasses the kernel (the provider in guest-provider/ owns its rings);
+ * the driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c, pib_qp.c
+ * and pib_srq.c, laid out exactly as the provider lays them out (include/pib_wqe.h).
  */
 #ifndef PIB_H
 #define PIB_H
@@ -51,17 +52,22 @@ struct pib_dev {
 	u32 max_qp_wr;
 	u32 max_sge;
 	u32 max_inline;
+	u32 max_srq;                    /* 0: the device has no SRQs (PIB_DEV_CAP_SRQ) */
+	u32 max_srq_wr;
+	u32 max_srq_sge;
+	bool counters;                  /* the device answers QUERY_COUNTERS: hw_counters */
 	atomic_t num_cqs;
 
 	/*
 	 * Number -> object, for what the device names only by number: CEQEs and async events
-	 * name CQs and QPs, CQEs name QPs.  An object is in its table from creation until the
-	 * start of its destruction; the destroy verbs then wait out the event handlers
+	 * name CQs, QPs and SRQs, CQEs name QPs.  An object is in its table from creation until
+	 * its destruction is under way; the destroy verbs then wait out the event handlers
 	 * (synchronize_irq) and, for a QP, the pollers of its CQs (their locks), so that no
 	 * handler holds an object that is being freed.
 	 */
 	struct xarray cqs;              /* CQN -> struct pib_cq */
 	struct xarray qps;              /* QPN -> struct pib_qp */
+	struct xarray srqs;             /* SRQN -> struct pib_srq */
 
 	u8 port_event;                  /* last port event logged (PIB_AE_*), to log changes once */
 
@@ -106,6 +112,14 @@ struct pib_mr {
 	struct ib_umem *umem;           /* user MRs; NULL for the kernel's DMA MR */
 };
 
+/*
+ * A memory window: the device's object, named by its rkey.  Binding it is a work request
+ * (a BIND_MW WQE, posted by the provider), so the driver only creates and destroys it.
+ */
+struct pib_mw {
+	struct ib_mw ibmw;
+};
+
 /* A kernel AH: the device has no AH object, a UD send WQE carries the destination. */
 struct pib_ah {
 	struct ib_ah ibah;
@@ -128,13 +142,20 @@ struct pib_cq {
 	u32 ci;                         /* next CQE to look at, free-running */
 };
 
+/* WQE strides, log2 (pib_qp_create's sq_stride_log / rq_stride_log, create_srq's stride_log). */
+#define PIB_SQ_STRIDE_LOG_MIN   6       /* the 64-byte send control segment */
+#define PIB_RQ_STRIDE_LOG_MIN   4       /* the 16-byte receive header */
+#define PIB_STRIDE_LOG_MAX      PIB_PAGE_SHIFT  /* a WQE never straddles a page */
+
 /*
- * A kernel work queue (SQ or RQ): depth slots of 2^stride_log bytes.  pi is advanced by the
- * poster under lock; ci by poll_cq, under the CQ's lock, when a CQE shows the device is done
- * with the slots before it.  Both are free-running: pi - ci WQEs are outstanding.
+ * A kernel work queue (SQ, RQ or SRQ): depth slots of 2^stride_log bytes.  pi is advanced by
+ * the poster under lock; ci by poll_cq when a CQE shows the device is done with the slots
+ * before it: under the CQ's lock for an SQ or RQ (one CQ retires it), under the queue's own
+ * lock for an SRQ (any CQ of a QP on it may).  Both are free-running: pi - ci WQEs are
+ * outstanding.
  */
 struct pib_wq {
-	spinlock_t lock;                /* posting */
+	spinlock_t lock;                /* posting; retiring an SRQ */
 	struct pib_dma_buf buf;
 	u32 depth;
 	u32 stride_log;
@@ -146,6 +167,11 @@ struct pib_wq {
 struct pib_qp {
 	struct ib_qp ibqp;
 	bool user;
+	/*
+	 * Set when destruction starts: the QP's CQEs no longer reach the consumer (poll_cq
+	 * still retires their WQEs) and its async events are dropped.
+	 */
+	bool destroying;
 	struct ib_umem *sq_umem;        /* user QP: the rings, pinned */
 	struct ib_umem *rq_umem;
 
@@ -157,9 +183,22 @@ struct pib_qp {
 	enum ib_sig_type sq_sig_type;
 	u32 max_inline;
 
-	/* Kernel QP only. */
+	/* Kernel QP only.  A QP on an SRQ has no RQ: rq.depth is 0. */
 	struct pib_wq sq;
 	struct pib_wq rq;
+};
+
+/*
+ * A shared receive queue: a ring of receive WQEs from which the QPs created on it take, in
+ * ring order.  The device copies a WQE as it takes it, so each receive completion of any of
+ * those QPs frees one slot (pib_srq_retire()), whichever CQ it came to.
+ */
+struct pib_srq {
+	struct ib_srq ibsrq;
+	u32 srqn;
+	bool user;
+	struct ib_umem *umem;           /* user SRQ: the ring, pinned */
+	struct pib_wq wq;               /* the geometry; for a kernel SRQ also the ring */
 };
 
 /* How an mmap offset handed to userspace is to be mapped. */
@@ -213,6 +252,16 @@ static inline struct pib_qp *to_pqp(struct ib_qp *ibqp)
 	return container_of(ibqp, struct pib_qp, ibqp);
 }
 
+static inline struct pib_srq *to_psrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct pib_srq, ibsrq);
+}
+
+static inline struct pib_mw *to_pmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct pib_mw, ibmw);
+}
+
 /*
  * Ring a doorbell on UAR page 0: one 64-bit write, so that the object number (with a CQ's
  * arm bits) and the index reach the device together.  writeq() is ordered after the
@@ -253,9 +302,16 @@ struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 vir
 			      int access, struct ib_udata *udata);
 int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 
+int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int pib_dealloc_mw(struct ib_mw *ibmw);
+
 int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
+
+struct rdma_hw_stats *pib_alloc_hw_port_stats(struct ib_device *ibdev, u32 port);
+int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,
+		     int index);
 
 bool pib_udata_in_cleared(struct ib_udata *udata);
 int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err);
@@ -275,7 +331,7 @@ int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void pib_cq_comp_event(void *data, u32 cqn);
 void pib_cq_async_event(struct pib_dev *dev, u32 cqn, enum ib_event_type type);
-void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn);
+void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn, struct pib_srq *srq);
 
 /* pib_qp.c */
 int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
@@ -291,5 +347,29 @@ int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
 void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
+
+/* pib_qp.c: work queue rings, shared with pib_srq.c */
+u32 pib_recv_slot_bytes(u32 max_sge);
+bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
+		   u32 slot_bytes, u64 addr, u32 size);
+int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,
+		     struct pib_pbl *pbl);
+int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,
+		       u32 min_log, u32 max_depth, struct pib_pbl *pbl);
+int pib_wq_post_recv(struct pib_dev *dev, struct pib_wq *wq, enum pib_uar_offset doorbell,
+		     u32 obj, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad_wr);
+void pib_wq_retire_one(struct pib_wq *wq);
+
+/* pib_srq.c */
+int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
+		   struct ib_udata *udata);
+int pib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		   enum ib_srq_attr_mask attr_mask, struct ib_udata *udata);
+int pib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int pib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int pib_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+		      const struct ib_recv_wr **bad_wr);
+void pib_srq_async_event(struct pib_dev *dev, u32 srqn, enum ib_event_type type);
+void pib_srq_retire(struct pib_srq *srq);
 
 #endif /* PIB_H */

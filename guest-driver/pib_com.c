@@ -53,6 +53,7 @@ static_assert(PIB_AQ_DEPTH <= 1024, "cmd_id carries the context index");
 static_assert(sizeof(struct pib_device_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
 static_assert(sizeof(struct pib_port_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
 static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
+static_assert(PIB_CNT_MAX * sizeof(u64) <= PIB_AQ_RESP_SIZE, "response buffer size");
 static_assert(sizeof(struct pib_qp_create) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 
@@ -78,6 +79,13 @@ const char *pib_com_cmd_str(u8 opcode)
 		PIB_CMD_STR(MODIFY_QP),
 		PIB_CMD_STR(QUERY_QP),
 		PIB_CMD_STR(DESTROY_QP),
+		PIB_CMD_STR(CREATE_SRQ),
+		PIB_CMD_STR(MODIFY_SRQ),
+		PIB_CMD_STR(QUERY_SRQ),
+		PIB_CMD_STR(DESTROY_SRQ),
+		PIB_CMD_STR(ALLOC_MW),
+		PIB_CMD_STR(DEALLOC_MW),
+		PIB_CMD_STR(QUERY_COUNTERS),
 	};
 #undef PIB_CMD_STR
 
@@ -551,11 +559,12 @@ static int pib_com_run(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
 	if (!err) {
 		err = pib_com_status_to_errno(ctx->cqe.status);
 		/*
-		 * A full table, a busy object or a QP in the wrong state (the device may move
-		 * a QP to ERROR on its own) is the caller's to report, not a fault.
+		 * A full table, a busy object, a QP in the wrong state (the device may move
+		 * a QP to ERROR on its own) or a command this device does not implement
+		 * (-EOPNOTSUPP: an older device) is the caller's to report, not a fault.
 		 */
 		if (ctx->cqe.status == PIB_AQ_NO_RESOURCES || ctx->cqe.status == PIB_AQ_BUSY ||
-		    ctx->cqe.status == PIB_AQ_BAD_STATE)
+		    ctx->cqe.status == PIB_AQ_BAD_STATE || ctx->cqe.status == PIB_AQ_BAD_OPCODE)
 			dev_dbg(com->dmadev, "admin command %s: %s\n",
 				pib_com_cmd_str(ctx->opcode), pib_com_status_str(ctx->cqe.status));
 		else if (err)

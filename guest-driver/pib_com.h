@@ -35,8 +35,8 @@
 #define PIB_AQ_DEPTH          64
 /* 256 events of 16 bytes fill one 4 KiB page. */
 #define PIB_AEQ_DEPTH         256
-/* Each command slot owns a response buffer this large (pib_device_attr is the largest). */
-#define PIB_AQ_RESP_SIZE      256
+/* Each command slot owns a response buffer this large (QUERY_COUNTERS' is the largest). */
+#define PIB_AQ_RESP_SIZE      512
 /* ... and an input mailbox this large (struct pib_qp_attr is the largest). */
 #define PIB_AQ_MBOX_SIZE      128
 /*

@@ -205,3 +205,71 @@ int pib_cmd_destroy_qp(struct pib_com_dev *com, u32 qpn)
 {
 	return pib_cmd_obj(com, PIB_CMD_DESTROY_QP, qpn);
 }
+
+/* As for CREATE_CQ, the page list is the caller's again on return. */
+int pib_cmd_create_srq(struct pib_com_dev *com, const struct pib_cmd_create_srq *in,
+		       u32 *srqn)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_SRQ };
+
+	cmd.in.create_srq = *in;
+	return pib_cmd_create(com, &cmd, srqn);
+}
+
+/* Arms (limit > 0) or disarms the limit event; the device refuses to resize. */
+int pib_cmd_modify_srq(struct pib_com_dev *com, const struct pib_cmd_modify_srq *in)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MODIFY_SRQ };
+
+	cmd.in.modify_srq = *in;
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
+}
+
+/* The limit reads 0 again once the limit event fired (the device disarms it). */
+int pib_cmd_query_srq(struct pib_com_dev *com, u32 srqn, u32 *limit, u32 *depth)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_SRQ };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	cmd.in.obj.num = srqn;
+	err = pib_com_exec(com, &cmd, NULL, 0, &cqe);
+	if (err)
+		return err;
+	*limit = cqe.result0;
+	*depth = cqe.result1;
+	return 0;
+}
+
+/* BUSY (-EBUSY) while a QP uses the SRQ. */
+int pib_cmd_destroy_srq(struct pib_com_dev *com, u32 srqn)
+{
+	return pib_cmd_obj(com, PIB_CMD_DESTROY_SRQ, srqn);
+}
+
+/* The window starts unbound: its rkey grants nothing until a BIND_MW WQE binds it. */
+int pib_cmd_alloc_mw(struct pib_com_dev *com, u32 pdn, u32 type, u32 *rkey)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };
+
+	cmd.in.alloc_mw.pdn = pdn;
+	cmd.in.alloc_mw.type = type;
+	return pib_cmd_create(com, &cmd, rkey);
+}
+
+/* A bound window is invalidated with it. */
+int pib_cmd_dealloc_mw(struct pib_com_dev *com, u32 rkey)
+{
+	return pib_cmd_obj(com, PIB_CMD_DEALLOC_MW, rkey);
+}
+
+/*
+ * The device writes min(count, PIB_CNT_MAX) counters; any it does not have read as 0.
+ * Nothing is written to counters unless the command succeeds.
+ */
+int pib_cmd_query_counters(struct pib_com_dev *com, u64 *counters, u32 count)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_COUNTERS };
+
+	return pib_com_exec(com, &cmd, counters, (size_t)count * sizeof(*counters), NULL);
+}

@@ -33,5 +33,15 @@ int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u
 int pib_cmd_modify_qp(struct pib_com_dev *com, u32 qpn, const struct pib_qp_attr *attr);
 int pib_cmd_query_qp(struct pib_com_dev *com, u32 qpn, struct pib_qp_attr *attr);
 int pib_cmd_destroy_qp(struct pib_com_dev *com, u32 qpn);
+int pib_cmd_create_srq(struct pib_com_dev *com, const struct pib_cmd_create_srq *in,
+		       u32 *srqn);
+int pib_cmd_modify_srq(struct pib_com_dev *com, const struct pib_cmd_modify_srq *in);
+int pib_cmd_query_srq(struct pib_com_dev *com, u32 srqn, u32 *limit, u32 *depth);
+int pib_cmd_destroy_srq(struct pib_com_dev *com, u32 srqn);
+int pib_cmd_alloc_mw(struct pib_com_dev *com, u32 pdn, u32 type, u32 *rkey);
+int pib_cmd_dealloc_mw(struct pib_com_dev *com, u32 rkey);
+
+/* Counters (docs/hardware.md, "Counters"): count u64s indexed by enum pib_counter. */
+int pib_cmd_query_counters(struct pib_com_dev *com, u64 *counters, u32 count);
 
 #endif /* PIB_COM_CMD_H */

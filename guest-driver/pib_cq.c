@@ -333,8 +333,8 @@ static struct pib_cqe *pib_cq_cqe(struct pib_cq *cq, u32 index)
 /*
  * The QP a CQE completes a WQE of, provided that its CQEs come to this CQ: then its destroy
  * waits for this CQ's lock (pib_cq_scrub_qp()), which the caller holds, so the QP stays
- * while it is used.  Anything else (a QP destroyed since, a CQE the driver scrubbed, a device
- * bug) names no QP, and the CQE is dropped.
+ * while it is used.  Anything else (a CQE the driver scrubbed, a device bug) names no QP,
+ * and the CQE is dropped.
  */
 static struct pib_qp *pib_cq_find_qp(struct pib_dev *dev, struct pib_cq *cq,
 				     const struct pib_cqe *cqe)
@@ -422,7 +422,9 @@ int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 		qp = pib_cq_find_qp(dev, cq, cqe);
 		if (qp) {
 			pib_qp_retire(qp, cqe);
-			pib_cqe_to_wc(cqe, qp, &wc[npolled++]);
+			/* A QP being destroyed gives its consumer nothing more (its flushes). */
+			if (!READ_ONCE(qp->destroying))
+				pib_cqe_to_wc(cqe, qp, &wc[npolled++]);
 		}
 		cq->ci++;
 	}
@@ -470,8 +472,12 @@ int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
  * or hand its consumer their wr_ids.  The slots from the consumer index to the first one the
  * device has not written are the driver's to change: the device writes none of them again
  * before the consumer index moves past.  IB_MULTICAST_QPN is never a QP's number.
+ *
+ * The QP's own rings need no retiring (they are freed, or start over after RESET), but the
+ * SRQ it takes receives from (srq, or NULL) lives on: each scrubbed receive CQE stands for
+ * an SRQ WQE taken, whose slot is retired here as poll_cq would have.
  */
-void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn)
+void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn, struct pib_srq *srq)
 {
 	struct pib_cqe *cqe;
 	unsigned long flags;
@@ -482,8 +488,11 @@ void pib_cq_scrub_qp(struct pib_cq *cq, u32 qpn)
 		cqe = pib_cq_cqe(cq, i);
 		if (!cqe)
 			break;
-		if ((cqe->qpn & PIB_DB_OBJ_MASK) == qpn)
-			WRITE_ONCE(cqe->qpn, IB_MULTICAST_QPN);
+		if ((cqe->qpn & PIB_DB_OBJ_MASK) != qpn)
+			continue;
+		if (srq && (cqe->opcode & PIB_CQE_RECV))
+			pib_srq_retire(srq);
+		WRITE_ONCE(cqe->qpn, IB_MULTICAST_QPN);
 	}
 	spin_unlock_irqrestore(&cq->lock, flags);
 }

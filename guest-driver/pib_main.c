@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * pib_main.c - PCI driver for the pib InfiniBand HCA: probe and remove, BARs, MSI-X, the
- * ib_device_ops table and the delivery of events to ib_core: async events (AEQ, vector 1)
- * for the port, CQs and QPs, and completion events (CEQ, vector 2) for CQs.
+ * ib_device_ops tables and the delivery of events to ib_core: async events (AEQ, vector 1)
+ * for the port, CQs, QPs and SRQs, and completion events (CEQ, vector 2) for CQs.
  *
  * Bring-up order (remove undoes it backwards):
  *   map BAR0/BAR2, check the device, reset it, allocate the rings, MSI-X and the admin and
- *   completion event IRQs, enable the queues, NOP/QUERY_DEVICE/QUERY_PORT, register the
+ *   completion event IRQs, enable the queues, NOP/QUERY_DEVICE/QUERY_PORT (and a first
+ *   QUERY_COUNTERS, to learn whether the device counts), register the
  *   ib_device, then arm the async event IRQ: an event is only ever delivered to a registered
  *   ib_device.  (Completion events need a CQ, and there is none before registration.)
  */
 #include <linux/interrupt.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/slab.h>
 
 #include "pib.h"
 #include "pib_com_cmd.h"
@@ -67,6 +69,32 @@ static const struct ib_device_ops pib_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, pib_ucontext, ibucontext),
 };
 
+/*
+ * The verbs of the device's optional features, added to the device only when it has them,
+ * so that ib_core and uverbs answer EOPNOTSUPP for the others without asking the driver.
+ */
+static const struct ib_device_ops pib_srq_ops = {               /* PIB_DEV_CAP_SRQ */
+	.create_srq = pib_create_srq,
+	.destroy_srq = pib_destroy_srq,
+	.modify_srq = pib_modify_srq,
+	.post_srq_recv = pib_post_srq_recv,
+	.query_srq = pib_query_srq,
+
+	INIT_RDMA_OBJ_SIZE(ib_srq, pib_srq, ibsrq),
+};
+
+static const struct ib_device_ops pib_mw_ops = {                /* PIB_DEV_CAP_MEM_WINDOW */
+	.alloc_mw = pib_alloc_mw,
+	.dealloc_mw = pib_dealloc_mw,
+
+	INIT_RDMA_OBJ_SIZE(ib_mw, pib_mw, ibmw),
+};
+
+static const struct ib_device_ops pib_hw_stats_ops = {          /* QUERY_COUNTERS */
+	.alloc_hw_port_stats = pib_alloc_hw_port_stats,
+	.get_hw_stats = pib_get_hw_stats,
+};
+
 /* ------------------------------------------------------------------------------------------
  * Async events
  * ------------------------------------------------------------------------------------------ */
@@ -92,7 +120,7 @@ static void pib_log_port_event(struct pib_dev *dev, u8 type)
 }
 
 /*
- * The IB affiliated async events: the ones that name a CQ or a QP (docs/hardware.md,
+ * The IB affiliated async events: the ones that name a CQ, a QP or an SRQ (docs/hardware.md,
  * "Affiliated async events").  Returns false for any other event type.
  */
 static bool pib_handle_object_event(struct pib_dev *dev, const struct pib_aeqe *aeqe)
@@ -120,10 +148,10 @@ static bool pib_handle_object_event(struct pib_dev *dev, const struct pib_aeqe *
 		pib_qp_async_event(dev, aeqe->obj, IB_EVENT_QP_LAST_WQE_REACHED);
 		return true;
 	case PIB_AE_SRQ_LIMIT:
+		pib_srq_async_event(dev, aeqe->obj, IB_EVENT_SRQ_LIMIT_REACHED);
+		return true;
 	case PIB_AE_SRQ_ERR:
-		/* The driver creates no SRQs (yet), so the device has none to report on. */
-		ibdev_err_ratelimited(&dev->ibdev, "SRQ event %#x for SRQ %u, which does not exist\n",
-				      aeqe->type, aeqe->obj);
+		pib_srq_async_event(dev, aeqe->obj, IB_EVENT_SRQ_ERR);
 		return true;
 	default:
 		return false;
@@ -204,10 +232,10 @@ static irqreturn_t pib_ceq_irq(int irq, void *data)
 }
 
 /*
- * Wait until no event handler runs any more that may have found an object in dev->cqs or
- * dev->qps before the caller took it out.  synchronize_irq() also waits for a threaded
- * handler (the AEQ's), so this must not be called from an event handler: destroy verbs
- * sleep anyway, and consumers' handlers defer destruction to process context.
+ * Wait until no event handler runs any more that may have found an object in dev->cqs,
+ * dev->qps or dev->srqs before the caller took it out.  synchronize_irq() also waits for a
+ * threaded handler (the AEQ's), so this must not be called from an event handler: destroy
+ * verbs sleep anyway, and consumers' handlers defer destruction to process context.
  */
 void pib_sync_events(struct pib_dev *dev)
 {
@@ -299,6 +327,29 @@ static void pib_free_irqs(struct pib_dev *dev)
 	pci_free_irq_vectors(dev->pdev);
 }
 
+/*
+ * Does the device count (QUERY_COUNTERS)?  One that does not know the command (an older one:
+ * BAD_OPCODE, -EOPNOTSUPP) simply has no hw_counters; any other failure is a broken device.
+ */
+static int pib_query_counters_cap(struct pib_dev *dev)
+{
+	u64 *counters;
+	int err;
+
+	counters = kcalloc(PIB_CNT_MAX, sizeof(*counters), GFP_KERNEL);
+	if (!counters)
+		return -ENOMEM;
+	err = pib_cmd_query_counters(&dev->com, counters, PIB_CNT_MAX);
+	kfree(counters);
+
+	dev->counters = !err;
+	if (err == -EOPNOTSUPP) {
+		dev_info(&dev->pdev->dev, "device keeps no counters: no hw_counters\n");
+		return 0;
+	}
+	return err;
+}
+
 /* What the device says about itself, checked before anything is built on it. */
 static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 {
@@ -336,7 +387,17 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	dev->max_qp_wr = min_t(u32, dev->attr.max_qp_wr, PIB_MAX_QP_WR);
 	dev->max_sge = min_t(u32, dev->attr.max_sge, PIB_MAX_SGE);
 	dev->max_inline = min_t(u32, dev->attr.max_inline_data, PIB_MAX_INLINE_DATA);
-	return 0;
+	/* SRQ rings are receive rings: the same limits.  No SRQs unless the device has them. */
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_SRQ) {
+		dev->max_srq_wr = min_t(u32, dev->attr.max_srq_wr, PIB_MAX_QP_WR);
+		dev->max_srq_sge = min_t(u32, dev->attr.max_srq_sge, PIB_MAX_SGE);
+		if (dev->max_srq_wr && dev->max_srq_sge)
+			dev->max_srq = dev->attr.max_srq;
+	}
+	if (!dev->max_srq)
+		dev->max_srq_wr = dev->max_srq_sge = 0;
+
+	return pib_query_counters_cap(dev);
 }
 
 static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa)
@@ -351,6 +412,12 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 	ibdev->num_comp_vectors = 1;
 	ibdev->dev.parent = &pdev->dev;
 	ib_set_device_ops(ibdev, &pib_dev_ops);
+	if (dev->max_srq)
+		ib_set_device_ops(ibdev, &pib_srq_ops);
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
+		ib_set_device_ops(ibdev, &pib_mw_ops);
+	if (dev->counters)
+		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
 
 	/* The log says how the port starts; events then log only changes. */
 	if (pa->state == PIB_PORT_ACTIVE)
@@ -399,6 +466,7 @@ static int pib_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	dev->com.dmadev = &pdev->dev;
 	xa_init(&dev->cqs);
 	xa_init(&dev->qps);
+	xa_init(&dev->srqs);
 	atomic_set(&dev->num_cqs, 0);
 
 	err = pib_map_bars(dev);
@@ -461,8 +529,8 @@ static void pib_remove(struct pci_dev *pdev)
 	pci_clear_master(pdev);
 	pib_free_irqs(dev);
 	pib_com_queues_free(&dev->com);
-	/* ib_unregister_device() destroyed every CQ and QP: both tables are empty. */
-	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps));
+	/* ib_unregister_device() destroyed every CQ, QP and SRQ: the tables are empty. */
+	WARN_ON(!xa_empty(&dev->cqs) || !xa_empty(&dev->qps) || !xa_empty(&dev->srqs));
 	ib_dealloc_device(&dev->ibdev);
 }
 

@@ -13,6 +13,9 @@
  * A slot is free again once a CQE shows that the device is done with it (pib_qp_retire(),
  * called by poll_cq).
  *
+ * A QP created on an SRQ has no RQ: its receives come from the SRQ (pib_srq.c), and each of
+ * its receive completions retires one SRQ slot instead.
+ *
  * The device checks every QP state transition itself, but the driver checks it too, with
  * ib_modify_qp_is_ok(), so that a transition IB does not allow fails before a command is sent.
  */
@@ -25,11 +28,6 @@
 #include "pib.h"
 #include "pib_com_cmd.h"
 #include "pib-abi.h"
-
-/* WQE strides, log2 (struct pib_qp_create's sq_stride_log / rq_stride_log). */
-#define PIB_SQ_STRIDE_LOG_MIN   6       /* the 64-byte send control segment */
-#define PIB_RQ_STRIDE_LOG_MIN   4       /* the 16-byte receive header */
-#define PIB_STRIDE_LOG_MAX      PIB_PAGE_SHIFT  /* a WQE never straddles a page */
 
 static_assert(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "send WQE header");
 static_assert(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "recv WQE header");
@@ -93,9 +91,10 @@ static u32 pib_sq_slot_bytes(const struct ib_qp_cap *cap)
 	       max_t(u32, cap->max_send_sge * sizeof(struct pib_sge), cap->max_inline_data);
 }
 
-static u32 pib_rq_slot_bytes(const struct ib_qp_cap *cap)
+/* The bytes a receive slot (RQ or SRQ) must hold: header, then the SGEs. */
+u32 pib_recv_slot_bytes(u32 max_sge)
 {
-	return sizeof(struct pib_recv_wqe) + cap->max_recv_sge * sizeof(struct pib_sge);
+	return sizeof(struct pib_recv_wqe) + max_sge * sizeof(struct pib_sge);
 }
 
 static size_t pib_wq_ring_size(const struct pib_wq *wq)
@@ -113,7 +112,9 @@ static void pib_qp_set_caps(struct pib_dev *dev, struct pib_qp *qp)
 	u32 rq_room = (1u << qp->rq.stride_log) - sizeof(struct pib_recv_wqe);
 
 	qp->sq.max_sge = min_t(u32, dev->max_sge, sq_room / sizeof(struct pib_sge));
-	qp->rq.max_sge = min_t(u32, dev->max_sge, rq_room / sizeof(struct pib_sge));
+	/* No RQ (an SRQ's QP): no receive capabilities of its own. */
+	qp->rq.max_sge = qp->rq.depth ? min_t(u32, dev->max_sge, rq_room / sizeof(struct pib_sge))
+				      : 0;
 	qp->max_inline = min(dev->max_inline, sq_room);
 
 	qp->cap = (struct ib_qp_cap){
@@ -158,17 +159,22 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
 		supported = false;
 		break;
 	}
-	if (!supported || attr->create_flags || attr->srq || attr->rwq_ind_tbl)
+	if (!supported || attr->create_flags || attr->rwq_ind_tbl ||
+	    (attr->srq && (!dev->max_srq || attr->srq->srq_type != IB_SRQT_BASIC)))
 		return -EOPNOTSUPP;
 
+	/* A kernel QP with a user CQ or SRQ, or the reverse, could never be served. */
 	if (!attr->send_cq || !attr->recv_cq ||
-	    to_pcq(attr->send_cq)->user != user || to_pcq(attr->recv_cq)->user != user)
+	    to_pcq(attr->send_cq)->user != user || to_pcq(attr->recv_cq)->user != user ||
+	    (attr->srq && to_psrq(attr->srq)->user != user))
 		return -EINVAL;
 	if (attr->sq_sig_type != IB_SIGNAL_ALL_WR && attr->sq_sig_type != IB_SIGNAL_REQ_WR)
 		return -EINVAL;
-	if (cap->max_send_wr > dev->max_qp_wr || cap->max_recv_wr > dev->max_qp_wr ||
-	    cap->max_send_sge > dev->max_sge || cap->max_recv_sge > dev->max_sge ||
+	if (cap->max_send_wr > dev->max_qp_wr || cap->max_send_sge > dev->max_sge ||
 	    cap->max_inline_data > dev->max_inline)
+		return -EINVAL;
+	/* With an SRQ the receive capabilities are the SRQ's; IB ignores these. */
+	if (!attr->srq && (cap->max_recv_wr > dev->max_qp_wr || cap->max_recv_sge > dev->max_sge))
 		return -EINVAL;
 	return 0;
 }
@@ -178,10 +184,10 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
  * least the WRs asked for, a stride in range and large enough for the slot, and a page
  * aligned buffer of exactly depth slots rounded up to a page.
  */
-static bool pib_wq_req_ok(struct pib_dev *dev, u32 depth, u32 stride_log, u32 min_log,
-			  u32 want_wr, u32 slot_bytes, u64 addr, u32 size)
+bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
+		   u32 slot_bytes, u64 addr, u32 size)
 {
-	return is_power_of_2(depth) && depth <= dev->max_qp_wr && depth >= want_wr &&
+	return is_power_of_2(depth) && depth <= max_depth && depth >= want_wr &&
 	       stride_log >= min_log && stride_log <= PIB_STRIDE_LOG_MAX &&
 	       (1u << stride_log) >= slot_bytes &&
 	       addr && IS_ALIGNED(addr, PIB_PAGE_SIZE) &&
@@ -212,16 +218,23 @@ static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *at
 		ibdev_dbg(ibdev, "create_qp: comp_mask %#x not supported\n", req->comp_mask);
 		return -EOPNOTSUPP;
 	}
-	if (!pib_wq_req_ok(dev, req->sq_depth, req->sq_stride_log, PIB_SQ_STRIDE_LOG_MIN,
-			   attr->cap.max_send_wr, pib_sq_slot_bytes(&attr->cap),
-			   req->sq_buf_addr, req->sq_buf_size)) {
+	if (!pib_wq_req_ok(dev->max_qp_wr, req->sq_depth, req->sq_stride_log,
+			   PIB_SQ_STRIDE_LOG_MIN, attr->cap.max_send_wr,
+			   pib_sq_slot_bytes(&attr->cap), req->sq_buf_addr, req->sq_buf_size)) {
 		ibdev_dbg(ibdev, "create_qp: bad SQ: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->sq_depth, req->sq_stride_log, req->sq_buf_addr, req->sq_buf_size);
 		return -EINVAL;
 	}
-	/* No SRQs yet: every QP has its own RQ. */
-	if (!pib_wq_req_ok(dev, req->rq_depth, req->rq_stride_log, PIB_RQ_STRIDE_LOG_MIN,
-			   attr->cap.max_recv_wr, pib_rq_slot_bytes(&attr->cap),
+	/*
+	 * A QP on an SRQ has no RQ: no ring at all (the stride is still one the device takes).
+	 * Any other QP has its own.
+	 */
+	if (attr->srq ?
+	    req->rq_depth || req->rq_buf_addr || req->rq_buf_size ||
+	    req->rq_stride_log < PIB_RQ_STRIDE_LOG_MIN || req->rq_stride_log > PIB_STRIDE_LOG_MAX :
+	    !pib_wq_req_ok(dev->max_qp_wr, req->rq_depth, req->rq_stride_log,
+			   PIB_RQ_STRIDE_LOG_MIN, attr->cap.max_recv_wr,
+			   pib_recv_slot_bytes(attr->cap.max_recv_sge),
 			   req->rq_buf_addr, req->rq_buf_size)) {
 		ibdev_dbg(ibdev, "create_qp: bad RQ: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->rq_depth, req->rq_stride_log, req->rq_buf_addr, req->rq_buf_size);
@@ -239,8 +252,8 @@ static void pib_qp_fini(struct pib_dev *dev, struct pib_qp *qp)
 }
 
 /* Pin one user ring (the device only reads WQEs) and list its pages. */
-static int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,
-			    struct pib_pbl *pbl)
+int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,
+		     struct pib_pbl *pbl)
 {
 	*umem = ib_umem_get(&dev->ibdev, addr, size, 0);
 	if (IS_ERR(*umem)) {
@@ -272,6 +285,8 @@ static int pib_qp_init_user(struct pib_dev *dev, struct pib_qp *qp,
 	err = pib_wq_init_user(dev, &qp->sq_umem, req.sq_buf_addr, req.sq_buf_size, sq_pbl);
 	if (err)
 		goto err_fini;
+	if (!qp->rq.depth)
+		return 0;
 	err = pib_wq_init_user(dev, &qp->rq_umem, req.rq_buf_addr, req.rq_buf_size, rq_pbl);
 	if (err)
 		goto err_free_sq_pbl;
@@ -285,14 +300,14 @@ err_fini:
 }
 
 /* A kernel ring, sized as the provider sizes its own (guest-provider/qp.c). */
-static int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,
-			      u32 min_log, struct pib_pbl *pbl)
+int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,
+		       u32 min_log, u32 max_depth, struct pib_pbl *pbl)
 {
 	int err;
 
 	wq->depth = roundup_pow_of_two(max(wr, 1u));
 	wq->stride_log = pib_stride_log(slot_bytes, min_log);
-	if (wq->depth > dev->max_qp_wr || wq->stride_log > PIB_STRIDE_LOG_MAX)
+	if (wq->depth > max_depth || wq->stride_log > PIB_STRIDE_LOG_MAX)
 		return -EINVAL;
 
 	err = pib_dma_buf_alloc(dev, pib_wq_ring_size(wq), &wq->buf);
@@ -312,11 +327,14 @@ static int pib_qp_init_kernel(struct pib_dev *dev, struct pib_qp *qp,
 	int err;
 
 	err = pib_wq_init_kernel(dev, &qp->sq, cap->max_send_wr, pib_sq_slot_bytes(cap),
-				 PIB_SQ_STRIDE_LOG_MIN, sq_pbl);
+				 PIB_SQ_STRIDE_LOG_MIN, dev->max_qp_wr, sq_pbl);
 	if (err)
 		return err;
-	err = pib_wq_init_kernel(dev, &qp->rq, cap->max_recv_wr, pib_rq_slot_bytes(cap),
-				 PIB_RQ_STRIDE_LOG_MIN, rq_pbl);
+	if (attr->srq)
+		return 0;
+	err = pib_wq_init_kernel(dev, &qp->rq, cap->max_recv_wr,
+				 pib_recv_slot_bytes(cap->max_recv_sge), PIB_RQ_STRIDE_LOG_MIN,
+				 dev->max_qp_wr, rq_pbl);
 	if (err) {
 		pib_pbl_free(dev, sq_pbl);
 		pib_dma_buf_free(dev, &qp->sq.buf);
@@ -330,7 +348,7 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	struct pib_dev *dev = to_pdev(ibqp->device);
 	struct pib_qp *qp = to_pqp(ibqp);
 	struct pib_ibv_create_qp_resp resp = {};
-	struct pib_pbl sq_pbl, rq_pbl;
+	struct pib_pbl sq_pbl = {}, rq_pbl = {};
 	struct pib_qp_create in = {};
 	u32 qpn;
 	int err;
@@ -347,6 +365,8 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	qp->sq_sig_type = init_attr->sq_sig_type;
 	spin_lock_init(&qp->sq.lock);
 	spin_lock_init(&qp->rq.lock);
+	/* Without an RQ the stride is still one the device accepts; the depth stays 0. */
+	qp->rq.stride_log = PIB_RQ_STRIDE_LOG_MIN;
 
 	if (udata) {
 		err = pib_qp_init_user(dev, qp, init_attr, udata, &sq_pbl, &rq_pbl);
@@ -367,6 +387,10 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	in.send_cqn = to_pcq(init_attr->send_cq)->cqn;
 	in.recv_cqn = to_pcq(init_attr->recv_cq)->cqn;
 	in.srqn = U32_MAX;
+	if (init_attr->srq) {
+		in.flags |= PIB_QPC_F_NO_RQ;
+		in.srqn = to_psrq(init_attr->srq)->srqn;
+	}
 	in.sq_depth = qp->sq.depth;
 	in.rq_depth = qp->rq.depth;
 	in.max_inline = qp->max_inline;
@@ -417,12 +441,17 @@ err_mutex:
 	return err;
 }
 
-/* The kernel QP's CQEs still in its CQs name it no more (pib_cq_scrub_qp()). */
+/*
+ * The kernel QP's CQEs still in its CQs name it no more (pib_cq_scrub_qp()); the SRQ slots
+ * that its scrubbed receive completions stood for are retired all the same.
+ */
 static void pib_qp_scrub_cqs(struct pib_qp *qp)
 {
-	pib_cq_scrub_qp(to_pcq(qp->ibqp.send_cq), qp->ibqp.qp_num);
+	struct pib_srq *srq = qp->ibqp.srq ? to_psrq(qp->ibqp.srq) : NULL;
+
+	pib_cq_scrub_qp(to_pcq(qp->ibqp.send_cq), qp->ibqp.qp_num, srq);
 	if (qp->ibqp.recv_cq != qp->ibqp.send_cq)
-		pib_cq_scrub_qp(to_pcq(qp->ibqp.recv_cq), qp->ibqp.qp_num);
+		pib_cq_scrub_qp(to_pcq(qp->ibqp.recv_cq), qp->ibqp.qp_num, srq);
 }
 
 int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
@@ -432,26 +461,33 @@ int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	u32 qpn = ibqp->qp_num;
 	int err;
 
-	/* Out of the table, and the async event handler waited out (as for a CQ). */
-	xa_erase(&dev->qps, qpn);
-	pib_sync_events(dev);
-
+	/*
+	 * The device is about to flush the QP's work requests into its CQs.  Those flush CQEs
+	 * must not reach the kernel consumer, whose wr_ids may point at memory it frees next,
+	 * but poll_cq must still find the QP for them: a receive on an SRQ frees an SRQ slot
+	 * (pib_qp_retire()).  So the QP stays in its table and is only marked; a poller sees
+	 * the mark for every flush CQE, since the device writes those only after the doorbell
+	 * of the command below, which is ordered after this store.
+	 */
+	WRITE_ONCE(qp->destroying, true);
 	err = pib_cmd_destroy_qp(&dev->com, qpn);
 	err = pib_destroy_status(dev, "QP", qpn, err);
 	if (err) {
-		if (xa_insert(&dev->qps, qpn, qp, GFP_KERNEL))
-			ibdev_err(&dev->ibdev, "QP %#x will get no more events\n", qpn);
+		WRITE_ONCE(qp->destroying, false);
 		return err;
 	}
 
 	/*
-	 * The device has flushed the QP's work requests into its CQs and forgotten it.  Those
-	 * flush CQEs must not reach the kernel consumer, whose wr_ids may point at memory it
-	 * frees next.  Scrubbing takes each CQ's lock, so it also waits for a poller that
-	 * found the QP before it left the table and may still be retiring its WQEs.
+	 * The device has forgotten the QP and writes no more CQEs for it.  Once its CQEs still
+	 * in the rings are scrubbed (under each CQ's lock, so a poller that found the QP is
+	 * done with it too), no poller looks for it again; then it leaves the table, and the
+	 * async event handler is waited out (as for a CQ).
 	 */
 	if (!qp->user)
 		pib_qp_scrub_cqs(qp);
+	xa_erase(&dev->qps, qpn);
+	pib_sync_events(dev);
+
 	pib_qp_fini(dev, qp);
 	mutex_destroy(&qp->state_lock);
 	return 0;
@@ -601,6 +637,26 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 }
 
 /*
+ * A kernel QP on an SRQ that leaves a working state for RESET goes through ERR first.
+ * Straight to RESET, the device would drop an SRQ WQE it took for a message in progress
+ * without a completion, and the SRQ slot it stood for would never be retired.  Through ERR,
+ * that WQE completes (flushed) before RESET, and the flush CQE, scrubbed like the others,
+ * retires its slot (pib_qp_scrub_cqs()).  IB allows the detour: ERR -> RESET is always valid.
+ */
+static int pib_qp_flush_srq_wqe(struct pib_dev *dev, struct pib_qp *qp, enum ib_qp_state cur)
+{
+	struct pib_qp_attr hw = {
+		.attr_mask = PIB_QP_STATE,
+		.qp_state = PIB_QPS_ERR,
+	};
+
+	if (qp->user || !qp->ibqp.srq || cur == IB_QPS_RESET || cur == IB_QPS_INIT ||
+	    cur == IB_QPS_ERR)
+		return 0;
+	return pib_cmd_modify_qp(&dev->com, qp->ibqp.qp_num, &hw);
+}
+
+/*
  * A kernel QP back in RESET has empty work queues: the device dropped their WQEs without
  * completions, the CQEs it had already written are scrubbed, and posting starts over at
  * index 0, where the device expects the next doorbells to count from (as in the provider).
@@ -654,6 +710,11 @@ int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		ibdev_dbg(&dev->ibdev, "modify_qp: QP %#x: attribute out of range\n",
 			  ibqp->qp_num);
 		goto out;
+	}
+	if (next == IB_QPS_RESET) {
+		err = pib_qp_flush_srq_wqe(dev, qp, cur);
+		if (err)
+			goto out;
 	}
 	err = pib_cmd_modify_qp(&dev->com, ibqp->qp_num, &hw);
 	if (err)
@@ -734,6 +795,7 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	init_attr->qp_context = ibqp->qp_context;
 	init_attr->send_cq = ibqp->send_cq;
 	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->srq = ibqp->srq;
 	init_attr->cap = qp->cap;
 	init_attr->sq_sig_type = qp->sq_sig_type;
 	init_attr->qp_type = ibqp->qp_type;
@@ -755,6 +817,9 @@ void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type)
 			  ib_event_msg(type), qpn);
 		return;
 	}
+	/* Being destroyed: the consumer has let go of it (the device may still report). */
+	if (READ_ONCE(qp->destroying))
+		return;
 	/* These are the device's word that it moved the QP to the error state. */
 	switch (type) {
 	case IB_EVENT_QP_FATAL:
@@ -805,10 +870,11 @@ static void pib_write_sges(struct pib_sge *dst, const struct ib_sge *src, int nu
  * The device opcode for a work request on this QP type, or -1.  UD carries only sends; UC
  * adds RDMA writes; RC has everything the device implements.
  */
-static int pib_wqe_opcode(enum ib_qp_type qp_type, enum ib_wr_opcode op)
+static int pib_wqe_opcode(struct pib_dev *dev, enum ib_qp_type qp_type, enum ib_wr_opcode op)
 {
 	bool uc_ok = qp_type == IB_QPT_RC || qp_type == IB_QPT_UC;
 	bool rc_ok = qp_type == IB_QPT_RC;
+	bool inv_ok = dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW;
 
 	switch (op) {
 	case IB_WR_SEND:
@@ -827,6 +893,12 @@ static int pib_wqe_opcode(enum ib_qp_type qp_type, enum ib_wr_opcode op)
 		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
 		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
+	/*
+	 * Local invalidation came with memory windows.  (Binding a window is the provider's:
+	 * a kernel ib_send_wr has no form for IB_WR_BIND_MW.)
+	 */
+	case IB_WR_LOCAL_INV:
+		return uc_ok && inv_ok ? PIB_WQE_LOCAL_INV : -1;
 	default:
 		return -1;
 	}
@@ -838,13 +910,13 @@ static int pib_wqe_opcode(enum ib_qp_type qp_type, enum ib_wr_opcode op)
  * Check a send work request against what the QP's slots and the device allow, so that no
  * WQE reaches beyond its slot.  Sets *opcode and, for an inline request, *inline_len.
  */
-static int pib_check_send_wr(struct pib_qp *qp, const struct ib_send_wr *wr, int *opcode,
-			     u32 *inline_len)
+static int pib_check_send_wr(struct pib_dev *dev, struct pib_qp *qp,
+			     const struct ib_send_wr *wr, int *opcode, u32 *inline_len)
 {
 	u32 len = 0;
 	int i;
 
-	*opcode = pib_wqe_opcode(qp->ibqp.qp_type, wr->opcode);
+	*opcode = pib_wqe_opcode(dev, qp->ibqp.qp_type, wr->opcode);
 	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS || wr->num_sge < 0)
 		return -EINVAL;
 
@@ -881,6 +953,8 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 	struct pib_send_wqe *wqe = slot;
 	u8 *payload = slot + sizeof(*wqe);
 	bool is_inline = wr->send_flags & IB_SEND_INLINE;
+	/* LOCAL_INV moves no data: the SGE list, if any, is ignored. */
+	int num_sge = opcode == PIB_WQE_LOCAL_INV ? 0 : wr->num_sge;
 	u8 flags = 0;
 	int i;
 
@@ -897,7 +971,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 	*wqe = (struct pib_send_wqe){
 		.opcode = opcode,
 		.flags = flags,
-		.num_sge = is_inline ? 0 : wr->num_sge,
+		.num_sge = is_inline ? 0 : num_sge,
 		.wr_id = wr->wr_id,
 		.inline_len = is_inline ? inline_len : 0,
 	};
@@ -909,6 +983,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 		wqe->imm_inv = (__force u32)wr->ex.imm_data;
 		break;
 	case PIB_WQE_SEND_INV:
+	case PIB_WQE_LOCAL_INV:
 		wqe->imm_inv = wr->ex.invalidate_rkey;
 		break;
 	}
@@ -942,7 +1017,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 	}
 
 	if (!is_inline) {
-		pib_write_sges((struct pib_sge *)payload, wr->sg_list, wr->num_sge);
+		pib_write_sges((struct pib_sge *)payload, wr->sg_list, num_sge);
 		return;
 	}
 	/* A kernel consumer's inline SGEs hold kernel virtual addresses, not DMA addresses. */
@@ -979,7 +1054,7 @@ int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			break;
 		}
 		inline_len = 0;
-		err = pib_check_send_wr(qp, wr, &opcode, &inline_len);
+		err = pib_check_send_wr(dev, qp, wr, &opcode, &inline_len);
 		if (err)
 			break;
 		pib_write_send_wqe(qp, wr, opcode, inline_len, pib_wq_slot(sq, pi));
@@ -998,36 +1073,32 @@ int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	return err;
 }
 
-int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		  const struct ib_recv_wr **bad_wr)
+/*
+ * Receive WQEs into a kernel RQ or SRQ (the same format), then one doorbell for the list on
+ * UAR page 0: doorbell and obj say which queue.
+ */
+int pib_wq_post_recv(struct pib_dev *dev, struct pib_wq *wq, enum pib_uar_offset doorbell,
+		     u32 obj, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad_wr)
 {
-	struct pib_dev *dev = to_pdev(ibqp->device);
-	struct pib_qp *qp = to_pqp(ibqp);
-	struct pib_wq *rq = &qp->rq;
 	struct pib_recv_wqe *wqe;
 	unsigned long flags;
 	u32 pi, ci, first;
 	int err = 0;
 
-	if (qp->user) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-
-	spin_lock_irqsave(&rq->lock, flags);
-	first = pi = rq->pi;
-	ci = smp_load_acquire(&rq->ci);
+	spin_lock_irqsave(&wq->lock, flags);
+	first = pi = wq->pi;
+	ci = smp_load_acquire(&wq->ci);
 
 	for (; wr; wr = wr->next) {
-		if (pib_wq_full(rq, pi, &ci)) {
+		if (pib_wq_full(wq, pi, &ci)) {
 			err = -ENOMEM;
 			break;
 		}
-		if (wr->num_sge < 0 || (u32)wr->num_sge > rq->max_sge) {
+		if (wr->num_sge < 0 || (u32)wr->num_sge > wq->max_sge) {
 			err = -EINVAL;
 			break;
 		}
-		wqe = pib_wq_slot(rq, pi);
+		wqe = pib_wq_slot(wq, pi);
 		*wqe = (struct pib_recv_wqe){
 			.wr_id = wr->wr_id,
 			.num_sge = wr->num_sge,
@@ -1037,14 +1108,28 @@ int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	}
 
 	if (pi != first) {
-		WRITE_ONCE(rq->pi, pi);
-		pib_ring_doorbell(dev, PIB_UAR_RQ_DB, ibqp->qp_num, pi);
+		WRITE_ONCE(wq->pi, pi);
+		pib_ring_doorbell(dev, doorbell, obj, pi);
 	}
-	spin_unlock_irqrestore(&rq->lock, flags);
+	spin_unlock_irqrestore(&wq->lock, flags);
 
 	if (err)
 		*bad_wr = wr;
 	return err;
+}
+
+int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		  const struct ib_recv_wr **bad_wr)
+{
+	struct pib_qp *qp = to_pqp(ibqp);
+
+	/* A QP on an SRQ has no RQ: its receives are posted to the SRQ. */
+	if (qp->user || ibqp->srq) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	return pib_wq_post_recv(to_pdev(ibqp->device), &qp->rq, PIB_UAR_RQ_DB, ibqp->qp_num,
+				wr, bad_wr);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1069,21 +1154,27 @@ static void pib_sq_retire(struct pib_wq *sq, u16 wqe_index)
 	smp_store_release(&sq->ci, index + 1);
 }
 
-/* Every receive WQE completes, in order: one CQE retires one slot. */
-static void pib_rq_retire(struct pib_wq *rq)
+/*
+ * Every receive WQE of an RQ completes, in order, and every one an SRQ's QPs take completes
+ * too: one CQE retires one slot.  A CQE with nothing outstanding (stale) retires nothing.
+ */
+void pib_wq_retire_one(struct pib_wq *wq)
 {
-	u32 ci = rq->ci;
+	u32 ci = wq->ci;
 
-	if (ci == READ_ONCE(rq->pi))
+	if (ci == READ_ONCE(wq->pi))
 		return;
-	smp_store_release(&rq->ci, ci + 1);
+	/* Release: the poster may rewrite the slot once it sees this. */
+	smp_store_release(&wq->ci, ci + 1);
 }
 
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe)
 {
 	/* Receive opcodes are PIB_CQE_RECV (0x80) and up. */
-	if (cqe->opcode & PIB_CQE_RECV)
-		pib_rq_retire(&qp->rq);
-	else
+	if (!(cqe->opcode & PIB_CQE_RECV))
 		pib_sq_retire(&qp->sq, cqe->wqe_index);
+	else if (qp->ibqp.srq)
+		pib_srq_retire(to_psrq(qp->ibqp.srq));
+	else
+		pib_wq_retire_one(&qp->rq);
 }

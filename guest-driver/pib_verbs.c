@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pib_verbs.c - the verbs of the pib HCA that are not queues: device and port, user contexts
- * and mmap, PDs, MRs and AHs; and the DMA memory and page lists the queue verbs (pib_cq.c,
- * pib_qp.c) hand the device.
+ * pib_verbs.c - the verbs of the pib HCA that are not queues: device and port (with the
+ * port's hw_counters), user contexts and mmap, PDs, MRs, memory windows and AHs; and the DMA
+ * memory and page lists the queue verbs (pib_cq.c, pib_qp.c, pib_srq.c) hand the device.
  *
  * Verbs reach the device only through pib_com_cmd.c.  What userspace hands in (udata, mmap
  * requests) is checked here before anything reaches the device.
@@ -73,10 +73,10 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->max_qp_rd_atom = pib_limit(a->max_qp_rd_atom);
 	props->max_qp_init_rd_atom = pib_limit(a->max_qp_init_rd_atom);
 	props->max_res_rd_atom = min_t(u64, (u64)a->max_qp_rd_atom * a->max_qp, INT_MAX);
-	/* SRQs are not implemented by the driver yet, whatever the device offers. */
-	props->max_srq = 0;
-	props->max_srq_wr = 0;
-	props->max_srq_sge = 0;
+	/* All 0 when the device has no SRQs (PIB_DEV_CAP_SRQ): see pib_query_hw(). */
+	props->max_srq = pib_limit(dev->max_srq);
+	props->max_srq_wr = dev->max_srq_wr;
+	props->max_srq_sge = dev->max_srq_sge;
 	props->max_ah = pib_limit(a->max_ah);
 	props->max_pkeys = a->max_pkeys;
 	props->local_ca_ack_delay = a->local_ca_ack_delay;
@@ -87,13 +87,19 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 
 	/*
 	 * PORT_ACTIVE events come from the AEQ; a modify_qp may name the current state
-	 * (IB_QP_CUR_STATE); the system image GUID is the device's.  Memory windows
-	 * (PIB_DEV_CAP_MEM_WINDOW) need verbs the driver does not have yet.
+	 * (IB_QP_CUR_STATE); the system image GUID is the device's.
 	 */
 	props->device_cap_flags = IB_DEVICE_PORT_ACTIVE_EVENT | IB_DEVICE_CURR_QP_STATE_MOD |
 				  IB_DEVICE_SYS_IMAGE_GUID;
 	if (a->device_cap_flags & PIB_DEV_CAP_RC_RNR_NAK_GEN)
 		props->device_cap_flags |= IB_DEVICE_RC_RNR_NAK_GEN;
+	/*
+	 * Windows of type 1 and type 2B (a type 2 window is bound through, and belongs to,
+	 * one QP), bound by the provider's BIND_MW WQEs.  The device reports no window
+	 * count, so max_mw stays 0 ("not reported").
+	 */
+	if (a->device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
+		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	return 0;
 }
 
@@ -178,6 +184,79 @@ int pib_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gi
 	if (index < 0 || index >= dev->gid_tbl_len)
 		return -EINVAL;
 	return pib_cmd_query_gid(&dev->com, port, index, gid->raw);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Port counters: /sys/class/infiniband/pib_<n>/ports/1/hw_counters/<name>, one file per
+ * enum pib_counter, named as in pib_hw.h.  Only for a device that answers QUERY_COUNTERS
+ * (pib_dev.counters).
+ * ------------------------------------------------------------------------------------------ */
+
+#define PIB_STAT(cnt, str)      [PIB_CNT_##cnt] = { .name = str }
+static const struct rdma_stat_desc pib_port_stats[] = {
+	PIB_STAT(TX_PACKETS, "tx_packets"),
+	PIB_STAT(TX_BYTES, "tx_bytes"),
+	PIB_STAT(RX_PACKETS, "rx_packets"),
+	PIB_STAT(RX_BYTES, "rx_bytes"),
+	PIB_STAT(LINK_DOWNS, "link_downs"),
+	PIB_STAT(LINK_FRAMING_ERRORS, "link_framing_errors"),
+	PIB_STAT(RETRANSMITS, "retransmits"),
+	PIB_STAT(RETRY_TIMEOUTS, "retry_timeouts"),
+	PIB_STAT(RNR_NAKS_SENT, "rnr_naks_sent"),
+	PIB_STAT(RNR_NAKS_RCVD, "rnr_naks_rcvd"),
+	PIB_STAT(SEQ_NAKS_SENT, "seq_naks_sent"),
+	PIB_STAT(SEQ_NAKS_RCVD, "seq_naks_rcvd"),
+	PIB_STAT(ACCESS_NAKS_SENT, "access_naks_sent"),
+	PIB_STAT(DUPLICATE_REQUESTS, "duplicate_requests"),
+	PIB_STAT(RX_DROP_PORT_DOWN, "rx_drop_port_down"),
+	PIB_STAT(RX_DROP_MALFORMED, "rx_drop_malformed"),
+	PIB_STAT(RX_DROP_DLID, "rx_drop_dlid"),
+	PIB_STAT(RX_DROP_OPCODE, "rx_drop_opcode"),
+	PIB_STAT(RX_DROP_PKEY, "rx_drop_pkey"),
+	PIB_STAT(RX_DROP_NO_QP, "rx_drop_no_qp"),
+	PIB_STAT(RX_DROP_QP_TYPE, "rx_drop_qp_type"),
+	PIB_STAT(RX_DROP_QP_STATE, "rx_drop_qp_state"),
+	PIB_STAT(RX_DROP_SLID, "rx_drop_slid"),
+	PIB_STAT(RX_DROP_QKEY, "rx_drop_qkey"),
+	PIB_STAT(RX_DROP_LENGTH, "rx_drop_length"),
+	PIB_STAT(RX_DROP_NO_RECV_WQE, "rx_drop_no_recv_wqe"),
+	PIB_STAT(RX_DROP_UC_SEQ, "rx_drop_uc_seq"),
+	PIB_STAT(RX_DROP_PSN_SEQ, "rx_drop_psn_seq"),
+	PIB_STAT(RX_DROP_DUPLICATE, "rx_drop_duplicate"),
+	PIB_STAT(RX_DROP_STALE_RESP, "rx_drop_stale_resp"),
+	PIB_STAT(RX_DROP_RNR, "rx_drop_rnr"),
+	PIB_STAT(RX_DROP_RXQ_FULL, "rx_drop_rxq_full"),
+	PIB_STAT(RX_DROP_ACCESS, "rx_drop_access"),
+	PIB_STAT(TX_DROP_PORT_DOWN, "tx_drop_port_down"),
+	PIB_STAT(TX_DROP_TXQ_FULL, "tx_drop_txq_full"),
+	PIB_STAT(INJECTED_FAULTS, "injected_faults"),
+};
+#undef PIB_STAT
+/* A counter added to pib_hw.h needs its name here (the last one, at least, is checked). */
+static_assert(ARRAY_SIZE(pib_port_stats) == PIB_CNT_MAX, "a name for every pib counter");
+
+/* ib_core frees the struct when the device goes away. */
+struct rdma_hw_stats *pib_alloc_hw_port_stats(struct ib_device *ibdev, u32 port)
+{
+	return rdma_alloc_hw_stats_struct(pib_port_stats, ARRAY_SIZE(pib_port_stats),
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+/*
+ * One QUERY_COUNTERS reads them all, which is what ib_core is told (the return value); it
+ * then serves reads from stats->value for the lifespan.  On failure stats->value is left as
+ * it was and the read fails with the error.
+ */
+int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,
+		     int index)
+{
+	struct pib_dev *dev = to_pdev(ibdev);
+	int err;
+
+	if (port != PIB_PORT || stats->num_counters != ARRAY_SIZE(pib_port_stats))
+		return -EINVAL;
+	err = pib_cmd_query_counters(&dev->com, stats->value, stats->num_counters);
+	return err ?: stats->num_counters;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -376,9 +455,13 @@ static int pib_pbl_alloc(struct pib_dev *dev, u32 npages, struct pib_pbl *pbl)
 	return pbl->pages ? 0 : -ENOMEM;
 }
 
+/* Also for the empty list ({}) of a ring that does not exist (the RQ of an SRQ's QP). */
 void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl)
 {
-	dma_free_coherent(&dev->pdev->dev, pbl->npages * sizeof(u64), pbl->pages, pbl->dma);
+	if (pbl->pages)
+		dma_free_coherent(&dev->pdev->dev, pbl->npages * sizeof(u64), pbl->pages,
+				  pbl->dma);
+	pbl->pages = NULL;
 }
 
 /* The 4 KiB pages of pinned user memory, which must be exactly npages of them. */
@@ -453,12 +536,12 @@ static_assert(PIB_ACCESS_REMOTE_ATOMIC == IB_ACCESS_REMOTE_ATOMIC, "access flag 
 static_assert(PIB_ACCESS_MW_BIND == IB_ACCESS_MW_BIND, "access flag values");
 
 #define PIB_MR_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
-			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND)
 
 /*
  * The device's access bits for an MR, or an error for rights the device cannot give.
  * IB_ACCESS_OPTIONAL bits (relaxed ordering, ...) are hints a device may ignore; pib does.
- * No on-demand paging, no zero-based MRs, no memory windows (yet).
+ * No on-demand paging, no zero-based MRs.
  */
 static int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
 {
@@ -466,6 +549,9 @@ static int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
 
 	access &= ~IB_ACCESS_OPTIONAL;
 	if (access & ~PIB_MR_ACCESS)
+		return -EOPNOTSUPP;
+	/* Windows may be bound in the MR (PIB_ACCESS_MW_BIND) only where there are windows. */
+	if ((access & IB_ACCESS_MW_BIND) && !(caps & PIB_DEV_CAP_MEM_WINDOW))
 		return -EOPNOTSUPP;
 	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ)) &&
 	    !(caps & PIB_DEV_CAP_RDMA))
@@ -592,6 +678,40 @@ int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	ib_umem_release(mr->umem);
 	kfree(mr);
 	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Memory windows (PIB_DEV_CAP_MEM_WINDOW).  ib_core has no kernel API for them in this kernel
+ * (and a kernel ib_send_wr cannot bind one), so they come from userspace, where the provider
+ * binds them with BIND_MW WQEs.
+ * ------------------------------------------------------------------------------------------ */
+
+static_assert(IB_MW_TYPE_1 == 1 && IB_MW_TYPE_2 == 2, "struct pib_cmd_alloc_mw's type values");
+
+int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibmw->device);
+
+	if (!pib_udata_in_cleared(udata)) {
+		ibdev_dbg(&dev->ibdev, "alloc_mw: unknown request bytes\n");
+		return -EINVAL;
+	}
+	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
+		return -EINVAL;
+	return pib_cmd_alloc_mw(&dev->com, to_ppd(ibmw->pd)->pdn, ibmw->type, &ibmw->rkey);
+}
+
+/*
+ * The window is named by the rkey ALLOC_MW gave it, the only one the driver knows: binds
+ * made since by the provider change the key byte without the kernel seeing it.  The device
+ * accepts that key as well as the window's current one (docs/hardware.md, "Memory windows").
+ */
+int pib_dealloc_mw(struct ib_mw *ibmw)
+{
+	struct pib_dev *dev = to_pdev(ibmw->device);
+
+	return pib_destroy_status(dev, "MW", ibmw->rkey,
+				  pib_cmd_dealloc_mw(&dev->com, ibmw->rkey));
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@
  * PD (DMA MR), CQs (manual polling + CEQ events, and ib_alloc_cq's softirq polling), RC and UD
  * QPs in loopback through the port's own LID, SEND / SEND_IMM / inline / RDMA WRITE / READ /
  * atomics, query_qp, bad transitions, drain, and destroy-with-outstanding-WRs (flush CQEs must
- * not reach the consumer).  Results go to the kernel log ("pib_ktest: PASS/FAIL ...") and to
- * /sys/module/pib_ktest/parameters/{passed,failed}.
+ * not reach the consumer).  When the device has them: SRQs (two RC QPs sharing one, ring
+ * wrap-around, the limit event, LAST_WQE_REACHED) and remote/local invalidation
+ * (SEND_WITH_INV, LOCAL_INV).  Results go to the kernel log ("pib_ktest: PASS/FAIL ...") and
+ * to /sys/module/pib_ktest/parameters/{passed,failed}.
  */
 #include <linux/completion.h>
 #include <linux/delay.h>
@@ -28,6 +30,9 @@ struct kt {
 	struct ib_cq *cq;
 	atomic_t events;
 	struct completion event;
+	atomic_t srq_limit;             /* IB_EVENT_SRQ_LIMIT_REACHED */
+	atomic_t last_wqe;              /* IB_EVENT_QP_LAST_WQE_REACHED */
+	struct completion async;        /* either of those */
 	u16 lid;
 	void *buf[2];
 	u64 dma[2];
@@ -48,7 +53,24 @@ static void kt_cq_event(struct ib_event *ev, void *ctx)
 
 static void kt_qp_event(struct ib_event *ev, void *ctx)
 {
+	struct kt *kt = ctx;
+
 	pr_info("pib_ktest: QP %#x event %s\n", ev->element.qp->qp_num, ib_event_msg(ev->event));
+	if (ev->event == IB_EVENT_QP_LAST_WQE_REACHED) {
+		atomic_inc(&kt->last_wqe);
+		complete(&kt->async);
+	}
+}
+
+static void kt_srq_event(struct ib_event *ev, void *ctx)
+{
+	struct kt *kt = ctx;
+
+	pr_info("pib_ktest: SRQ event %s\n", ib_event_msg(ev->event));
+	if (ev->event == IB_EVENT_SRQ_LIMIT_REACHED) {
+		atomic_inc(&kt->srq_limit);
+		complete(&kt->async);
+	}
 }
 
 static int kt_poll(struct ib_cq *cq, struct ib_wc *wc, int n, int ms)
@@ -67,23 +89,33 @@ static int kt_poll(struct ib_cq *cq, struct ib_wc *wc, int n, int ms)
 	return got;
 }
 
-static struct ib_qp *kt_qp(struct kt *kt, struct ib_cq *cq, enum ib_qp_type type)
+/* A QP in pd; with srq, its receives come from the SRQ and it has no RQ of its own. */
+static struct ib_qp *kt_qp_on(struct kt *kt, struct ib_pd *pd, struct ib_cq *cq,
+			      enum ib_qp_type type, struct ib_srq *srq)
 {
 	struct ib_qp_init_attr ia = {
 		.event_handler = kt_qp_event,
+		.qp_context = kt,
 		.send_cq = cq,
 		.recv_cq = cq,
+		.srq = srq,
 		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
 			 .max_recv_sge = 2, .max_inline_data = 64 },
 		.sq_sig_type = IB_SIGNAL_REQ_WR,
 		.qp_type = type,
 	};
-	struct ib_qp *qp = ib_create_qp(kt->pd, &ia);
+	struct ib_qp *qp = ib_create_qp(pd, &ia);
 
-	CHECK(!IS_ERR(qp), "create_qp type %d: %ld, caps %u/%u/%u/%u/%u", type,
+	CHECK(!IS_ERR(qp) && (!srq || (ia.cap.max_recv_wr == 0 && ia.cap.max_recv_sge == 0)),
+	      "create_qp type %d%s: %ld, caps %u/%u/%u/%u/%u", type, srq ? " on an SRQ" : "",
 	      IS_ERR(qp) ? PTR_ERR(qp) : 0L, ia.cap.max_send_wr, ia.cap.max_recv_wr,
 	      ia.cap.max_send_sge, ia.cap.max_recv_sge, ia.cap.max_inline_data);
 	return IS_ERR(qp) ? NULL : qp;
+}
+
+static struct ib_qp *kt_qp(struct kt *kt, struct ib_cq *cq, enum ib_qp_type type)
+{
+	return kt_qp_on(kt, kt->pd, cq, type, NULL);
 }
 
 static int kt_rc_connect(struct kt *kt, struct ib_qp *qp, u32 dqpn)
@@ -150,6 +182,24 @@ static int kt_post_recv(struct ib_qp *qp, u64 id, u64 addr, u32 len, u32 lkey)
 	struct ib_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 };
 
 	return ib_post_recv(qp, &wr, NULL);
+}
+
+static int kt_post_srq_recv(struct ib_srq *srq, u64 id, u64 addr, u32 len, u32 lkey)
+{
+	struct ib_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ib_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 };
+
+	return ib_post_srq_recv(srq, &wr, NULL);
+}
+
+/* A signalled SEND of len bytes at addr, not waited for. */
+static int kt_post_send(struct ib_qp *qp, u64 id, u64 addr, u32 len, u32 lkey)
+{
+	struct ib_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ib_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+
+	return ib_post_send(qp, &wr, NULL);
 }
 
 /* One signalled send-side WR and the WCs it produces; returns WCs seen. */
@@ -393,6 +443,341 @@ out:
 		ib_destroy_qp(a);
 }
 
+/* Poll until the CQ stays empty for a while: what an error or a flush left behind. */
+static void kt_drain_cq(struct ib_cq *cq)
+{
+	struct ib_wc wc[8];
+
+	while (kt_poll(cq, wc, ARRAY_SIZE(wc), 200) > 0)
+		;
+}
+
+/*
+ * SRQs: two RC QPs (b[0], b[1]) share one SRQ and receive from a[0] and a[1].  The device
+ * takes the SRQ's WQEs in ring order for whichever QP needs one; the driver frees one slot
+ * per receive completion, which the rounds that fill the whole ring check (a slot not freed
+ * makes posting fail with -ENOMEM).  Then the limit event and LAST_WQE_REACHED.
+ */
+#define KT_SRQ_WR       16
+
+static void kt_srq(struct kt *kt)
+{
+	struct ib_srq_init_attr sia = {
+		.event_handler = kt_srq_event,
+		.srq_context = kt,
+		.attr = { .max_sge = 2 },
+		.srq_type = IB_SRQT_BASIC,
+	};
+	struct ib_qp *a[2] = {}, *b[2] = {};
+	struct ib_qp_attr x = {};
+	struct ib_srq_attr sa = {};
+	struct ib_wc *wc;
+	u32 lkey = kt->pd->local_dma_lkey;
+	int i, n, err, round, nrecv, bad, ev;
+	unsigned long seen;
+	struct ib_srq *srq;
+
+	if (!kt->dev->attrs.max_srq) {
+		pr_info("pib_ktest: the device has no SRQs: SRQ tests skipped\n");
+		return;
+	}
+	/* Room for a whole round: a send and a receive WC per slot. */
+	wc = kcalloc(2 * KT_SRQ_WR, sizeof(*wc), GFP_KERNEL);
+	if (!wc)
+		return;
+
+	sia.attr.max_wr = kt->dev->attrs.max_srq_wr + 1;
+	srq = ib_create_srq(kt->pd, &sia);
+	CHECK(IS_ERR(srq) && PTR_ERR(srq) == -EINVAL,
+	      "create_srq beyond max_srq_wr %d refused: %ld", kt->dev->attrs.max_srq_wr,
+	      IS_ERR(srq) ? PTR_ERR(srq) : 0L);
+	if (!IS_ERR(srq))
+		ib_destroy_srq(srq);
+
+	/* The driver sizes the ring as it would an RQ: exactly 16 slots for 16 WRs. */
+	sia.attr.max_wr = KT_SRQ_WR;
+	srq = ib_create_srq(kt->pd, &sia);
+	CHECK(!IS_ERR(srq) && sia.attr.max_wr == KT_SRQ_WR && sia.attr.max_sge >= 2,
+	      "create_srq: %ld, max_wr %u max_sge %u", IS_ERR(srq) ? PTR_ERR(srq) : 0L,
+	      sia.attr.max_wr, sia.attr.max_sge);
+	if (IS_ERR(srq))
+		goto out_free;
+	if (sia.attr.max_wr != KT_SRQ_WR)
+		goto out_srq;
+
+	err = ib_query_srq(srq, &sa);
+	CHECK(!err && sa.max_wr == KT_SRQ_WR && sa.srq_limit == 0,
+	      "query_srq: %d, max_wr %u limit %u", err, sa.max_wr, sa.srq_limit);
+	sa.max_wr = 2 * KT_SRQ_WR;
+	err = ib_modify_srq(srq, &sa, IB_SRQ_MAX_WR);
+	CHECK(err == -EINVAL, "modify_srq: resizing refused: %d", err);
+	sa.srq_limit = KT_SRQ_WR;
+	err = ib_modify_srq(srq, &sa, IB_SRQ_LIMIT);
+	CHECK(err == -EINVAL, "modify_srq: a limit not below the depth refused: %d", err);
+
+	for (i = 0; i < 2; i++) {
+		a[i] = kt_qp(kt, kt->cq, IB_QPT_RC);
+		b[i] = kt_qp_on(kt, kt->pd, kt->cq, IB_QPT_RC, srq);
+		if (!a[i] || !b[i])
+			goto out;
+		err = kt_rc_connect(kt, a[i], b[i]->qp_num) ?:
+		      kt_rc_connect(kt, b[i], a[i]->qp_num);
+		CHECK(!err, "connect pair %d (receiver on the SRQ): %d", i, err);
+		if (err)
+			goto out;
+	}
+	err = kt_post_recv(b[0], 1, kt->dma[1], 64, lkey);
+	CHECK(err == -EINVAL, "post_recv to a QP on an SRQ refused: %d", err);
+
+	/* Four receives on the SRQ, two messages to each QP (a[i] sends bytes 0xa0 + i). */
+	memset(kt->buf[0], 0xa0, 256);
+	memset(kt->buf[0] + 256, 0xa1, 256);
+	memset(kt->buf[1], 0, 4096);
+	err = 0;
+	for (i = 0; i < 4; i++)
+		err = err ?: kt_post_srq_recv(srq, 500 + i, kt->dma[1] + i * 512, 512, lkey);
+	CHECK(!err, "post_srq_recv x4: %d", err);
+	for (i = 0; i < 4; i++)
+		err = err ?: kt_post_send(a[i & 1], 10 + i, kt->dma[0] + (i & 1) * 256, 200, lkey);
+	CHECK(!err, "2 SENDs from each of 2 QPs: %d", err);
+	n = kt_poll(kt->cq, wc, 8, 5000);
+	nrecv = 0;
+	bad = 0;
+	seen = 0;
+	for (i = 0; i < n; i++) {
+		int slot = (int)wc[i].wr_id - 500;
+		int from = wc[i].qp == b[0] ? 0 : wc[i].qp == b[1] ? 1 : -1;
+
+		if (wc[i].opcode != IB_WC_RECV) {
+			bad += wc[i].status != IB_WC_SUCCESS;
+			continue;
+		}
+		nrecv++;
+		if (wc[i].status != IB_WC_SUCCESS || slot < 0 || slot > 3 || from < 0 ||
+		    wc[i].byte_len != 200 || (seen & BIT(slot)) ||
+		    memchr_inv(kt->buf[1] + slot * 512, 0xa0 + from, 200))
+			bad++;
+		else
+			seen |= BIT(slot);
+	}
+	CHECK(n == 8 && nrecv == 4 && !bad,
+	      "4 receives from the SRQ, each with its QP's data: %d WCs, %d receives, %d bad",
+	      n, nrecv, bad);
+
+	/* Fill the whole ring three times over. */
+	bad = 0;
+	for (round = 0, err = 0; round < 3 && !err; round++) {
+		for (i = 0; i < KT_SRQ_WR && !err; i++)
+			err = kt_post_srq_recv(srq, 1000 + i, kt->dma[1] + (i % 8) * 512, 512,
+					       lkey);
+		if (!err && round == 0) {
+			int full = kt_post_srq_recv(srq, 999, kt->dma[1], 512, lkey);
+
+			CHECK(full == -ENOMEM, "post_srq_recv to a full SRQ: %d", full);
+		}
+		for (i = 0; i < KT_SRQ_WR && !err; i++)
+			err = kt_post_send(a[i & 1], 20 + i, kt->dma[0] + (i & 1) * 256, 100, lkey);
+		n = err ? 0 : kt_poll(kt->cq, wc, 2 * KT_SRQ_WR, 10000);
+		for (i = 0; i < n; i++)
+			bad += wc[i].status != IB_WC_SUCCESS;
+		if (!err && n != 2 * KT_SRQ_WR)
+			err = -ETIMEDOUT;
+	}
+	CHECK(!err && !bad, "3 rounds of %d receives through the %d-slot SRQ: %d, %d bad WCs",
+	      KT_SRQ_WR, KT_SRQ_WR, err, bad);
+
+	/* The limit: 4 WQEs posted, limit 3; one message leaves 3 (no event), two leave 2. */
+	err = 0;
+	for (i = 0; i < 4; i++)
+		err = err ?: kt_post_srq_recv(srq, 700 + i, kt->dma[1] + i * 512, 512, lkey);
+	sa.srq_limit = 3;
+	err = err ?: ib_modify_srq(srq, &sa, IB_SRQ_LIMIT);
+	err = err ?: ib_query_srq(srq, &sa);
+	CHECK(!err && sa.srq_limit == 3, "4 receives posted, limit 3 armed: %d, limit %u", err,
+	      sa.srq_limit);
+	ev = atomic_read(&kt->srq_limit);
+	reinit_completion(&kt->async);
+	err = kt_post_send(a[0], 30, kt->dma[0], 100, lkey);
+	n = kt_poll(kt->cq, wc, 2, 5000);
+	msleep(100);
+	CHECK(!err && n == 2 && atomic_read(&kt->srq_limit) == ev,
+	      "3 receives left, limit 3: no event (%d WCs, %d events)", n,
+	      atomic_read(&kt->srq_limit) - ev);
+	err = kt_post_send(a[1], 31, kt->dma[0] + 256, 100, lkey);
+	n = kt_poll(kt->cq, wc, 2, 5000);
+	wait_for_completion_timeout(&kt->async, 2 * HZ);
+	CHECK(!err && n == 2 && atomic_read(&kt->srq_limit) == ev + 1,
+	      "2 receives left, limit 3: SRQ_LIMIT_REACHED (%d WCs, %d events)", n,
+	      atomic_read(&kt->srq_limit) - ev);
+	err = ib_query_srq(srq, &sa);
+	CHECK(!err && sa.srq_limit == 0, "the limit disarmed itself: %d, limit %u", err,
+	      sa.srq_limit);
+	err = kt_post_send(a[0], 32, kt->dma[0], 100, lkey) ?:
+	      kt_post_send(a[1], 33, kt->dma[0] + 256, 100, lkey);
+	n = kt_poll(kt->cq, wc, 4, 5000);
+	CHECK(!err && n == 4, "the last 2 receives: %d, %d WCs", err, n);
+
+	/* A QP on an SRQ that enters ERR will take no more WQEs: LAST_WQE_REACHED. */
+	ev = atomic_read(&kt->last_wqe);
+	reinit_completion(&kt->async);
+	x.qp_state = IB_QPS_ERR;
+	err = ib_modify_qp(b[0], &x, IB_QP_STATE);
+	wait_for_completion_timeout(&kt->async, 2 * HZ);
+	CHECK(!err && atomic_read(&kt->last_wqe) == ev + 1,
+	      "QP on the SRQ to ERR: %d, LAST_WQE_REACHED %d", err,
+	      atomic_read(&kt->last_wqe) - ev);
+	err = kt_post_srq_recv(srq, 800, kt->dma[1], 512, lkey) ?:
+	      kt_post_send(a[1], 40, kt->dma[0] + 256, 100, lkey);
+	n = kt_poll(kt->cq, wc, 2, 5000);
+	CHECK(!err && n == 2 && wc[0].status == IB_WC_SUCCESS && wc[1].status == IB_WC_SUCCESS &&
+	      (wc[0].qp == b[1] || wc[1].qp == b[1]),
+	      "the SRQ still serves the other QP: %d, %d WCs", err, n);
+
+	/* RTS -> RESET (the driver passes through ERR for a QP on an SRQ). */
+	x.qp_state = IB_QPS_RESET;
+	err = ib_modify_qp(b[1], &x, IB_QP_STATE);
+	CHECK(!err, "QP on the SRQ from RTS to RESET: %d", err);
+
+	err = ib_destroy_srq_user(srq, NULL);
+	CHECK(err == -EBUSY, "destroy_srq while QPs use it: %d", err);
+out:
+	for (i = 0; i < 2; i++) {
+		if (b[i])
+			ib_destroy_qp(b[i]);
+		if (a[i])
+			ib_destroy_qp(a[i]);
+	}
+	kt_drain_cq(kt->cq);
+out_srq:
+	err = ib_destroy_srq_user(srq, NULL);
+	CHECK(!err, "destroy_srq: %d", err);
+out_free:
+	kfree(wc);
+}
+
+/*
+ * Invalidation (with memory windows, PIB_DEV_CAP_MEM_WINDOW): a PD's DMA MR serves as the
+ * key.  SEND_WITH_INV lets the peer invalidate it, LOCAL_INV the owner; after either, an RDMA
+ * WRITE through its rkey fails with a remote access error.  (Windows themselves are
+ * userspace's: the kernel has no verbs to bind them.)
+ */
+static struct ib_pd *kt_inv_pd(struct kt *kt)
+{
+	struct ib_pd *pd = ib_alloc_pd(kt->dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+
+	CHECK(!IS_ERR(pd), "alloc_pd for invalidation: %ld", IS_ERR(pd) ? PTR_ERR(pd) : 0L);
+	return IS_ERR(pd) ? NULL : pd;
+}
+
+static int kt_inv_write(struct kt *kt, struct ib_qp *qp, u32 rkey, u64 id, struct ib_wc *wc)
+{
+	struct ib_sge sge = { .addr = kt->dma[0], .length = 64,
+			      .lkey = kt->pd->local_dma_lkey };
+	struct ib_rdma_wr rw = {
+		.wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_RDMA_WRITE, .send_flags = IB_SEND_SIGNALED },
+		.remote_addr = kt->dma[1],
+		.rkey = rkey,
+	};
+
+	return kt_send(kt, qp, &rw.wr, wc, 1);
+}
+
+static void kt_inv(struct kt *kt)
+{
+	struct ib_qp *a = NULL, *b = NULL, *ud = NULL;
+	struct ib_pd *pd2 = NULL, *pd3 = NULL;
+	const struct ib_send_wr *bad_wr;
+	struct ib_send_wr sw;
+	struct ib_recv_wr rw;
+	struct ib_wc wc[2], *r;
+	int n, err;
+
+	if (!(kt->dev->attrs.device_cap_flags & IB_DEVICE_MEM_WINDOW)) {
+		pr_info("pib_ktest: no memory windows on the device: invalidation tests skipped\n");
+		return;
+	}
+
+	/* Remote: a (kt->pd) invalidates the key of b's PD. */
+	pd2 = kt_inv_pd(kt);
+	if (!pd2)
+		return;
+	a = kt_qp(kt, kt->cq, IB_QPT_RC);
+	b = kt_qp_on(kt, pd2, kt->cq, IB_QPT_RC, NULL);
+	if (!a || !b)
+		goto out;
+	err = kt_rc_connect(kt, a, b->qp_num) ?: kt_rc_connect(kt, b, a->qp_num);
+	CHECK(!err, "connect across PDs: %d", err);
+	if (err)
+		goto out;
+	memset(kt->buf[0], 0x6b, 64);
+	memset(kt->buf[1], 0, 4096);
+	n = kt_inv_write(kt, a, pd2->unsafe_global_rkey, 50, wc);
+	CHECK(n == 1 && wc[0].status == IB_WC_SUCCESS && !memcmp(kt->buf[1], kt->buf[0], 64),
+	      "RDMA WRITE through the key: %d WC status %d", n, n ? wc[0].status : -1);
+
+	rw = (struct ib_recv_wr){ .wr_id = 51 };
+	err = ib_post_recv(b, &rw, NULL);
+	sw = (struct ib_send_wr){ .wr_id = 52, .opcode = IB_WR_SEND_WITH_INV,
+				  .send_flags = IB_SEND_SIGNALED,
+				  .ex.invalidate_rkey = pd2->unsafe_global_rkey };
+	n = err ?: kt_send(kt, a, &sw, wc, 2);
+	r = n == 2 ? (wc[0].opcode == IB_WC_RECV ? &wc[0] : &wc[1]) : NULL;
+	CHECK(r && wc[0].status == IB_WC_SUCCESS && wc[1].status == IB_WC_SUCCESS &&
+	      r->qp == b && (r->wc_flags & IB_WC_WITH_INVALIDATE) &&
+	      r->ex.invalidate_rkey == pd2->unsafe_global_rkey,
+	      "SEND_WITH_INV: %d WCs, receive flags %#x rkey %#x", n, r ? r->wc_flags : 0,
+	      r ? r->ex.invalidate_rkey : 0);
+	n = kt_inv_write(kt, a, pd2->unsafe_global_rkey, 53, wc);
+	CHECK(n == 1 && wc[0].status == IB_WC_REM_ACCESS_ERR,
+	      "RDMA WRITE through the invalidated key: %d WC status %d", n, n ? wc[0].status : -1);
+	ib_destroy_qp(b);
+	ib_destroy_qp(a);
+	a = b = NULL;
+	kt_drain_cq(kt->cq);
+
+	/* Local: a (pd3) invalidates its own PD's key; b's WRITE through it then fails. */
+	pd3 = kt_inv_pd(kt);
+	if (!pd3)
+		goto out;
+	a = kt_qp_on(kt, pd3, kt->cq, IB_QPT_RC, NULL);
+	b = kt_qp(kt, kt->cq, IB_QPT_RC);
+	if (!a || !b)
+		goto out;
+	err = kt_rc_connect(kt, a, b->qp_num) ?: kt_rc_connect(kt, b, a->qp_num);
+	CHECK(!err, "connect: %d", err);
+	if (err)
+		goto out;
+	sw = (struct ib_send_wr){ .wr_id = 60, .opcode = IB_WR_LOCAL_INV,
+				  .send_flags = IB_SEND_SIGNALED,
+				  .ex.invalidate_rkey = pd3->unsafe_global_rkey };
+	n = kt_send(kt, a, &sw, wc, 1);
+	CHECK(n == 1 && wc[0].status == IB_WC_SUCCESS && wc[0].opcode == IB_WC_LOCAL_INV &&
+	      wc[0].wr_id == 60, "LOCAL_INV: %d WC status %d opcode %d", n,
+	      n ? wc[0].status : -1, n ? wc[0].opcode : -1);
+	n = kt_inv_write(kt, b, pd3->unsafe_global_rkey, 61, wc);
+	CHECK(n == 1 && wc[0].status == IB_WC_REM_ACCESS_ERR,
+	      "RDMA WRITE through the locally invalidated key: %d WC status %d", n,
+	      n ? wc[0].status : -1);
+
+	ud = kt_qp(kt, kt->cq, IB_QPT_UD);
+	if (ud) {
+		err = ib_post_send(ud, &sw, &bad_wr);
+		CHECK(err == -EINVAL && bad_wr == &sw, "LOCAL_INV on a UD QP refused: %d", err);
+		ib_destroy_qp(ud);
+	}
+out:
+	if (b)
+		ib_destroy_qp(b);
+	if (a)
+		ib_destroy_qp(a);
+	kt_drain_cq(kt->cq);
+	if (pd3)
+		ib_dealloc_pd(pd3);
+	if (pd2)
+		ib_dealloc_pd(pd2);
+}
+
 /* The way real ULPs run: ib_alloc_cq() with softirq polling, wr_cqe callbacks, drain. */
 struct kt_cqe {
 	struct ib_cqe cqe;
@@ -477,6 +862,7 @@ static int kt_add(struct ib_device *dev)
 		return -ENOMEM;
 	kt->dev = dev;
 	init_completion(&kt->event);
+	init_completion(&kt->async);
 	err = ib_query_port(dev, 1, &pa);
 	CHECK(!err && pa.state == IB_PORT_ACTIVE, "%s port 1 ACTIVE, LID %u", dev_name(&dev->dev),
 	      pa.lid);
@@ -501,6 +887,8 @@ static int kt_add(struct ib_device *dev)
 
 	kt_rc(kt);
 	kt_ud(kt);
+	kt_srq(kt);
+	kt_inv(kt);
 	kt_ulp(kt);
 
 	for (i = 0; i < 2; i++) {
