@@ -13,6 +13,8 @@
 
 SHELL := /bin/bash
 export PIB_CACHE ?= $(HOME)/.cache/pib
+# Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
+export PIB_KERNEL_ABI ?= $(shell bash mk/fetch.sh kernel-abi 2>/dev/null)
 
 .PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e test-robust hostile bench clean
 

@@ -4,6 +4,8 @@
 #   mk/fetch.sh qemu      -> $PIB_CACHE/src/qemu-<ver>/          (Debian source package, patched)
 #   mk/fetch.sh rdma-core -> $PIB_CACHE/src/rdma-core-<ver>/     (upstream orig tarball)
 #   mk/fetch.sh kernel    -> $PIB_CACHE/kernel/<abi>/root/       (linux-image + headers, dpkg -x)
+#   mk/fetch.sh kernel-abi -> the current linux-image-amd64 ABI (6.1.0-NN); the Makefile resolves
+#                            it once per run and passes it down as PIB_KERNEL_ABI
 #
 # Everything comes through apt: hashes are checked against Debian's signed indexes, and the
 # archive address is the one the machine's own apt configuration uses. A directory is only
@@ -126,8 +128,9 @@ fetch_kernel() {
 }
 
 case ${1:-} in
+  kernel-abi) kernel_abi ;;
   qemu) fetch_qemu ;;
   rdma-core) fetch_rdma_core ;;
   kernel) fetch_kernel ;;
-  *) echo "usage: $0 qemu|rdma-core|kernel" >&2; exit 2 ;;
+  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi" >&2; exit 2 ;;
 esac
