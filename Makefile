@@ -8,6 +8,7 @@
 #   make qtest    device-model tests only (no guest)
 #   make e2e      end-to-end tests only
 #   make test-robust  hostile link peer, link faults and guest misuse (tests/e2e/4x-*)
+#   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
 #   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
 #   make clean    remove build/ (the cache stays)
 
@@ -16,7 +17,7 @@ export PIB_CACHE ?= $(HOME)/.cache/pib
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e test-robust hostile bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e test-robust hostile fuzz bench clean
 
 all: image qemu
 
@@ -58,6 +59,10 @@ test-robust: all hostile
 
 test: all hostile
 	@bash tests/run.sh all
+
+FUZZ_SECONDS ?= 600
+fuzz: qemu
+	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
 bench: all
 	@python3 tools/bench

@@ -12,6 +12,8 @@ PKGS=(
   qemu-system-data seabios
   # rdma-core 56.1 build
   cmake libnl-3-dev libnl-route-3-dev libudev-dev
+  # fuzzing: clang with libFuzzer and the sanitizer runtimes, llvm-cov/symbolizer
+  clang libclang-rt-14-dev llvm
   # guest userland taken from Debian 12 binaries
   busybox-static qemu-guest-agent perftest iproute2
   # make bench: the bandwidth chart

@@ -2,6 +2,7 @@
 # The test runner behind `make test`, `make qtest` and `make e2e`.
 #
 #   qtest: the device model alone, driven by QEMU's qtest (no guest): tests/qtest/pib-test.c.
+#   fuzz:  the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:   two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
 #
 # Each e2e script is a test: exit 0 is a pass.  PIB_E2E_GLOB picks a subset (default [0-9]*,
@@ -30,6 +31,19 @@ run_qtest() {
   [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("qtest ran no test"); }
 }
 
+# The fuzzers' short, fixed-seed run (tests/fuzz/run.sh --short): seeds and saved crashes
+# replayed, then a deterministic libFuzzer run of the link target.
+run_fuzz_short() {
+  echo "== fuzz: short fixed-seed run"
+  bash tests/fuzz/run.sh --short 2>&1 | tee "$log_dir/fuzz-short.log"
+  local line p f
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log_dir/fuzz-short.log" | tail -n 1)
+  p=$(awk '{print $1}' <<<"$line") f=$(awk '{print $3}' <<<"$line")
+  if [ -z "$line" ]; then fail=$((fail + 1)); failed+=("fuzz (no summary)"); return; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  [ "$f" -eq 0 ] || failed+=(fuzz)
+}
+
 run_e2e() {
   echo "== e2e: booting two guests"
   export PIBVM_DIR=$TOP/build/vm-test
@@ -52,8 +66,9 @@ run_e2e() {
 case $what in
   qtest) run_qtest ;;
   e2e) run_e2e ;;
-  all) run_qtest; run_e2e ;;
-  *) echo "usage: $0 qtest|e2e|all"; exit 2 ;;
+  fuzz) run_fuzz_short ;;
+  all) run_qtest; run_fuzz_short; run_e2e ;;
+  *) echo "usage: $0 qtest|fuzz|e2e|all"; exit 2 ;;
 esac
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -1,0 +1,2102 @@
+/*
+ * pib fuzzing - the link packet parser and the transport engines
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * A libFuzzer target for everything a peer on the other end of the link can
+ * reach: the frame reassembly (pib-link.c), the packet parser and dispatch
+ * (pib-pkt.c), the responder (pib-resp.c) and the completer (pib-comp.c), with
+ * the requester and the admin commands interleaved.
+ *
+ * Each input starts from a fresh device, set up the way a driver would: the
+ * real realize, the link trained with a HELLO, BAR0 programmed, and objects
+ * created with real admin commands through the admin queue in guest memory:
+ * two PDs, seven MRs (enum FzMrId), two memory windows bound with BIND_MW
+ * WQEs, two CQs, an SRQ, and five QPs in RTS (RC, RC on the SRQ, UC, UD, GSI)
+ * with receive WQEs posted.  The configuration bytes vary that setup (path
+ * MTU, GRH, timers, loopback, ...).  The input then drives
+ * the peer's side and the driver's side, op by op (enum FzOp).
+ *
+ * The oracle is deliberately weak: the sanitizers (ASan, UBSan, LeakSanitizer)
+ * stay quiet, and the device never writes guest RAM that is not its to write
+ * (qemu-stubs.c checks every DMA write against the page roles; pages nobody
+ * owns are canaries).  Besides, the device must never send a malformed frame,
+ * its bottom halves must settle, it must not stop reading the link with no
+ * work pending, and after its exit no timer, bottom half or watch of it may be
+ * left.
+ *
+ * Input format: 4 configuration bytes (struct FzConfig), then ops: one byte
+ * (enum FzOp in [4:0], FZ_OP_NORUN in [7]) and its fixed-size argument record.
+ * Short inputs read as zeros.  PIB_FUZZ_GEN=<dir> writes a seed corpus and
+ * exits; PIB_FUZZ_TRACE=1 formats every trace point.  PIB_FUZZ_SELFTEST=1
+ * plants a bug the oracle must report (see fz_layout()).
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+
+#include "qemu-hw/pib-internal.h"
+#include "fuzz-env.h"
+
+#define FZ_LID          1           /* ours */
+#define FZ_PEER_LID     2
+#define FZ_NODE_GUID    0x0002c903000abcd0ull
+#define FZ_PEER_GUID    0x0002c90300011110ull
+#define FZ_AQ_DEPTH     64
+#define FZ_EQ_DEPTH     64
+#define FZ_CQ_DEPTH     256
+#define FZ_TINY_CQ      4           /* FZ_CFG3_TINY_CQ */
+#define FZ_SQ_DEPTH     32
+#define FZ_SQ_STRIDE    7           /* 128 bytes: control segment + 4 SGEs */
+#define FZ_RQ_DEPTH     32
+#define FZ_RQ_STRIDE    6           /* 64 bytes: header + 3 SGEs */
+#define FZ_SRQ_DEPTH    32
+#define FZ_QKEY         0x11111111u
+#define FZ_PEER_QPN     0x77
+#define FZ_FRAME_MAX    (PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD + 256)
+#define FZ_BIG_PAGES    80
+#define FZ_OUTSIDE_RAM  0x100000000ull  /* 4 GiB: nothing there */
+
+/* The QPs every input starts with. */
+typedef enum FzTarget {
+    T_RC, T_RC_SRQ, T_UC, T_UD, T_GSI, T__MAX
+} FzTarget;
+
+static const char *const fz_target_names[T__MAX] = {
+    "RC", "RC-SRQ", "UC", "UD", "GSI",
+};
+
+/* The MRs: which PD, what access, what the pages are to the device. */
+typedef enum FzMrId {
+    M_RW,       /* QPs' PD, all rights: the RDMA and atomic target */
+    M_RO,       /* QPs' PD, REMOTE_READ only: never written */
+    M_RECV,     /* QPs' PD, LOCAL_WRITE: receive buffers */
+    M_OTHER,    /* other PD, all rights: never written (PD check) */
+    M_PHYS,     /* other PD, physical (all of RAM): never used (PD check) */
+    M_BIG,      /* QPs' PD, all rights, 320 KiB: long READs and WRITEs */
+    M_BAD,      /* QPs' PD, all rights, pages outside RAM: every DMA fails */
+    M__MAX
+} FzMrId;
+
+/* Keys a structured packet can carry (FzPktRec.keysel). */
+typedef enum FzKey {
+    K_MR,               /* K_MR + FzMrId: that MR's rkey */
+    K_MW2 = M__MAX,     /* the type 2 window */
+    K_MW1,              /* the type 1 window */
+    K_STALE,            /* M_RW's rkey with another key byte */
+    K_RAW,              /* FzPktRec.raw32 */
+    K__MAX
+} FzKey;
+
+typedef struct FzMr {
+    uint32_t key;
+    uint64_t iova;
+    uint64_t len;
+    uint32_t pdn;
+    uint32_t access;
+    uint32_t flags;
+    uint32_t npages;
+    uint64_t pbl;
+    bool registered;
+} FzMr;
+
+typedef struct FzRing {
+    uint64_t base;          /* contiguous pages */
+    uint32_t depth;
+    uint32_t stride_log;
+} FzRing;
+
+typedef struct FzQp {
+    uint32_t qpn;           /* 0: does not exist (destroyed) */
+    uint32_t old_qpn;       /* what it was, for packets to a stale QPN */
+    uint8_t type;           /* enum pib_qp_type */
+    FzRing sq, rq;
+    uint64_t sq_pbl, rq_pbl;
+    uint32_t dest_qpn;
+    uint16_t dlid;
+    uint32_t rq_psn, sq_psn;
+} FzQp;
+
+typedef struct FzCq {
+    uint32_t cqn;
+    uint64_t ring;
+    uint64_t record;        /* consumer index record page */
+    uint64_t pbl;
+} FzCq;
+
+/* Configuration: the first four bytes of an input. */
+typedef struct QEMU_PACKED FzConfig {
+    uint8_t flags;          /* [2:0] path MTU choice, [3] post sends at setup,
+                             * [5:4] FzTxMode, [6] RC loopback, [7] small reads */
+    uint8_t rx_chunk;       /* with [7]: the link hands over 1 + rx_chunk bytes
+                             * at most per read */
+    uint8_t flags2;         /* FZ_CFG2_* */
+    uint8_t flags3;         /* FZ_CFG3_* */
+} FzConfig;
+
+#define FZ_CFG_POST_SENDS   0x08
+#define FZ_CFG_LOOPBACK     0x40
+#define FZ_CFG_SMALL_READS  0x80
+#define FZ_CFG2_GRH         0x01    /* RC and UC address vectors with a GRH */
+#define FZ_CFG2_NO_RECV     0x02    /* no receive WQEs posted at setup */
+#define FZ_CFG2_NO_TIMEOUT  0x04    /* RC: local ACK timeout 0 (infinite) */
+#define FZ_CFG2_NO_RD_ATOM  0x08    /* RC: max_dest_rd_atomic 0 */
+#define FZ_CFG2_RTR         0x10    /* RC-SRQ stays in RTR */
+#define FZ_CFG2_RNR_FOREVER 0x20    /* RC: rnr_retry 7 (infinite) */
+#define FZ_CFG2_SIG_ALL     0x40    /* every QP signals every send WQE */
+#define FZ_CFG2_LMC         0x80    /* our LID with LMC 2 (four LIDs) */
+#define FZ_CFG3_TINY_CQ     0x01    /* CQs of 4 entries: they overflow */
+#define FZ_CFG3_CQ_NOT_RAM  0x02    /* the receive CQ's ring is not RAM */
+#define FZ_CFG3_NO_LID      0x04    /* the port starts without a LID (INIT);
+                                     * the driver sets it with SET_PORT */
+
+typedef struct Fz {
+    PibState *s;
+    PCIDevice *pci;
+    FzConfig cfg;
+    uint8_t mtu;            /* IB enum */
+    bool loopback;          /* RC and RC-SRQ are connected to each other */
+    uint64_t aq_sq, aq_cq, aeq, ceq, resp, mbox;
+    uint32_t uar, pd, pd2;
+    FzMr mr[M__MAX];
+    uint64_t mr_rw_pages[3];
+    uint32_t mw2, mw1;      /* rkeys of the windows (as last bound) */
+    FzCq scq, rcq;
+    uint32_t srqn;
+    FzRing srq;
+    uint64_t srq_pbl;
+    FzQp qp[T__MAX];
+    uint32_t wr_id;
+    uint8_t last_frame[FZ_FRAME_MAX];
+    uint32_t last_len;
+} Fz;
+
+static Fz fz;
+static PCIDeviceClass *fz_class;
+
+/*
+ * Reading the input: fields past the end read as zeros.
+ */
+typedef struct FzIn {
+    const uint8_t *p;
+    size_t n;
+} FzIn;
+
+static void in_read(FzIn *in, void *out, size_t len)
+{
+    size_t n = MIN(len, in->n);
+
+    memcpy(out, in->p, n);
+    memset((uint8_t *)out + n, 0, len - n);
+    in->p += n;
+    in->n -= n;
+}
+
+static uint8_t in_u8(FzIn *in)
+{
+    uint8_t v;
+
+    in_read(in, &v, 1);
+    return v;
+}
+
+static uint16_t in_u16(FzIn *in)
+{
+    uint16_t v;
+
+    in_read(in, &v, 2);
+    return le16_to_cpu(v);
+}
+
+/*
+ * The driver's side: registers, the admin queue, WQEs, doorbells
+ */
+
+static DeviceState *fz_dev(void)
+{
+    return DEVICE(fz.s);
+}
+
+static void reg_write(uint32_t reg, uint32_t val)
+{
+    fz_mmio_write(&fz_bar_regs, fz_dev(), reg, val, 4);
+}
+
+static void uar_write(uint32_t reg, uint32_t obj, uint32_t index)
+{
+    fz_mmio_write(&fz_bar_uar, fz_dev(),
+                  (uint64_t)fz.uar * PIB_UAR_PAGE_SIZE + reg,
+                  (uint64_t)index << PIB_DB_INDEX_SHIFT | obj, 8);
+}
+
+static bool fz_ready(void)
+{
+    return fz.s->regs.status & PIB_STATUS_READY;
+}
+
+/*
+ * One admin command, as the driver runs it: write the slot, ring AQ_DB, let
+ * the device work, read the completion.  Returns the status, or 0xff if the
+ * device is not READY, 0xfe if no completion appeared.
+ */
+static uint8_t fz_admin(struct pib_admin_cmd *cmd, uint32_t *r0, uint32_t *r1)
+{
+    uint32_t idx = fz.s->aq.sq_tail, slot = idx & (FZ_AQ_DEPTH - 1);
+    struct pib_admin_cqe cqe;
+
+    if (!fz_ready()) {
+        return 0xff;
+    }
+    cmd->cmd_id = cpu_to_le16(idx);
+    memcpy(fz_ram_ptr(fz.aq_sq + slot * sizeof(*cmd), sizeof(*cmd)), cmd,
+           sizeof(*cmd));
+    reg_write(PIB_REG_AQ_DB, idx + 1);
+    fz_run_bhs();
+    memcpy(&cqe, fz_ram_ptr(fz.aq_cq + slot * sizeof(cqe), sizeof(cqe)),
+           sizeof(cqe));
+    if ((cqe.flags & PIB_ACQE_PHASE) != pib_phase(idx, FZ_AQ_DEPTH) ||
+        le16_to_cpu(cqe.cmd_id) != (idx & 0xffff)) {
+        return 0xfe;
+    }
+    if (r0) {
+        *r0 = le32_to_cpu(cqe.result0);
+    }
+    if (r1) {
+        *r1 = le32_to_cpu(cqe.result1);
+    }
+    return cqe.status;
+}
+
+/* A command the setup cannot do without. */
+static uint32_t fz_admin_must(struct pib_admin_cmd *cmd, const char *what)
+{
+    uint32_t r0 = 0;
+    uint8_t st = fz_admin(cmd, &r0, NULL);
+
+    if (st != PIB_AQ_OK) {
+        fz_bug("harness setup: %s failed with status 0x%x", what, st);
+    }
+    return r0;
+}
+
+static uint8_t fz_obj_cmd(uint8_t opcode, uint32_t num)
+{
+    struct pib_admin_cmd cmd = { .opcode = opcode };
+
+    cmd.in.obj.num = cpu_to_le32(num);
+    return fz_admin(&cmd, NULL, NULL);
+}
+
+/* A page list for npages contiguous pages from base. */
+static uint64_t fz_pbl(uint64_t base, uint32_t npages)
+{
+    uint64_t pbl = fz_ram_alloc(1, FZ_PG_DRIVER);
+    uint64_t *p = fz_ram_ptr(pbl, npages * 8);
+    uint32_t i;
+
+    for (i = 0; i < npages; i++) {
+        p[i] = cpu_to_le64(base + (uint64_t)i * PIB_PAGE_SIZE);
+    }
+    return pbl;
+}
+
+static uint8_t fz_reg_mr(FzMrId id)
+{
+    FzMr *m = &fz.mr[id];
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REG_MR };
+    uint32_t key = 0;
+    uint8_t st;
+
+    cmd.in.reg_mr = (struct pib_cmd_reg_mr) {
+        .pdn = cpu_to_le32(m->pdn),
+        .access = cpu_to_le32(m->access),
+        .iova = cpu_to_le64(m->flags ? 0 : m->iova),
+        .length = cpu_to_le64(m->flags ? 0 : m->len),
+        .pbl_addr = cpu_to_le64(m->pbl),
+        .npages = cpu_to_le32(m->npages),
+        .flags = cpu_to_le32(m->flags),
+    };
+    st = fz_admin(&cmd, &key, NULL);
+    if (st == PIB_AQ_OK) {
+        m->key = key;
+        m->registered = true;
+    }
+    return st;
+}
+
+static uint8_t fz_modify(FzQp *q, uint8_t state, uint32_t mask,
+                         struct pib_qp_attr *a)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MODIFY_QP };
+
+    a->attr_mask = cpu_to_le32(mask | PIB_QP_STATE);
+    a->qp_state = state;
+    memcpy(fz_ram_ptr(fz.mbox, sizeof(*a)), a, sizeof(*a));
+    cmd.in.mbox = (struct pib_cmd_mbox) {
+        .addr = cpu_to_le64(fz.mbox),
+        .len = cpu_to_le32(sizeof(*a)),
+        .obj = cpu_to_le32(q->qpn),
+    };
+    return fz_admin(&cmd, NULL, NULL);
+}
+
+/* RESET -> INIT -> RTR -> RTS with the attributes the QP type requires. */
+static bool fz_qp_to_rts(FzQp *q)
+{
+    struct pib_qp_attr a;
+
+    a = (struct pib_qp_attr) { .port_num = PIB_PORT_NUM };
+    a.qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE |
+                                    (q->type == PIB_QPT_RC ?
+                                     PIB_ACCESS_REMOTE_READ |
+                                     PIB_ACCESS_REMOTE_ATOMIC : 0));
+    a.qkey = cpu_to_le32(q->type == PIB_QPT_GSI ? PIB_GSI_QKEY : FZ_QKEY);
+    if (fz_modify(q, PIB_QPS_INIT,
+                  q->type == PIB_QPT_GSI ? PIB_QP_PKEY_INDEX | PIB_QP_QKEY :
+                  q->type == PIB_QPT_UD ? PIB_QP_PKEY_INDEX | PIB_QP_PORT |
+                                          PIB_QP_QKEY :
+                  PIB_QP_PKEY_INDEX | PIB_QP_PORT | PIB_QP_ACCESS_FLAGS,
+                  &a) != PIB_AQ_OK) {
+        return false;
+    }
+    a = (struct pib_qp_attr) {
+        .path_mtu = fz.mtu,
+        .dlid = cpu_to_le16(q->dlid),
+        .dest_qp_num = cpu_to_le32(q->dest_qpn),
+        .rq_psn = cpu_to_le32(q->rq_psn),
+        .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
+        .min_rnr_timer = 1,
+        .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
+    };
+    if (fz.cfg.flags2 & FZ_CFG2_GRH) {
+        a.ah_flags = 1;
+        a.hop_limit = 64;
+        a.traffic_class = 0x20;
+        a.flow_label = cpu_to_le32(0x12345);
+        stq_be_p(a.dgid, PIB_DEFAULT_GID_PREFIX);
+        stq_be_p(a.dgid + 8, FZ_PEER_GUID + 1);
+    }
+    if (q == &fz.qp[T_RC_SRQ] && (fz.cfg.flags2 & FZ_CFG2_RTR) &&
+        q->type == PIB_QPT_RC) {
+        return fz_modify(q, PIB_QPS_RTR,
+                         PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
+                         PIB_QP_RQ_PSN | PIB_QP_MAX_DEST_RD_ATOMIC |
+                         PIB_QP_MIN_RNR_TIMER, &a) == PIB_AQ_OK;
+    }
+    if (fz_modify(q, PIB_QPS_RTR,
+                  q->type == PIB_QPT_RC ?
+                  PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
+                  PIB_QP_RQ_PSN | PIB_QP_MAX_DEST_RD_ATOMIC |
+                  PIB_QP_MIN_RNR_TIMER :
+                  q->type == PIB_QPT_UC ?
+                  PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
+                  PIB_QP_RQ_PSN : 0, &a) != PIB_AQ_OK) {
+        return false;
+    }
+    a = (struct pib_qp_attr) {
+        .sq_psn = cpu_to_le32(q->sq_psn),
+        .timeout = (fz.cfg.flags2 & FZ_CFG2_NO_TIMEOUT) ? 0 : 14,
+        .retry_cnt = 3,
+        .rnr_retry = (fz.cfg.flags2 & FZ_CFG2_RNR_FOREVER) ? 7 : 3,
+        .max_rd_atomic = 4,
+    };
+    return fz_modify(q, PIB_QPS_RTS,
+                     q->type == PIB_QPT_RC ?
+                     PIB_QP_TIMEOUT | PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                     PIB_QP_SQ_PSN | PIB_QP_MAX_QP_RD_ATOMIC :
+                     PIB_QP_SQ_PSN, &a) == PIB_AQ_OK;
+}
+
+static PibQp *fz_pibqp(FzTarget t)
+{
+    return fz.qp[t].qpn ? pib_qp_lookup(fz.s, fz.qp[t].qpn) : NULL;
+}
+
+static void fz_sge(struct pib_sge *sge, uint64_t addr, uint32_t len,
+                   uint32_t key)
+{
+    sge->addr = cpu_to_le64(addr);
+    sge->length = cpu_to_le32(len);
+    sge->lkey = cpu_to_le32(key);
+}
+
+/*
+ * Post up to n receive WQEs on a QP's RQ (or, for RC-SRQ, on the SRQ), at the
+ * device's producer index.  kind: 0 two SGEs in the receive MR, 1 an SGE in
+ * the read-only MR (no LOCAL_WRITE), 2 more SGEs than a slot holds, 3 none,
+ * 4 one small SGE (48 bytes), 5 the MR whose pages are not RAM, 6 an MR of
+ * the other PD, 7 a stale lkey.
+ */
+static void fz_post_recv(FzTarget t, unsigned n, uint8_t kind)
+{
+    bool on_srq = t == T_RC_SRQ;
+    PibQp *qp = fz_pibqp(t);
+    PibSrq *srq = pib_srq_lookup(fz.s, fz.srqn);
+    FzRing *ring = on_srq ? &fz.srq : &fz.qp[t].rq;
+    uint32_t pi, ci, i;
+
+    if (on_srq ? !srq : !qp || qp->no_rq) {
+        return;
+    }
+    pi = on_srq ? srq->pi : qp->rq.pi;
+    ci = on_srq ? srq->ci : qp->rq.ci;
+    for (i = 0; i < n && pi - ci < ring->depth; i++, pi++) {
+        uint64_t addr = ring->base +
+                        ((uint64_t)(pi & (ring->depth - 1)) << ring->stride_log);
+        struct pib_recv_wqe *w = fz_ram_ptr(addr, 64);
+        struct pib_sge *sge = (struct pib_sge *)(w + 1);
+        uint64_t buf = fz.mr[M_RECV].iova + (pi & 1) * 4096;
+
+        memset(w, 0, 1u << ring->stride_log);
+        w->wr_id = cpu_to_le64(++fz.wr_id);
+        w->num_sge = 1;
+        switch (kind & 7) {
+        case 0:
+            w->num_sge = 2;
+            fz_sge(&sge[0], buf, 2048, fz.mr[M_RECV].key);
+            fz_sge(&sge[1], buf + 2048, 2048, fz.mr[M_RECV].key);
+            break;
+        case 1:
+            fz_sge(&sge[0], fz.mr[M_RO].iova, 4096, fz.mr[M_RO].key);
+            break;
+        case 2:
+            w->num_sge = 200;
+            break;
+        case 3:
+            w->num_sge = 0;
+            break;
+        case 4:
+            fz_sge(&sge[0], buf, 48, fz.mr[M_RECV].key);
+            break;
+        case 5:
+            fz_sge(&sge[0], fz.mr[M_BAD].iova, 8192, fz.mr[M_BAD].key);
+            break;
+        case 6:
+            fz_sge(&sge[0], fz.mr[M_OTHER].iova, 4096, fz.mr[M_OTHER].key);
+            break;
+        default:
+            fz_sge(&sge[0], buf, 4096, fz.mr[M_RECV].key ^ 0x80);
+            break;
+        }
+    }
+    if (on_srq) {
+        uar_write(PIB_UAR_SRQ_DB, fz.srqn, pi);
+    } else {
+        uar_write(PIB_UAR_RQ_DB, qp->qpn, pi);
+    }
+}
+
+/* Send WQEs the fuzzer can post: one per enum pib_wqe_opcode, some variants. */
+typedef struct QEMU_PACKED FzSendRec {
+    uint8_t target;         /* FzTarget */
+    uint8_t opcode;         /* enum pib_wqe_opcode (mod PIB_WQE_OPCODE_MAX) */
+    uint8_t flags;          /* PIB_WQE_F_*; [4] the big MR, len * 8;
+                             * [5] the MR whose pages are not RAM;
+                             * [6] unsignaled; [7] the read-only MR */
+    uint8_t num_sge;        /* 0: one; else num_sge (may exceed the slot) */
+    uint16_t len;
+    uint16_t ud_dlid;       /* UD: 0 = the peer */
+} FzSendRec;
+
+static void fz_post_send(const FzSendRec *r)
+{
+    FzTarget t = r->target % T__MAX;
+    FzQp *q = &fz.qp[t];
+    PibQp *qp = fz_pibqp(t);
+    uint8_t op = r->opcode % PIB_WQE_OPCODE_MAX;
+    FzMrId src = (r->flags & 0x80) ? M_RO : (r->flags & 0x20) ? M_BAD :
+                 (r->flags & 0x10) ? M_BIG : M_RW;
+    uint32_t len = le16_to_cpu(r->len), pi, i, nsge;
+    uint64_t addr;
+    struct pib_send_wqe *w;
+    struct pib_sge *sge;
+
+    if (!qp || qp->sq.pi - qp->sq.ci >= q->sq.depth) {
+        return;
+    }
+    pi = qp->sq.pi;
+    addr = q->sq.base + ((uint64_t)(pi & (q->sq.depth - 1)) << q->sq.stride_log);
+    w = fz_ram_ptr(addr, 1u << q->sq.stride_log);
+    sge = (struct pib_sge *)(w + 1);
+    memset(w, 0, 1u << q->sq.stride_log);
+    w->opcode = op;
+    w->flags = (r->flags & 0x0e) | ((r->flags & 0x40) ? 0 : PIB_WQE_F_SIGNALED);
+    if (src == M_BIG) {
+        len *= 8;
+    }
+    w->wr_id = cpu_to_le64(++fz.wr_id);
+    w->remote_addr = cpu_to_le64(0x5000);
+    w->rkey = cpu_to_le32(0x1234);
+    w->compare_add = cpu_to_le64(1);
+    w->swap = cpu_to_le64(2);
+    w->ud_qpn = cpu_to_le32(FZ_PEER_QPN);
+    w->ud_qkey = cpu_to_le32(t == T_GSI ? PIB_GSI_QKEY : FZ_QKEY);
+    w->ud_dlid = cpu_to_le16(r->ud_dlid ? le16_to_cpu(r->ud_dlid) :
+                             FZ_PEER_LID);
+    switch (op) {
+    case PIB_WQE_ATOMIC_CS:
+    case PIB_WQE_ATOMIC_FA:
+        len = 8;
+        break;
+    case PIB_WQE_SEND_INV:
+    case PIB_WQE_LOCAL_INV:
+        w->imm_inv = cpu_to_le32(len & 1 ? fz.mw2 : fz.mr[M_RW].key);
+        break;
+    case PIB_WQE_BIND_MW: {
+        struct pib_bind_mw_wqe *b = (struct pib_bind_mw_wqe *)w;
+        uint32_t mw = len & 1 ? fz.mw1 : fz.mw2;
+
+        b->mw_type = len & 1 ? 1 : 2;
+        b->new_rkey = cpu_to_le32((mw & ~0xffu) | ((mw + 1 + (len >> 8)) & 0xff));
+        b->addr = cpu_to_le64(fz.mr[M_RW].iova + (len & 0xff0));
+        b->length = cpu_to_le64(len & 2 ? 0 : 0x1000);
+        b->mw_rkey = cpu_to_le32(mw);
+        b->mr_lkey = cpu_to_le32(fz.mr[M_RW].key);
+        b->access = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE |
+                                PIB_ACCESS_REMOTE_READ |
+                                PIB_ACCESS_REMOTE_ATOMIC);
+        if (len & 1) {
+            fz.mw1 = le32_to_cpu(b->new_rkey);
+        } else {
+            fz.mw2 = le32_to_cpu(b->new_rkey);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if (w->flags & PIB_WQE_F_INLINE) {
+        /* the slot holds 64 bytes of inline data (max_inline); more is an error */
+        w->inline_len = cpu_to_le32(len);
+        memset(sge, 0x3c, MIN(len, (1u << q->sq.stride_log) - sizeof(*w)));
+    } else if (op != PIB_WQE_BIND_MW && op != PIB_WQE_LOCAL_INV) {
+        nsge = r->num_sge ? r->num_sge : 1;
+        w->num_sge = nsge;
+        for (i = 0; i < MIN(nsge, 4u); i++) {
+            fz_sge(&sge[i], fz.mr[src].iova + (i ? 0x800 * i : 0x100),
+                   i + 1 < nsge ? 16 : len, fz.mr[src].key);
+        }
+    }
+    uar_write(PIB_UAR_SQ_DB, qp->qpn, pi + 1);
+}
+
+/*
+ * Setup: the device as a driver leaves it.  Fresh guest RAM, fresh device.
+ */
+
+static void fz_peer_hello(uint32_t version)
+{
+    uint8_t f[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)] = {
+        PIB_LINK_MAGIC, PIB_FRAME_HELLO, 0, sizeof(struct pib_link_hello),
+    };
+    struct pib_link_hello h = {
+        .version_be = cpu_to_be32(version),
+        .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
+        .node_guid_be = cpu_to_be64(FZ_PEER_GUID),
+        .port_guid_be = cpu_to_be64(FZ_PEER_GUID + 1),
+    };
+
+    memcpy(f + PIB_LINK_HDR_LEN, &h, sizeof(h));
+    fz_link_feed(f, sizeof(f));
+}
+
+/* The peer (re)connects, as a socket chardev with reconnect=1 would. */
+static void fz_link_up(void)
+{
+    if (!fz_link.connected) {
+        fz_link_open();
+        fz_peer_hello(PIB_LINK_PROTO_VERSION);
+        fz_run_bhs();
+    }
+}
+
+static uint32_t fz_cq_depth(void)
+{
+    return (fz.cfg.flags3 & FZ_CFG3_TINY_CQ) ? FZ_TINY_CQ : FZ_CQ_DEPTH;
+}
+
+/* Ring memory, MR pages: allocated once per input, before the device. */
+static void fz_layout(void)
+{
+    static const struct { uint64_t iova; uint32_t len; uint32_t pages; } geo[M__MAX] = {
+        [M_RW]    = { 0x7f1200000200ull, 3 * 4096 - 0x200 - 0x80, 3 },
+        [M_RO]    = { 0x7f1300000000ull, 4096, 1 },
+        [M_RECV]  = { 0x7f1400000000ull, 8192, 2 },
+        [M_OTHER] = { 0x7f1500000000ull, 4096, 1 },
+        [M_BIG]   = { 0x7f1600000000ull, FZ_BIG_PAGES * 4096, FZ_BIG_PAGES },
+        [M_BAD]   = { 0x7f1700000000ull, 2 * 4096, 2 },
+    };
+    uint64_t *pbl;
+    unsigned t, i;
+
+    fz.aq_sq = fz_ram_alloc(1, FZ_PG_DRIVER);
+    fz.aq_cq = fz_ram_alloc(1, FZ_PG_DEVICE);
+    fz.aeq = fz_ram_alloc(1, FZ_PG_DEVICE);
+    fz.ceq = fz_ram_alloc(1, FZ_PG_DEVICE);
+    fz.resp = fz_ram_alloc(1, FZ_PG_DEVICE);
+    fz.mbox = fz_ram_alloc(1, FZ_PG_DRIVER);
+
+    /* M_RW: three pages apart, each between canary pages, listed out of order */
+    fz_ram_alloc(1, FZ_PG_UNUSED);
+    for (i = 0; i < 3; i++) {
+        fz.mr_rw_pages[i] = fz_ram_alloc(1, FZ_PG_DEVICE);
+        fz_ram_alloc(1, FZ_PG_UNUSED);
+    }
+    fz.mr[M_RW].pbl = fz_ram_alloc(1, FZ_PG_DRIVER);
+    pbl = fz_ram_ptr(fz.mr[M_RW].pbl, 3 * 8);
+    pbl[0] = cpu_to_le64(fz.mr_rw_pages[2]);
+    pbl[1] = cpu_to_le64(fz.mr_rw_pages[0]);
+    pbl[2] = cpu_to_le64(fz.mr_rw_pages[1]);
+    fz.mr[M_RO].pbl = fz_pbl(fz_ram_alloc(1, FZ_PG_DRIVER), 1);
+    fz.mr[M_RECV].pbl = fz_pbl(fz_ram_alloc(2, FZ_PG_DEVICE), 2);
+    fz_ram_alloc(1, FZ_PG_UNUSED);
+    fz.mr[M_OTHER].pbl = fz_pbl(fz_ram_alloc(1, FZ_PG_DRIVER), 1);
+    fz_ram_alloc(1, FZ_PG_UNUSED);
+    fz.mr[M_BIG].pbl = fz_pbl(fz_ram_alloc(FZ_BIG_PAGES, FZ_PG_DEVICE),
+                              FZ_BIG_PAGES);
+    fz_ram_alloc(1, FZ_PG_UNUSED);
+    fz.mr[M_BAD].pbl = fz_pbl(FZ_OUTSIDE_RAM, 2);
+    for (i = 0; i < M__MAX; i++) {
+        fz.mr[i].iova = geo[i].iova;
+        fz.mr[i].len = geo[i].len;
+        fz.mr[i].npages = geo[i].pages;
+    }
+    fz.mr[M_RW].access = PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE |
+                         PIB_ACCESS_REMOTE_READ | PIB_ACCESS_REMOTE_ATOMIC |
+                         PIB_ACCESS_MW_BIND;
+    fz.mr[M_RO].access = PIB_ACCESS_REMOTE_READ;
+    /*
+     * PIB_FUZZ_SELFTEST=1: the read-only MR gets LOCAL_WRITE, so the device
+     * may legitimately write it while its pages stay driver pages: the oracle
+     * must catch that write (run.sh checks that it does).
+     */
+    if (getenv("PIB_FUZZ_SELFTEST")) {
+        fz.mr[M_RO].access |= PIB_ACCESS_LOCAL_WRITE;
+    }
+    fz.mr[M_RECV].access = PIB_ACCESS_LOCAL_WRITE;
+    fz.mr[M_OTHER].access = fz.mr[M_RW].access;
+    fz.mr[M_PHYS].access = fz.mr[M_RW].access;
+    fz.mr[M_PHYS].flags = PIB_MR_F_PHYS;
+    fz.mr[M_PHYS].len = UINT64_MAX;
+    fz.mr[M_BIG].access = fz.mr[M_RW].access;
+    fz.mr[M_BAD].access = fz.mr[M_RW].access;
+
+    /* CQs: depth * 32 bytes of ring, then the consumer index record page */
+    for (i = 0; i < 2; i++) {
+        FzCq *cq = i ? &fz.rcq : &fz.scq;
+        uint32_t ring_pages = DIV_ROUND_UP(fz_cq_depth() * 32, PIB_PAGE_SIZE);
+        uint64_t *pbl;
+
+        cq->ring = fz_ram_alloc(ring_pages, FZ_PG_DEVICE);
+        cq->record = fz_ram_alloc(1, FZ_PG_DRIVER);
+        cq->pbl = fz_pbl(cq->ring, ring_pages + 1);
+        if (i && (fz.cfg.flags3 & FZ_CFG3_CQ_NOT_RAM)) {
+            pbl = fz_ram_ptr(cq->pbl, 8);
+            pbl[0] = cpu_to_le64(FZ_OUTSIDE_RAM);
+        }
+    }
+    fz.srq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SRQ_DEPTH, 6 };
+    fz.srq_pbl = fz_pbl(fz.srq.base, 1);
+    for (t = 0; t < T__MAX; t++) {
+        FzQp *q = &fz.qp[t];
+
+        q->sq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SQ_DEPTH,
+                           FZ_SQ_STRIDE };
+        q->sq_pbl = fz_pbl(q->sq.base, 1);
+        if (t != T_RC_SRQ) {
+            q->rq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_RQ_DEPTH,
+                               FZ_RQ_STRIDE };
+            q->rq_pbl = fz_pbl(q->rq.base, 1);
+        }
+    }
+}
+
+static bool fz_create_qp(FzTarget t)
+{
+    static const uint8_t types[T__MAX] = {
+        [T_RC] = PIB_QPT_RC, [T_RC_SRQ] = PIB_QPT_RC, [T_UC] = PIB_QPT_UC,
+        [T_UD] = PIB_QPT_UD, [T_GSI] = PIB_QPT_GSI,
+    };
+    FzQp *q = &fz.qp[t];
+    bool srq = t == T_RC_SRQ;
+    struct pib_qp_create c = {
+        .pdn = cpu_to_le32(fz.pd),
+        .type = types[t],
+        .flags = (srq ? PIB_QPC_F_NO_RQ : 0) |
+                 ((fz.cfg.flags2 & FZ_CFG2_SIG_ALL) ? PIB_QPC_F_SQ_SIG_ALL : 0),
+        .sq_stride_log = FZ_SQ_STRIDE,
+        .rq_stride_log = srq ? 0 : FZ_RQ_STRIDE,
+        .send_cqn = cpu_to_le32(fz.scq.cqn),
+        .recv_cqn = cpu_to_le32(fz.rcq.cqn),
+        .srqn = cpu_to_le32(srq ? fz.srqn : 0xffffffffu),
+        .sq_depth = cpu_to_le32(FZ_SQ_DEPTH),
+        .rq_depth = cpu_to_le32(srq ? 0 : FZ_RQ_DEPTH),
+        .max_inline = cpu_to_le32(64),
+        .uar = cpu_to_le32(fz.uar),
+        .sq_npages = cpu_to_le32(1),
+        .rq_npages = cpu_to_le32(srq ? 0 : 1),
+        .sq_pbl_addr = cpu_to_le64(q->sq_pbl),
+        .rq_pbl_addr = cpu_to_le64(q->rq_pbl),
+    };
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_QP };
+
+    memcpy(fz_ram_ptr(fz.mbox, sizeof(c)), &c, sizeof(c));
+    cmd.in.mbox = (struct pib_cmd_mbox) {
+        .addr = cpu_to_le64(fz.mbox), .len = cpu_to_le32(sizeof(c)),
+    };
+    q->type = types[t];
+    q->qpn = 0;
+    return fz_admin(&cmd, &q->qpn, NULL) == PIB_AQ_OK;
+}
+
+/* Connection attributes: RC and RC-SRQ talk to the peer, or to each other. */
+static void fz_connect_attrs(void)
+{
+    unsigned t;
+
+    for (t = 0; t < T__MAX; t++) {
+        FzQp *q = &fz.qp[t];
+
+        q->dlid = FZ_PEER_LID;
+        q->dest_qpn = FZ_PEER_QPN + t;
+    }
+    /* PSNs near the 24-bit wrap on one QP, so that arithmetic gets tested */
+    fz.qp[T_RC].rq_psn = 0x100;
+    fz.qp[T_RC].sq_psn = 0x200;
+    fz.qp[T_RC_SRQ].rq_psn = 0xfffff0;
+    fz.qp[T_RC_SRQ].sq_psn = 0xfffffe;
+    fz.qp[T_UC].rq_psn = 0x300;
+    fz.qp[T_UC].sq_psn = 0x400;
+    if (fz.loopback) {
+        fz.qp[T_RC].dlid = fz.qp[T_RC_SRQ].dlid = FZ_LID;
+        fz.qp[T_RC].dest_qpn = fz.qp[T_RC_SRQ].qpn;
+        fz.qp[T_RC_SRQ].dest_qpn = fz.qp[T_RC].qpn;
+        fz.qp[T_RC].rq_psn = fz.qp[T_RC_SRQ].sq_psn;
+        fz.qp[T_RC_SRQ].rq_psn = fz.qp[T_RC].sq_psn;
+    }
+}
+
+/* Bind a window with a BIND_MW WQE on the RC QP (no packet). */
+static void fz_bind(bool type1)
+{
+    FzSendRec r = {
+        .target = T_RC, .opcode = PIB_WQE_BIND_MW, .len = type1 ? 1 : 0,
+    };
+
+    fz_post_send(&r);
+}
+
+/* Everything after BAR0 programming: the objects and their states. */
+static void fz_objects(void)
+{
+    struct pib_admin_cmd cmd;
+    unsigned t, i;
+
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_ALLOC_UAR };
+    fz.uar = fz_admin_must(&cmd, "ALLOC_UAR");
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_CREATE_PD };
+    fz.pd = fz_admin_must(&cmd, "CREATE_PD");
+    fz.pd2 = fz_admin_must(&cmd, "CREATE_PD");
+    for (i = 0; i < M__MAX; i++) {
+        fz.mr[i].pdn = i == M_OTHER || i == M_PHYS ? fz.pd2 : fz.pd;
+        if (fz_reg_mr(i) != PIB_AQ_OK) {
+            fz_bug("harness setup: REG_MR %u failed", i);
+        }
+    }
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_ALLOC_MW };
+    cmd.in.alloc_mw = (struct pib_cmd_alloc_mw) {
+        .pdn = cpu_to_le32(fz.pd), .type = cpu_to_le32(2),
+    };
+    fz.mw2 = fz_admin_must(&cmd, "ALLOC_MW");
+    cmd.in.alloc_mw.type = cpu_to_le32(1);
+    fz.mw1 = fz_admin_must(&cmd, "ALLOC_MW");
+    for (i = 0; i < 2; i++) {
+        FzCq *cq = i ? &fz.rcq : &fz.scq;
+
+        cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_CREATE_CQ };
+        cmd.in.create_cq = (struct pib_cmd_create_cq) {
+            .depth = cpu_to_le32(fz_cq_depth()),
+            .npages = cpu_to_le32(DIV_ROUND_UP(fz_cq_depth() * 32,
+                                               PIB_PAGE_SIZE) + 1),
+            .pbl_addr = cpu_to_le64(cq->pbl),
+            .uar = cpu_to_le32(fz.uar),
+        };
+        cq->cqn = fz_admin_must(&cmd, "CREATE_CQ");
+    }
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_CREATE_SRQ };
+    cmd.in.create_srq = (struct pib_cmd_create_srq) {
+        .pdn = cpu_to_le32(fz.pd),
+        .depth = cpu_to_le32(FZ_SRQ_DEPTH),
+        .stride_log = 6,
+        .limit = cpu_to_le32(4),
+        .uar = cpu_to_le32(fz.uar),
+        .npages = cpu_to_le32(1),
+        .pbl_addr = cpu_to_le64(fz.srq_pbl),
+    };
+    fz.srqn = fz_admin_must(&cmd, "CREATE_SRQ");
+    for (t = 0; t < T__MAX; t++) {
+        if (!fz_create_qp(t)) {
+            fz_bug("harness setup: CREATE_QP %s failed", fz_target_names[t]);
+        }
+    }
+    fz_connect_attrs();
+    for (t = 0; t < T__MAX; t++) {
+        if (!fz_qp_to_rts(&fz.qp[t])) {
+            fz_bug("harness setup: QP %s to RTS failed", fz_target_names[t]);
+        }
+        if (!(fz.cfg.flags2 & FZ_CFG2_NO_RECV)) {
+            fz_post_recv(t, 8, 0);
+        }
+    }
+    if (fz.cfg.flags2 & FZ_CFG2_LMC || fz.s->port.lid != FZ_LID) {
+        cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_SET_PORT };
+        cmd.in.set_port.port_num = PIB_PORT_NUM;
+        cmd.in.set_port.mask = cpu_to_le32(PIB_SET_PORT_LID);
+        cmd.in.set_port.lid = cpu_to_le16(FZ_LID);
+        cmd.in.set_port.lmc = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 2 : 0;
+        fz_admin_must(&cmd, "SET_PORT");
+    }
+    fz_bind(false);
+    fz_bind(true);
+    fz_run_bhs();
+}
+
+/* BAR0 as the driver programs it, then ENABLE. */
+static void fz_enable(void)
+{
+    reg_write(PIB_REG_AQ_DEPTH, FZ_AQ_DEPTH);
+    reg_write(PIB_REG_AQ_SQ_LO, fz.aq_sq);
+    reg_write(PIB_REG_AQ_SQ_HI, 0);
+    reg_write(PIB_REG_AQ_CQ_LO, fz.aq_cq);
+    reg_write(PIB_REG_AQ_CQ_HI, 0);
+    reg_write(PIB_REG_AEQ_DEPTH, FZ_EQ_DEPTH);
+    reg_write(PIB_REG_AEQ_LO, fz.aeq);
+    reg_write(PIB_REG_AEQ_HI, 0);
+    reg_write(PIB_REG_CEQ_DEPTH, FZ_EQ_DEPTH);
+    reg_write(PIB_REG_CEQ_LO, fz.ceq);
+    reg_write(PIB_REG_CEQ_HI, 0);
+    reg_write(PIB_REG_CONTROL, PIB_CTRL_ENABLE);
+    if (!fz_ready()) {
+        fz_bug("harness setup: the device did not become READY");
+    }
+    /* Admin/event rings were used before (a reset): start them clean. */
+    memset(fz_ram_ptr(fz.aq_cq, 4096), 0, 4096);
+    memset(fz_ram_ptr(fz.aeq, 4096), 0, 4096);
+    memset(fz_ram_ptr(fz.ceq, 4096), 0, 4096);
+}
+
+/* Sends on every QP, so that the completer has responses to wait for. */
+static void fz_post_initial_sends(void)
+{
+    static const FzSendRec sends[] = {
+        { T_RC, PIB_WQE_SEND, 0, 0, 3000, 0 },
+        { T_RC, PIB_WQE_RDMA_WRITE, 0, 0, 700, 0 },
+        { T_RC, PIB_WQE_RDMA_READ, 0, 0, 2500, 0 },
+        { T_RC, PIB_WQE_ATOMIC_FA, 0, 0, 8, 0 },
+        { T_RC, PIB_WQE_ATOMIC_CS, 0, 0, 8, 0 },
+        { T_RC, PIB_WQE_SEND_IMM, PIB_WQE_F_INLINE, 0, 40, 0 },
+        { T_RC_SRQ, PIB_WQE_RDMA_READ, 0, 0, 300, 0 },
+        { T_UC, PIB_WQE_SEND, 0, 0, 1000, 0 },
+        { T_UD, PIB_WQE_SEND, 0, 0, 200, 0 },
+        { T_GSI, PIB_WQE_SEND, 0, 0, 100, 0 },
+    };
+    unsigned i;
+
+    for (i = 0; i < ARRAY_SIZE(sends); i++) {
+        fz_post_send(&sends[i]);
+    }
+    fz_run_bhs();
+}
+
+static void fz_setup(FzConfig cfg)
+{
+    static const uint8_t mtus[8] = { 1, 2, 3, 4, 5, 1, 3, 5 };
+    PCIDevice *pci;
+    Error *err = NULL;
+
+    memset(&fz, 0, sizeof(fz));
+    fz.cfg = cfg;
+    fz.mtu = mtus[cfg.flags & 7];
+    fz.loopback = cfg.flags & FZ_CFG_LOOPBACK;
+    fz_ram_reset();
+    fz_loop_reset();
+    memset(&fz_link, 0, sizeof(fz_link));
+    fz_link.tx_mode = (cfg.flags >> 4) & 3;
+    fz_link.rx_chunk = (cfg.flags & FZ_CFG_SMALL_READS) ? 1 + cfg.rx_chunk : 4096;
+
+    if (!fz_class) {
+        fz_modules_init();
+        if (!fz_type_info) {
+            fz_bug("harness: the device registered no QOM type");
+        }
+        fz_class = g_malloc0(MAX(fz_type_info->class_size,
+                                 sizeof(PCIDeviceClass)));
+        fz_type_info->class_init(OBJECT_CLASS(fz_class),
+                                 (void *)fz_type_info->class_data);
+        fz_trace_enable(getenv("PIB_FUZZ_TRACE") != NULL);
+    }
+    fz.s = g_malloc0(fz_type_info->instance_size);
+    pci = fz.pci = PCI_DEVICE(fz.s);
+    pci->config = g_malloc0(PCIE_CONFIG_SPACE_SIZE);
+    if (fz_type_info->instance_init) {
+        fz_type_info->instance_init(OBJECT(fz.s));
+    }
+    fz.s->node_guid = FZ_NODE_GUID;
+    fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
+    fz_class->realize(pci, &err);
+    if (fz_error_clear(&err)) {
+        fz_bug("harness: the device refused to realize");
+    }
+
+    fz_layout();
+    fz_link_up();
+    fz_enable();
+    fz_objects();
+    if (cfg.flags & FZ_CFG_POST_SENDS) {
+        fz_post_initial_sends();
+    }
+}
+
+/* Everything still pending finishes: bottom halves, the socket, timers. */
+static void fz_settle(void)
+{
+    int64_t next;
+    unsigned i;
+
+    for (i = 0; i < 64; i++) {
+        fz_run_bhs();
+        fz_link_writable();
+        fz_run_bhs();
+        next = fz_next_timer();
+        if (next < 0) {
+            break;
+        }
+        fz_clock_advance(MAX(next - fz_clock_ns, 0));
+    }
+    fz_run_bhs();
+}
+
+/* PIB_FUZZ_VERBOSE=1: what the input made the device do. */
+static void fz_report(void)
+{
+    unsigned i, t;
+
+    fprintf(stderr, "pib-fuzz: tx frames %" PRIu64 ", DMA writes %" PRIu64
+            ", MSI-X %" PRIu64 ", CQEs send %u recv %u, err_count %u\n",
+            fz_link.tx_frames, fz_dma_writes, fz_msix_notifies,
+            pib_cq_lookup(fz.s, fz.scq.cqn) ? pib_cq_lookup(fz.s, fz.scq.cqn)->pi : 0,
+            pib_cq_lookup(fz.s, fz.rcq.cqn) ? pib_cq_lookup(fz.s, fz.rcq.cqn)->pi : 0,
+            fz.s->regs.err_count);
+    for (i = 0; i < PIB_CNT_MAX; i++) {
+        if (fz.s->counters[i]) {
+            fprintf(stderr, "  %s %" PRIu64 "\n", pib_counter_name(i),
+                    fz.s->counters[i]);
+        }
+    }
+    for (t = 0; t < T__MAX; t++) {
+        PibQp *qp = fz_pibqp(t);
+
+        if (qp) {
+            fprintf(stderr, "  QP %s %u: %s\n", fz_target_names[t], qp->qpn,
+                    pib_qp_state_name(qp->state));
+        }
+    }
+}
+
+static void fz_teardown(void)
+{
+    if (getenv("PIB_FUZZ_VERBOSE")) {
+        fz_report();
+    }
+    fz_class->exit(fz.pci);
+    fz_loop_check_empty();
+    g_free(fz.pci->config);
+    g_free(fz.s);
+    fz.s = NULL;
+    fz_ram_check_canary();
+}
+
+/*
+ * Packets from the peer
+ */
+
+/* Every opcode the device knows, for structured packets. */
+static const uint8_t fz_opcodes[] = {
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
+    0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17,
+    0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b,
+    0x64, 0x65,
+};
+
+/*
+ * A structured packet: valid by default (the right QPN, the expected PSN,
+ * real keys and addresses, the right lengths, correct headers), with every
+ * field open to mutation.
+ */
+typedef struct QEMU_PACKED FzPktRec {
+    uint8_t target;     /* [2:0] FzTarget, 5 raw dqpn, 6 no such QP, 7 QP0;
+                         * [3] GRH, [4] SE, [5] AckReq, [7:6] PSN mode:
+                         * 0 the expected one (responses: the oldest
+                         * unacknowledged), 1 expected + psn_delta
+                         * (responses: the first PSN of outstanding WQE
+                         * psn_delta[2:0], + psn_delta[6:3]), 2 expected - 1
+                         * (responses: the newest sent), 3 psn_raw */
+    uint8_t opsel;      /* < 0xc0: fz_opcodes[opsel % n]; else opraw */
+    uint8_t opraw;
+    int8_t psn_delta;
+    uint32_t psn_raw;
+    uint8_t keysel;     /* FzKey, mod K__MAX */
+    uint8_t key;        /* [1:0] VA: 0 start + va_off, 1 end - va_off,
+                         * 2 raw (raw32 << 12 | va_off), 3 start + 16 va_off;
+                         * [4:2] DMA length: 0 right for the opcode, 1 raw32,
+                         * 2 zero, 3 2^31 + 1, 4 payload + MTU, 5 payload - 1,
+                         * 6 to the end of the MR, 7 one byte past it */
+    uint8_t mut;        /* FZ_MUT_* */
+    uint8_t mut2;       /* FZ_MUT2_* */
+    uint8_t syndrome;   /* AETH */
+    uint16_t plen;      /* >= 0x8000: right for the opcode (bits [14:0] pick
+                         * the size of a LAST/ONLY); else raw */
+    uint16_t va_off;
+    uint32_t raw32;
+    uint8_t fill;       /* payload byte pattern */
+    uint8_t ext;        /* [0] wrong Q_Key, [1] IETH names MW type 2 else
+                         * M_RW, [2] SLID of another port, [3] our own LID
+                         * as SLID, [5:4] DLID + 0..3 (LMC path bits) */
+} FzPktRec;
+
+#define FZ_MUT_LVER         0x01
+#define FZ_MUT_LNH          0x02
+#define FZ_MUT_PKTLEN       0x04
+#define FZ_MUT_DLID         0x08
+#define FZ_MUT_SLID         0x10
+#define FZ_MUT_TVER         0x20
+#define FZ_MUT_PKEY         0x40
+#define FZ_MUT_PAD          0x80
+#define FZ_MUT2_GRH_VER     0x01
+#define FZ_MUT2_GRH_NXT     0x02
+#define FZ_MUT2_GRH_LEN     0x04
+#define FZ_MUT2_GRH_DGID    0x08
+#define FZ_MUT2_ODD         0x10    /* frame length not a multiple of 4 */
+#define FZ_MUT2_TRUNC       0x20    /* cut the packet short, lengths agree */
+#define FZ_MUT2_PKEY_LIM    0x40    /* limited-member P_Key (accepted) */
+#define FZ_MUT2_MIG         0x80
+
+static uint32_t fz_rkey_of(FzKey k, uint32_t raw)
+{
+    switch (k) {
+    case K_MW2:
+        return fz.mw2;
+    case K_MW1:
+        return fz.mw1;
+    case K_STALE:
+        return fz.mr[M_RW].key ^ 0x40;
+    case K_RAW:
+        return raw;
+    default:
+        return fz.mr[k - K_MR].key;
+    }
+}
+
+/* Where the memory a key names starts, and how long it is. */
+static uint64_t fz_base_of(FzKey k, uint64_t *len)
+{
+    const FzMr *m = &fz.mr[k < K_MW2 ? k - K_MR : M_RW];
+
+    if (k == K_MW2 || k == K_MW1) {
+        *len = 0x1000;              /* where fz_bind() put the windows */
+        return fz.mr[M_RW].iova;
+    }
+    *len = m->flags ? FZ_RAM_SIZE : m->len;
+    return m->flags ? 0 : m->iova;
+}
+
+/* PSN of a response: relative to what the requester has outstanding. */
+static uint32_t fz_resp_psn(PibQp *qp, uint8_t mode, int8_t delta)
+{
+    uint32_t idx;
+
+    switch (mode) {
+    case 1:
+        idx = qp->sq.ci + (delta & 7);
+        if (idx - qp->sq.ci < qp->req.wqe_max - qp->sq.ci) {
+            return qp->meta[idx & (qp->meta_size - 1)].first_psn +
+                   ((delta >> 3) & 15);
+        }
+        return qp->comp.psn + delta;
+    case 2:
+        return qp->req.psn - 1;
+    default:
+        return qp->comp.psn;
+    }
+}
+
+/* Build the frame for a record into fz.last_frame. */
+static void fz_pkt_build(const FzPktRec *r)
+{
+    uint8_t *f = fz.last_frame, *b = f + PIB_LINK_HDR_LEN, *e;
+    FzTarget t = r->target & 7;
+    PibQp *qp = t < T__MAX ? fz_pibqp(t) : NULL;
+    uint8_t opcode = r->opsel < 0xc0 ?
+                     fz_opcodes[r->opsel % ARRAY_SIZE(fz_opcodes)] : r->opraw;
+    const PibOpInfo *oi = pib_op_info(opcode);
+    uint32_t mask = oi ? oi->mask : PIB_OPM_PAYLOAD;
+    uint32_t mtu = pib_mtu_bytes(fz.mtu), psn, dqpn, paylen, dmalen, len;
+    uint32_t pad, hdr, plen = le16_to_cpu(r->plen), rkey;
+    uint64_t va, base, blen;
+    uint16_t slid;
+    bool grh = r->target & 8, resp = mask & PIB_OPM_RESP;
+    uint8_t gid[16];
+
+    /* Destination QP and PSN */
+    dqpn = t < T__MAX ? (fz.qp[t].qpn ? fz.qp[t].qpn : fz.qp[t].old_qpn) :
+           t == 5 ? le32_to_cpu(r->raw32) :
+           t == 6 ? PIB_QPN_LIMIT - 1 : 0;
+    if (r->target >> 6 == 3) {
+        psn = le32_to_cpu(r->psn_raw);
+    } else if (qp && resp) {
+        psn = fz_resp_psn(qp, r->target >> 6, r->psn_delta);
+    } else {
+        psn = qp ? qp->resp.psn : 0;
+        psn += r->target >> 6 == 1 ? r->psn_delta :
+               r->target >> 6 == 2 ? -1 : 0;
+    }
+
+    /* Payload: what the opcode wants, unless the record says otherwise */
+    if (plen & 0x8000) {
+        paylen = !(mask & PIB_OPM_PAYLOAD) ? 0 :
+                 !(mask & PIB_OPM_LAST) ? mtu : (plen & 0x7fff) % mtu + 1;
+    } else {
+        paylen = plen;
+    }
+    paylen = MIN(paylen, PIB_LINK_MAX_PAYLOAD);
+
+    /* RETH / AtomicETH */
+    rkey = fz_rkey_of(r->keysel % K__MAX, le32_to_cpu(r->raw32));
+    base = fz_base_of(r->keysel % K__MAX, &blen);
+    switch (r->key & 3) {
+    case 0:
+        va = base + le16_to_cpu(r->va_off);
+        break;
+    case 1:
+        va = base + blen - le16_to_cpu(r->va_off);
+        break;
+    case 2:
+        va = (uint64_t)le32_to_cpu(r->raw32) << 12 | le16_to_cpu(r->va_off);
+        break;
+    default:
+        va = base + 16 * (uint64_t)le16_to_cpu(r->va_off);
+        break;
+    }
+    if (mask & PIB_OPM_ATMETH && (r->key & 3) != 2) {
+        va &= ~7ull;
+    }
+    switch ((r->key >> 2) & 7) {
+    case 1:
+        dmalen = le32_to_cpu(r->raw32);
+        break;
+    case 2:
+        dmalen = 0;
+        break;
+    case 3:
+        dmalen = 0x80000001u;
+        break;
+    case 4:
+        dmalen = paylen + mtu;
+        break;
+    case 5:
+        dmalen = paylen - 1;
+        break;
+    case 6:
+        dmalen = base + blen - va;
+        break;
+    case 7:
+        dmalen = base + blen - va + 1;
+        break;
+    default:
+        /*
+         * READ: plen's bits.  WRITE ONLY: the payload.  WRITE FIRST: one MTU
+         * more than a LAST with the same plen carries, so FIRST, LAST is a
+         * valid message.
+         */
+        dmalen = (mask & PIB_OPM_READ) ? (plen & 0x7fff) % (4 * mtu) + 1 :
+                 (mask & PIB_OPM_LAST) ? paylen :
+                 paylen + (plen & 0x7fff) % mtu + 1;
+        break;
+    }
+
+    pad = -paylen & 3;
+    if (r->mut2 & FZ_MUT2_ODD) {
+        pad = 0;
+    }
+    hdr = sizeof(struct pib_lrh) + (grh ? sizeof(struct pib_grh) : 0) +
+          sizeof(struct pib_bth);
+    e = b + hdr;
+
+    /* Extension headers, in the IBTA order */
+    if (mask & PIB_OPM_DETH) {
+        uint32_t qkey = t == T_GSI ? PIB_GSI_QKEY : FZ_QKEY;
+
+        stl_be_p(e, r->ext & 1 ? le32_to_cpu(r->raw32) : qkey);
+        stl_be_p(e + 4, FZ_PEER_QPN);
+        e += 8;
+    }
+    if (mask & PIB_OPM_RETH) {
+        stq_be_p(e, va);
+        stl_be_p(e + 8, rkey);
+        stl_be_p(e + 12, dmalen);
+        e += 16;
+    }
+    if (mask & PIB_OPM_ATMETH) {
+        stq_be_p(e, va);
+        stl_be_p(e + 8, rkey);
+        stq_be_p(e + 12, r->fill);          /* swap / add */
+        stq_be_p(e + 20, r->va_off);        /* compare */
+        e += 28;
+    }
+    if (mask & PIB_OPM_AETH) {
+        stl_be_p(e, (uint32_t)r->syndrome << 24 | (r->fill * 0x10101u));
+        e += 4;
+    }
+    if (mask & PIB_OPM_ATMACK) {
+        stq_be_p(e, 0x1122334455667788ull ^ r->fill);
+        e += 8;
+    }
+    if (mask & PIB_OPM_IMMDT) {
+        stl_be_p(e, 0xcafe0000u | r->fill);
+        e += 4;
+    }
+    if (mask & PIB_OPM_IETH) {
+        stl_be_p(e, r->ext & 2 ? fz.mw2 : fz.mr[M_RW].key);
+        e += 4;
+    }
+    memset(e, r->fill, paylen);
+    memset(e + paylen, 0, pad);
+    len = (e - b) + paylen + pad;
+    if (r->mut2 & FZ_MUT2_TRUNC) {
+        len = MIN(len, hdr + (r->fill & 31));
+    }
+    len = MIN(len, (uint32_t)PIB_LINK_MAX_PAYLOAD);
+
+    /* LRH */
+    slid = qp && qp->av.dlid ? qp->av.dlid : FZ_PEER_LID;
+    if (r->ext & 4) {
+        slid = FZ_PEER_LID + 1;
+    } else if (r->ext & 8) {
+        slid = FZ_LID;
+    }
+    b[0] = (r->mut & FZ_MUT_LVER) ? 1 : 0;
+    b[1] = (grh ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL) ^
+           ((r->mut & FZ_MUT_LNH) ? 2 : 0);
+    stw_be_p(b + 2, (r->mut & FZ_MUT_DLID) ? le32_to_cpu(r->raw32) :
+                    fz.s->port.lid + ((r->ext >> 4) & 3));
+    stw_be_p(b + 4, (len / 4 + !!(r->mut & FZ_MUT_PKTLEN)) & 0x7ff);
+    stw_be_p(b + 6, (r->mut & FZ_MUT_SLID) ? le32_to_cpu(r->raw32) >> 16 :
+                    slid);
+    e = b + sizeof(struct pib_lrh);
+    if (grh) {
+        stl_be_p(e, ((r->mut2 & FZ_MUT2_GRH_VER) ? 4u : 6u) << 28);
+        stw_be_p(e + 4, len - 8 - 40 + !!(r->mut2 & FZ_MUT2_GRH_LEN));
+        e[6] = (r->mut2 & FZ_MUT2_GRH_NXT) ? 0x1c : 0x1b;
+        e[7] = 64;
+        stq_be_p(gid, PIB_DEFAULT_GID_PREFIX);
+        stq_be_p(gid + 8, FZ_PEER_GUID + 1);
+        memcpy(e + 8, gid, 16);             /* SGID: the peer's */
+        stq_be_p(gid + 8, fz.s->node_guid + 1);
+        if (r->mut2 & FZ_MUT2_GRH_DGID) {
+            gid[15] ^= 1;
+        }
+        memcpy(e + 24, gid, 16);
+        e += 40;
+    }
+    /* BTH */
+    e[0] = opcode;
+    e[1] = ((r->target & 0x10) ? PIB_BTH_SE : 0) |
+           ((r->mut2 & FZ_MUT2_MIG) ? PIB_BTH_MIG : 0) |
+           (((pad + !!(r->mut & FZ_MUT_PAD)) & 3) << PIB_BTH_PAD_SHIFT) |
+           ((r->mut & FZ_MUT_TVER) ? 1 : 0);
+    stw_be_p(e + 2, (r->mut & FZ_MUT_PKEY) ? 0x1234 :
+                    (r->mut2 & FZ_MUT2_PKEY_LIM) ? 0x7fff : 0xffff);
+    stl_be_p(e + 4, dqpn & PIB_QPN_MASK);
+    stl_be_p(e + 8, (psn & PIB_PSN_MASK) |
+                    ((r->target & 0x20) ? PIB_BTH_ACKREQ : 0));
+
+    f[0] = PIB_LINK_MAGIC;
+    f[1] = PIB_FRAME_PACKET;
+    stw_be_p(f + 2, len);
+    fz.last_len = PIB_LINK_HDR_LEN + len;
+}
+
+/* Feed bytes from the peer, reconnecting first if the link is down. */
+static void fz_feed(const uint8_t *buf, size_t len)
+{
+    fz_link_up();
+    fz_link_feed(buf, len);
+}
+
+/*
+ * The driver's other actions on the device
+ */
+
+typedef struct QEMU_PACKED FzAdminRec {
+    uint8_t sel;
+    uint8_t target;
+    uint16_t arg;
+} FzAdminRec;
+
+enum {
+    FZ_ADM_QP_ERR, FZ_ADM_QP_RESET_RTS, FZ_ADM_QP_SQD, FZ_ADM_QP_SQD_RTS,
+    FZ_ADM_DEREG_MR, FZ_ADM_REREG_MR, FZ_ADM_DESTROY_QP, FZ_ADM_DEALLOC_MW,
+    FZ_ADM_QUERY_QP, FZ_ADM_COUNTERS, FZ_ADM_SET_LID, FZ_ADM_RESET,
+    FZ_ADM_SRQ_LIMIT, FZ_ADM_BUSY, FZ_ADM_QP_ACCESS, FZ_ADM_BIND,
+    FZ_ADM_QUERIES,
+    FZ_ADM__MAX
+};
+
+static void fz_op_admin(const FzAdminRec *r)
+{
+    FzTarget t = r->target % T__MAX;
+    FzQp *q = &fz.qp[t];
+    uint16_t arg = le16_to_cpu(r->arg);
+    struct pib_qp_attr a = { 0 };
+    struct pib_admin_cmd cmd = { 0 };
+
+    switch (r->sel % FZ_ADM__MAX) {
+    case FZ_ADM_QP_ERR:
+        fz_modify(q, PIB_QPS_ERR, 0, &a);
+        break;
+    case FZ_ADM_QP_RESET_RTS:
+        if (fz_modify(q, PIB_QPS_RESET, 0, &a) == PIB_AQ_OK) {
+            fz_qp_to_rts(q);
+            fz_post_recv(t, 4, 0);
+        }
+        break;
+    case FZ_ADM_QP_SQD:
+        fz_modify(q, PIB_QPS_SQD, PIB_QP_EN_SQD_ASYNC_NOTIFY, &a);
+        break;
+    case FZ_ADM_QP_SQD_RTS:
+        fz_modify(q, PIB_QPS_RTS, 0, &a);
+        break;
+    case FZ_ADM_DEREG_MR:
+        if (fz_obj_cmd(PIB_CMD_DEREG_MR, fz.mr[arg % M__MAX].key) == PIB_AQ_OK) {
+            fz.mr[arg % M__MAX].registered = false;
+        }
+        break;
+    case FZ_ADM_REREG_MR:
+        if (!fz.mr[arg % M__MAX].registered) {
+            fz_reg_mr(arg % M__MAX);
+        }
+        break;
+    case FZ_ADM_DESTROY_QP:     /* or create it again: it gets a new QPN */
+        if (q->qpn && fz_obj_cmd(PIB_CMD_DESTROY_QP, q->qpn) == PIB_AQ_OK) {
+            q->old_qpn = q->qpn;
+            q->qpn = 0;
+        } else if (!q->qpn && fz_ready()) {
+            fz_create_qp(t);
+            if (fz.loopback && (t == T_RC || t == T_RC_SRQ)) {
+                fz.qp[t ^ 1].dest_qpn = q->qpn;     /* only for new connections */
+            }
+            fz_qp_to_rts(q);
+            fz_post_recv(t, 4, 0);
+        }
+        break;
+    case FZ_ADM_DEALLOC_MW:
+        fz_obj_cmd(PIB_CMD_DEALLOC_MW, arg & 1 ? fz.mw1 : fz.mw2);
+        break;
+    case FZ_ADM_QUERY_QP:
+        cmd.opcode = PIB_CMD_QUERY_QP;
+        cmd.resp_addr = cpu_to_le64(fz.resp);
+        cmd.resp_len = cpu_to_le32(arg);
+        cmd.in.obj.num = cpu_to_le32(q->qpn);
+        fz_admin(&cmd, NULL, NULL);
+        break;
+    case FZ_ADM_COUNTERS:
+        cmd.opcode = PIB_CMD_QUERY_COUNTERS;
+        cmd.resp_addr = cpu_to_le64(fz.resp);
+        cmd.resp_len = cpu_to_le32(4096);
+        fz_admin(&cmd, NULL, NULL);
+        break;
+    case FZ_ADM_SET_LID:
+        cmd.opcode = PIB_CMD_SET_PORT;
+        cmd.in.set_port.port_num = PIB_PORT_NUM;
+        cmd.in.set_port.mask = cpu_to_le32(PIB_SET_PORT_LID);
+        cmd.in.set_port.lid = cpu_to_le16(arg % 4);
+        cmd.in.set_port.lmc = (arg >> 8) & 7;
+        fz_admin(&cmd, NULL, NULL);
+        break;
+    case FZ_ADM_RESET:
+        /* Function reset with packets, timers and work in flight, then a
+         * driver that starts over. */
+        reg_write(PIB_REG_CONTROL, PIB_CTRL_RESET);
+        fz_run_bhs();
+        fz_enable();
+        fz_objects();
+        break;
+    case FZ_ADM_SRQ_LIMIT:
+        cmd.opcode = PIB_CMD_MODIFY_SRQ;
+        cmd.in.modify_srq.srqn = cpu_to_le32(fz.srqn);
+        cmd.in.modify_srq.attr_mask = cpu_to_le32(PIB_SRQ_ATTR_LIMIT);
+        cmd.in.modify_srq.limit = cpu_to_le32(arg % FZ_SRQ_DEPTH);
+        fz_admin(&cmd, NULL, NULL);
+        break;
+    case FZ_ADM_BUSY:   /* objects in use: BUSY, nothing changes */
+        fz_obj_cmd(PIB_CMD_DESTROY_CQ, fz.rcq.cqn);
+        fz_obj_cmd(PIB_CMD_DESTROY_PD, fz.pd);
+        fz_obj_cmd(PIB_CMD_DESTROY_SRQ, fz.srqn);
+        break;
+    case FZ_ADM_QP_ACCESS:
+        a.qp_access_flags = cpu_to_le32(arg & 0x1f);
+        a.min_rnr_timer = (arg >> 8) & 31;
+        fz_modify(q, PIB_QPS_RTS, PIB_QP_ACCESS_FLAGS |
+                  (q->type == PIB_QPT_RC ? PIB_QP_MIN_RNR_TIMER : 0), &a);
+        break;
+    case FZ_ADM_BIND:
+        fz_bind(arg & 1);
+        break;
+    case FZ_ADM_QUERIES:    /* what a driver asks at probe time */
+        cmd.resp_addr = cpu_to_le64(fz.resp);
+        cmd.resp_len = cpu_to_le32(arg);
+        cmd.in.port.port_num = PIB_PORT_NUM + (r->target >> 7);
+        cmd.in.port.index = cpu_to_le32((r->target >> 6) & 1);
+        for (cmd.opcode = PIB_CMD_QUERY_DEVICE; cmd.opcode <= PIB_CMD_NOP;
+             cmd.opcode++) {
+            if (cmd.opcode != PIB_CMD_SET_PORT &&
+                cmd.opcode != PIB_CMD_DEALLOC_UAR) {
+                fz_admin(&cmd, NULL, NULL);
+            }
+        }
+        cmd.opcode = PIB_CMD_QUERY_SRQ;
+        cmd.in.obj.num = cpu_to_le32(fz.srqn);
+        fz_admin(&cmd, NULL, NULL);
+        break;
+    }
+}
+
+/* Consume completions, arm, or ring a CQ doorbell that lies. */
+static void fz_op_cq(uint8_t sel)
+{
+    FzCq *c = sel & 1 ? &fz.rcq : &fz.scq;
+    PibCq *cq = pib_cq_lookup(fz.s, c->cqn);
+    uint32_t ci, flags = 0;
+
+    if (!cq) {
+        return;
+    }
+    switch ((sel >> 1) & 3) {
+    case 0:
+        ci = cq->pi;                /* consumed everything */
+        break;
+    case 1:
+        ci = cq->ci;                /* nothing */
+        break;
+    case 2:
+        ci = cq->pi + 1 + (sel >> 5);   /* past the producer: refused */
+        break;
+    default:
+        ci = cq->pi - (sel >> 4);
+        break;
+    }
+    stl_le_p(fz_ram_ptr(c->record, 4), ci);
+    if (sel & 8) {
+        flags |= PIB_DB_CQ_ARM;
+    }
+    if (sel & 16) {
+        flags |= PIB_DB_CQ_SOLICITED;
+    }
+    uar_write(PIB_UAR_CQ_DB, c->cqn | flags, ci);
+    /* the driver also returns the event queue entries it has read */
+    reg_write(PIB_REG_CEQ_DB, fz.s->ceq.pi);
+    reg_write(PIB_REG_AEQ_DB, fz.s->aeq.pi);
+}
+
+/* A raw MMIO access to BAR0 (not CONTROL or the ring setup) or BAR2. */
+typedef struct QEMU_PACKED FzMmioRec {
+    uint8_t sel;            /* [0] BAR2, [1] read, [3:2] size 1/2/4/8 */
+    uint8_t page;           /* BAR2 page */
+    uint16_t off;
+    uint64_t val;
+} FzMmioRec;
+
+static void fz_op_mmio(const FzMmioRec *r)
+{
+    static const unsigned sizes[4] = { 1, 2, 4, 8 };
+    unsigned size = sizes[(r->sel >> 2) & 3];
+    uint64_t off = le16_to_cpu(r->off) & 0xfff;
+
+    if (r->sel & 1) {
+        off += (uint64_t)r->page * PIB_UAR_PAGE_SIZE;
+        if (r->sel & 2) {
+            fz_mmio_read(&fz_bar_uar, fz_dev(), off, size);
+        } else {
+            fz_mmio_write(&fz_bar_uar, fz_dev(), off, le64_to_cpu(r->val), size);
+        }
+        return;
+    }
+    if (r->sel & 2) {
+        fz_mmio_read(&fz_bar_regs, fz_dev(), off, size);
+        return;
+    }
+    /* The queue configuration is the setup's; CONTROL has its own op. */
+    if (off >= PIB_REG_CONTROL && off < PIB_REG_AEQ_LOST &&
+        off != PIB_REG_AQ_DB && off != PIB_REG_AEQ_DB) {
+        return;
+    }
+    if (off >= PIB_REG_CEQ_DEPTH && off < PIB_REG_CEQ_DB) {
+        return;
+    }
+    fz_mmio_write(&fz_bar_regs, fz_dev(), off, le64_to_cpu(r->val), size);
+}
+
+/*
+ * Error injection, as an operator would arm it with qom-set at any moment.
+ */
+typedef struct QEMU_PACKED FzInjectRec {
+    uint8_t prop;           /* which property (mod the number registered) */
+    uint8_t kind;           /* string properties: what to write; [7] read */
+    uint16_t a;
+    uint32_t b;
+} FzInjectRec;
+
+static void fz_op_inject(const FzInjectRec *r)
+{
+    static const char *const words[] = {
+        "", "RC_ACKNOWLEDGE", "RC_SEND_ONLY", "rc_rdma_read_response_only",
+        "RETRY_EXC_ERR", "17", "0x11", "-1", "4294967296", "2:3", "::",
+        "SUCCESS", "UD_SEND_ONLY", "256",
+    };
+    const FzProp *p;
+    char *str;
+    uint32_t b = le32_to_cpu(r->b), a = le16_to_cpu(r->a);
+
+    if (!fz_n_props) {
+        return;
+    }
+    p = &fz_props[r->prop % fz_n_props];
+    if (r->kind & 0x80) {
+        fz_prop_get(OBJECT(fz.s), p);
+        return;
+    }
+    switch (r->kind & 3) {
+    case 0:     /* "QPN:INDEX:STATUS" for one of our QPs */
+        str = g_strdup_printf("%u:%u:%u", fz.qp[a % T__MAX].qpn, a >> 3,
+                              b % 24);
+        break;
+    case 1:
+        str = g_strdup(words[b % ARRAY_SIZE(words)]);
+        break;
+    case 2:
+        str = g_strdup_printf("%u", b & 0xff);
+        break;
+    default:
+        str = g_strdup_printf("%u:%u:%s", b & 0xffffff, a,
+                              words[r->kind % ARRAY_SIZE(words)]);
+        break;
+    }
+    /* uint32 properties: small counts most of the time */
+    fz_prop_set(OBJECT(fz.s), p, str, (r->kind & 4) ? b : b % 8);
+    g_free(str);
+}
+
+/* The peer's side of the byte stream. */
+static void fz_op_link(uint8_t sel)
+{
+    uint8_t f[PIB_LINK_HDR_LEN + 40] = { PIB_LINK_MAGIC, PIB_FRAME_HELLO };
+
+    switch (sel & 7) {
+    case 0:             /* the peer reconnects */
+        fz_link_close();
+        fz_link_up();
+        break;
+    case 1:             /* HELLO again, with the link up */
+        fz_feed(NULL, 0);
+        fz_peer_hello(PIB_LINK_PROTO_VERSION);
+        break;
+    case 2:             /* a peer of another protocol version */
+        fz_feed(NULL, 0);
+        fz_peer_hello(PIB_LINK_PROTO_VERSION + (sel >> 3));
+        break;
+    case 3:             /* the peer goes away */
+        fz_link_close();
+        break;
+    case 4:             /* reconnects, but says nothing yet (TRAINING) */
+        fz_link_close();
+        fz_link_open();
+        break;
+    case 5:             /* a HELLO too short, or longer (a newer peer) */
+    case 6:
+        f[3] = (sel & 7) == 5 ? (sel >> 3) % 24 : 24 + (sel >> 3) % 16;
+        stl_be_p(f + PIB_LINK_HDR_LEN, PIB_LINK_PROTO_VERSION);
+        if (!fz_link.connected) {
+            fz_link_open();
+        }
+        fz_link_feed(f, PIB_LINK_HDR_LEN + f[3]);
+        break;
+    default:            /* the socket drains */
+        fz_link_writable();
+        break;
+    }
+}
+
+/*
+ * The ops
+ */
+
+typedef enum FzOp {
+    FZ_OP_RAW,          /* u16 len, bytes: the link byte stream as is */
+    FZ_OP_PACKET,       /* u16 len, bytes: one PACKET frame of that length */
+    FZ_OP_STRUCT,       /* FzPktRec */
+    FZ_OP_BURST,        /* u8 count, i8 PSN step: the last packet again */
+    FZ_OP_TICK,         /* u8: [7] to the next timer, else 2^[5:0] ns */
+    FZ_OP_RECV,         /* u8 target, u8 [2:0] count - 1, [5:3] kind */
+    FZ_OP_SEND,         /* FzSendRec */
+    FZ_OP_CQ,           /* u8 */
+    FZ_OP_ADMIN,        /* FzAdminRec */
+    FZ_OP_LINK,         /* u8: 0 drop and reconnect, 1 HELLO again,
+                         * 2 HELLO of another version, 3 drop */
+    FZ_OP_MMIO,         /* FzMmioRec */
+    FZ_OP_INJECT,       /* FzInjectRec */
+    FZ_OP__MAX
+} FzOp;
+
+#define FZ_OP_NORUN     0x80    /* do not run the bottom halves after the op */
+
+static void fz_op(FzIn *in)
+{
+    uint8_t op = in_u8(in);
+    uint8_t buf[FZ_FRAME_MAX];
+    uint32_t len, i, n;
+    FzPktRec pr;
+    FzSendRec sr;
+    FzAdminRec ar;
+    FzMmioRec mr;
+    FzInjectRec ir;
+    uint8_t b0, b1;
+    int8_t step;
+
+    switch ((op & 0x1f) % FZ_OP__MAX) {
+    case FZ_OP_RAW:
+        len = MIN(in_u16(in), (uint16_t)sizeof(buf));
+        in_read(in, buf, len);
+        fz_feed(buf, len);
+        break;
+    case FZ_OP_PACKET:
+        len = MIN(in_u16(in) & 0x1fff, (uint32_t)PIB_LINK_MAX_PAYLOAD + 16);
+        buf[0] = PIB_LINK_MAGIC;
+        buf[1] = PIB_FRAME_PACKET;
+        stw_be_p(buf + 2, len);
+        in_read(in, buf + PIB_LINK_HDR_LEN, len);
+        fz_feed(buf, PIB_LINK_HDR_LEN + len);
+        break;
+    case FZ_OP_STRUCT:
+        in_read(in, &pr, sizeof(pr));
+        fz_pkt_build(&pr);
+        fz_feed(fz.last_frame, fz.last_len);
+        break;
+    case FZ_OP_BURST:
+        n = in_u8(in);
+        step = (int8_t)in_u8(in);
+        for (i = 0; i < n && fz.last_len >= PIB_LINK_HDR_LEN + 20; i++) {
+            /* PSN is the last 3 bytes of the BTH, wherever the BTH is */
+            uint8_t *bth = fz.last_frame + PIB_LINK_HDR_LEN + 8 +
+                           ((fz.last_frame[PIB_LINK_HDR_LEN + 1] & 3) == 3 ?
+                            40 : 0);
+            uint32_t psn;
+
+            if (bth + 12 > fz.last_frame + fz.last_len) {
+                break;
+            }
+            psn = ldl_be_p(bth + 8);
+            stl_be_p(bth + 8, (psn & ~PIB_PSN_MASK) |
+                              ((psn + step) & PIB_PSN_MASK));
+            fz_feed(fz.last_frame, fz.last_len);
+        }
+        break;
+    case FZ_OP_TICK:
+        b0 = in_u8(in);
+        if (b0 & 0x80) {
+            int64_t next = fz_next_timer();
+
+            fz_clock_advance(next < 0 ? 0 : MAX(next - fz_clock_ns, 0));
+        } else {
+            fz_clock_advance(1ll << (b0 & 31));
+        }
+        fz_link_writable();
+        break;
+    case FZ_OP_RECV:
+        b0 = in_u8(in);
+        b1 = in_u8(in);
+        fz_post_recv(b0 % T__MAX, (b1 & 7) + 1, (b1 >> 3) & 7);
+        break;
+    case FZ_OP_SEND:
+        in_read(in, &sr, sizeof(sr));
+        fz_post_send(&sr);
+        break;
+    case FZ_OP_CQ:
+        fz_op_cq(in_u8(in));
+        break;
+    case FZ_OP_ADMIN:
+        in_read(in, &ar, sizeof(ar));
+        fz_op_admin(&ar);
+        break;
+    case FZ_OP_LINK:
+        fz_op_link(in_u8(in));
+        break;
+    case FZ_OP_MMIO:
+        in_read(in, &mr, sizeof(mr));
+        fz_op_mmio(&mr);
+        break;
+    case FZ_OP_INJECT:
+        in_read(in, &ir, sizeof(ir));
+        fz_op_inject(&ir);
+        break;
+    }
+    if (!(op & FZ_OP_NORUN)) {
+        fz_run_bhs();
+    }
+}
+
+/*
+ * The seed corpus (PIB_FUZZ_GEN=dir): one input per kind of packet, valid,
+ * built against the device as fz_setup() leaves it.
+ */
+
+typedef struct FzSeed {
+    uint8_t b[8192];
+    size_t n;
+} FzSeed;
+
+static void seed_put(FzSeed *sd, const void *p, size_t n)
+{
+    if (sd->n + n > sizeof(sd->b)) {
+        fz_bug("harness: seed too large");
+    }
+    memcpy(sd->b + sd->n, p, n);
+    sd->n += n;
+}
+
+static void seed_op(FzSeed *sd, uint8_t op, const void *arg, size_t n)
+{
+    seed_put(sd, &op, 1);
+    seed_put(sd, arg, n);
+}
+
+static FzPktRec seed_pkt(FzTarget t, uint8_t opcode, FzKey key, uint16_t plen)
+{
+    FzPktRec r = { 0 };
+    unsigned i;
+
+    r.target = t | 0x20;                    /* AckReq */
+    for (i = 0; i < ARRAY_SIZE(fz_opcodes); i++) {
+        if (fz_opcodes[i] == opcode) {
+            r.opsel = i;
+        }
+    }
+    r.keysel = key;
+    r.plen = cpu_to_le16(plen);
+    r.va_off = cpu_to_le16(0x40);
+    r.syndrome = PIB_AETH_ACK | 0x1f;
+    r.fill = 0x5a;
+    return r;
+}
+
+static void seed_write(const char *dir, const char *name, FzSeed *sd)
+{
+    char *path = g_strdup_printf("%s/%s", dir, name);
+
+    if (!g_file_set_contents(path, (const char *)sd->b, sd->n, NULL)) {
+        fz_bug("cannot write %s", path);
+    }
+    g_free(path);
+}
+
+/* One seed: config, then structured packets; plus the same as raw PACKETs. */
+static void seed_emit(const char *dir, const char *name, FzConfig cfg,
+                      const FzPktRec *pkts, unsigned n, uint8_t tick)
+{
+    FzSeed sd = { .n = 0 };
+    char *raw_name;
+    unsigned i;
+
+    seed_put(&sd, &cfg, sizeof(cfg));
+    for (i = 0; i < n; i++) {
+        seed_op(&sd, FZ_OP_STRUCT, &pkts[i], sizeof(pkts[i]));
+    }
+    if (tick) {
+        seed_op(&sd, FZ_OP_TICK, &tick, 1);
+    }
+    seed_write(dir, name, &sd);
+
+    /* The raw form, built against a device in the same state. */
+    fz_setup(cfg);
+    sd.n = 0;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    for (i = 0; i < n; i++) {
+        uint16_t len;
+
+        fz_pkt_build(&pkts[i]);
+        len = cpu_to_le16(fz.last_len - PIB_LINK_HDR_LEN);
+        seed_put(&sd, (uint8_t[]) { FZ_OP_PACKET }, 1);
+        seed_put(&sd, &len, 2);
+        seed_put(&sd, fz.last_frame + PIB_LINK_HDR_LEN,
+                 fz.last_len - PIB_LINK_HDR_LEN);
+        fz_feed(fz.last_frame, fz.last_len);
+        fz_run_bhs();
+    }
+    if (tick) {
+        seed_op(&sd, FZ_OP_TICK, &tick, 1);
+    }
+    fz_settle();
+    fz_teardown();
+    raw_name = g_strdup_printf("raw-%s", name);
+    seed_write(dir, raw_name, &sd);
+    g_free(raw_name);
+}
+
+static void fz_gen_seeds(const char *dir)
+{
+    const FzConfig mtu1k = { .flags = 2 };
+    const FzConfig sends = { .flags = 2 | FZ_CFG_POST_SENDS };
+    const FzConfig mtu256 = { .flags = 0 };
+    const uint16_t right = 0x8000 | 100;
+    FzPktRec p[5];
+    FzSeed sd;
+    FzConfig cfg;
+    uint8_t v;
+
+    g_mkdir_with_parents(dir, 0755);
+    /* Requests: each packet of a message at the PSN expected then */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+    seed_emit(dir, "rc-send-only", mtu1k, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_FIRST, 0, right);
+    p[1] = seed_pkt(T_RC, PIB_OP_RC_SEND_MIDDLE, 0, right);
+    p[2] = seed_pkt(T_RC, PIB_OP_RC_SEND_LAST_IMM, 0, right);
+    seed_emit(dir, "rc-send-multi", mtu1k, p, 3, 0);
+    p[0] = seed_pkt(T_RC_SRQ, PIB_OP_RC_SEND_ONLY_INV, 0, right);
+    p[0].ext = 2;
+    seed_emit(dir, "rc-srq-send-inv", mtu1k, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_WRITE_ONLY, K_MR + M_RW, right);
+    seed_emit(dir, "rc-write-only", mtu1k, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_WRITE_FIRST, K_MR + M_RW, right);
+    p[0].va_off = 0;
+    p[1] = seed_pkt(T_RC, PIB_OP_RC_RDMA_WRITE_LAST_IMM, K_MR + M_RW, right);
+    seed_emit(dir, "rc-write-multi", mtu1k, p, 2, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_WRITE_ONLY, K_MW2, right);
+    seed_emit(dir, "rc-write-mw", mtu1k, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_RW,
+                    0x8000 | 2000);
+    seed_emit(dir, "rc-read", mtu1k, p, 1, 0x90);
+    p[1] = p[0];
+    p[1].target |= 2 << 6;          /* the same READ again: a duplicate */
+    seed_emit(dir, "rc-read-dup", mtu1k, p, 2, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_BIG, 0);
+    p[0].key = 6 << 2;              /* the whole 320 KiB */
+    p[0].va_off = 0;
+    cfg = (FzConfig) { .flags = FZ_TX_EAGAIN << 4 };
+    seed_emit(dir, "rc-read-big", cfg, p, 1, 0x90);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_COMPARE_SWAP, K_MR + M_RW, right);
+    p[1] = seed_pkt(T_RC, PIB_OP_RC_FETCH_ADD, K_MR + M_RW, right);
+    seed_emit(dir, "rc-atomics", mtu1k, p, 2, 0);
+    p[2] = p[1];
+    p[2].target |= 2 << 6;          /* the FA again: answered from the replay cache */
+    seed_emit(dir, "rc-atomic-dup", mtu1k, p, 3, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_FETCH_ADD, K_MR + M_BAD, right);
+    seed_emit(dir, "rc-atomic-bad-dma", mtu1k, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+    cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_NO_RECV };
+    seed_emit(dir, "rc-rnr", cfg, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+    p[0].target |= 8;
+    cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_GRH | FZ_CFG2_LMC };
+    p[0].ext = 0x20;                /* to LID + 2 */
+    seed_emit(dir, "rc-send-grh-lmc", cfg, p, 1, 0);
+    p[0] = seed_pkt(T_RC_SRQ, PIB_OP_RC_SEND_ONLY, 0, right);
+    cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_RTR };
+    seed_emit(dir, "rc-rtr", cfg, p, 1, 0);
+
+    /* Responses, to what the requester has outstanding (sends at setup) */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_ACKNOWLEDGE, 0, right);
+    p[0].target |= 2 << 6;          /* the newest PSN sent */
+    seed_emit(dir, "rc-ack", sends, p, 1, 0);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_ACKNOWLEDGE, 0, right);
+    p[0].syndrome = PIB_AETH_NAK | PIB_NAK_PSN_SEQ_ERR;
+    seed_emit(dir, "rc-nak-seq", sends, p, 1, 0x90);
+    p[0].syndrome = PIB_AETH_RNR_NAK | 1;
+    seed_emit(dir, "rc-rnr-nak", sends, p, 1, 0x90);
+    p[0].syndrome = PIB_AETH_NAK | PIB_NAK_REM_ACCESS_ERR;
+    seed_emit(dir, "rc-nak-access", sends, p, 1, 0);
+    /*
+     * The WQEs at setup: (BIND_MW, BIND_MW,) SEND, WRITE, READ, FA, CS,
+     * SEND_IMM.  psn_delta[2:0] counts from the oldest WQE not completed yet.
+     */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_ACKNOWLEDGE, 0, right);
+    p[0].target |= 1 << 6;
+    p[0].psn_delta = 1;             /* the WRITE: acks the SEND too */
+    p[1] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_RESP_FIRST, 0, right);
+    p[1].target |= 1 << 6;          /* the READ of 2500 bytes */
+    p[2] = p[1];
+    p[2].opsel = 14;                /* RC_RDMA_READ_RESP_MIDDLE */
+    p[2].psn_delta = 1 << 3;
+    p[3] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_RESP_LAST, 0, 0x8000 | 451);
+    p[3].target |= 1 << 6;
+    p[3].psn_delta = 2 << 3;
+    p[4] = seed_pkt(T_RC, PIB_OP_RC_ATOMIC_ACKNOWLEDGE, 0, right);
+    seed_emit(dir, "rc-responses", sends, p, 5, 0);
+    p[0] = seed_pkt(T_RC_SRQ, PIB_OP_RC_RDMA_READ_RESP_ONLY, 0, 0x8000 | 299);
+    seed_emit(dir, "rc-srq-read-resp", sends, p, 1, 0);
+
+    /* A READ, an atomic, whose local buffer is read-only: the response cannot land */
+    for (v = 0; v < 2; v++) {
+        sd.n = 0;
+        cfg = mtu1k;
+        seed_put(&sd, &cfg, sizeof(cfg));
+        seed_op(&sd, FZ_OP_SEND, &(FzSendRec) {
+                    T_RC, v ? PIB_WQE_ATOMIC_FA : PIB_WQE_RDMA_READ, 0x80, 0, 100, 0 },
+                sizeof(FzSendRec));
+        p[0] = v ? seed_pkt(T_RC, PIB_OP_RC_ATOMIC_ACKNOWLEDGE, 0, right) :
+                   seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_RESP_ONLY, 0, 0x8000 | 99);
+        seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+        seed_write(dir, v ? "rc-atomic-ack-prot" : "rc-read-resp-prot", &sd);
+    }
+
+    /* UD, GSI, UC */
+    p[0] = seed_pkt(T_UD, PIB_OP_UD_SEND_ONLY, 0, 0x8000 | 500);
+    p[1] = seed_pkt(T_GSI, PIB_OP_UD_SEND_ONLY_IMM, 0, 0x8000 | 60);
+    p[1].target |= 8;               /* with a GRH */
+    seed_emit(dir, "ud-send", mtu1k, p, 2, 0);
+    p[0] = seed_pkt(T_UC, PIB_OP_UC_SEND_ONLY, 0, right);
+    p[1] = seed_pkt(T_UC, PIB_OP_UC_RDMA_WRITE_ONLY_IMM, K_MR + M_RW, right);
+    seed_emit(dir, "uc-send-write", mtu1k, p, 2, 0);
+    p[0] = seed_pkt(T_UC, PIB_OP_UC_SEND_FIRST, 0, right);
+    p[1] = seed_pkt(T_UC, PIB_OP_UC_SEND_LAST, 0, right);
+    p[1].target |= 1 << 6;
+    p[1].psn_delta = 1;             /* one packet lost: the message goes */
+    seed_emit(dir, "uc-lost", mtu256, p, 2, 0);
+
+    /* UD receives that fail: a buffer too small, one without LOCAL_WRITE */
+    for (v = 0; v < 2; v++) {
+        sd.n = 0;
+        cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_NO_RECV };
+        seed_put(&sd, &cfg, sizeof(cfg));
+        seed_put(&sd, (uint8_t[]) { FZ_OP_RECV, T_UD, v ? 1 << 3 : 4 << 3 }, 3);
+        p[0] = seed_pkt(T_UD, PIB_OP_UD_SEND_ONLY, 0, 0x8000 | 500);
+        seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+        seed_write(dir, v ? "ud-recv-prot" : "ud-recv-small", &sd);
+    }
+
+    /* The transmit queue fills: a 320 KiB SEND into a socket that is full */
+    sd.n = 0;
+    cfg = (FzConfig) { .flags = FZ_TX_EAGAIN << 4 };
+    seed_put(&sd, &cfg, sizeof(cfg));
+    seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { T_RC, PIB_WQE_SEND, 0x10, 0,
+                                             40000, 0 }, sizeof(FzSendRec));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 7, FZ_OP_LINK, 7 }, 4);
+    seed_write(dir, "tx-full", &sd);
+    cfg.flags = FZ_TX_NOWATCH << 4;
+    memcpy(sd.b, &cfg, sizeof(cfg));
+    seed_write(dir, "tx-nowatch", &sd);
+
+    /* CQs that overflow, or cannot be written */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_ACKNOWLEDGE, 0, right);
+    p[0].target |= 2 << 6;
+    cfg = (FzConfig) { .flags = 2 | FZ_CFG_POST_SENDS, .flags3 = FZ_CFG3_TINY_CQ };
+    seed_emit(dir, "cq-overflow", cfg, p, 1, 0);
+    p[0] = seed_pkt(T_UD, PIB_OP_UD_SEND_ONLY, 0, 0x8000 | 500);
+    cfg = (FzConfig) { .flags = 2, .flags3 = FZ_CFG3_CQ_NOT_RAM };
+    seed_emit(dir, "cq-not-ram", cfg, p, 1, 0);
+
+    /* A port that starts without a LID; a peer that stays silent a while */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+    cfg = (FzConfig) { .flags = 2, .flags3 = FZ_CFG3_NO_LID };
+    seed_emit(dir, "no-lid", cfg, p, 1, 0);
+    sd.n = 0;
+    cfg = mtu1k;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 4 }, 2);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 1, FZ_OP_LINK, 5 | 3 << 3 }, 4);
+    seed_write(dir, "link-training", &sd);
+
+    /* Framing: a HELLO again, then a frame with a bad magic */
+    cfg = mtu1k;
+    sd.n = 0;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    v = 1;
+    seed_op(&sd, FZ_OP_LINK, &v, 1);
+    seed_put(&sd, (uint8_t[]) { FZ_OP_RAW, 8, 0, 0x51, 2, 0, 4, 1, 2, 3, 4 },
+             11);
+    seed_write(dir, "link-framing", &sd);
+
+    /* A READ, then the MR goes while the responses are pending */
+    sd.n = 0;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_RW,
+                    0x8000 | 3000);
+    seed_op(&sd, FZ_OP_STRUCT | FZ_OP_NORUN, &p[0], sizeof(p[0]));
+    seed_op(&sd, FZ_OP_ADMIN, &(FzAdminRec) { FZ_ADM_DEREG_MR, 0, 0 },
+            sizeof(FzAdminRec));
+    v = 0x90;
+    seed_op(&sd, FZ_OP_TICK, &v, 1);
+    seed_write(dir, "read-dereg", &sd);
+
+    /* Sends over a loopback, the link full, a reset in the middle */
+    sd.n = 0;
+    cfg = (FzConfig) {
+        .flags = 2 | FZ_CFG_POST_SENDS | (FZ_TX_EAGAIN << 4) | FZ_CFG_LOOPBACK,
+    };
+    seed_put(&sd, &cfg, sizeof(cfg));
+    seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { T_RC, PIB_WQE_RDMA_READ, 0x10, 0,
+                                             4000, 0 }, sizeof(FzSendRec));
+    v = 0x90;
+    seed_op(&sd, FZ_OP_TICK, &v, 1);
+    seed_op(&sd, FZ_OP_ADMIN, &(FzAdminRec) { FZ_ADM_RESET, 0, 0 },
+            sizeof(FzAdminRec));
+    seed_write(dir, "loopback-reset", &sd);
+
+    /* Error injection armed, then traffic */
+    sd.n = 0;
+    cfg = sends;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    for (v = 0; v < 6; v++) {
+        seed_op(&sd, FZ_OP_INJECT, &(FzInjectRec) { v, v == 0 ? 0 : 2, 1, 3 },
+                sizeof(FzInjectRec));
+    }
+    seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { T_RC, PIB_WQE_SEND, 0, 0, 100, 0 },
+            sizeof(FzSendRec));
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_ACKNOWLEDGE, 0, right);
+    p[0].target |= 2 << 6;
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    v = 0x90;
+    seed_op(&sd, FZ_OP_TICK, &v, 1);
+    seed_write(dir, "inject", &sd);
+}
+
+/*
+ * libFuzzer entry points
+ */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    const char *gen = getenv("PIB_FUZZ_GEN");
+
+    if (gen) {
+        fz_gen_seeds(gen);
+        exit(0);
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    FzIn in = { data, size };
+    FzConfig cfg;
+
+    in_read(&in, &cfg, sizeof(cfg));
+    fz_setup(cfg);
+    while (in.n) {
+        fz_op(&in);
+    }
+    fz_settle();
+    fz_teardown();
+    return 0;
+}
