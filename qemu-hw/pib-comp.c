@@ -7,7 +7,7 @@
  *
  * Completes send WQEs, in order, as an explicit state machine (after Linux's
  * rxe_comp.c).  It runs for each RC response packet (ACK, NAK, READ
- * response, atomic ACK) and from the work bottom half (UC/UD WQEs, which
+ * response, atomic ACK) and from the scheduler (UC/UD WQEs, which
  * complete once sent; local errors; the retransmit timer).
  *
  *   GET_WQE      the oldest outstanding WQE (the SQ's consumer index)
@@ -377,7 +377,7 @@ static PibCompStep pib_comp_rnr_retry(PibQp *qp, const PibPktInfo *pi,
 
 /*
  * The state machine.  pi is the response packet, or NULL when run from the
- * work bottom half (timeouts, and WQEs that need no response).
+ * scheduler (timeouts, and WQEs that need no response).
  */
 static void pib_comp_loop(PibQp *qp, const PibPktInfo *pi)
 {
@@ -454,7 +454,7 @@ static void pib_comp_loop(PibQp *qp, const PibPktInfo *pi)
     }
 }
 
-/* An RC response packet arrived (from the receive bottom half). */
+/* An RC response packet arrived (from pib_rx_run()). */
 void pib_comp_recv(PibQp *qp, const PibPktInfo *pi)
 {
     if (qp->state != PIB_QPS_RTS && qp->state != PIB_QPS_SQD) {
@@ -464,7 +464,7 @@ void pib_comp_recv(PibQp *qp, const PibPktInfo *pi)
     pib_comp_loop(qp, pi);
 }
 
-/* From the work bottom half: retransmit timeouts and finished WQEs. */
+/* From the scheduler: retransmit timeouts and finished WQEs. */
 void pib_comp_run(PibQp *qp)
 {
     PibComp *c = &qp->comp;

@@ -199,6 +199,7 @@ typedef struct PibLink {
     QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
 
     PibLinkRxState rx_state;
+    bool rx_throttled;      /* can_receive said 0: accept_input when room */
     struct pib_link_hdr rx_hdr;
     uint32_t rx_got;        /* bytes of the header or payload so far */
     uint32_t rx_len;        /* payload length from the header */
@@ -216,6 +217,7 @@ typedef struct PibLink {
     uint32_t tx_len;        /* bytes staged */
     uint32_t tx_off;        /* bytes of them written */
     guint tx_watch;         /* G_IO_OUT watch tag, 0 = none */
+    bool tx_blocked;        /* the last write found the socket full */
     bool tx_draining;       /* inside pib_link_tx_drain() */
     bool tx_waiters;        /* a requester stopped on a full queue */
 
@@ -452,7 +454,8 @@ typedef struct PibComp {
     uint8_t rnr_retry_left;
     bool timeout;           /* the retransmit timer fired */
     bool rnr_wait;          /* requester paused by an RNR NAK */
-    QEMUTimer *retrans_timer;
+    QEMUTimer *retrans_timer;   /* fires no later than retrans_deadline */
+    int64_t retrans_deadline;   /* QEMU_CLOCK_VIRTUAL ns; 0: not running */
     QEMUTimer *rnr_timer;
     bool wqe_valid;         /* wqe holds SQ entry wqe_cached */
     uint32_t wqe_cached;
@@ -609,9 +612,10 @@ struct PibState {
     /* The engines' scheduler (pib-qp.c) */
     QEMUBH *work_bh;
     PibQpList runlist;      /* QPs with work for their engines */
+    bool work_deferred;     /* pib_rx_run() runs the list when done */
     PibCqList notify_list;  /* CQs with a completion event to raise */
 
-    /* Received packets wait here for the receive bottom half. */
+    /* Received packets wait here for pib_rx_run(). */
     QEMUBH *rx_bh;
     PibPacketQueue rxq;
     uint32_t rxq_len;
@@ -709,6 +713,7 @@ void pib_packet_free(PibState *s, PibPacket *p);
 void pib_link_free_buffers(PibState *s);
 bool pib_xmit_room(PibState *s, uint16_t dlid);
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
+void pib_link_flush(PibState *s);
 void pib_link_purge(PibState *s);
 
 /* pib-obj.c: objects and their admin commands */
@@ -794,6 +799,7 @@ void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
                           uint8_t status);
 void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited);
 void pib_qp_kick_waiters(PibState *s);
+void pib_work_run(PibState *s);
 void pib_work_bh(void *opaque);
 const char *pib_qp_state_name(uint8_t state);
 bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status);
@@ -897,6 +903,8 @@ uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
 void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
 void pib_rx_enqueue(PibState *s, PibPacket *p);
+void pib_rx_link(PibState *s, PibPacket *p);
+void pib_rx_run(PibState *s);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);
 

@@ -27,10 +27,10 @@
  * own LID does not touch the link at all: it goes straight to our receive
  * queue (loopback), so two QPs of one HCA can talk.
  *
- * PACKET frames go to the receive queue (pib-pkt.c parses and dispatches
- * them from a bottom half).  While that queue is full the link reads
- * nothing, so a fast peer is slowed down by the socket rather than by
- * dropped packets.
+ * PACKET frames go to the receive queue; pib-pkt.c parses and dispatches
+ * them as soon as the read callback has consumed its bytes.  While that
+ * queue is full the link reads nothing, so a fast peer is slowed down by
+ * the socket rather than by dropped packets.
  */
 
 #include "qemu/osdep.h"
@@ -294,19 +294,31 @@ void pib_link_purge(PibState *s)
     l->txq_len = 0;
     l->tx_len = 0;
     l->tx_off = 0;
+    l->tx_blocked = false;
     if (l->tx_watch) {
         g_source_remove(l->tx_watch);
         l->tx_watch = 0;
     }
 }
 
+/*
+ * G_IO_OUT: the socket has room again.  While it keeps filling up, the same
+ * watch stays installed (G_SOURCE_CONTINUE) rather than being removed here
+ * and added again by the drain: adding or removing a GSource with a poll fd
+ * makes GLib write its wakeup eventfd, and under load (a full socket after
+ * every write) that cost two system calls per main-loop pass.
+ */
 static gboolean pib_link_tx_ready(void *do_not_use, GIOCondition cond,
                                   void *opaque)
 {
     PibState *s = opaque;
+    PibLink *l = &s->link;
 
-    s->link.tx_watch = 0;
     pib_link_tx_drain(s);
+    if (l->tx_watch && l->tx_blocked) {
+        return G_SOURCE_CONTINUE;       /* full again: keep waiting */
+    }
+    l->tx_watch = 0;                    /* (a purge may have removed it) */
     return G_SOURCE_REMOVE;
 }
 
@@ -349,6 +361,7 @@ static void pib_link_tx_drain(PibState *s)
         return;
     }
     l->tx_draining = true;
+    l->tx_blocked = false;
     for (;;) {
         if (!l->stream_open) {
             pib_link_purge(s);
@@ -372,6 +385,7 @@ static void pib_link_tx_drain(PibState *s)
         }
         /* Full (EAGAIN): continue when the chardev can take more. */
         trace_pib_link_tx_wait(s->node_guid, l->txq_len);
+        l->tx_blocked = true;
         if (!l->tx_watch) {
             l->tx_watch = qemu_chr_fe_add_watch(&l->chr, G_IO_OUT | G_IO_HUP,
                                                 pib_link_tx_ready, s);
@@ -388,11 +402,27 @@ static void pib_link_tx_drain(PibState *s)
     }
 }
 
+/*
+ * Send what the engines queued.  Transmitting queues only; each run of the
+ * engines (the work bottom half, a batch of received packets, a link event)
+ * ends with this flush, so the frames one run produced leave in one write of
+ * up to PIB_LINK_TX_BATCH bytes instead of one system call each, and still
+ * in the same main-loop pass.  While the socket is full (a G_IO_OUT watch
+ * is pending) there is no point in trying: the watch drains the queue.
+ */
+void pib_link_flush(PibState *s)
+{
+    PibLink *l = &s->link;
+
+    if (!l->tx_watch && !QSIMPLEQ_EMPTY(&l->txq)) {
+        pib_link_tx_drain(s);
+    }
+}
+
 static void pib_link_enqueue(PibState *s, PibPacket *p)
 {
     QSIMPLEQ_INSERT_TAIL(&s->link.txq, p, next);
     s->link.txq_len++;
-    pib_link_tx_drain(s);
 }
 
 /*
@@ -415,7 +445,10 @@ bool pib_xmit_room(PibState *s, uint16_t dlid)
     return false;
 }
 
-/* Send a packet built by pib_pkt_build(): on the link, or to ourselves. */
+/*
+ * Send a packet built by pib_pkt_build(): on the link, or to ourselves.  A
+ * link packet waits in the transmit queue for the caller's pib_link_flush().
+ */
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
 {
     bool loop = pib_lid_is_ours(s, dlid);
@@ -460,6 +493,7 @@ static void pib_link_send_hello(PibState *s)
     trace_pib_link_tx(s->node_guid, pib_frame_type_name(PIB_FRAME_HELLO),
                       sizeof(h));
     pib_link_enqueue(s, p);
+    pib_link_flush(s);
 }
 
 /*
@@ -550,7 +584,7 @@ static void pib_link_rx_frame(PibState *s)
         PibPacket *p = l->rx_pkt;
 
         l->rx_pkt = NULL;
-        pib_rx_enqueue(s, p);
+        pib_rx_link(s, p);
         break;
     }
     default:
@@ -585,8 +619,9 @@ static int pib_link_can_receive(void *opaque)
     PibState *s = PIB_HCA(opaque);
     PibLink *l = &s->link;
 
-    /* Backpressure: read on once the receive bottom half made room. */
+    /* Backpressure: read on once pib_rx_run() made room. */
     if (l->rx_state != PIB_RX_DISCARD && s->rxq_len >= PIB_RXQ_MAX) {
+        l->rx_throttled = true;
         return 0;
     }
     /*
@@ -599,7 +634,13 @@ static int pib_link_can_receive(void *opaque)
 /*
  * Feed bytes through the framing state machine.  Frames arrive split or merged
  * arbitrarily; every pass of the loop consumes at least one byte, so it ends
- * within `size` passes.
+ * within `size` passes.  The packets that were completed are processed once
+ * all bytes are in (pib_rx_run), so nothing they cause (an ACK that finds the
+ * peer gone, a port event) can change the framing state under the loop.
+ *
+ * A socket chardev hands over at most CHR_READ_BUF_LEN (4 KiB) per main-loop
+ * pass, less than one full-MTU frame: the link's receive rate is bounded by
+ * how fast the main loop turns, so nothing here may cost a pass of its own.
  */
 static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
 {
@@ -640,8 +681,12 @@ static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
             }
             break;
         default:
-            return;             /* DISCARD */
+            off = size;         /* DISCARD */
+            break;
         }
+    }
+    if (!QSIMPLEQ_EMPTY(&s->rxq)) {
+        pib_rx_run(s);
     }
 }
 

@@ -20,7 +20,8 @@
  *
  * Received packets (from the link, or looped back from our own requester
  * because they are addressed to our own LID) wait in the receive queue and
- * are dispatched from a bottom half, at most PIB_RX_BUDGET per run.
+ * are dispatched at most PIB_RX_BUDGET at a time: right after the link's read
+ * callback, or from a bottom half (loopback, and what the budget left).
  */
 
 #include "qemu/osdep.h"
@@ -529,47 +530,82 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
 }
 
 /*
- * The receive queue
+ * The receive queue.  Frames from the link are queued by the chardev's read
+ * callback and processed at its end (pib_rx_run() from pib_link_receive()),
+ * in the same main-loop pass: going through the bottom half cost one more
+ * pass, and an eventfd write to schedule it, per read.  Packets looped back
+ * to our own LID are queued by our own engines, in the middle of a step, so
+ * they wait for the receive bottom half.  Either way the queue is processed
+ * in arrival order.
  */
 
-void pib_rx_enqueue(PibState *s, PibPacket *p)
+/* Count a packet that reached the port, and queue it; false if it was lost */
+static bool pib_rx_queue(PibState *s, PibPacket *p)
 {
     if (pib_inject_drop(s, p, false)) {
         pib_packet_free(s, p);      /* lost before the port saw it */
-        return;
+        return false;
     }
     pib_count(s, PIB_CNT_RX_PACKETS, 1);
     pib_count(s, PIB_CNT_RX_BYTES, pib_packet_ib_len(p));
     QSIMPLEQ_INSERT_TAIL(&s->rxq, p, next);
+    s->rxq_len++;
+    return true;
+}
+
+/* A packet to our own LID: processed by the receive bottom half. */
+void pib_rx_enqueue(PibState *s, PibPacket *p)
+{
     /* A queue that was not empty has the bottom half scheduled already. */
-    if (s->rxq_len++ == 0) {
+    if (pib_rx_queue(s, p) && s->rxq_len == 1) {
         qemu_bh_schedule(s->rx_bh);
     }
 }
 
-void pib_rx_bh(void *opaque)
+/* A frame from the link: the read callback calls pib_rx_run() when done. */
+void pib_rx_link(PibState *s, PibPacket *p)
 {
-    PibState *s = opaque;
+    pib_rx_queue(s, p);
+}
+
+/*
+ * Dispatch queued packets, at most PIB_RX_BUDGET (the bottom half takes the
+ * rest), then run the engines they woke and send what all of it produced,
+ * still in this main-loop pass.
+ */
+void pib_rx_run(PibState *s)
+{
     unsigned n;
     PibPacket *p;
 
+    s->work_deferred = true;
     for (n = 0; n < PIB_RX_BUDGET && (p = QSIMPLEQ_FIRST(&s->rxq)); n++) {
         QSIMPLEQ_REMOVE_HEAD(&s->rxq, next);
         s->rxq_len--;
         pib_pkt_dispatch(s, pib_packet_ib(p), pib_packet_ib_len(p));
         pib_packet_free(s, p);
     }
+    s->work_deferred = false;
     if (!QSIMPLEQ_EMPTY(&s->rxq)) {
         qemu_bh_schedule(s->rx_bh);
     }
+    pib_work_run(s);            /* flushes the transmit queue */
     /* Room again: the link may read, stopped requesters may send. */
     if (s->rxq_len < PIB_RXQ_MAX / 2) {
-        qemu_chr_fe_accept_input(&s->link.chr);
+        if (s->link.rx_throttled) {
+            s->link.rx_throttled = false;
+            qemu_chr_fe_accept_input(&s->link.chr);
+        }
         if (s->rx_waiters) {
             s->rx_waiters = false;
             pib_qp_kick_waiters(s);
         }
     }
+}
+
+void pib_rx_bh(void *opaque)
+{
+    pib_rx_run(opaque);
 }
 
 void pib_rx_purge(PibState *s)

@@ -34,9 +34,10 @@
  * UD packets take a short path: Q_Key (checked at dispatch), a receive WQE
  * (none: dropped), the GRH space, the data, the CQE.
  *
- * READ responses are not sent from here but from pib_resp_run() in the work
- * bottom half, within its packet budget and only while the transmit queue has
- * room, so a large READ cannot flood the link or stall the main loop.
+ * READ responses are not sent from here but from pib_resp_run() in the
+ * scheduler (pib-qp.c), within its packet budget and only while the
+ * transmit queue has room, so a large READ cannot flood the link or stall
+ * the main loop.
  */
 
 #include "qemu/osdep.h"
@@ -727,7 +728,7 @@ static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
     pib_resp_complete_rwqe(qp, &cqe, pi->se);
 }
 
-/* A request packet arrived for this QP (from the receive bottom half). */
+/* A request packet arrived for this QP (from pib_rx_run()). */
 void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
 {
     PibRespCtx c = {
@@ -837,7 +838,7 @@ static PibRdRes *pib_resp_next_read(PibQp *qp)
 }
 
 /*
- * From the work bottom half: send READ responses, oldest first, one packet
+ * From the scheduler: send READ responses, oldest first, one packet
  * per budget unit, while the transmit queue has room.  The data is read
  * from guest memory straight into the frame.
  */
