@@ -2,9 +2,8 @@
 # Build QEMU's own fuzzer binary, qemu-fuzz-x86_64, with the pib device in it, for the
 # generic-fuzz target (MMIO/PIO writes and DMA contents chosen by libFuzzer).
 #
-# Same overlay as qemu-hw/build.sh (its logic is copied here on purpose, so that this script
-# never edits it): our device sources go into the shared QEMU tree's hw/pib/ and three one-line
-# hooks register them.  The build directory is separate, configured with clang,
+# The same overlay as qemu-hw/build.sh (mk/qemu-overlay.sh, under the same lock on the shared
+# QEMU tree).  The build directory is separate, configured with clang,
 # --enable-fuzzing and --enable-sanitizers (ASan + UBSan):
 #   $PIB_CACHE/build/qemu-fuzz/qemu-fuzz-x86_64
 # The first build compiles all of QEMU with clang and ASan: ~20 minutes on 2 cores.  It runs
@@ -16,22 +15,8 @@ BLD=${PIB_CACHE:-$HOME/.cache/pib}/build/qemu-fuzz
 JOBS=${JOBS:-2}
 say() { printf '[qemu-fuzz] %s\n' "$*" >&2; }
 
-copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
-hook() { grep -qxF "$2" "$1" || echo "$2" >> "$1"; }
-hook_after() {
-  grep -qxF "$3" "$1" && return 0
-  grep -qxF "$2" "$1" || { say "hook anchor '$2' not found in $1"; exit 1; }
-  awk -v a="$2" -v l="$3" '{ print } $0 == a { print l }' "$1" > "$1.pib-tmp" && mv "$1.pib-tmp" "$1"
-}
-
-for f in "$TOP"/qemu-hw/*; do
-  case $(basename "$f") in build.sh|README.md) continue ;; esac
-  copy_if_changed "$f" "$SRC/hw/pib/$(basename "$f")"
-done
-for f in "$TOP"/include/*.h; do copy_if_changed "$f" "$SRC/hw/pib/include/$(basename "$f")"; done
-hook "$SRC/hw/meson.build" "subdir('pib')"
-hook "$SRC/hw/Kconfig" "source pib/Kconfig"
-hook_after "$SRC/meson.build" "    'hw/nvme'," "    'hw/pib',"
+source "$TOP/mk/qemu-overlay.sh"
+qemu_overlay "$TOP" "$SRC"
 
 if [ ! -f "$BLD/build.ninja" ]; then
   command -v clang >/dev/null || { say "clang is missing (apt-get install clang libclang-rt-14-dev)"; exit 1; }
