@@ -28,31 +28,10 @@
 #include "verbs.h"
 
 /* A CQE's status is the verbs numbering, so it is passed on unchanged. */
-#define PIB_SAME_STATUS(name)                                                  \
+#define PIB_SAME_STATUS(name, value)                                           \
 	static_assert((int)PIB_WC_##name == (int)IBV_WC_##name,               \
-		      "CQE status " #name " is the verbs value")
-PIB_SAME_STATUS(SUCCESS);
-PIB_SAME_STATUS(LOC_LEN_ERR);
-PIB_SAME_STATUS(LOC_QP_OP_ERR);
-PIB_SAME_STATUS(LOC_EEC_OP_ERR);
-PIB_SAME_STATUS(LOC_PROT_ERR);
-PIB_SAME_STATUS(WR_FLUSH_ERR);
-PIB_SAME_STATUS(MW_BIND_ERR);
-PIB_SAME_STATUS(BAD_RESP_ERR);
-PIB_SAME_STATUS(LOC_ACCESS_ERR);
-PIB_SAME_STATUS(REM_INV_REQ_ERR);
-PIB_SAME_STATUS(REM_ACCESS_ERR);
-PIB_SAME_STATUS(REM_OP_ERR);
-PIB_SAME_STATUS(RETRY_EXC_ERR);
-PIB_SAME_STATUS(RNR_RETRY_EXC_ERR);
-PIB_SAME_STATUS(LOC_RDD_VIOL_ERR);
-PIB_SAME_STATUS(REM_INV_RD_REQ_ERR);
-PIB_SAME_STATUS(REM_ABORT_ERR);
-PIB_SAME_STATUS(INV_EECN_ERR);
-PIB_SAME_STATUS(INV_EEC_STATE_ERR);
-PIB_SAME_STATUS(FATAL_ERR);
-PIB_SAME_STATUS(RESP_TIMEOUT_ERR);
-PIB_SAME_STATUS(GENERAL_ERR);
+		      "CQE status " #name " is the verbs value");
+PIB_WC_STATUSES(PIB_SAME_STATUS)
 
 struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 			     struct ibv_comp_channel *channel, int comp_vector)

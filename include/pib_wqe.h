@@ -125,31 +125,41 @@ enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode 
 	PIB_CQE_RECV_RDMA_IMM  = 0x81,
 };
 
-/* Completion status: the IBTA/verbs numbering (enum ibv_wc_status / ib_wc_status). */
+/*
+ * Completion status: the IBTA/verbs numbering (enum ibv_wc_status / ib_wc_status).
+ * PIB_WC_STATUSES(X) calls X(name, value) once per status: the enum below, the device's
+ * status names and the driver's and provider's checks against their own numbering are all
+ * made from this one list.
+ */
+#define PIB_WC_STATUSES(X)             \
+	X(SUCCESS,             0)      \
+	X(LOC_LEN_ERR,         1)      \
+	X(LOC_QP_OP_ERR,       2)      \
+	X(LOC_EEC_OP_ERR,      3)      \
+	X(LOC_PROT_ERR,        4)      \
+	X(WR_FLUSH_ERR,        5)      \
+	X(MW_BIND_ERR,         6)      \
+	X(BAD_RESP_ERR,        7)      \
+	X(LOC_ACCESS_ERR,      8)      \
+	X(REM_INV_REQ_ERR,     9)      \
+	X(REM_ACCESS_ERR,      10)     \
+	X(REM_OP_ERR,          11)     \
+	X(RETRY_EXC_ERR,       12)     \
+	X(RNR_RETRY_EXC_ERR,   13)     \
+	X(LOC_RDD_VIOL_ERR,    14)     \
+	X(REM_INV_RD_REQ_ERR,  15)     \
+	X(REM_ABORT_ERR,       16)     \
+	X(INV_EECN_ERR,        17)     \
+	X(INV_EEC_STATE_ERR,   18)     \
+	X(FATAL_ERR,           19)     \
+	X(RESP_TIMEOUT_ERR,    20)     \
+	X(GENERAL_ERR,         21)
+
+#define PIB_WC_ENUM_ENTRY(name, value) PIB_WC_##name = value,
 enum pib_cqe_status {
-	PIB_WC_SUCCESS            = 0,
-	PIB_WC_LOC_LEN_ERR        = 1,
-	PIB_WC_LOC_QP_OP_ERR      = 2,
-	PIB_WC_LOC_EEC_OP_ERR     = 3,
-	PIB_WC_LOC_PROT_ERR       = 4,
-	PIB_WC_WR_FLUSH_ERR       = 5,
-	PIB_WC_MW_BIND_ERR        = 6,
-	PIB_WC_BAD_RESP_ERR       = 7,
-	PIB_WC_LOC_ACCESS_ERR     = 8,
-	PIB_WC_REM_INV_REQ_ERR    = 9,
-	PIB_WC_REM_ACCESS_ERR     = 10,
-	PIB_WC_REM_OP_ERR         = 11,
-	PIB_WC_RETRY_EXC_ERR      = 12,
-	PIB_WC_RNR_RETRY_EXC_ERR  = 13,
-	PIB_WC_LOC_RDD_VIOL_ERR   = 14,
-	PIB_WC_REM_INV_RD_REQ_ERR = 15,
-	PIB_WC_REM_ABORT_ERR      = 16,
-	PIB_WC_INV_EECN_ERR       = 17,
-	PIB_WC_INV_EEC_STATE_ERR  = 18,
-	PIB_WC_FATAL_ERR          = 19,
-	PIB_WC_RESP_TIMEOUT_ERR   = 20,
-	PIB_WC_GENERAL_ERR        = 21,
+	PIB_WC_STATUSES(PIB_WC_ENUM_ENTRY)
 };
+#undef PIB_WC_ENUM_ENTRY
 
 #define PIB_CQE_F_PHASE        (1u << 0)
 #define PIB_CQE_F_IMM          (1u << 1)  /* imm_inv holds immediate data                   */

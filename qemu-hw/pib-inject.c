@@ -63,30 +63,11 @@
  */
 
 /* enum pib_cqe_status, without the PIB_WC_ prefix */
+#define PIB_WC_NAME(name, value) [PIB_WC_##name] = #name,
 static const char *const pib_wc_status_names[] = {
-    [PIB_WC_SUCCESS]            = "SUCCESS",
-    [PIB_WC_LOC_LEN_ERR]        = "LOC_LEN_ERR",
-    [PIB_WC_LOC_QP_OP_ERR]      = "LOC_QP_OP_ERR",
-    [PIB_WC_LOC_EEC_OP_ERR]     = "LOC_EEC_OP_ERR",
-    [PIB_WC_LOC_PROT_ERR]       = "LOC_PROT_ERR",
-    [PIB_WC_WR_FLUSH_ERR]       = "WR_FLUSH_ERR",
-    [PIB_WC_MW_BIND_ERR]        = "MW_BIND_ERR",
-    [PIB_WC_BAD_RESP_ERR]       = "BAD_RESP_ERR",
-    [PIB_WC_LOC_ACCESS_ERR]     = "LOC_ACCESS_ERR",
-    [PIB_WC_REM_INV_REQ_ERR]    = "REM_INV_REQ_ERR",
-    [PIB_WC_REM_ACCESS_ERR]     = "REM_ACCESS_ERR",
-    [PIB_WC_REM_OP_ERR]         = "REM_OP_ERR",
-    [PIB_WC_RETRY_EXC_ERR]      = "RETRY_EXC_ERR",
-    [PIB_WC_RNR_RETRY_EXC_ERR]  = "RNR_RETRY_EXC_ERR",
-    [PIB_WC_LOC_RDD_VIOL_ERR]   = "LOC_RDD_VIOL_ERR",
-    [PIB_WC_REM_INV_RD_REQ_ERR] = "REM_INV_RD_REQ_ERR",
-    [PIB_WC_REM_ABORT_ERR]      = "REM_ABORT_ERR",
-    [PIB_WC_INV_EECN_ERR]       = "INV_EECN_ERR",
-    [PIB_WC_INV_EEC_STATE_ERR]  = "INV_EEC_STATE_ERR",
-    [PIB_WC_FATAL_ERR]          = "FATAL_ERR",
-    [PIB_WC_RESP_TIMEOUT_ERR]   = "RESP_TIMEOUT_ERR",
-    [PIB_WC_GENERAL_ERR]        = "GENERAL_ERR",
+    PIB_WC_STATUSES(PIB_WC_NAME)
 };
+#undef PIB_WC_NAME
 
 static const char *pib_wc_status_name(uint8_t status)
 {
