@@ -192,47 +192,11 @@ int pib_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gi
  * (pib_dev.counters).
  * ------------------------------------------------------------------------------------------ */
 
-#define PIB_STAT(cnt, str)      [PIB_CNT_##cnt] = { .name = str }
+#define PIB_STAT(id, sysfs)     [PIB_CNT_##id] = { .name = #sysfs },
 static const struct rdma_stat_desc pib_port_stats[] = {
-	PIB_STAT(TX_PACKETS, "tx_packets"),
-	PIB_STAT(TX_BYTES, "tx_bytes"),
-	PIB_STAT(RX_PACKETS, "rx_packets"),
-	PIB_STAT(RX_BYTES, "rx_bytes"),
-	PIB_STAT(LINK_DOWNS, "link_downs"),
-	PIB_STAT(LINK_FRAMING_ERRORS, "link_framing_errors"),
-	PIB_STAT(RETRANSMITS, "retransmits"),
-	PIB_STAT(RETRY_TIMEOUTS, "retry_timeouts"),
-	PIB_STAT(RNR_NAKS_SENT, "rnr_naks_sent"),
-	PIB_STAT(RNR_NAKS_RCVD, "rnr_naks_rcvd"),
-	PIB_STAT(SEQ_NAKS_SENT, "seq_naks_sent"),
-	PIB_STAT(SEQ_NAKS_RCVD, "seq_naks_rcvd"),
-	PIB_STAT(ACCESS_NAKS_SENT, "access_naks_sent"),
-	PIB_STAT(DUPLICATE_REQUESTS, "duplicate_requests"),
-	PIB_STAT(RX_DROP_PORT_DOWN, "rx_drop_port_down"),
-	PIB_STAT(RX_DROP_MALFORMED, "rx_drop_malformed"),
-	PIB_STAT(RX_DROP_DLID, "rx_drop_dlid"),
-	PIB_STAT(RX_DROP_OPCODE, "rx_drop_opcode"),
-	PIB_STAT(RX_DROP_PKEY, "rx_drop_pkey"),
-	PIB_STAT(RX_DROP_NO_QP, "rx_drop_no_qp"),
-	PIB_STAT(RX_DROP_QP_TYPE, "rx_drop_qp_type"),
-	PIB_STAT(RX_DROP_QP_STATE, "rx_drop_qp_state"),
-	PIB_STAT(RX_DROP_SLID, "rx_drop_slid"),
-	PIB_STAT(RX_DROP_QKEY, "rx_drop_qkey"),
-	PIB_STAT(RX_DROP_LENGTH, "rx_drop_length"),
-	PIB_STAT(RX_DROP_NO_RECV_WQE, "rx_drop_no_recv_wqe"),
-	PIB_STAT(RX_DROP_UC_SEQ, "rx_drop_uc_seq"),
-	PIB_STAT(RX_DROP_PSN_SEQ, "rx_drop_psn_seq"),
-	PIB_STAT(RX_DROP_DUPLICATE, "rx_drop_duplicate"),
-	PIB_STAT(RX_DROP_STALE_RESP, "rx_drop_stale_resp"),
-	PIB_STAT(RX_DROP_RNR, "rx_drop_rnr"),
-	PIB_STAT(RX_DROP_RXQ_FULL, "rx_drop_rxq_full"),
-	PIB_STAT(RX_DROP_ACCESS, "rx_drop_access"),
-	PIB_STAT(TX_DROP_PORT_DOWN, "tx_drop_port_down"),
-	PIB_STAT(TX_DROP_TXQ_FULL, "tx_drop_txq_full"),
-	PIB_STAT(INJECTED_FAULTS, "injected_faults"),
+	PIB_COUNTERS(PIB_STAT)
 };
 #undef PIB_STAT
-/* A counter added to pib_hw.h needs its name here (the last one, at least, is checked). */
 static_assert(ARRAY_SIZE(pib_port_stats) == PIB_CNT_MAX, "a name for every pib counter");
 
 /* ib_core frees the struct when the device goes away. */

@@ -560,50 +560,56 @@ struct pib_port_attr {
 
 /* ------------------------------------------------------------------------------------------
  * Counters returned by QUERY_COUNTERS: an array of little-endian u64, indexed by this enum.
- * They count since reset and never wrap in practice.  The driver exposes each one as a port
- * hw_counter under the name in the comment (/sys/class/infiniband/pib_0/ports/1/hw_counters).
+ * They count since reset and never wrap in practice.  PIB_COUNTERS(X) calls X(ID, name) for
+ * each, in index order: the enum below is PIB_CNT_<ID>, and the driver exposes the counter as
+ * the port hw_counter <name> (/sys/class/infiniband/pib_0/ports/1/hw_counters).
  * Every packet the device drops is counted under exactly one rx_drop_* reason.
  * ------------------------------------------------------------------------------------------ */
+#define PIB_COUNTERS(X)                                                                        \
+	X(TX_PACKETS,          tx_packets)                                                     \
+	X(TX_BYTES,            tx_bytes)             /* IB packet bytes, LRH to payload     */ \
+	X(RX_PACKETS,          rx_packets)           /* accepted by the link, before checks */ \
+	X(RX_BYTES,            rx_bytes)                                                       \
+	X(LINK_DOWNS,          link_downs)                                                     \
+	X(LINK_FRAMING_ERRORS, link_framing_errors)  /* bad magic/type/length; the link was */ \
+	                                             /* dropped and retrained               */ \
+	X(RETRANSMITS,         retransmits)          /* RC packets sent again               */ \
+	X(RETRY_TIMEOUTS,      retry_timeouts)       /* RC ACK timer expiries               */ \
+	X(RNR_NAKS_SENT,       rnr_naks_sent)                                                  \
+	X(RNR_NAKS_RCVD,       rnr_naks_rcvd)                                                  \
+	X(SEQ_NAKS_SENT,       seq_naks_sent)        /* PSN sequence error NAKs             */ \
+	X(SEQ_NAKS_RCVD,       seq_naks_rcvd)                                                  \
+	X(ACCESS_NAKS_SENT,    access_naks_sent)     /* remote access errors answered       */ \
+	X(DUPLICATE_REQUESTS,  duplicate_requests)   /* answered, not applied again         */ \
+	X(RX_DROP_PORT_DOWN,   rx_drop_port_down)                                              \
+	X(RX_DROP_MALFORMED,   rx_drop_malformed)    /* short, bad LRH/GRH/BTH              */ \
+	X(RX_DROP_DLID,        rx_drop_dlid)         /* not for our LID/GID                 */ \
+	X(RX_DROP_OPCODE,      rx_drop_opcode)       /* unknown or unsupported opcode       */ \
+	X(RX_DROP_PKEY,        rx_drop_pkey)                                                   \
+	X(RX_DROP_NO_QP,       rx_drop_no_qp)        /* destination QP does not exist       */ \
+	X(RX_DROP_QP_TYPE,     rx_drop_qp_type)      /* opcode's transport is not the QP's  */ \
+	X(RX_DROP_QP_STATE,    rx_drop_qp_state)     /* QP not receiving                    */ \
+	X(RX_DROP_SLID,        rx_drop_slid)         /* RC/UC packet not from the peer      */ \
+	X(RX_DROP_QKEY,        rx_drop_qkey)         /* UD Q_Key mismatch                   */ \
+	X(RX_DROP_LENGTH,      rx_drop_length)       /* payload wrong for opcode and MTU    */ \
+	X(RX_DROP_NO_RECV_WQE, rx_drop_no_recv_wqe)  /* UD/UC with no receive posted        */ \
+	X(RX_DROP_UC_SEQ,      rx_drop_uc_seq)       /* UC message broken by a lost packet  */ \
+	X(RX_DROP_PSN_SEQ,     rx_drop_psn_seq)      /* RC PSN ahead of the expected one    */ \
+	X(RX_DROP_DUPLICATE,   rx_drop_duplicate)    /* RC duplicate, not applied           */ \
+	X(RX_DROP_STALE_RESP,  rx_drop_stale_resp)   /* response to nothing outstanding     */ \
+	X(RX_DROP_RNR,         rx_drop_rnr)          /* RC request refused with an RNR NAK  */ \
+	X(RX_DROP_RXQ_FULL,    rx_drop_rxq_full)                                               \
+	X(RX_DROP_ACCESS,      rx_drop_access)       /* bad rkey/range/rights, NAK sent     */ \
+	X(TX_DROP_PORT_DOWN,   tx_drop_port_down)                                              \
+	X(TX_DROP_TXQ_FULL,    tx_drop_txq_full)                                               \
+	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */
+
+#define PIB_CNT_ENUM_ENTRY(id, name) PIB_CNT_##id,
 enum pib_counter {
-	PIB_CNT_TX_PACKETS = 0,      /* tx_packets                                           */
-	PIB_CNT_TX_BYTES,            /* tx_bytes: IB packet bytes, LRH to payload           */
-	PIB_CNT_RX_PACKETS,          /* rx_packets: accepted by the link, before checks     */
-	PIB_CNT_RX_BYTES,            /* rx_bytes                                             */
-	PIB_CNT_LINK_DOWNS,          /* link_downs                                           */
-	PIB_CNT_LINK_FRAMING_ERRORS, /* link_framing_errors: bad magic/type/length; the      */
-	                             /* link was dropped and retrained                       */
-	PIB_CNT_RETRANSMITS,         /* retransmits: RC packets sent again                   */
-	PIB_CNT_RETRY_TIMEOUTS,      /* retry_timeouts: RC ACK timer expiries                */
-	PIB_CNT_RNR_NAKS_SENT,       /* rnr_naks_sent                                        */
-	PIB_CNT_RNR_NAKS_RCVD,       /* rnr_naks_rcvd                                        */
-	PIB_CNT_SEQ_NAKS_SENT,       /* seq_naks_sent: PSN sequence error NAKs               */
-	PIB_CNT_SEQ_NAKS_RCVD,       /* seq_naks_rcvd                                        */
-	PIB_CNT_ACCESS_NAKS_SENT,    /* access_naks_sent: remote access errors answered      */
-	PIB_CNT_DUPLICATE_REQUESTS,  /* duplicate_requests: answered, not applied again      */
-	PIB_CNT_RX_DROP_PORT_DOWN,   /* rx_drop_port_down                                    */
-	PIB_CNT_RX_DROP_MALFORMED,   /* rx_drop_malformed: short, bad LRH/GRH/BTH            */
-	PIB_CNT_RX_DROP_DLID,        /* rx_drop_dlid: not for our LID/GID                    */
-	PIB_CNT_RX_DROP_OPCODE,      /* rx_drop_opcode: unknown or unsupported opcode        */
-	PIB_CNT_RX_DROP_PKEY,        /* rx_drop_pkey                                         */
-	PIB_CNT_RX_DROP_NO_QP,       /* rx_drop_no_qp: destination QP does not exist         */
-	PIB_CNT_RX_DROP_QP_TYPE,     /* rx_drop_qp_type: opcode's transport is not the QP's  */
-	PIB_CNT_RX_DROP_QP_STATE,    /* rx_drop_qp_state: QP not receiving                   */
-	PIB_CNT_RX_DROP_SLID,        /* rx_drop_slid: RC/UC packet not from the peer         */
-	PIB_CNT_RX_DROP_QKEY,        /* rx_drop_qkey: UD Q_Key mismatch                      */
-	PIB_CNT_RX_DROP_LENGTH,      /* rx_drop_length: payload wrong for opcode and MTU     */
-	PIB_CNT_RX_DROP_NO_RECV_WQE, /* rx_drop_no_recv_wqe: UD/UC with no receive posted    */
-	PIB_CNT_RX_DROP_UC_SEQ,      /* rx_drop_uc_seq: UC message broken by a lost packet   */
-	PIB_CNT_RX_DROP_PSN_SEQ,     /* rx_drop_psn_seq: RC PSN ahead of the expected one    */
-	PIB_CNT_RX_DROP_DUPLICATE,   /* rx_drop_duplicate: RC duplicate, not applied         */
-	PIB_CNT_RX_DROP_STALE_RESP,  /* rx_drop_stale_resp: response to nothing outstanding  */
-	PIB_CNT_RX_DROP_RNR,         /* rx_drop_rnr: RC request refused with an RNR NAK      */
-	PIB_CNT_RX_DROP_RXQ_FULL,    /* rx_drop_rxq_full                                     */
-	PIB_CNT_RX_DROP_ACCESS,      /* rx_drop_access: bad rkey/range/rights, NAK sent      */
-	PIB_CNT_TX_DROP_PORT_DOWN,   /* tx_drop_port_down                                    */
-	PIB_CNT_TX_DROP_TXQ_FULL,    /* tx_drop_txq_full                                     */
-	PIB_CNT_INJECTED_FAULTS,     /* injected_faults: error injection events (QOM/QMP)    */
+	PIB_COUNTERS(PIB_CNT_ENUM_ENTRY)
 	PIB_CNT_MAX
 };
+#undef PIB_CNT_ENUM_ENTRY
 
 /* PortState / PortPhysicalState values (IBTA 14.2.5.6) */
 #define PIB_PORT_DOWN          1

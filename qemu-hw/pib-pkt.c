@@ -120,44 +120,11 @@ static const PibOpInfo pib_ops[256] = {
 };
 
 /* The hw_counter names of include/pib_hw.h's enum pib_counter. */
+#define PIB_CNT_NAME(id, name) [PIB_CNT_##id] = #name,
 static const char *const pib_counter_names[PIB_CNT_MAX] = {
-    [PIB_CNT_TX_PACKETS]            = "tx_packets",
-    [PIB_CNT_TX_BYTES]              = "tx_bytes",
-    [PIB_CNT_RX_PACKETS]            = "rx_packets",
-    [PIB_CNT_RX_BYTES]              = "rx_bytes",
-    [PIB_CNT_LINK_DOWNS]            = "link_downs",
-    [PIB_CNT_LINK_FRAMING_ERRORS]   = "link_framing_errors",
-    [PIB_CNT_RETRANSMITS]           = "retransmits",
-    [PIB_CNT_RETRY_TIMEOUTS]        = "retry_timeouts",
-    [PIB_CNT_RNR_NAKS_SENT]         = "rnr_naks_sent",
-    [PIB_CNT_RNR_NAKS_RCVD]         = "rnr_naks_rcvd",
-    [PIB_CNT_SEQ_NAKS_SENT]         = "seq_naks_sent",
-    [PIB_CNT_SEQ_NAKS_RCVD]         = "seq_naks_rcvd",
-    [PIB_CNT_ACCESS_NAKS_SENT]      = "access_naks_sent",
-    [PIB_CNT_DUPLICATE_REQUESTS]    = "duplicate_requests",
-    [PIB_CNT_RX_DROP_PORT_DOWN]     = "rx_drop_port_down",
-    [PIB_CNT_RX_DROP_MALFORMED]     = "rx_drop_malformed",
-    [PIB_CNT_RX_DROP_DLID]          = "rx_drop_dlid",
-    [PIB_CNT_RX_DROP_OPCODE]        = "rx_drop_opcode",
-    [PIB_CNT_RX_DROP_PKEY]          = "rx_drop_pkey",
-    [PIB_CNT_RX_DROP_NO_QP]         = "rx_drop_no_qp",
-    [PIB_CNT_RX_DROP_QP_TYPE]       = "rx_drop_qp_type",
-    [PIB_CNT_RX_DROP_QP_STATE]      = "rx_drop_qp_state",
-    [PIB_CNT_RX_DROP_SLID]          = "rx_drop_slid",
-    [PIB_CNT_RX_DROP_QKEY]          = "rx_drop_qkey",
-    [PIB_CNT_RX_DROP_LENGTH]        = "rx_drop_length",
-    [PIB_CNT_RX_DROP_NO_RECV_WQE]   = "rx_drop_no_recv_wqe",
-    [PIB_CNT_RX_DROP_UC_SEQ]        = "rx_drop_uc_seq",
-    [PIB_CNT_RX_DROP_PSN_SEQ]       = "rx_drop_psn_seq",
-    [PIB_CNT_RX_DROP_DUPLICATE]     = "rx_drop_duplicate",
-    [PIB_CNT_RX_DROP_STALE_RESP]    = "rx_drop_stale_resp",
-    [PIB_CNT_RX_DROP_RNR]           = "rx_drop_rnr",
-    [PIB_CNT_RX_DROP_RXQ_FULL]      = "rx_drop_rxq_full",
-    [PIB_CNT_RX_DROP_ACCESS]        = "rx_drop_access",
-    [PIB_CNT_TX_DROP_PORT_DOWN]     = "tx_drop_port_down",
-    [PIB_CNT_TX_DROP_TXQ_FULL]      = "tx_drop_txq_full",
-    [PIB_CNT_INJECTED_FAULTS]       = "injected_faults",
+    PIB_COUNTERS(PIB_CNT_NAME)
 };
+#undef PIB_CNT_NAME
 
 const PibOpInfo *pib_op_info(uint8_t opcode)
 {
