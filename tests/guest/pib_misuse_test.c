@@ -49,6 +49,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "pib_test_util.h"
+
 #define PAGE 4096
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -99,14 +101,6 @@ static int __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
 	putchar('\n');
 	n_fail++;
 	return -1;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static const char *st(enum ibv_wc_status s)

@@ -38,6 +38,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "pib_test_util.h"
+
 #define PAGE 4096
 #define MAX_QPS 64
 
@@ -53,14 +55,6 @@ struct opts {
 	const char *go_file;	/* -w */
 	int timeout;		/* -t, seconds */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Byte i of the MR: the top byte of i * 2654435761 (Knuth's multiplicative hash).
  * tests/hostile/pib_hostile.c checks what it READs against the same formula. */
