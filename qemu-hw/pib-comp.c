@@ -308,7 +308,9 @@ static PibCompStep pib_comp_atomic(PibQp *qp, const PibPktInfo *pi,
 
 /*
  * UPDATE_COMP: the peer acknowledged up to and including psn.  The retransmit
- * timer restarts while anything is outstanding.
+ * timer restarts: stopped here, started again for a full period by
+ * pib_qp_sync_timers() at the end of the pass if anything is still
+ * unacknowledged.
  */
 static void pib_comp_progress(PibQp *qp, uint32_t psn)
 {
@@ -322,9 +324,6 @@ static void pib_comp_progress(PibQp *qp, uint32_t psn)
         pib_req_retry(qp);
     }
     pib_qp_stop_retrans(qp);
-    if (qp->comp.psn != qp->req.psn) {
-        pib_qp_arm_retrans(qp);
-    }
     pib_qp_schedule(qp);
 }
 
@@ -462,6 +461,7 @@ void pib_comp_recv(PibQp *qp, const PibPktInfo *pi)
         return;
     }
     pib_comp_loop(qp, pi);
+    pib_qp_sync_timers(qp);
 }
 
 /* From the scheduler: retransmit timeouts and finished WQEs. */

@@ -809,8 +809,8 @@ bool pib_wqe_is_rd_atomic(uint8_t opcode);
 bool pib_wqe_is_local(uint8_t opcode);
 bool pib_qp_is_connected(const PibQp *qp);
 uint64_t pib_rnr_timer_ns(uint8_t code);
-void pib_qp_arm_retrans(PibQp *qp);
 void pib_qp_stop_retrans(PibQp *qp);
+void pib_qp_sync_timers(PibQp *qp);
 
 /* pib-pkt.c */
 #define PIB_OPM_RETH        (1u << 0)

@@ -280,7 +280,11 @@ static void pib_packet_pool_free(PibState *s)
 
 /*
  * Drop every frame not yet written, staged or queued (the stream closed, or
- * the device goes away).
+ * the device goes away).  The queue is empty now, so whoever waited for room
+ * in it runs again: a requester that stopped on a full queue when the link
+ * died must go on to find the port down (its packets are then dropped and
+ * counted, and its ACK timer runs out), not wait for a drain that will never
+ * come.
  */
 void pib_link_purge(PibState *s)
 {
@@ -298,6 +302,10 @@ void pib_link_purge(PibState *s)
     if (l->tx_watch) {
         g_source_remove(l->tx_watch);
         l->tx_watch = 0;
+    }
+    if (l->tx_waiters) {
+        l->tx_waiters = false;
+        pib_qp_kick_waiters(s);
     }
 }
 

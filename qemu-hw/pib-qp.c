@@ -258,7 +258,7 @@ uint64_t pib_rnr_timer_ns(uint8_t code)
  * timer_mod() of the earliest timer notifies the main loop (an eventfd write
  * and an extra pass); this way it happens at most once per timeout period.
  */
-void pib_qp_arm_retrans(PibQp *qp)
+static void pib_qp_arm_retrans(PibQp *qp)
 {
     PibComp *c = &qp->comp;
     int64_t deadline;
@@ -282,6 +282,34 @@ void pib_qp_stop_retrans(PibQp *qp)
         qp->comp.retrans_deadline = 0;  /* the QEMU timer may stay pending */
         trace_pib_timer(qp->qpn, "retransmit", "stopped", 0);
     }
+}
+
+/*
+ * The requester's timer rule, in one place.  An RC QP in RTS or SQD with
+ * requests the peer has not acknowledged (PSNs in [comp.psn, req.psn_max))
+ * always has a timer running, whatever happens to the link: the RNR timer
+ * while an RNR NAK pauses it, otherwise the retransmit (local ACK) timer.
+ * With nothing unacknowledged, no retransmit timer runs.
+ *
+ * Every engine pass ends here (pib_qp_work, pib_comp_recv), so no path can
+ * leave an outstanding request with nothing to wake it: a go-back-N rewind
+ * whose first packet finds the transmit queue full, a queue purged when the
+ * link dropped, an RNR wait that ended with the queue full.  The engines
+ * only stop the timer when the peer shows progress (pib_comp_progress) or
+ * when they retry; this function starts it again, for a full period from
+ * now.  A timeout of 0 means "wait forever" (pib_qp_arm_retrans).
+ */
+void pib_qp_sync_timers(PibQp *qp)
+{
+    bool requesting = qp->type == PIB_QPT_RC &&
+                      (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD);
+
+    if (!requesting || qp->comp.rnr_wait ||
+        pib_psn_diff(qp->req.psn_max, qp->comp.psn) <= 0) {
+        pib_qp_stop_retrans(qp);
+        return;
+    }
+    pib_qp_arm_retrans(qp);
 }
 
 static void pib_qp_retrans_cb(void *opaque)
@@ -844,6 +872,7 @@ static void pib_qp_work(PibQp *qp)
             pib_comp_run(qp);   /* UC/UD WQEs are done once sent */
         }
         pib_qp_check_drained(qp);
+        pib_qp_sync_timers(qp);
         /* fall through: the responder side */
     case PIB_QPS_RTR:
         if (qp->state != PIB_QPS_ERR) {

@@ -345,9 +345,6 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         r->psn_max = r->psn;
     }
     r->offset += paylen;
-    if (rc) {
-        pib_qp_arm_retrans(qp);
-    }
     if (pib_wqe_is_rd_atomic(w->opcode)) {
         r->offset = w->length;
         return REQ_WQE_DONE;

@@ -3562,6 +3562,147 @@ static void test_dp_wire(void)
 }
 
 /*
+ * 9b. The requester's timers when the link dies under it.  The rule the
+ * device keeps: while an RC QP has requests the peer has not acknowledged
+ * and is not in ERR, a timer is running (the retransmit timer, or the RNR
+ * timer during an RNR wait), whatever happens to the link.  So a peer that
+ * dies always ends in RETRY_EXC_ERR within (retry_cnt + 1) ACK timeouts.
+ *
+ * The hard case is a link that fills up first: the peer stops reading, the
+ * socket and then the transmit queue fill, and the requester stops for room.
+ * An ACK timeout (or the end of an RNR wait) then rewinds the requester,
+ * which finds the queue still full and cannot resend; then the peer goes
+ * away and the queue is purged.  Each variant below reaches that point with
+ * the virtual clock frozen, so it is deterministic.
+ */
+
+#define LD_TIMEOUT          8           /* 4.096 us << 8: ~1 ms (the floor) */
+#define LD_RETRY_CNT        3
+#define LD_STEP_NS          (1100 * 1000)   /* a little over one timeout */
+#define LD_MSG              (1u << 20)
+#define LD_MTU_4096         5
+
+typedef enum LdVariant {
+    LD_WRITES,          /* RDMA WRITEs only */
+    LD_READ_HEAD,       /* a READ at the head: its responses never come */
+    LD_RNR,             /* the peer RNR NAKs the head, then goes away */
+} LdVariant;
+
+/* Wait until the device has stopped transmitting (the link is full). */
+static uint64_t ld_wait_stalled(PibDev *d)
+{
+    uint64_t c[PIB_CNT_MAX], last = 0;
+    gint64 end = g_get_monotonic_time() + TIMEOUT_US;
+    int stable = 0;
+
+    while (stable < 3) {
+        g_usleep(50 * 1000);
+        dp_counters(d, c);
+        stable = c[PIB_CNT_TX_PACKETS] == last ? stable + 1 : 0;
+        last = c[PIB_CNT_TX_PACKETS];
+        g_assert_cmpint(g_get_monotonic_time(), <, end);
+    }
+    return last;
+}
+
+static void ld_run(PibDev *d, const char *path, TestEnd *x, LdVariant v,
+                   uint32_t link_downs)
+{
+    uint64_t before[PIB_CNT_MAX], after[PIB_CNT_MAX];
+    struct pib_sge sge = dp_sge(x->buf, LD_MSG, x->key);
+    struct pib_cqe cqe;
+    uint64_t sent;
+    uint32_t i;
+    int fd;
+
+    fd = peer_connect(path);
+    peer_bring_up(d, fd);
+    g_assert_cmpuint(dp_modify_state(d, x->qp.qpn, PIB_QPS_RESET), ==,
+                     PIB_AQ_OK);
+    x->qp.sq_pi = x->qp.rq_pi = 0;
+    dp_connect_ex(d, &x->qp, WP_LID, WP_QPN, LD_MTU_4096, LD_TIMEOUT,
+                  LD_RETRY_CNT, LD_RETRY_CNT);
+    dp_counters(d, before);
+
+    /* 16 MiB of requests: far more than the socket and the queue hold. */
+    for (i = 0; i < x->qp.sq_depth; i++) {
+        dp_post_send(d, &x->qp,
+                     i == 0 && v == LD_READ_HEAD ? PIB_WQE_RDMA_READ
+                                                 : PIB_WQE_RDMA_WRITE,
+                     PIB_WQE_F_SIGNALED, 0x100 + i, &sge, 1,
+                     x->buf, x->key);
+    }
+    sent = ld_wait_stalled(d);
+    g_assert_cmpuint(sent - before[PIB_CNT_TX_PACKETS], >, 256);
+    g_assert_cmpuint(sent - before[PIB_CNT_TX_PACKETS], <,
+                     x->qp.sq_depth * (LD_MSG / 4096));
+
+    if (v == LD_RNR) {
+        /* An RNR NAK for the head: the requester pauses 0.01 ms, then
+         * rewinds into a full queue. */
+        wp_ack(fd, 0xfffff0, PIB_AETH_RNR_NAK | 1);
+        ld_wait_stalled(d);
+        qtest_clock_step(qts(d), 20 * 1000);
+    } else {
+        /* One ACK timeout: the requester rewinds into a full queue. */
+        qtest_clock_step(qts(d), LD_STEP_NS);
+    }
+    ld_wait_stalled(d);
+    dp_expect_none(d, &x->scq);
+
+    /* The peer dies: the queue is purged, the port goes DOWN. */
+    close(fd);
+    pib_wait_port_state(d, PIB_PORT_DOWN);
+    g_assert_true(pib_aeq_find(d, PIB_AE_PORT_ERR, TIMEOUT_US));
+
+    /* Within the retry budget the head fails, the rest is flushed. */
+    dp_step_until_cqe(d, &x->scq, &cqe, LD_STEP_NS, LD_RETRY_CNT + 2);
+    g_assert_cmphex(le64_to_cpu(cqe.wr_id), ==, 0x100);
+    g_assert_cmpuint(cqe.status, ==, PIB_WC_RETRY_EXC_ERR);
+    for (i = 1; i < x->qp.sq_depth; i++) {
+        dp_expect(d, &x->scq, 0x100 + i, PIB_WC_WR_FLUSH_ERR,
+                  PIB_CQE_RDMA_WRITE, NULL);
+    }
+    g_assert_cmpuint(dp_query_qp(d, x->qp.qpn).qp_state, ==, PIB_QPS_ERR);
+    dp_counters(d, after);
+    g_assert_cmpuint(after[PIB_CNT_RETRY_TIMEOUTS] -
+                     before[PIB_CNT_RETRY_TIMEOUTS], ==, LD_RETRY_CNT + 1);
+    g_assert_cmpuint(after[PIB_CNT_LINK_DOWNS], ==, link_downs);
+    if (v == LD_RNR) {
+        g_assert_cmpuint(after[PIB_CNT_RNR_NAKS_RCVD] -
+                         before[PIB_CNT_RNR_NAKS_RCVD], ==, 1);
+    }
+}
+
+static void test_dp_link_death(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("pib-test-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
+    g_autofree char *args = g_strdup_printf(
+        "-chardev socket,id=link,path=%s,server=on,wait=off "
+        "-device pib-hca,addr=4.0,chardev=link,lid=1,node-guid=0x%" PRIx64,
+        path, (uint64_t)TEST_NODE_GUID);
+    QOSState *qs = pib_boot(args);
+    TestEnd x;
+    PibDev d;
+
+    pib_open(&d, qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    dp_end(&d, &x, PIB_QPT_RC, LD_MSG);
+    wp_dqpn = x.qp.qpn;
+
+    ld_run(&d, path, &x, LD_WRITES, 1);
+    ld_run(&d, path, &x, LD_READ_HEAD, 2);
+    ld_run(&d, path, &x, LD_RNR, 3);
+    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+
+    pib_close(&d);
+    qtest_shutdown(qs);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+/*
  * 10. Error injection: QOM properties set at run time (qom-set over QMP)
  * make the device fail a chosen WQE, lose packets, or send interrupts late.
  */
@@ -4269,6 +4410,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/wire", test_dp_wire);
+    qtest_add_func("/pib/data/link-death", test_dp_link_death);
     qtest_add_func("/pib/inject/properties", test_inject_properties);
     qtest_add_func("/pib/inject/wr-error", test_inject_wr_error);
     qtest_add_func("/pib/inject/drop", test_inject_drop);
