@@ -23,6 +23,11 @@ MULTIARCH=x86_64-linux-gnu     # the guest is Debian amd64, whatever builds it
 
 say() { printf '[rdma-core] %s\n' "$*"; }
 
+# The source and build trees in the cache are shared by every checkout (worktrees, CI clones):
+# hold a lock on them from the overlay to the install, so two builds never mix their files.
+exec 9>"$SRC.lock"
+flock 9
+
 # --- 1. Overlay providers/pib ----------------------------------------------------------------
 # cp gives a changed file a new mtime, so ninja rebuilds exactly what depends on it; an
 # unchanged file keeps its old mtime and costs nothing.
