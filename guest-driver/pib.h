@@ -31,7 +31,7 @@
 #include "pib_wqe.h"
 
 #define PIB_DRV_NAME    "pib"
-#define PIB_PORT        1       /* the only port */
+#define PIB_PORT_NUM    1       /* the only port */
 
 struct pib_dev {
 	struct ib_device ibdev;         /* first: ib_alloc_device() requires it */

@@ -227,13 +227,13 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 	 * at ENABLE.  Set now, before any IRQ is requested: a vector left pending from an
 	 * earlier life of the device may fire as soon as it is unmasked.
 	 */
-	aq->sq_pc = 0;
-	aq->cq_cc = 0;
+	aq->sq_pi = 0;
+	aq->cq_ci = 0;
 	aq->cq_phase = 1;
-	aeq->cc = 0;
+	aeq->ci = 0;
 	aeq->phase = 1;
 	aeq->lost = 0;
-	ceq->cc = 0;
+	ceq->ci = 0;
 	ceq->phase = 1;
 
 	sema_init(&aq->free_ctx, PIB_AQ_DEPTH);
@@ -362,8 +362,8 @@ static void pib_aq_process_cq(struct pib_com_dev *com)
 
 	lockdep_assert_held(&aq->cq_lock);
 	for (;;) {
-		cqe = &aq->cq[aq->cq_cc & (PIB_AQ_DEPTH - 1)];
-		if ((READ_ONCE(cqe->flags) & PIB_ACQE_PHASE) != aq->cq_phase)
+		cqe = &aq->cq[aq->cq_ci & (PIB_AQ_DEPTH - 1)];
+		if ((READ_ONCE(cqe->flags) & PIB_ACQE_F_PHASE) != aq->cq_phase)
 			break;
 		/*
 		 * The rest of the completion, and the response the device wrote before it,
@@ -371,8 +371,8 @@ static void pib_aq_process_cq(struct pib_com_dev *com)
 		 */
 		dma_rmb();
 		pib_aq_complete(com, cqe);
-		aq->cq_cc++;
-		if (!(aq->cq_cc & (PIB_AQ_DEPTH - 1)))
+		aq->cq_ci++;
+		if (!(aq->cq_ci & (PIB_AQ_DEPTH - 1)))
 			aq->cq_phase ^= 1;
 	}
 }
@@ -421,7 +421,7 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 
 	ctx = &aq->ctx[idx];
 	/* Low bits: the context.  High bits: a generation, so stale completions stand out. */
-	ctx->cmd_id = (u16)((aq->sq_pc & ~(PIB_AQ_DEPTH - 1)) | idx);
+	ctx->cmd_id = (u16)((aq->sq_pi & ~(PIB_AQ_DEPTH - 1)) | idx);
 	ctx->opcode = cmd->opcode;
 	reinit_completion(&ctx->done);
 	WRITE_ONCE(ctx->state, PIB_CTX_SUBMITTED);
@@ -430,7 +430,7 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 	if (in_len)
 		memcpy(aq->mbox + idx * PIB_AQ_MBOX_SIZE, in, in_len);
 
-	slot = &aq->sq[aq->sq_pc & (PIB_AQ_DEPTH - 1)];
+	slot = &aq->sq[aq->sq_pi & (PIB_AQ_DEPTH - 1)];
 	*slot = *cmd;
 	slot->cmd_id = ctx->cmd_id;
 	slot->resp_len = resp_len;
@@ -439,9 +439,9 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 		slot->in.mbox.addr = aq->mbox_dma + idx * PIB_AQ_MBOX_SIZE;
 		slot->in.mbox.len = in_len;
 	}
-	aq->sq_pc++;
+	aq->sq_pi++;
 	/* writel() orders the ring and context writes above before the doorbell. */
-	pib_reg_write(com, PIB_REG_AQ_DB, aq->sq_pc);
+	pib_reg_write(com, PIB_REG_AQ_DB, aq->sq_pi);
 	spin_unlock(&aq->sq_lock);
 
 	return ctx;
@@ -477,10 +477,10 @@ static void pib_aq_set_dead(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 		return;
 
 	dev_err(com->dmadev,
-		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %u, sq_pc %u, cq_cc %u)\n",
+		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %u, sq_pi %u, cq_ci %u)\n",
 		pib_com_cmd_str(ctx->opcode), ctx->cmd_id, PIB_AQ_TIMEOUT_MS,
 		pib_reg_read(com, PIB_REG_STATUS), pib_reg_read(com, PIB_REG_ERR_LAST),
-		READ_ONCE(aq->sq_pc), READ_ONCE(aq->cq_cc));
+		READ_ONCE(aq->sq_pi), READ_ONCE(aq->cq_ci));
 
 	pci_clear_master(to_pci_dev(com->dmadev));
 
@@ -605,22 +605,22 @@ void pib_com_aeq_process(struct pib_com_dev *com, pib_aeq_handler_t handler, voi
 {
 	struct pib_aeq *aeq = &com->aeq;
 	struct pib_aeqe *slot, aeqe;
-	u32 start = aeq->cc, lost;
+	u32 start = aeq->ci, lost;
 
 	for (;;) {
-		slot = &aeq->ring[aeq->cc & (PIB_AEQ_DEPTH - 1)];
-		if ((READ_ONCE(slot->flags) & PIB_AEQE_PHASE) != aeq->phase)
+		slot = &aeq->ring[aeq->ci & (PIB_AEQ_DEPTH - 1)];
+		if ((READ_ONCE(slot->flags) & PIB_AEQE_F_PHASE) != aeq->phase)
 			break;
 		dma_rmb();      /* the event body only after its phase bit */
 		aeqe = *slot;
 		handler(data, &aeqe);
-		aeq->cc++;
-		if (!(aeq->cc & (PIB_AEQ_DEPTH - 1)))
+		aeq->ci++;
+		if (!(aeq->ci & (PIB_AEQ_DEPTH - 1)))
 			aeq->phase ^= 1;
 	}
 	/* Hand the consumed entries back to the device. */
-	if (aeq->cc != start)
-		pib_reg_write(com, PIB_REG_AEQ_DB, aeq->cc);
+	if (aeq->ci != start)
+		pib_reg_write(com, PIB_REG_AEQ_DB, aeq->ci);
 
 	/* The device never drops an event silently: it counts the ones it had no room for. */
 	lost = pib_reg_read(com, PIB_REG_AEQ_LOST);
@@ -639,18 +639,18 @@ void pib_com_ceq_process(struct pib_com_dev *com, pib_ceq_handler_t handler, voi
 {
 	struct pib_ceq *ceq = &com->ceq;
 	struct pib_ceqe *slot;
-	u32 start = ceq->cc;
+	u32 start = ceq->ci;
 
 	for (;;) {
-		slot = &ceq->ring[ceq->cc & (PIB_CEQ_DEPTH - 1)];
+		slot = &ceq->ring[ceq->ci & (PIB_CEQ_DEPTH - 1)];
 		if ((READ_ONCE(slot->flags) & PIB_CEQE_F_PHASE) != ceq->phase)
 			break;
 		dma_rmb();      /* the CQN only after its phase bit */
 		handler(data, READ_ONCE(slot->cqn) & PIB_DB_OBJ_MASK);
-		ceq->cc++;
-		if (!(ceq->cc & (PIB_CEQ_DEPTH - 1)))
+		ceq->ci++;
+		if (!(ceq->ci & (PIB_CEQ_DEPTH - 1)))
 			ceq->phase ^= 1;
 	}
-	if (ceq->cc != start)
-		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->cc);
+	if (ceq->ci != start)
+		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->ci);
 }

@@ -88,11 +88,11 @@ struct pib_aq {
 	struct pib_comp_ctx ctx[PIB_AQ_DEPTH];
 	DECLARE_BITMAP(ctx_used, PIB_AQ_DEPTH);
 
-	spinlock_t sq_lock;             /* sq_pc, the command ring, ctx_used (process context) */
-	u32 sq_pc;                      /* commands written, free-running; what AQ_DB holds */
+	spinlock_t sq_lock;             /* sq_pi, the command ring, ctx_used (process context) */
+	u32 sq_pi;                      /* commands written, free-running; what AQ_DB holds */
 
-	spinlock_t cq_lock;             /* cq_cc, cq_phase, completing a context (any context) */
-	u32 cq_cc;                      /* completions consumed, free-running */
+	spinlock_t cq_lock;             /* cq_ci, cq_phase, completing a context (any context) */
+	u32 cq_ci;                      /* completions consumed, free-running */
 	u8 cq_phase;                    /* phase bit that marks a new completion */
 
 	unsigned long flags;            /* PIB_AQ_* bits */
@@ -101,7 +101,7 @@ struct pib_aq {
 struct pib_aeq {
 	struct pib_aeqe *ring;          /* device writes, driver reads */
 	dma_addr_t dma;
-	u32 cc;                         /* events consumed, free-running; what AEQ_DB gets */
+	u32 ci;                         /* events consumed, free-running; what AEQ_DB gets */
 	u8 phase;
 	u32 lost;                       /* last AEQ_LOST value reported */
 };
@@ -109,7 +109,7 @@ struct pib_aeq {
 struct pib_ceq {
 	struct pib_ceqe *ring;          /* device writes, driver reads */
 	dma_addr_t dma;
-	u32 cc;                         /* CEQEs consumed, free-running; what CEQ_DB gets */
+	u32 ci;                         /* CEQEs consumed, free-running; what CEQ_DB gets */
 	u8 phase;
 };
 

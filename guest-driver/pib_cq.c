@@ -358,7 +358,7 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct pib_qp *qp, struct i
 		.src_qp = cqe->src_qp & PIB_DB_OBJ_MASK,
 		.slid = cqe->slid,
 		.sl = cqe->sl,
-		.port_num = PIB_PORT,
+		.port_num = PIB_PORT_NUM,
 	};
 
 	/* A status or opcode the driver does not know is a device error. */

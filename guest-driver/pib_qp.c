@@ -514,7 +514,7 @@ static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,
 {
 	const struct ib_global_route *grh;
 
-	if (ah->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(ah) != PIB_PORT ||
+	if (ah->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(ah) != PIB_PORT_NUM ||
 	    rdma_ah_get_dlid(ah) > U16_MAX || rdma_ah_get_sl(ah) > 15)
 		return -EINVAL;
 
@@ -565,7 +565,7 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 		hw->pkey_index = attr->pkey_index;
 	}
 	if (mask & IB_QP_PORT) {
-		if (attr->port_num != PIB_PORT)
+		if (attr->port_num != PIB_PORT_NUM)
 			return -EINVAL;
 		hw->port_num = attr->port_num;
 	}
@@ -767,7 +767,7 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	attr->qp_access_flags = hw.qp_access_flags & PIB_QP_ACCESS;
 	attr->cap = qp->cap;
 	attr->pkey_index = hw.pkey_index;
-	attr->port_num = PIB_PORT;
+	attr->port_num = PIB_PORT_NUM;
 	attr->sq_draining = hw.sq_draining;
 	attr->max_rd_atomic = hw.max_rd_atomic;
 	attr->max_dest_rd_atomic = hw.max_dest_rd_atomic;
@@ -781,7 +781,7 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	rdma_ah_set_sl(&attr->ah_attr, hw.sl & 0xf);
 	rdma_ah_set_path_bits(&attr->ah_attr, hw.src_path_bits);
 	rdma_ah_set_static_rate(&attr->ah_attr, hw.static_rate);
-	rdma_ah_set_port_num(&attr->ah_attr, PIB_PORT);
+	rdma_ah_set_port_num(&attr->ah_attr, PIB_PORT_NUM);
 	if (hw.ah_flags & PIB_AH_F_GRH) {
 		union ib_gid dgid;
 
@@ -799,7 +799,7 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	init_attr->cap = qp->cap;
 	init_attr->sq_sig_type = qp->sq_sig_type;
 	init_attr->qp_type = ibqp->qp_type;
-	init_attr->port_num = PIB_PORT;
+	init_attr->port_num = PIB_PORT_NUM;
 	return 0;
 }
 

@@ -421,7 +421,7 @@ struct pib_admin_cmd {
 	} in;
 };
 
-#define PIB_ACQE_PHASE         (1u << 0)
+#define PIB_ACQE_F_PHASE         (1u << 0)
 struct pib_admin_cqe {
 	pib_u16 cmd_id;         /* dev: from the command                                       */
 	pib_u8  status;         /* dev: enum pib_admin_status                                  */
@@ -461,7 +461,7 @@ enum pib_async_event_type {
 };
 #undef PIB_AE_ENUM_ENTRY
 
-#define PIB_AEQE_PHASE         (1u << 0)
+#define PIB_AEQE_F_PHASE         (1u << 0)
 struct pib_aeqe {
 	pib_u8  type;           /* dev: enum pib_async_event_type                              */
 	pib_u8  flags;          /* dev: [0] phase                                              */

@@ -183,7 +183,7 @@ void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
     }
 
     e.type = type;
-    e.flags = pib_phase(q->pi, q->depth) ? PIB_AEQE_PHASE : 0;
+    e.flags = pib_phase(q->pi, q->depth) ? PIB_AEQE_F_PHASE : 0;
     e.obj = cpu_to_le32(obj);
     e.data = cpu_to_le64(data);
     addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
@@ -194,7 +194,7 @@ void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
         return;
     }
     trace_pib_aeqe(q->pi, type, pib_async_event_name(type), obj, data,
-                   e.flags & PIB_AEQE_PHASE);
+                   e.flags & PIB_AEQE_F_PHASE);
     q->pi++;
     pib_irq_notify(s, PIB_MSIX_VEC_ASYNC);
 }
@@ -568,14 +568,14 @@ static uint8_t pib_admin_exec(PibState *s, const struct pib_admin_cmd *cmd,
 }
 
 /*
- * Execute command sq_head and write its completion.  Returns false if the
+ * Execute command sq_ci and write its completion.  Returns false if the
  * completion could not be written: the admin CQ is unusable, the device goes
  * FATAL and stops.
  */
 static bool pib_admin_process_one(PibState *s)
 {
     PibAdminQueue *q = &s->aq;
-    uint32_t idx = q->sq_head;
+    uint32_t idx = q->sq_ci;
     uint32_t slot = idx & (q->depth - 1);
     struct pib_admin_cmd cmd;
     struct pib_admin_cqe cqe = { 0 };
@@ -595,7 +595,7 @@ static bool pib_admin_process_one(PibState *s)
 
     cqe.cmd_id = cmd.cmd_id;
     cqe.status = status;
-    cqe.flags = pib_phase(idx, q->depth) ? PIB_ACQE_PHASE : 0;
+    cqe.flags = pib_phase(idx, q->depth) ? PIB_ACQE_F_PHASE : 0;
     cqe.result0 = cpu_to_le32(res.result0);
     cqe.result1 = cpu_to_le32(res.result1);
     if (!pib_ring_write_entry(s, q->cq_base + (uint64_t)slot * sizeof(cqe),
@@ -607,14 +607,14 @@ static bool pib_admin_process_one(PibState *s)
     }
     trace_pib_admin_cqe(idx, le16_to_cpu(cmd.cmd_id), status,
                         pib_admin_status_name(status), res.result0, res.result1,
-                        cqe.flags & PIB_ACQE_PHASE);
-    q->sq_head++;
+                        cqe.flags & PIB_ACQE_F_PHASE);
+    q->sq_ci++;
     return true;
 }
 
 /*
- * Bottom half: run the commands between sq_head and the doorbell, in
- * order.  The doorbell check keeps tail - head <= depth, and the budget makes
+ * Bottom half: run the commands between sq_ci and the doorbell, in order.
+ * The doorbell check keeps pi - ci <= depth, and the budget makes
  * that bound explicit: one run never executes more than depth commands.  One
  * interrupt covers the whole batch.
  */
@@ -628,9 +628,9 @@ void pib_admin_bh(void *opaque)
     if (!(s->regs.status & PIB_STATUS_READY)) {
         return;
     }
-    trace_pib_admin_bh(q->sq_head, q->sq_tail);
+    trace_pib_admin_bh(q->sq_ci, q->sq_pi);
 
-    for (budget = q->depth; budget > 0 && q->sq_head != q->sq_tail; budget--) {
+    for (budget = q->depth; budget > 0 && q->sq_ci != q->sq_pi; budget--) {
         if (!pib_admin_process_one(s)) {
             break;
         }
@@ -642,36 +642,35 @@ void pib_admin_bh(void *opaque)
     if (completed) {
         pib_irq_notify(s, PIB_MSIX_VEC_ADMIN);
     }
-    if ((s->regs.status & PIB_STATUS_READY) && q->sq_head != q->sq_tail) {
+    if ((s->regs.status & PIB_STATUS_READY) && q->sq_ci != q->sq_pi) {
         qemu_bh_schedule(s->admin_bh);
     }
 }
 
 /*
- * AQ_DB: the driver published commands up to (not including) index tail.  It
+ * AQ_DB: the driver published commands up to (not including) index pi.  It
  * may never have more than depth commands outstanding, and the index never
  * moves backwards.
  */
-void pib_aq_doorbell(PibState *s, uint32_t tail)
+void pib_aq_doorbell(PibState *s, uint32_t pi)
 {
     PibAdminQueue *q = &s->aq;
 
     if (!(s->regs.status & PIB_STATUS_READY)) {
         PIB_GUEST_ERR(s, PIB_GERR_AQ_DB_DISABLED, pib_ub_aq_db_disabled,
-                      "AQ_DB %" PRIu32 " while not READY", tail);
+                      "AQ_DB %" PRIu32 " while not READY", pi);
         return;
     }
-    if (tail - q->sq_head > q->depth ||
-        tail - q->sq_head < q->sq_tail - q->sq_head) {
+    if (pi - q->sq_ci > q->depth || pi - q->sq_ci < q->sq_pi - q->sq_ci) {
         PIB_GUEST_ERR(s, PIB_GERR_AQ_DB_RANGE, pib_ub_aq_db_range,
                       "AQ_DB %" PRIu32 " (previous %" PRIu32 ", consumer %"
                       PRIu32 ", depth %" PRIu32 ")",
-                      tail, q->sq_tail, q->sq_head, q->depth);
+                      pi, q->sq_pi, q->sq_ci, q->depth);
         return;
     }
-    trace_pib_aq_db(tail, q->sq_head);
-    s->regs.aq_db = tail;
-    q->sq_tail = tail;
+    trace_pib_aq_db(pi, q->sq_ci);
+    s->regs.aq_db = pi;
+    q->sq_pi = pi;
     qemu_bh_schedule(s->admin_bh);
 }
 

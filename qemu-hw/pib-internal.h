@@ -115,15 +115,15 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 /*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
  * counters (mod 2^32, like the AQ_DB register); the ring slot is
- * index & (depth - 1).  sq_head counts the commands the device has executed
+ * index & (depth - 1).  sq_ci counts the commands the device has executed
  * and completed, so CQ slot i belongs to command i.
  */
 typedef struct PibAdminQueue {
     uint32_t depth;
     uint64_t sq_base;       /* 64-byte struct pib_admin_cmd slots */
     uint64_t cq_base;       /* 16-byte struct pib_admin_cqe slots */
-    uint32_t sq_tail;       /* producer: last accepted AQ_DB value */
-    uint32_t sq_head;       /* consumer: next command to execute */
+    uint32_t sq_pi;       /* producer: last accepted AQ_DB value */
+    uint32_t sq_ci;       /* consumer: next command to execute */
 } PibAdminQueue;
 
 /* An event queue (AEQ or CEQ) as latched at CONTROL.ENABLE. */
