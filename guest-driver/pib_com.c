@@ -57,61 +57,37 @@ static_assert(PIB_CNT_MAX * sizeof(u64) <= PIB_AQ_RESP_SIZE, "response buffer si
 static_assert(sizeof(struct pib_qp_create) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 
+/* Names for messages, from the lists in pib_hw.h. */
+static const char *pib_com_name(const char * const *names, size_t n, u32 value)
+{
+	return value < n && names[value] ? names[value] : "UNKNOWN";
+}
+
 const char *pib_com_cmd_str(u8 opcode)
 {
-#define PIB_CMD_STR(op) [PIB_CMD_##op] = #op
-	static const char * const names[] = {
-		PIB_CMD_STR(QUERY_DEVICE),
-		PIB_CMD_STR(QUERY_PORT),
-		PIB_CMD_STR(SET_PORT),
-		PIB_CMD_STR(QUERY_PKEY),
-		PIB_CMD_STR(QUERY_GID),
-		PIB_CMD_STR(ALLOC_UAR),
-		PIB_CMD_STR(DEALLOC_UAR),
-		PIB_CMD_STR(NOP),
-		PIB_CMD_STR(CREATE_PD),
-		PIB_CMD_STR(DESTROY_PD),
-		PIB_CMD_STR(REG_MR),
-		PIB_CMD_STR(DEREG_MR),
-		PIB_CMD_STR(CREATE_CQ),
-		PIB_CMD_STR(DESTROY_CQ),
-		PIB_CMD_STR(CREATE_QP),
-		PIB_CMD_STR(MODIFY_QP),
-		PIB_CMD_STR(QUERY_QP),
-		PIB_CMD_STR(DESTROY_QP),
-		PIB_CMD_STR(CREATE_SRQ),
-		PIB_CMD_STR(MODIFY_SRQ),
-		PIB_CMD_STR(QUERY_SRQ),
-		PIB_CMD_STR(DESTROY_SRQ),
-		PIB_CMD_STR(ALLOC_MW),
-		PIB_CMD_STR(DEALLOC_MW),
-		PIB_CMD_STR(QUERY_COUNTERS),
-	};
+#define PIB_CMD_STR(id, name, value) [PIB_CMD_##id] = #id,
+	static const char * const names[] = { PIB_ADMIN_OPCODES(PIB_CMD_STR) };
 #undef PIB_CMD_STR
 
-	if (opcode < ARRAY_SIZE(names) && names[opcode])
-		return names[opcode];
-	return "UNKNOWN";
+	return pib_com_name(names, ARRAY_SIZE(names), opcode);
 }
 
 static const char *pib_com_status_str(u8 status)
 {
-#define PIB_STATUS_STR(st) [PIB_AQ_##st] = #st
-	static const char * const names[] = {
-		PIB_STATUS_STR(OK),
-		PIB_STATUS_STR(BAD_OPCODE),
-		PIB_STATUS_STR(BAD_PARAM),
-		PIB_STATUS_STR(BAD_RESOURCE),
-		PIB_STATUS_STR(NO_RESOURCES),
-		PIB_STATUS_STR(BAD_STATE),
-		PIB_STATUS_STR(DMA_ERROR),
-		PIB_STATUS_STR(BUSY),
-	};
+#define PIB_STATUS_STR(id, value) [PIB_AQ_##id] = #id,
+	static const char * const names[] = { PIB_ADMIN_STATUSES(PIB_STATUS_STR) };
 #undef PIB_STATUS_STR
 
-	if (status < ARRAY_SIZE(names) && names[status])
-		return names[status];
-	return "UNKNOWN";
+	return pib_com_name(names, ARRAY_SIZE(names), status);
+}
+
+static const char *pib_com_gerr_str(u32 code)
+{
+#define PIB_GERR_STR(id, value) [PIB_GERR_##id] = #id,
+	static const char * const names[] = { PIB_GUEST_ERRORS(PIB_GERR_STR) };
+#undef PIB_GERR_STR
+
+	return pib_com_name(names, ARRAY_SIZE(names), code);
 }
 
 static int pib_com_status_to_errno(u8 status)
@@ -310,8 +286,8 @@ int pib_com_enable(struct pib_com_dev *com)
 	if (!err && (status & PIB_STATUS_READY) && !(status & PIB_STATUS_FATAL))
 		return 0;
 
-	dev_err(com->dmadev, "device did not become ready (status %#x, last guest error %u)\n",
-		status, pib_reg_read(com, PIB_REG_ERR_LAST));
+	dev_err(com->dmadev, "device did not become ready (status %#x, last guest error %s)\n",
+		status, pib_com_gerr_str(pib_reg_read(com, PIB_REG_ERR_LAST)));
 	clear_bit(PIB_AQ_RUNNING, &aq->flags);
 	pib_com_reset(com);
 	return err ?: -EIO;
@@ -477,9 +453,10 @@ static void pib_aq_set_dead(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 		return;
 
 	dev_err(com->dmadev,
-		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %u, sq_pi %u, cq_ci %u)\n",
+		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %s, sq_pi %u, cq_ci %u)\n",
 		pib_com_cmd_str(ctx->opcode), ctx->cmd_id, PIB_AQ_TIMEOUT_MS,
-		pib_reg_read(com, PIB_REG_STATUS), pib_reg_read(com, PIB_REG_ERR_LAST),
+		pib_reg_read(com, PIB_REG_STATUS),
+		pib_com_gerr_str(pib_reg_read(com, PIB_REG_ERR_LAST)),
 		READ_ONCE(aq->sq_pi), READ_ONCE(aq->cq_ci));
 
 	pci_clear_master(to_pci_dev(com->dmadev));

@@ -11,8 +11,8 @@
  *
  *   admin queue  64-byte commands in, 16-byte phase-tagged completions out;
  *                AQ_DB only records the producer index, a bottom half runs
- *                the commands (pib_admin_exec: one handler per opcode,
- *                pib_cmd_<name>())
+ *                the commands (pib_admin_exec: one handler per opcode of
+ *                PIB_ADMIN_OPCODES, pib_cmd_<name>())
  *   AEQ          16-byte phase-tagged async events, MSI-X vector 1
  *   CEQ          8-byte CEQEs naming a CQ with a completion event, vector 2
  *
@@ -51,73 +51,36 @@
 #define PIB_IB_SPEED_QDR        4
 
 /*
- * Names for traces
+ * Names for traces, from the lists in include/pib_hw.h
  */
 
 static const char *pib_admin_opcode_name(uint8_t opcode)
 {
     switch (opcode) {
-    case PIB_CMD_QUERY_DEVICE: return "QUERY_DEVICE";
-    case PIB_CMD_QUERY_PORT:   return "QUERY_PORT";
-    case PIB_CMD_SET_PORT:     return "SET_PORT";
-    case PIB_CMD_QUERY_PKEY:   return "QUERY_PKEY";
-    case PIB_CMD_QUERY_GID:    return "QUERY_GID";
-    case PIB_CMD_ALLOC_UAR:    return "ALLOC_UAR";
-    case PIB_CMD_DEALLOC_UAR:  return "DEALLOC_UAR";
-    case PIB_CMD_NOP:          return "NOP";
-    case PIB_CMD_CREATE_PD:    return "CREATE_PD";
-    case PIB_CMD_DESTROY_PD:   return "DESTROY_PD";
-    case PIB_CMD_REG_MR:       return "REG_MR";
-    case PIB_CMD_DEREG_MR:     return "DEREG_MR";
-    case PIB_CMD_CREATE_CQ:    return "CREATE_CQ";
-    case PIB_CMD_DESTROY_CQ:   return "DESTROY_CQ";
-    case PIB_CMD_CREATE_QP:    return "CREATE_QP";
-    case PIB_CMD_MODIFY_QP:    return "MODIFY_QP";
-    case PIB_CMD_QUERY_QP:     return "QUERY_QP";
-    case PIB_CMD_DESTROY_QP:   return "DESTROY_QP";
-    case PIB_CMD_CREATE_SRQ:   return "CREATE_SRQ";
-    case PIB_CMD_MODIFY_SRQ:   return "MODIFY_SRQ";
-    case PIB_CMD_QUERY_SRQ:    return "QUERY_SRQ";
-    case PIB_CMD_DESTROY_SRQ:  return "DESTROY_SRQ";
-    case PIB_CMD_ALLOC_MW:     return "ALLOC_MW";
-    case PIB_CMD_DEALLOC_MW:   return "DEALLOC_MW";
-    case PIB_CMD_QUERY_COUNTERS: return "QUERY_COUNTERS";
-    default:                   return "UNKNOWN";
+#define PIB_CMD_NAME(id, name, value) case PIB_CMD_##id: return #id;
+    PIB_ADMIN_OPCODES(PIB_CMD_NAME)
+#undef PIB_CMD_NAME
+    default: return "UNKNOWN";
     }
 }
 
 static const char *pib_admin_status_name(uint8_t status)
 {
     switch (status) {
-    case PIB_AQ_OK:           return "OK";
-    case PIB_AQ_BAD_OPCODE:   return "BAD_OPCODE";
-    case PIB_AQ_BAD_PARAM:    return "BAD_PARAM";
-    case PIB_AQ_BAD_RESOURCE: return "BAD_RESOURCE";
-    case PIB_AQ_NO_RESOURCES: return "NO_RESOURCES";
-    case PIB_AQ_BAD_STATE:    return "BAD_STATE";
-    case PIB_AQ_DMA_ERROR:    return "DMA_ERROR";
-    case PIB_AQ_BUSY:         return "BUSY";
-    default:                  return "UNKNOWN";
+#define PIB_AQ_NAME(id, value) case PIB_AQ_##id: return #id;
+    PIB_ADMIN_STATUSES(PIB_AQ_NAME)
+#undef PIB_AQ_NAME
+    default: return "UNKNOWN";
     }
 }
 
 const char *pib_async_event_name(uint8_t type)
 {
     switch (type) {
-    case PIB_AE_PORT_ACTIVE:    return "PORT_ACTIVE";
-    case PIB_AE_PORT_ERR:       return "PORT_ERR";
-    case PIB_AE_LID_CHANGE:     return "LID_CHANGE";
-    case PIB_AE_LINK_UP:        return "LINK_UP";
-    case PIB_AE_CQ_ERR:         return "CQ_ERR";
-    case PIB_AE_QP_FATAL:       return "QP_FATAL";
-    case PIB_AE_QP_REQ_ERR:     return "QP_REQ_ERR";
-    case PIB_AE_QP_ACCESS_ERR:  return "QP_ACCESS_ERR";
-    case PIB_AE_COMM_EST:       return "COMM_EST";
-    case PIB_AE_SQ_DRAINED:     return "SQ_DRAINED";
-    case PIB_AE_QP_LAST_WQE:    return "QP_LAST_WQE";
-    case PIB_AE_SRQ_LIMIT:      return "SRQ_LIMIT";
-    case PIB_AE_SRQ_ERR:        return "SRQ_ERR";
-    default:                    return "UNKNOWN";
+#define PIB_AE_NAME(id, value) case PIB_AE_##id: return #id;
+    PIB_ASYNC_EVENTS(PIB_AE_NAME)
+#undef PIB_AE_NAME
+    default: return "UNKNOWN";
     }
 }
 
@@ -534,36 +497,17 @@ uint8_t pib_cmd_query_counters(PibState *s, const struct pib_admin_cmd *cmd,
  * Admin queue engine
  */
 
+/* One handler per opcode, pib_cmd_<name>() (PIB_ADMIN_OPCODES). */
 static uint8_t pib_admin_exec(PibState *s, const struct pib_admin_cmd *cmd,
                               PibAdminResult *res)
 {
     switch (cmd->opcode) {
-    case PIB_CMD_QUERY_DEVICE: return pib_cmd_query_device(s, cmd, res);
-    case PIB_CMD_QUERY_PORT:   return pib_cmd_query_port(s, cmd, res);
-    case PIB_CMD_SET_PORT:     return pib_cmd_set_port(s, cmd, res);
-    case PIB_CMD_QUERY_PKEY:   return pib_cmd_query_pkey(s, cmd, res);
-    case PIB_CMD_QUERY_GID:    return pib_cmd_query_gid(s, cmd, res);
-    case PIB_CMD_ALLOC_UAR:    return pib_cmd_alloc_uar(s, cmd, res);
-    case PIB_CMD_DEALLOC_UAR:  return pib_cmd_dealloc_uar(s, cmd, res);
-    case PIB_CMD_NOP:          return pib_cmd_nop(s, cmd, res);
-    case PIB_CMD_CREATE_PD:    return pib_cmd_create_pd(s, cmd, res);
-    case PIB_CMD_DESTROY_PD:   return pib_cmd_destroy_pd(s, cmd, res);
-    case PIB_CMD_REG_MR:       return pib_cmd_reg_mr(s, cmd, res);
-    case PIB_CMD_DEREG_MR:     return pib_cmd_dereg_mr(s, cmd, res);
-    case PIB_CMD_CREATE_CQ:    return pib_cmd_create_cq(s, cmd, res);
-    case PIB_CMD_DESTROY_CQ:   return pib_cmd_destroy_cq(s, cmd, res);
-    case PIB_CMD_CREATE_QP:    return pib_cmd_create_qp(s, cmd, res);
-    case PIB_CMD_MODIFY_QP:    return pib_cmd_modify_qp(s, cmd, res);
-    case PIB_CMD_QUERY_QP:     return pib_cmd_query_qp(s, cmd, res);
-    case PIB_CMD_DESTROY_QP:   return pib_cmd_destroy_qp(s, cmd, res);
-    case PIB_CMD_ALLOC_MW:     return pib_cmd_alloc_mw(s, cmd, res);
-    case PIB_CMD_DEALLOC_MW:   return pib_cmd_dealloc_mw(s, cmd, res);
-    case PIB_CMD_CREATE_SRQ:   return pib_cmd_create_srq(s, cmd, res);
-    case PIB_CMD_MODIFY_SRQ:   return pib_cmd_modify_srq(s, cmd, res);
-    case PIB_CMD_QUERY_SRQ:    return pib_cmd_query_srq(s, cmd, res);
-    case PIB_CMD_DESTROY_SRQ:  return pib_cmd_destroy_srq(s, cmd, res);
-    case PIB_CMD_QUERY_COUNTERS: return pib_cmd_query_counters(s, cmd, res);
-    default:                   return PIB_AQ_BAD_OPCODE;
+#define PIB_CMD_CASE(id, name, value) \
+    case PIB_CMD_##id: return pib_cmd_##name(s, cmd, res);
+    PIB_ADMIN_OPCODES(PIB_CMD_CASE)
+#undef PIB_CMD_CASE
+    default:
+        return PIB_AQ_BAD_OPCODE;
     }
 }
 

@@ -713,61 +713,16 @@ void pib_irq_raise(PibState *s, unsigned vector);
 uint64_t pib_port_guid(PibState *s);
 
 /*
- * The admin command handlers: uint8_t pib_cmd_<name>(s, cmd, res) returns
- * the completion status and fills res.  They live with their objects:
- * pib-com.c (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c,
- * pib-qp.c.
+ * The admin command handlers, one per line of PIB_ADMIN_OPCODES
+ * (include/pib_hw.h): uint8_t pib_cmd_<name>(s, cmd, res) returns the
+ * completion status and fills res.  They live with their objects: pib-com.c
+ * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c.
  */
-uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
-                             PibAdminResult *res);
-uint8_t pib_cmd_query_port(PibState *s, const struct pib_admin_cmd *cmd,
+#define PIB_CMD_HANDLER_DECL(id, name, opcode)                          \
+    uint8_t pib_cmd_##name(PibState *s, const struct pib_admin_cmd *cmd, \
                            PibAdminResult *res);
-uint8_t pib_cmd_set_port(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_query_pkey(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_alloc_uar(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_dealloc_uar(PibState *s, const struct pib_admin_cmd *cmd,
-                            PibAdminResult *res);
-uint8_t pib_cmd_nop(PibState *s, const struct pib_admin_cmd *cmd,
-                    PibAdminResult *res);
-uint8_t pib_cmd_create_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
-                       PibAdminResult *res);
-uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_cq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_destroy_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_query_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                            PibAdminResult *res);
-uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_query_counters(PibState *s, const struct pib_admin_cmd *cmd,
-                               PibAdminResult *res);
+PIB_ADMIN_OPCODES(PIB_CMD_HANDLER_DECL)
+#undef PIB_CMD_HANDLER_DECL
 
 /* pib-com.c */
 void pib_admin_bh(void *opaque);

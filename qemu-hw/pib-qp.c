@@ -36,19 +36,14 @@
 #include "pib-internal.h"
 #include "trace.h"
 
-static const char *const pib_qps_names[] = {
-    [PIB_QPS_RESET] = "RESET",
-    [PIB_QPS_INIT]  = "INIT",
-    [PIB_QPS_RTR]   = "RTR",
-    [PIB_QPS_RTS]   = "RTS",
-    [PIB_QPS_SQD]   = "SQD",
-    [PIB_QPS_SQE]   = "SQE",
-    [PIB_QPS_ERR]   = "ERR",
-};
-
 const char *pib_qp_state_name(uint8_t state)
 {
-    return state < ARRAY_SIZE(pib_qps_names) ? pib_qps_names[state] : "?";
+    switch (state) {
+#define PIB_QPS_NAME(id, value) case PIB_QPS_##id: return #id;
+    PIB_QP_STATES(PIB_QPS_NAME)
+#undef PIB_QPS_NAME
+    default: return "?";
+    }
 }
 
 bool pib_qp_is_connected(const PibQp *qp)

@@ -43,11 +43,22 @@
 static const char *pib_uar_db_name(uint32_t reg)
 {
     switch (reg) {
-    case PIB_UAR_SQ_DB:  return "SQ_DB";
-    case PIB_UAR_RQ_DB:  return "RQ_DB";
-    case PIB_UAR_CQ_DB:  return "CQ_DB";
-    case PIB_UAR_SRQ_DB: return "SRQ_DB";
-    default:             return "UNDEFINED";
+#define PIB_UAR_NAME(id, offset) case PIB_UAR_##id: return #id;
+    PIB_UAR_DOORBELLS(PIB_UAR_NAME)
+#undef PIB_UAR_NAME
+    default: return "UNDEFINED";
+    }
+}
+
+static bool pib_uar_db_known(uint32_t reg)
+{
+    switch (reg) {
+#define PIB_UAR_CASE(id, offset) case PIB_UAR_##id:
+    PIB_UAR_DOORBELLS(PIB_UAR_CASE)
+#undef PIB_UAR_CASE
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -120,10 +131,8 @@ static void pib_uar_write(void *opaque, hwaddr addr, uint64_t data,
     PibState *s = opaque;
     uint32_t page = addr >> PIB_UAR_PAGE_SHIFT;
     uint32_t reg = addr & (PIB_UAR_PAGE_SIZE - 1);
-    bool known = reg == PIB_UAR_SQ_DB || reg == PIB_UAR_RQ_DB ||
-                 reg == PIB_UAR_CQ_DB || reg == PIB_UAR_SRQ_DB;
 
-    if (!known || size != 8) {
+    if (!pib_uar_db_known(reg) || size != 8) {
         PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
                       "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32,
                       "write", size, page, reg);

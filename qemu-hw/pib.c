@@ -78,32 +78,10 @@
 static const char *pib_reg_name(hwaddr addr)
 {
     switch (addr) {
-    case PIB_REG_MAGIC:      return "MAGIC";
-    case PIB_REG_VERSION:    return "VERSION";
-    case PIB_REG_CAPS:       return "CAPS";
-    case PIB_REG_STATUS:     return "STATUS";
-    case PIB_REG_CONTROL:    return "CONTROL";
-    case PIB_REG_AQ_DEPTH:   return "AQ_DEPTH";
-    case PIB_REG_AQ_SQ_LO:   return "AQ_SQ_LO";
-    case PIB_REG_AQ_SQ_HI:   return "AQ_SQ_HI";
-    case PIB_REG_AQ_CQ_LO:   return "AQ_CQ_LO";
-    case PIB_REG_AQ_CQ_HI:   return "AQ_CQ_HI";
-    case PIB_REG_AQ_DB:      return "AQ_DB";
-    case PIB_REG_AEQ_DEPTH:  return "AEQ_DEPTH";
-    case PIB_REG_AEQ_LO:     return "AEQ_LO";
-    case PIB_REG_AEQ_HI:     return "AEQ_HI";
-    case PIB_REG_AEQ_DB:     return "AEQ_DB";
-    case PIB_REG_NUM_UARS:   return "NUM_UARS";
-    case PIB_REG_ERR_COUNT:  return "ERR_COUNT";
-    case PIB_REG_ERR_LAST:   return "ERR_LAST";
-    case PIB_REG_LINK_STATE: return "LINK_STATE";
-    case PIB_REG_AEQ_LOST:   return "AEQ_LOST";
-    case PIB_REG_SCRATCH:    return "SCRATCH";
-    case PIB_REG_CEQ_DEPTH:  return "CEQ_DEPTH";
-    case PIB_REG_CEQ_LO:     return "CEQ_LO";
-    case PIB_REG_CEQ_HI:     return "CEQ_HI";
-    case PIB_REG_CEQ_DB:     return "CEQ_DB";
-    default:                 return "UNDEFINED";
+#define PIB_REG_NAME(id, field) case PIB_REG_##id: return #id;
+    PIB_REGS(PIB_REG_NAME)
+#undef PIB_REG_NAME
+    default: return "UNDEFINED";
     }
 }
 
