@@ -44,10 +44,12 @@
 #define PIB_AEQ_SIZE            (PIB_AEQ_DEPTH * sizeof(struct pib_aeqe))
 #define PIB_CEQ_SIZE            (PIB_CEQ_DEPTH * sizeof(struct pib_ceqe))
 
-#define PIB_VALID_DEPTH(d)      (((d) & ((d) - 1)) == 0 && (d) >= 2 && (d) <= 4096)
-static_assert(PIB_VALID_DEPTH(PIB_AQ_DEPTH), "AQ_DEPTH must be a power of two in 2..4096");
-static_assert(PIB_VALID_DEPTH(PIB_AEQ_DEPTH), "AEQ_DEPTH must be a power of two in 2..4096");
-static_assert(PIB_VALID_DEPTH(PIB_CEQ_DEPTH), "CEQ_DEPTH must be a power of two in 2..4096");
+/* What CONTROL.ENABLE accepts (pib_hw.h). */
+#define PIB_VALID_DEPTH(d)      (((d) & ((d) - 1)) == 0 && (d) >= PIB_QUEUE_MIN_DEPTH && \
+				 (d) <= PIB_QUEUE_MAX_DEPTH)
+static_assert(PIB_VALID_DEPTH(PIB_AQ_DEPTH), "AQ_DEPTH is not a depth the device takes");
+static_assert(PIB_VALID_DEPTH(PIB_AEQ_DEPTH), "AEQ_DEPTH is not a depth the device takes");
+static_assert(PIB_VALID_DEPTH(PIB_CEQ_DEPTH), "CEQ_DEPTH is not a depth the device takes");
 /* cmd_id is 16 bits: the context index must fit with room for a generation count. */
 static_assert(PIB_AQ_DEPTH <= 1024, "cmd_id carries the context index");
 static_assert(sizeof(struct pib_device_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
@@ -199,18 +201,15 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 		goto err_free_aeq;
 
 	/*
-	 * The rings start empty: index 0, expecting phase 1, which is where the device starts
-	 * at ENABLE.  Set now, before any IRQ is requested: a vector left pending from an
-	 * earlier life of the device may fire as soon as it is unmasked.
+	 * The rings start empty at index 0, which is where the device starts at ENABLE.  Set
+	 * now, before any IRQ is requested: a vector left pending from an earlier life of the
+	 * device may fire as soon as it is unmasked.
 	 */
 	aq->sq_pi = 0;
 	aq->cq_ci = 0;
-	aq->cq_phase = 1;
 	aeq->ci = 0;
-	aeq->phase = 1;
 	aeq->lost = 0;
 	ceq->ci = 0;
-	ceq->phase = 1;
 
 	sema_init(&aq->free_ctx, PIB_AQ_DEPTH);
 	spin_lock_init(&aq->sq_lock);
@@ -338,18 +337,12 @@ static void pib_aq_process_cq(struct pib_com_dev *com)
 
 	lockdep_assert_held(&aq->cq_lock);
 	for (;;) {
+		/* The completion, and the response the device wrote before it, once new. */
 		cqe = &aq->cq[aq->cq_ci & (PIB_AQ_DEPTH - 1)];
-		if ((READ_ONCE(cqe->flags) & PIB_ACQE_F_PHASE) != aq->cq_phase)
+		if (!pib_ring_entry_new(&cqe->flags, PIB_ACQE_F_PHASE, aq->cq_ci, PIB_AQ_DEPTH))
 			break;
-		/*
-		 * The rest of the completion, and the response the device wrote before it,
-		 * must not be read before the phase bit that says they are there.
-		 */
-		dma_rmb();
 		pib_aq_complete(com, cqe);
 		aq->cq_ci++;
-		if (!(aq->cq_ci & (PIB_AQ_DEPTH - 1)))
-			aq->cq_phase ^= 1;
 	}
 }
 
@@ -586,14 +579,11 @@ void pib_com_aeq_process(struct pib_com_dev *com, pib_aeq_handler_t handler, voi
 
 	for (;;) {
 		slot = &aeq->ring[aeq->ci & (PIB_AEQ_DEPTH - 1)];
-		if ((READ_ONCE(slot->flags) & PIB_AEQE_F_PHASE) != aeq->phase)
+		if (!pib_ring_entry_new(&slot->flags, PIB_AEQE_F_PHASE, aeq->ci, PIB_AEQ_DEPTH))
 			break;
-		dma_rmb();      /* the event body only after its phase bit */
 		aeqe = *slot;
 		handler(data, &aeqe);
 		aeq->ci++;
-		if (!(aeq->ci & (PIB_AEQ_DEPTH - 1)))
-			aeq->phase ^= 1;
 	}
 	/* Hand the consumed entries back to the device. */
 	if (aeq->ci != start)
@@ -620,13 +610,10 @@ void pib_com_ceq_process(struct pib_com_dev *com, pib_ceq_handler_t handler, voi
 
 	for (;;) {
 		slot = &ceq->ring[ceq->ci & (PIB_CEQ_DEPTH - 1)];
-		if ((READ_ONCE(slot->flags) & PIB_CEQE_F_PHASE) != ceq->phase)
+		if (!pib_ring_entry_new(&slot->flags, PIB_CEQE_F_PHASE, ceq->ci, PIB_CEQ_DEPTH))
 			break;
-		dma_rmb();      /* the CQN only after its phase bit */
 		handler(data, READ_ONCE(slot->cqn) & PIB_DB_OBJ_MASK);
 		ceq->ci++;
-		if (!(ceq->ci & (PIB_CEQ_DEPTH - 1)))
-			ceq->phase ^= 1;
 	}
 	if (ceq->ci != start)
 		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->ci);

@@ -23,6 +23,7 @@
 #include <linux/build_bug.h>
 #define PIB_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <assert.h>
@@ -167,6 +168,15 @@ PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 4 * (0 PIB_REGS(PIB_REG_COUNT_ONE))
 #define PIB_CTRL_ENABLE        (1u << 0)  /* 0->1: latch AQ/AEQ config, start; 1->0: stop */
 #define PIB_CTRL_RESET         (1u << 1)  /* write 1: function-level reset; reads as 0    */
 
+/*
+ * What CONTROL.ENABLE accepts: AQ_DEPTH, AEQ_DEPTH and CEQ_DEPTH a power of two in
+ * [PIB_QUEUE_MIN_DEPTH, PIB_QUEUE_MAX_DEPTH] (CEQ_DEPTH may also be 0), ring bases aligned to
+ * PIB_QUEUE_BASE_ALIGN.
+ */
+#define PIB_QUEUE_MIN_DEPTH    2
+#define PIB_QUEUE_MAX_DEPTH    4096
+#define PIB_QUEUE_BASE_ALIGN   4096
+
 /* link_state and the port's physical state */
 #define PIB_LINK_DOWN          0          /* no peer connected to the link chardev         */
 #define PIB_LINK_UP            1          /* peer connected and hello exchanged            */
@@ -225,14 +235,39 @@ enum pib_uar_offset {
 #define PIB_DB_INDEX_SHIFT     32
 
 /* ------------------------------------------------------------------------------------------
+ * The phase bit.  Every ring the device produces (the admin CQ, the AEQ, the CEQ and the CQs)
+ * tells a new entry from an old one the same way.  The device writes entry i with its phase
+ * bit (bit 0 of the entry's flags byte: PIB_ACQE_F_PHASE, PIB_AEQE_F_PHASE, PIB_CEQE_F_PHASE,
+ * PIB_CQE_F_PHASE) set on the first pass over the ring, clear on the second, and so on; ring
+ * depths are powers of two, so the pass's parity is the bit i & depth.  Rings start zeroed, so
+ * nothing is new before the device writes.
+ *
+ * Publishing: the device writes the rest of the entry first and the dword that holds the
+ * phase bit last, so an entry whose phase bit is new is whole.  Consuming: the consumer owns
+ * entry i once pib_ring_owned() says so, and reads the rest of it only after a read barrier.
+ * ------------------------------------------------------------------------------------------ */
+
+/* The phase bit the device writes into entry idx of a ring of depth entries: 1 or 0. */
+static inline pib_u8 pib_ring_phase(pib_u32 idx, pib_u32 depth)
+{
+	return (idx & depth) ? 0 : 1;
+}
+
+/* Has the device written entry idx on this pass?  phase_bit: the entry's flags & *_F_PHASE. */
+static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
+{
+	return (phase_bit != 0) == (pib_ring_phase(idx, depth) != 0);
+}
+
+/* ------------------------------------------------------------------------------------------
  * Admin queue.  A ring of 64-byte commands (driver produces, device consumes) and a ring of
  * 16-byte completions (device produces, driver consumes).  Both have aq_depth entries.
  *
  * Flow: the driver writes command i at slot (i % depth) and writes i+1 to AQ_DB.  The device
  * executes commands in order, writes the completion for command i at slot (i % depth) of the
- * CQ, with the phase bit set to (i / depth) & 1 inverted (i.e. 1 on the first pass, 0 on the
- * second, ...), then raises MSI-X vector PIB_MSIX_VEC_ADMIN.  The driver owns a completion
- * once its phase bit matches the phase it expects.  Because there is one CQ slot per command
+ * CQ, with the phase bit of that pass (pib_ring_phase(): 1 on the first pass, 0 on the second,
+ * ...), then raises MSI-X vector PIB_MSIX_VEC_ADMIN.  The driver owns a completion once
+ * pib_ring_owned() says so.  Because there is one CQ slot per command
  * slot and the driver never has more than depth commands outstanding, the CQ cannot overflow.
  *
  * Commands that return more than the 8 bytes of the completion write it by DMA to
@@ -337,6 +372,10 @@ struct pib_cmd_set_port {
 #define PIB_ACCESS_REMOTE_READ   (1u << 2)
 #define PIB_ACCESS_REMOTE_ATOMIC (1u << 3)
 #define PIB_ACCESS_MW_BIND       (1u << 4)
+#define PIB_ACCESS_REMOTE        (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ | \
+				  PIB_ACCESS_REMOTE_ATOMIC)
+#define PIB_ACCESS_ALL           (PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE | \
+				  PIB_ACCESS_MW_BIND)
 struct pib_cmd_reg_mr {
 	pib_u32 pdn;
 	pib_u32 access;         /* PIB_ACCESS_*                                               */
@@ -421,7 +460,7 @@ struct pib_admin_cmd {
 	} in;
 };
 
-#define PIB_ACQE_F_PHASE         (1u << 0)
+#define PIB_ACQE_F_PHASE       (1u << 0)
 struct pib_admin_cqe {
 	pib_u16 cmd_id;         /* dev: from the command                                       */
 	pib_u8  status;         /* dev: enum pib_admin_status                                  */
@@ -461,7 +500,7 @@ enum pib_async_event_type {
 };
 #undef PIB_AE_ENUM_ENTRY
 
-#define PIB_AEQE_F_PHASE         (1u << 0)
+#define PIB_AEQE_F_PHASE       (1u << 0)
 struct pib_aeqe {
 	pib_u8  type;           /* dev: enum pib_async_event_type                              */
 	pib_u8  flags;          /* dev: [0] phase                                              */
@@ -526,8 +565,15 @@ enum pib_qp_attr_mask { PIB_QP_ATTRS(PIB_QP_ATTR_ENUM_ENTRY) };
 #undef PIB_QPS_ENUM_ENTRY
 #undef PIB_QP_ATTR_ENUM_ENTRY
 
+/* Fields of struct pib_qp_attr (and of the IB wire: PSNs and QPNs are 24 bits). */
+#define PIB_PSN_MASK           0x00ffffffu
+#define PIB_QPN_MASK           0x00ffffffu
+#define PIB_AH_F_GRH           (1u << 0)  /* ah_flags: the path has a GRH                  */
+#define PIB_FLOW_LABEL_MASK    0x000fffffu
+
 #define PIB_QPC_F_SQ_SIG_ALL   (1u << 0)  /* every send WQE completes, signalled or not    */
 #define PIB_QPC_F_NO_RQ        (1u << 1)  /* the QP has no RQ (it uses an SRQ, or none)     */
+#define PIB_SRQN_NONE          0xffffffffu
 struct pib_qp_create {
 	pib_u32 pdn;
 	pib_u8  type;           /* enum pib_qp_type                                            */
@@ -536,7 +582,7 @@ struct pib_qp_create {
 	pib_u8  rq_stride_log;  /* log2 of the receive WQE stride, 4..12                       */
 	pib_u32 send_cqn;
 	pib_u32 recv_cqn;
-	pib_u32 srqn;           /* 0xffffffff: none                                            */
+	pib_u32 srqn;           /* PIB_SRQN_NONE: none                                         */
 	pib_u32 sq_depth;       /* power of two, 1..max_qp_wr                                  */
 	pib_u32 rq_depth;       /* power of two, 1..max_qp_wr (0 with PIB_QPC_F_NO_RQ)         */
 	pib_u32 max_inline;     /* inline bytes the SQ stride leaves room for                  */
@@ -572,12 +618,12 @@ struct pib_qp_attr {
 	pib_u32 qp_access_flags;/* PIB_ACCESS_REMOTE_*                                         */
 	pib_u8  src_path_bits;
 	pib_u8  static_rate;
-	pib_u8  ah_flags;       /* [0] GRH present                                             */
+	pib_u8  ah_flags;       /* PIB_AH_F_GRH                                                */
 	pib_u8  hop_limit;
 	pib_u8  sgid_index;
 	pib_u8  traffic_class;
 	pib_u16 rsvd0;
-	pib_u32 flow_label;
+	pib_u32 flow_label;     /* [19:0]                                                      */
 	pib_u8  dgid[16];
 	/* QUERY_QP also reports the capabilities the QP was created with */
 	pib_u32 max_send_wr;
@@ -727,6 +773,7 @@ enum pib_counter {
 #define PIB_MAX_CQE            65536
 
 #define PIB_NUM_PORTS          1
+#define PIB_PORT_NUM           1      /* the one port's number (IB counts ports from 1)      */
 #define PIB_PKEY_TBL_LEN       1      /* one entry: the default P_Key 0xffff               */
 #define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
 #define PIB_DEFAULT_PKEY       0xffff

@@ -115,6 +115,37 @@ bool pib_uar_valid(PibState *s, uint32_t uar)
     return uar < PIB_NUM_UARS && test_bit(uar, s->uar_bitmap);
 }
 
+/*
+ * Copy a response structure to resp_addr: min(resp_len, size) bytes, as the
+ * header promises.
+ */
+uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
+                          const void *resp, uint32_t size)
+{
+    uint32_t len = MIN(le32_to_cpu(cmd->resp_len), size);
+
+    if (len == 0) {
+        return PIB_AQ_OK;
+    }
+    if (!pib_dma_write(s, le64_to_cpu(cmd->resp_addr), resp, len,
+                       "admin response")) {
+        return PIB_AQ_DMA_ERROR;
+    }
+    return PIB_AQ_OK;
+}
+
+/*
+ * Read a command's input mailbox (struct pib_cmd_mbox) into buf: min(len,
+ * size) bytes, the rest of buf left as the caller set it (zero).
+ */
+bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
+                         void *buf, uint32_t size, const char *what)
+{
+    uint32_t len = MIN(le32_to_cpu(cmd->in.mbox.len), size);
+
+    return len == 0 ||
+           pib_dma_read(s, le64_to_cpu(cmd->in.mbox.addr), buf, len, what);
+}
 
 /*
  * Async event queue
@@ -146,11 +177,12 @@ void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
     }
 
     e.type = type;
-    e.flags = pib_phase(q->pi, q->depth) ? PIB_AEQE_F_PHASE : 0;
+    e.flags = pib_ring_phase(q->pi, q->depth) ? PIB_AEQE_F_PHASE : 0;
     e.obj = cpu_to_le32(obj);
     e.data = cpu_to_le64(data);
     addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
-    if (!pib_ring_write_entry(s, addr, &e, "AEQE")) {
+    if (!pib_ring_publish(s, addr, &e, sizeof(e),
+                          offsetof(struct pib_aeqe, flags), "AEQE")) {
         if (s->regs.aeq_lost != UINT32_MAX) {
             s->regs.aeq_lost++;
         }
@@ -209,11 +241,10 @@ void pib_ceq_post(PibState *s, uint32_t cqn)
         return;
     }
     e.cqn = cpu_to_le32(cqn);
-    e.flags = pib_phase(q->pi, q->depth) ? PIB_CEQE_F_PHASE : 0;
+    e.flags = pib_ring_phase(q->pi, q->depth) ? PIB_CEQE_F_PHASE : 0;
     addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
-    /* The CQN first, then the dword with the phase bit. */
-    if (!pib_dma_write(s, addr, &e, 4, "CEQE") ||
-        !pib_dma_write(s, addr + 4, (uint8_t *)&e + 4, 4, "CEQE")) {
+    if (!pib_ring_publish(s, addr, &e, sizeof(e),
+                          offsetof(struct pib_ceqe, flags), "CEQE")) {
         q->lost++;
         return;
     }
@@ -248,25 +279,6 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci)
  * returns an admin status; results go into *res (completion result0/result1)
  * or, for structures, to resp_addr.
  */
-
-/*
- * Copy a response structure to resp_addr: min(resp_len, size) bytes, as the
- * header promises.
- */
-static uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
-                                 const void *resp, uint32_t size)
-{
-    uint32_t len = MIN(le32_to_cpu(cmd->resp_len), size);
-
-    if (len == 0) {
-        return PIB_AQ_OK;
-    }
-    if (!pib_dma_write(s, le64_to_cpu(cmd->resp_addr), resp, len,
-                       "admin response")) {
-        return PIB_AQ_DMA_ERROR;
-    }
-    return PIB_AQ_OK;
-}
 
 static bool pib_port_num_valid(uint8_t port_num)
 {
@@ -539,11 +551,12 @@ static bool pib_admin_process_one(PibState *s)
 
     cqe.cmd_id = cmd.cmd_id;
     cqe.status = status;
-    cqe.flags = pib_phase(idx, q->depth) ? PIB_ACQE_F_PHASE : 0;
+    cqe.flags = pib_ring_phase(idx, q->depth) ? PIB_ACQE_F_PHASE : 0;
     cqe.result0 = cpu_to_le32(res.result0);
     cqe.result1 = cpu_to_le32(res.result1);
-    if (!pib_ring_write_entry(s, q->cq_base + (uint64_t)slot * sizeof(cqe),
-                              &cqe, "admin CQE")) {
+    if (!pib_ring_publish(s, q->cq_base + (uint64_t)slot * sizeof(cqe), &cqe,
+                          sizeof(cqe), offsetof(struct pib_admin_cqe, flags),
+                          "admin CQE")) {
         s->regs.status &= ~PIB_STATUS_READY;
         s->regs.status |= PIB_STATUS_FATAL;
         trace_pib_fatal("admin CQ write failed");

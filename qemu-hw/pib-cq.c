@@ -90,8 +90,6 @@ static bool pib_cq_full(PibState *s, PibCq *cq)
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
 {
     uint64_t addr;
-    uint8_t *p = (uint8_t *)cqe;
-    const uint32_t tail = offsetof(struct pib_cqe, flags);
 
     if (cq->error) {
         trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "CQ in error");
@@ -106,11 +104,10 @@ bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
     }
 
     cqe->flags = (cqe->flags & ~PIB_CQE_F_PHASE) |
-                 (pib_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
+                 (pib_ring_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
     addr = pib_ring_addr(&cq->ring, cq->pi);
-    /* Body first, then the dword with the phase bit (flags, sl, wqe_index) */
-    if (!pib_dma_write(s, addr, p, tail, "CQE") ||
-        !pib_dma_write(s, addr + tail, p + tail, sizeof(*cqe) - tail, "CQE")) {
+    if (!pib_ring_publish(s, addr, cqe, sizeof(*cqe),
+                          offsetof(struct pib_cqe, flags), "CQE")) {
         cq->error = true;
         trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "DMA failed");
         pib_aeq_post(s, PIB_AE_CQ_ERR, cq->cqn, 0);
@@ -215,7 +212,7 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t depth = le32_to_cpu(in->depth);
     uint32_t npages = le32_to_cpu(in->npages);
     uint32_t uar = le32_to_cpu(in->uar);
-    uint32_t ring_pages, cqn;
+    uint32_t cqn;
     uint64_t *pages;
     uint8_t status;
     PibCq *cq;
@@ -224,8 +221,7 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_CQ", "bad depth", depth,
                               PIB_AQ_BAD_PARAM);
     }
-    ring_pages = pib_ring_pages(depth, 5);
-    if (npages != ring_pages + 1) {
+    if (npages != pib_cq_pages(depth)) {
         return pib_cmd_reject("CREATE_CQ", "npages is not ring + 1", npages,
                               PIB_AQ_BAD_PARAM);
     }
@@ -248,7 +244,8 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     cq->cqn = cqn;
     cq->uar = uar;
     cq->ring = (PibRing) {
-        .depth = depth, .stride_log = 5, .npages = npages, .pages = pages,
+        .depth = depth, .stride_log = PIB_CQE_STRIDE_LOG, .npages = npages,
+        .pages = pages,
     };
     cq->ci_record = pages[npages - 1];
     s->cq[cqn] = cq;

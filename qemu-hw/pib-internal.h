@@ -59,14 +59,6 @@
 #define TYPE_PIB_HCA "pib-hca"
 OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 
-/* The one port (1-based, as in IB); async events name it in their obj field. */
-#define PIB_PORT_NUM            1
-
-/* What CONTROL.ENABLE accepts in AQ_DEPTH / AEQ_DEPTH / CEQ_DEPTH and bases. */
-#define PIB_QUEUE_MIN_DEPTH     2
-#define PIB_QUEUE_MAX_DEPTH     4096
-#define PIB_QUEUE_BASE_ALIGN    4096
-
 /*
  * Data-path limits.  QUERY_DEVICE reports them; every admin command and WQE
  * is checked against them, so every allocation the guest can cause is
@@ -122,8 +114,8 @@ typedef struct PibAdminQueue {
     uint32_t depth;
     uint64_t sq_base;       /* 64-byte struct pib_admin_cmd slots */
     uint64_t cq_base;       /* 16-byte struct pib_admin_cqe slots */
-    uint32_t sq_pi;       /* producer: last accepted AQ_DB value */
-    uint32_t sq_ci;       /* consumer: next command to execute */
+    uint32_t sq_pi;         /* producer: last accepted AQ_DB value */
+    uint32_t sq_ci;         /* consumer: next command to execute */
 } PibAdminQueue;
 
 /* An event queue (AEQ or CEQ) as latched at CONTROL.ENABLE. */
@@ -674,12 +666,6 @@ static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
     return (int32_t)((a - b) << 8) >> 8;
 }
 
-/* Phase of ring index idx: 1 on the first pass, 0 on the second, ... */
-static inline uint8_t pib_phase(uint32_t idx, uint32_t depth)
-{
-    return ((idx / depth) & 1) ? 0 : 1;
-}
-
 /* IBTA: 0xc000..0xfffe are multicast LIDs, 0xffff the permissive LID */
 static inline bool pib_lid_is_unicast(uint16_t lid)
 {
@@ -702,9 +688,8 @@ bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
                   const char *what);
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
                    const char *what);
-bool pib_ring_write_entry(PibState *s, uint64_t addr, const void *entry,
-                          const char *what);
-uint32_t pib_ring_pages(uint32_t depth, uint32_t stride_log);
+bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
+                      uint32_t size, uint32_t phase_off, const char *what);
 uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
                      uint64_t **pagesp, const char *cmd);
 uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
@@ -737,6 +722,10 @@ uint8_t pib_cmd_reject(const char *cmd, const char *why, uint64_t val,
                        uint8_t status);
 uint32_t pib_table_alloc(void **table, uint32_t max);
 bool pib_uar_valid(PibState *s, uint32_t uar);
+uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
+                          const void *resp, uint32_t size);
+bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
+                         void *buf, uint32_t size, const char *what);
 
 /* pib-link.c */
 void pib_link_realize(PibState *s);
@@ -804,8 +793,6 @@ bool pib_qp_is_connected(const PibQp *qp);
 void pib_qp_error(PibQp *qp, const char *why);
 
 /* pib-wqe.c */
-bool pib_wqe_is_rd_atomic(uint8_t opcode);
-bool pib_wqe_is_local(uint8_t opcode);
 bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status);
 bool pib_rq_fetch(PibQp *qp, uint32_t idx, PibRecvWqe *w, uint8_t *status);
 bool pib_recv_fetch(PibQp *qp, const PibRing *ring, uint32_t max_sge,

@@ -100,10 +100,6 @@ uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
  * Memory regions
  */
 
-#define PIB_ACCESS_ALL  (PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE | \
-                         PIB_ACCESS_REMOTE_READ | PIB_ACCESS_REMOTE_ATOMIC | \
-                         PIB_ACCESS_MW_BIND)
-
 /*
  * REG_MR.  Every field is checked before anything is allocated: the page
  * count must be exactly what [iova, iova + length) spans, and it must fit the
@@ -414,10 +410,6 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     }
     return pib_mr_check(s, mw->mr_key, qp->pdn, va, len, access, mrp);
 }
-
-#define PIB_ACCESS_REMOTE   (PIB_ACCESS_REMOTE_WRITE | \
-                             PIB_ACCESS_REMOTE_READ | \
-                             PIB_ACCESS_REMOTE_ATOMIC)
 
 static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 {

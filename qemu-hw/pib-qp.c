@@ -5,7 +5,8 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * The QP object: creating it (its ring geometry checked), its state machine (MODIFY_QP with the IBTA's table of
+ * The QP object: creating it (the ring geometry checked against the rules in
+ * include/pib_wqe.h), its state machine (MODIFY_QP with the IBTA's table of
  * required and optional attributes, QUERY_QP), entering ERR, and destroying
  * it.  What the QP's engines do lives elsewhere:
  *
@@ -56,7 +57,6 @@ bool pib_qp_is_connected(const PibQp *qp)
  */
 
 #define PIB_QPC_F_ALL   (PIB_QPC_F_SQ_SIG_ALL | PIB_QPC_F_NO_RQ)
-#define PIB_SRQN_NONE   0xffffffffu
 
 PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
 {
@@ -110,9 +110,7 @@ static void pib_qp_free(PibState *s, PibQp *qp)
 uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
                           PibAdminResult *res)
 {
-    const struct pib_cmd_mbox *mbox = &cmd->in.mbox;
     struct pib_qp_create c = { 0 };
-    uint32_t len = MIN(le32_to_cpu(mbox->len), sizeof(c));
     uint32_t pdn, scqn, rcqn, sq_depth, rq_depth, max_inline, uar;
     uint32_t sq_npages, rq_npages, qpn, srqn;
     uint64_t *sq_pages = NULL, *rq_pages = NULL;
@@ -123,8 +121,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     PibQp *qp;
     uint8_t status;
 
-    if (len && !pib_dma_read(s, le64_to_cpu(mbox->addr), &c, len,
-                             "CREATE_QP mailbox")) {
+    if (!pib_admin_mbox_read(s, cmd, &c, sizeof(c), "CREATE_QP mailbox")) {
         return PIB_AQ_DMA_ERROR;
     }
     pdn = le32_to_cpu(c.pdn);
@@ -173,9 +170,10 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         }
     }
     /* (Without an RQ, its stride means nothing.) */
-    if (c.sq_stride_log < 6 || c.sq_stride_log > PIB_PAGE_SHIFT ||
-        (!no_rq &&
-         (c.rq_stride_log < 4 || c.rq_stride_log > PIB_PAGE_SHIFT))) {
+    if (c.sq_stride_log < PIB_SQ_STRIDE_LOG_MIN ||
+        c.sq_stride_log > PIB_STRIDE_LOG_MAX ||
+        (!no_rq && (c.rq_stride_log < PIB_RQ_STRIDE_LOG_MIN ||
+                    c.rq_stride_log > PIB_STRIDE_LOG_MAX))) {
         return pib_cmd_reject("CREATE_QP", "bad stride",
                               c.sq_stride_log << 8 | c.rq_stride_log,
                               PIB_AQ_BAD_PARAM);
@@ -189,8 +187,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_QP", "bad RQ depth", rq_depth,
                               PIB_AQ_BAD_PARAM);
     }
-    if (max_inline > PIB_MAX_INLINE_DATA ||
-        max_inline > (1u << c.sq_stride_log) - sizeof(struct pib_send_wqe)) {
+    if (max_inline > pib_sq_max_inline(c.sq_stride_log)) {
         return pib_cmd_reject("CREATE_QP", "max_inline too large", max_inline,
                               PIB_AQ_BAD_PARAM);
     }
@@ -237,15 +234,13 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .depth = sq_depth, .stride_log = c.sq_stride_log,
         .npages = sq_npages, .pages = sq_pages,
     };
-    qp->sq.max_sge = MIN(PIB_MAX_SGE, ((1u << c.sq_stride_log) -
-                         sizeof(struct pib_send_wqe)) / sizeof(struct pib_sge));
+    qp->sq.max_sge = pib_sq_max_sge(c.sq_stride_log);
     qp->rq.ring = (PibRing) {
-        .depth = rq_depth, .stride_log = no_rq ? 4 : c.rq_stride_log,
+        .depth = rq_depth,
+        .stride_log = no_rq ? PIB_RQ_STRIDE_LOG_MIN : c.rq_stride_log,
         .npages = rq_npages, .pages = rq_pages,
     };
-    qp->rq.max_sge = no_rq ? 0 :
-        MIN(PIB_MAX_SGE, ((1u << c.rq_stride_log) -
-            sizeof(struct pib_recv_wqe)) / sizeof(struct pib_sge));
+    qp->rq.max_sge = no_rq ? 0 : pib_recv_max_sge(c.rq_stride_log);
     qp->meta_size = MIN(sq_depth, PIB_SQ_WINDOW);
     qp->meta = g_new0(PibWqeMeta, qp->meta_size);
     qp->port_num = PIB_PORT_NUM;
@@ -474,10 +469,6 @@ void pib_qp_error(PibQp *qp, const char *why)
 }
 
 #define PIB_QP_ATTR_ALL     ((PIB_QP_DEST_QPN << 1) - 1)
-#define PIB_QP_ACCESS_ALL   (PIB_ACCESS_LOCAL_WRITE | \
-                             PIB_ACCESS_REMOTE_WRITE | \
-                             PIB_ACCESS_REMOTE_READ | \
-                             PIB_ACCESS_REMOTE_ATOMIC | PIB_ACCESS_MW_BIND)
 
 static uint8_t pib_modify_reject(PibQp *qp, const char *why, uint64_t val,
                                  uint8_t status)
@@ -502,7 +493,7 @@ static uint8_t pib_qp_check_attrs(PibQp *qp, const struct pib_qp_attr *a,
                                  PIB_AQ_BAD_PARAM);
     }
     if ((mask & PIB_QP_ACCESS_FLAGS) &&
-        (le32_to_cpu(a->qp_access_flags) & ~PIB_QP_ACCESS_ALL)) {
+        (le32_to_cpu(a->qp_access_flags) & ~PIB_ACCESS_ALL)) {
         return pib_modify_reject(qp, "qp_access_flags",
                                  le32_to_cpu(a->qp_access_flags),
                                  PIB_AQ_BAD_PARAM);
@@ -557,14 +548,14 @@ static uint8_t pib_qp_check_attrs(PibQp *qp, const struct pib_qp_attr *a,
             return pib_modify_reject(qp, "dlid", dlid, PIB_AQ_BAD_PARAM);
         }
         if (a->sl > 15 || a->src_path_bits > 0x7f ||
-            (a->ah_flags & ~1u)) {
+            (a->ah_flags & ~PIB_AH_F_GRH)) {
             return pib_modify_reject(qp, "sl/src_path_bits/ah_flags",
                                      a->sl << 16 | a->src_path_bits << 8 |
                                      a->ah_flags, PIB_AQ_BAD_PARAM);
         }
-        if ((a->ah_flags & 1) &&
+        if ((a->ah_flags & PIB_AH_F_GRH) &&
             (a->sgid_index >= PIB_GID_TBL_LEN ||
-             le32_to_cpu(a->flow_label) > 0xfffff)) {
+             le32_to_cpu(a->flow_label) > PIB_FLOW_LABEL_MASK)) {
             return pib_modify_reject(qp, "GRH", a->sgid_index,
                                      PIB_AQ_BAD_PARAM);
         }
@@ -622,7 +613,7 @@ static void pib_qp_apply_attrs(PibQp *qp, const struct pib_qp_attr *a,
             .sl = a->sl,
             .src_path_bits = a->src_path_bits,
             .static_rate = a->static_rate,
-            .grh = a->ah_flags & 1,
+            .grh = a->ah_flags & PIB_AH_F_GRH,
             .sgid_index = a->sgid_index,
             .hop_limit = a->hop_limit,
             .traffic_class = a->traffic_class,
@@ -690,11 +681,9 @@ static void pib_qp_enter(PibQp *qp, uint8_t next)
 uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
                           PibAdminResult *res)
 {
-    const struct pib_cmd_mbox *mbox = &cmd->in.mbox;
-    uint32_t qpn = le32_to_cpu(mbox->obj);
+    uint32_t qpn = le32_to_cpu(cmd->in.mbox.obj);
     PibQp *qp = pib_qp_lookup(s, qpn);
     struct pib_qp_attr a = { 0 };
-    uint32_t len = MIN(le32_to_cpu(mbox->len), sizeof(a));
     const PibQpTransition *t;
     uint32_t mask, req, opt;
     uint8_t cur, next, status;
@@ -704,8 +693,7 @@ uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
                              PIB_AQ_BAD_RESOURCE);
         return PIB_AQ_BAD_RESOURCE;
     }
-    if (len && !pib_dma_read(s, le64_to_cpu(mbox->addr), &a, len,
-                             "MODIFY_QP mailbox")) {
+    if (!pib_admin_mbox_read(s, cmd, &a, sizeof(a), "MODIFY_QP mailbox")) {
         return PIB_AQ_DMA_ERROR;
     }
     mask = le32_to_cpu(a.attr_mask);
@@ -765,7 +753,6 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t qpn = le32_to_cpu(cmd->in.obj.num);
     PibQp *qp = pib_qp_lookup(s, qpn);
     struct pib_qp_attr a;
-    uint32_t len;
 
     if (!qp) {
         trace_pib_cmd_reject("QUERY_QP", "no such QP", qpn,
@@ -794,7 +781,7 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .qp_access_flags = cpu_to_le32(qp->access),
         .src_path_bits = qp->av.src_path_bits,
         .static_rate = qp->av.static_rate,
-        .ah_flags = qp->av.grh ? 1 : 0,
+        .ah_flags = qp->av.grh ? PIB_AH_F_GRH : 0,
         .hop_limit = qp->av.hop_limit,
         .sgid_index = qp->av.sgid_index,
         .traffic_class = qp->av.traffic_class,
@@ -806,13 +793,7 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .max_inline_data = cpu_to_le32(qp->max_inline),
     };
     memcpy(a.dgid, qp->av.dgid, sizeof(a.dgid));
-
-    len = MIN(le32_to_cpu(cmd->resp_len), sizeof(a));
-    if (len && !pib_dma_write(s, le64_to_cpu(cmd->resp_addr), &a, len,
-                              "QUERY_QP response")) {
-        return PIB_AQ_DMA_ERROR;
-    }
-    return PIB_AQ_OK;
+    return pib_admin_respond(s, cmd, &a, sizeof(a));
 }
 
 /* Function reset: every QP goes, without a CQE. */

@@ -57,7 +57,8 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "bad depth", depth,
                               PIB_AQ_BAD_PARAM);
     }
-    if (in->stride_log < 4 || in->stride_log > PIB_PAGE_SHIFT) {
+    if (in->stride_log < PIB_RQ_STRIDE_LOG_MIN ||
+        in->stride_log > PIB_STRIDE_LOG_MAX) {
         return pib_cmd_reject("CREATE_SRQ", "bad stride", in->stride_log,
                               PIB_AQ_BAD_PARAM);
     }
@@ -92,8 +93,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         .depth = depth, .stride_log = in->stride_log, .npages = npages,
         .pages = pages,
     };
-    srq->max_sge = MIN(PIB_MAX_SGE, ((1u << in->stride_log) -
-                       sizeof(struct pib_recv_wqe)) / sizeof(struct pib_sge));
+    srq->max_sge = pib_recv_max_sge(in->stride_log);
     srq->limit = limit;
     s->srq[srqn] = srq;
     pd->refcnt++;

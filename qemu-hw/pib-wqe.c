@@ -12,7 +12,9 @@
  * A WQE is read from guest memory every time an engine needs it, and checked
  * every time: the guest may rewrite a posted WQE (that is its own bug), but
  * it can never make the device overrun a slot or trust a count it did not
- * check.
+ * check.  Which opcodes a QP type carries, and what a slot holds, are the
+ * contract's rules (include/pib_wqe.h), shared with the driver and the
+ * provider.
  */
 
 #include "qemu/osdep.h"
@@ -24,40 +26,6 @@
 /*
  * Fetching WQEs
  */
-
-/* Is this send opcode one this QP type carries, and one the device runs? */
-static bool pib_wqe_opcode_ok(uint8_t type, uint8_t opcode)
-{
-    switch (opcode) {
-    case PIB_WQE_SEND:
-    case PIB_WQE_SEND_IMM:
-        return true;
-    case PIB_WQE_RDMA_WRITE:
-    case PIB_WQE_RDMA_WRITE_IMM:
-    case PIB_WQE_LOCAL_INV:
-    case PIB_WQE_BIND_MW:
-        return type == PIB_QPT_RC || type == PIB_QPT_UC;
-    case PIB_WQE_SEND_INV:
-    case PIB_WQE_RDMA_READ:
-    case PIB_WQE_ATOMIC_CS:
-    case PIB_WQE_ATOMIC_FA:
-        return type == PIB_QPT_RC;
-    default:
-        return false;
-    }
-}
-
-/* BIND_MW and LOCAL_INV act on this HCA only: no packet, no PSN. */
-bool pib_wqe_is_local(uint8_t opcode)
-{
-    return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV;
-}
-
-bool pib_wqe_is_rd_atomic(uint8_t opcode)
-{
-    return opcode == PIB_WQE_RDMA_READ || opcode == PIB_WQE_ATOMIC_CS ||
-           opcode == PIB_WQE_ATOMIC_FA;
-}
 
 static bool pib_wqe_bad(PibQp *qp, const char *ring, uint32_t idx,
                         const char *why, uint64_t val, uint8_t code,
@@ -121,7 +89,7 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     w->ud_sl = raw.ud_sl;
     trace_pib_wqe_fetch(qp->qpn, "SQ", idx, w->wr_id, w->opcode, w->flags);
 
-    if (!pib_wqe_opcode_ok(qp->type, w->opcode)) {
+    if (!pib_wqe_opcode_allowed(qp->type, w->opcode)) {
         return pib_wqe_bad(qp, "send", idx, "opcode", w->opcode,
                            PIB_WC_LOC_QP_OP_ERR, status);
     }
@@ -129,20 +97,16 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
         return pib_wqe_bad(qp, "send", idx, "flags", w->flags,
                            PIB_WC_LOC_QP_OP_ERR, status);
     }
+    if ((w->flags & PIB_WQE_F_INLINE) && !pib_wqe_inline_allowed(w->opcode)) {
+        return pib_wqe_bad(qp, "send", idx, "inline with this opcode",
+                           w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
+    }
     if (pib_wqe_is_local(w->opcode)) {
-        if (w->flags & PIB_WQE_F_INLINE) {
-            return pib_wqe_bad(qp, "send", idx, "inline local operation",
-                               w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
-        }
         memcpy(&w->bind, &raw, sizeof(w->bind));
         return true;        /* no SGEs, no length */
     }
     if (w->flags & PIB_WQE_F_INLINE) {
         w->inline_len = le32_to_cpu(raw.inline_len);
-        if (pib_wqe_is_rd_atomic(w->opcode)) {
-            return pib_wqe_bad(qp, "send", idx, "inline READ/atomic",
-                               w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
-        }
         if (w->inline_len > qp->max_inline) {
             return pib_wqe_bad(qp, "send", idx, "inline_len", w->inline_len,
                                PIB_WC_LOC_LEN_ERR, status);

@@ -150,26 +150,24 @@ bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
  */
 
 /*
- * Write a 16-byte ring entry (admin CQE or AEQE) whose first dword carries
- * the phase bit.  The body goes first and the phase dword last, so a driver
- * polling the phase never sees a half-written entry (each DMA is ordered
- * after the previous one by dma_memory_rw's barrier).
+ * Publish an entry of a ring the driver polls by its phase bit (admin CQE,
+ * AEQE, CEQE, CQE; include/pib_hw.h, "The phase bit"): the entry but the
+ * dword that holds the phase bit first, that dword last, so a driver that
+ * sees the new phase never reads a half-written entry.  Each DMA is ordered
+ * after the previous one by dma_memory_rw's barrier.  phase_off is the offset
+ * of the entry's flags byte.
  */
-bool pib_ring_write_entry(PibState *s, uint64_t addr, const void *entry,
-                          const char *what)
+bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
+                      uint32_t size, uint32_t phase_off, const char *what)
 {
     const uint8_t *p = entry;
+    uint32_t dw = phase_off & ~3u;      /* the dword with the phase bit */
 
-    return pib_dma_write(s, addr + 4, p + 4, 12, what) &&
-           pib_dma_write(s, addr, p, 4, what);
+    return (dw == 0 || pib_dma_write(s, addr, p, dw, what)) &&
+           (dw + 4 == size ||
+            pib_dma_write(s, addr + dw + 4, p + dw + 4, size - dw - 4, what)) &&
+           pib_dma_write(s, addr + dw, p + dw, 4, what);
 }
-
-/* Pages a ring of depth entries of 2^stride_log bytes occupies. */
-uint32_t pib_ring_pages(uint32_t depth, uint32_t stride_log)
-{
-    return DIV_ROUND_UP((uint64_t)depth << stride_log, PIB_PAGE_SIZE);
-}
-
 
 /*
  * Copy a page list from guest memory: npages little-endian u64 addresses of
