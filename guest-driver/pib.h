@@ -31,7 +31,6 @@
 #include "pib_wqe.h"
 
 #define PIB_DRV_NAME    "pib"
-#define PIB_PORT        1       /* the only port */
 
 struct pib_dev {
 	struct ib_device ibdev;         /* first: ib_alloc_device() requires it */
@@ -142,13 +141,9 @@ struct pib_cq {
 	u32 ci;                         /* next CQE to look at, free-running */
 };
 
-/* WQE strides, log2 (pib_qp_create's sq_stride_log / rq_stride_log, create_srq's stride_log). */
-#define PIB_SQ_STRIDE_LOG_MIN   6       /* the 64-byte send control segment */
-#define PIB_RQ_STRIDE_LOG_MIN   4       /* the 16-byte receive header */
-#define PIB_STRIDE_LOG_MAX      PIB_PAGE_SHIFT  /* a WQE never straddles a page */
-
 /*
- * A kernel work queue (SQ, RQ or SRQ): depth slots of 2^stride_log bytes.  pi is advanced by
+ * A kernel work queue (SQ, RQ or SRQ): depth slots of 2^stride_log bytes (the ring rules are
+ * in include/pib_wqe.h, "Ring geometry").  pi is advanced by
  * the poster under lock; ci by poll_cq when a CQE shows the device is done with the slots
  * before it: under the CQ's lock for an SQ or RQ (one CQ retires it), under the queue's own
  * lock for an SRQ (any CQ of a QP on it may).  Both are free-running: pi - ci WQEs are
@@ -349,7 +344,6 @@ void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
 
 /* pib_qp.c: work queue rings, shared with pib_srq.c */
-u32 pib_recv_slot_bytes(u32 max_sge);
 bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
 		   u32 slot_bytes, u64 addr, u32 size);
 int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,

@@ -44,10 +44,12 @@
 #define PIB_AEQ_SIZE            (PIB_AEQ_DEPTH * sizeof(struct pib_aeqe))
 #define PIB_CEQ_SIZE            (PIB_CEQ_DEPTH * sizeof(struct pib_ceqe))
 
-#define PIB_VALID_DEPTH(d)      (((d) & ((d) - 1)) == 0 && (d) >= 2 && (d) <= 4096)
-static_assert(PIB_VALID_DEPTH(PIB_AQ_DEPTH), "AQ_DEPTH must be a power of two in 2..4096");
-static_assert(PIB_VALID_DEPTH(PIB_AEQ_DEPTH), "AEQ_DEPTH must be a power of two in 2..4096");
-static_assert(PIB_VALID_DEPTH(PIB_CEQ_DEPTH), "CEQ_DEPTH must be a power of two in 2..4096");
+/* What CONTROL.ENABLE accepts (pib_hw.h). */
+#define PIB_VALID_DEPTH(d)      (((d) & ((d) - 1)) == 0 && (d) >= PIB_QUEUE_MIN_DEPTH && \
+				 (d) <= PIB_QUEUE_MAX_DEPTH)
+static_assert(PIB_VALID_DEPTH(PIB_AQ_DEPTH), "AQ_DEPTH is not a depth the device takes");
+static_assert(PIB_VALID_DEPTH(PIB_AEQ_DEPTH), "AEQ_DEPTH is not a depth the device takes");
+static_assert(PIB_VALID_DEPTH(PIB_CEQ_DEPTH), "CEQ_DEPTH is not a depth the device takes");
 /* cmd_id is 16 bits: the context index must fit with room for a generation count. */
 static_assert(PIB_AQ_DEPTH <= 1024, "cmd_id carries the context index");
 static_assert(sizeof(struct pib_device_attr) <= PIB_AQ_RESP_SIZE, "response buffer size");
@@ -57,61 +59,37 @@ static_assert(PIB_CNT_MAX * sizeof(u64) <= PIB_AQ_RESP_SIZE, "response buffer si
 static_assert(sizeof(struct pib_qp_create) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 
+/* Names for messages, from the lists in pib_hw.h. */
+static const char *pib_com_name(const char * const *names, size_t n, u32 value)
+{
+	return value < n && names[value] ? names[value] : "UNKNOWN";
+}
+
 const char *pib_com_cmd_str(u8 opcode)
 {
-#define PIB_CMD_STR(op) [PIB_CMD_##op] = #op
-	static const char * const names[] = {
-		PIB_CMD_STR(QUERY_DEVICE),
-		PIB_CMD_STR(QUERY_PORT),
-		PIB_CMD_STR(SET_PORT),
-		PIB_CMD_STR(QUERY_PKEY),
-		PIB_CMD_STR(QUERY_GID),
-		PIB_CMD_STR(ALLOC_UAR),
-		PIB_CMD_STR(DEALLOC_UAR),
-		PIB_CMD_STR(NOP),
-		PIB_CMD_STR(CREATE_PD),
-		PIB_CMD_STR(DESTROY_PD),
-		PIB_CMD_STR(REG_MR),
-		PIB_CMD_STR(DEREG_MR),
-		PIB_CMD_STR(CREATE_CQ),
-		PIB_CMD_STR(DESTROY_CQ),
-		PIB_CMD_STR(CREATE_QP),
-		PIB_CMD_STR(MODIFY_QP),
-		PIB_CMD_STR(QUERY_QP),
-		PIB_CMD_STR(DESTROY_QP),
-		PIB_CMD_STR(CREATE_SRQ),
-		PIB_CMD_STR(MODIFY_SRQ),
-		PIB_CMD_STR(QUERY_SRQ),
-		PIB_CMD_STR(DESTROY_SRQ),
-		PIB_CMD_STR(ALLOC_MW),
-		PIB_CMD_STR(DEALLOC_MW),
-		PIB_CMD_STR(QUERY_COUNTERS),
-	};
+#define PIB_CMD_STR(id, name, value) [PIB_CMD_##id] = #id,
+	static const char * const names[] = { PIB_ADMIN_OPCODES(PIB_CMD_STR) };
 #undef PIB_CMD_STR
 
-	if (opcode < ARRAY_SIZE(names) && names[opcode])
-		return names[opcode];
-	return "UNKNOWN";
+	return pib_com_name(names, ARRAY_SIZE(names), opcode);
 }
 
 static const char *pib_com_status_str(u8 status)
 {
-#define PIB_STATUS_STR(st) [PIB_AQ_##st] = #st
-	static const char * const names[] = {
-		PIB_STATUS_STR(OK),
-		PIB_STATUS_STR(BAD_OPCODE),
-		PIB_STATUS_STR(BAD_PARAM),
-		PIB_STATUS_STR(BAD_RESOURCE),
-		PIB_STATUS_STR(NO_RESOURCES),
-		PIB_STATUS_STR(BAD_STATE),
-		PIB_STATUS_STR(DMA_ERROR),
-		PIB_STATUS_STR(BUSY),
-	};
+#define PIB_STATUS_STR(id, value) [PIB_AQ_##id] = #id,
+	static const char * const names[] = { PIB_ADMIN_STATUSES(PIB_STATUS_STR) };
 #undef PIB_STATUS_STR
 
-	if (status < ARRAY_SIZE(names) && names[status])
-		return names[status];
-	return "UNKNOWN";
+	return pib_com_name(names, ARRAY_SIZE(names), status);
+}
+
+static const char *pib_com_gerr_str(u32 code)
+{
+#define PIB_GERR_STR(id, value) [PIB_GERR_##id] = #id,
+	static const char * const names[] = { PIB_GUEST_ERRORS(PIB_GERR_STR) };
+#undef PIB_GERR_STR
+
+	return pib_com_name(names, ARRAY_SIZE(names), code);
 }
 
 static int pib_com_status_to_errno(u8 status)
@@ -223,18 +201,15 @@ int pib_com_queues_alloc(struct pib_com_dev *com)
 		goto err_free_aeq;
 
 	/*
-	 * The rings start empty: index 0, expecting phase 1, which is where the device starts
-	 * at ENABLE.  Set now, before any IRQ is requested: a vector left pending from an
-	 * earlier life of the device may fire as soon as it is unmasked.
+	 * The rings start empty at index 0, which is where the device starts at ENABLE.  Set
+	 * now, before any IRQ is requested: a vector left pending from an earlier life of the
+	 * device may fire as soon as it is unmasked.
 	 */
-	aq->sq_pc = 0;
-	aq->cq_cc = 0;
-	aq->cq_phase = 1;
-	aeq->cc = 0;
-	aeq->phase = 1;
+	aq->sq_pi = 0;
+	aq->cq_ci = 0;
+	aeq->ci = 0;
 	aeq->lost = 0;
-	ceq->cc = 0;
-	ceq->phase = 1;
+	ceq->ci = 0;
 
 	sema_init(&aq->free_ctx, PIB_AQ_DEPTH);
 	spin_lock_init(&aq->sq_lock);
@@ -310,8 +285,8 @@ int pib_com_enable(struct pib_com_dev *com)
 	if (!err && (status & PIB_STATUS_READY) && !(status & PIB_STATUS_FATAL))
 		return 0;
 
-	dev_err(com->dmadev, "device did not become ready (status %#x, last guest error %u)\n",
-		status, pib_reg_read(com, PIB_REG_ERR_LAST));
+	dev_err(com->dmadev, "device did not become ready (status %#x, last guest error %s)\n",
+		status, pib_com_gerr_str(pib_reg_read(com, PIB_REG_ERR_LAST)));
 	clear_bit(PIB_AQ_RUNNING, &aq->flags);
 	pib_com_reset(com);
 	return err ?: -EIO;
@@ -362,18 +337,12 @@ static void pib_aq_process_cq(struct pib_com_dev *com)
 
 	lockdep_assert_held(&aq->cq_lock);
 	for (;;) {
-		cqe = &aq->cq[aq->cq_cc & (PIB_AQ_DEPTH - 1)];
-		if ((READ_ONCE(cqe->flags) & PIB_ACQE_PHASE) != aq->cq_phase)
+		/* The completion, and the response the device wrote before it, once new. */
+		cqe = &aq->cq[aq->cq_ci & (PIB_AQ_DEPTH - 1)];
+		if (!pib_ring_entry_new(&cqe->flags, PIB_ACQE_F_PHASE, aq->cq_ci, PIB_AQ_DEPTH))
 			break;
-		/*
-		 * The rest of the completion, and the response the device wrote before it,
-		 * must not be read before the phase bit that says they are there.
-		 */
-		dma_rmb();
 		pib_aq_complete(com, cqe);
-		aq->cq_cc++;
-		if (!(aq->cq_cc & (PIB_AQ_DEPTH - 1)))
-			aq->cq_phase ^= 1;
+		aq->cq_ci++;
 	}
 }
 
@@ -421,7 +390,7 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 
 	ctx = &aq->ctx[idx];
 	/* Low bits: the context.  High bits: a generation, so stale completions stand out. */
-	ctx->cmd_id = (u16)((aq->sq_pc & ~(PIB_AQ_DEPTH - 1)) | idx);
+	ctx->cmd_id = (u16)((aq->sq_pi & ~(PIB_AQ_DEPTH - 1)) | idx);
 	ctx->opcode = cmd->opcode;
 	reinit_completion(&ctx->done);
 	WRITE_ONCE(ctx->state, PIB_CTX_SUBMITTED);
@@ -430,7 +399,7 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 	if (in_len)
 		memcpy(aq->mbox + idx * PIB_AQ_MBOX_SIZE, in, in_len);
 
-	slot = &aq->sq[aq->sq_pc & (PIB_AQ_DEPTH - 1)];
+	slot = &aq->sq[aq->sq_pi & (PIB_AQ_DEPTH - 1)];
 	*slot = *cmd;
 	slot->cmd_id = ctx->cmd_id;
 	slot->resp_len = resp_len;
@@ -439,9 +408,9 @@ static struct pib_comp_ctx *pib_aq_submit(struct pib_com_dev *com,
 		slot->in.mbox.addr = aq->mbox_dma + idx * PIB_AQ_MBOX_SIZE;
 		slot->in.mbox.len = in_len;
 	}
-	aq->sq_pc++;
+	aq->sq_pi++;
 	/* writel() orders the ring and context writes above before the doorbell. */
-	pib_reg_write(com, PIB_REG_AQ_DB, aq->sq_pc);
+	pib_reg_write(com, PIB_REG_AQ_DB, aq->sq_pi);
 	spin_unlock(&aq->sq_lock);
 
 	return ctx;
@@ -477,10 +446,11 @@ static void pib_aq_set_dead(struct pib_com_dev *com, struct pib_comp_ctx *ctx)
 		return;
 
 	dev_err(com->dmadev,
-		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %u, sq_pc %u, cq_cc %u)\n",
+		"admin command %s (cmd_id %#x) not completed in %u ms; device dead (status %#x, last guest error %s, sq_pi %u, cq_ci %u)\n",
 		pib_com_cmd_str(ctx->opcode), ctx->cmd_id, PIB_AQ_TIMEOUT_MS,
-		pib_reg_read(com, PIB_REG_STATUS), pib_reg_read(com, PIB_REG_ERR_LAST),
-		READ_ONCE(aq->sq_pc), READ_ONCE(aq->cq_cc));
+		pib_reg_read(com, PIB_REG_STATUS),
+		pib_com_gerr_str(pib_reg_read(com, PIB_REG_ERR_LAST)),
+		READ_ONCE(aq->sq_pi), READ_ONCE(aq->cq_ci));
 
 	pci_clear_master(to_pci_dev(com->dmadev));
 
@@ -605,22 +575,19 @@ void pib_com_aeq_process(struct pib_com_dev *com, pib_aeq_handler_t handler, voi
 {
 	struct pib_aeq *aeq = &com->aeq;
 	struct pib_aeqe *slot, aeqe;
-	u32 start = aeq->cc, lost;
+	u32 start = aeq->ci, lost;
 
 	for (;;) {
-		slot = &aeq->ring[aeq->cc & (PIB_AEQ_DEPTH - 1)];
-		if ((READ_ONCE(slot->flags) & PIB_AEQE_PHASE) != aeq->phase)
+		slot = &aeq->ring[aeq->ci & (PIB_AEQ_DEPTH - 1)];
+		if (!pib_ring_entry_new(&slot->flags, PIB_AEQE_F_PHASE, aeq->ci, PIB_AEQ_DEPTH))
 			break;
-		dma_rmb();      /* the event body only after its phase bit */
 		aeqe = *slot;
 		handler(data, &aeqe);
-		aeq->cc++;
-		if (!(aeq->cc & (PIB_AEQ_DEPTH - 1)))
-			aeq->phase ^= 1;
+		aeq->ci++;
 	}
 	/* Hand the consumed entries back to the device. */
-	if (aeq->cc != start)
-		pib_reg_write(com, PIB_REG_AEQ_DB, aeq->cc);
+	if (aeq->ci != start)
+		pib_reg_write(com, PIB_REG_AEQ_DB, aeq->ci);
 
 	/* The device never drops an event silently: it counts the ones it had no room for. */
 	lost = pib_reg_read(com, PIB_REG_AEQ_LOST);
@@ -639,18 +606,15 @@ void pib_com_ceq_process(struct pib_com_dev *com, pib_ceq_handler_t handler, voi
 {
 	struct pib_ceq *ceq = &com->ceq;
 	struct pib_ceqe *slot;
-	u32 start = ceq->cc;
+	u32 start = ceq->ci;
 
 	for (;;) {
-		slot = &ceq->ring[ceq->cc & (PIB_CEQ_DEPTH - 1)];
-		if ((READ_ONCE(slot->flags) & PIB_CEQE_F_PHASE) != ceq->phase)
+		slot = &ceq->ring[ceq->ci & (PIB_CEQ_DEPTH - 1)];
+		if (!pib_ring_entry_new(&slot->flags, PIB_CEQE_F_PHASE, ceq->ci, PIB_CEQ_DEPTH))
 			break;
-		dma_rmb();      /* the CQN only after its phase bit */
 		handler(data, READ_ONCE(slot->cqn) & PIB_DB_OBJ_MASK);
-		ceq->cc++;
-		if (!(ceq->cc & (PIB_CEQ_DEPTH - 1)))
-			ceq->phase ^= 1;
+		ceq->ci++;
 	}
-	if (ceq->cc != start)
-		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->cc);
+	if (ceq->ci != start)
+		pib_reg_write(com, PIB_REG_CEQ_DB, ceq->ci);
 }

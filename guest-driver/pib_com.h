@@ -17,6 +17,7 @@
 #include <linux/io.h>
 #include <linux/semaphore.h>
 #include <linux/spinlock.h>
+#include <asm/barrier.h>
 #include <asm/byteorder.h>
 
 #include "pib_hw.h"
@@ -88,12 +89,11 @@ struct pib_aq {
 	struct pib_comp_ctx ctx[PIB_AQ_DEPTH];
 	DECLARE_BITMAP(ctx_used, PIB_AQ_DEPTH);
 
-	spinlock_t sq_lock;             /* sq_pc, the command ring, ctx_used (process context) */
-	u32 sq_pc;                      /* commands written, free-running; what AQ_DB holds */
+	spinlock_t sq_lock;             /* sq_pi, the command ring, ctx_used (process context) */
+	u32 sq_pi;                      /* commands written, free-running; what AQ_DB holds */
 
-	spinlock_t cq_lock;             /* cq_cc, cq_phase, completing a context (any context) */
-	u32 cq_cc;                      /* completions consumed, free-running */
-	u8 cq_phase;                    /* phase bit that marks a new completion */
+	spinlock_t cq_lock;             /* cq_ci, completing a context (any context) */
+	u32 cq_ci;                      /* completions consumed, free-running */
 
 	unsigned long flags;            /* PIB_AQ_* bits */
 };
@@ -101,16 +101,14 @@ struct pib_aq {
 struct pib_aeq {
 	struct pib_aeqe *ring;          /* device writes, driver reads */
 	dma_addr_t dma;
-	u32 cc;                         /* events consumed, free-running; what AEQ_DB gets */
-	u8 phase;
+	u32 ci;                         /* events consumed, free-running; what AEQ_DB gets */
 	u32 lost;                       /* last AEQ_LOST value reported */
 };
 
 struct pib_ceq {
 	struct pib_ceqe *ring;          /* device writes, driver reads */
 	dma_addr_t dma;
-	u32 cc;                         /* CEQEs consumed, free-running; what CEQ_DB gets */
-	u8 phase;
+	u32 ci;                         /* CEQEs consumed, free-running; what CEQ_DB gets */
 };
 
 struct pib_com_dev {
@@ -129,6 +127,21 @@ static inline u32 pib_reg_read(struct pib_com_dev *com, enum pib_reg_offset off)
 static inline void pib_reg_write(struct pib_com_dev *com, enum pib_reg_offset off, u32 val)
 {
 	writel(val, com->regs + off);
+}
+
+/*
+ * The consumer's half of the phase-bit rule (pib_hw.h, "The phase bit"), for every ring the
+ * device produces (admin CQ, AEQ, CEQ, CQs): has the device written entry idx of a ring of
+ * depth entries on this pass?  flags is the entry's flags byte, phase_bit its *_F_PHASE.  If
+ * so, the read barrier keeps the CPU from reading the rest of the entry (or what the device
+ * wrote before it) ahead of the bit that says it is there.
+ */
+static inline bool pib_ring_entry_new(const u8 *flags, u8 phase_bit, u32 idx, u32 depth)
+{
+	if (!pib_ring_owned(READ_ONCE(*flags) & phase_bit, idx, depth))
+		return false;
+	dma_rmb();
+	return true;
 }
 
 /* Bring-up and teardown, in this order; pib_com_disable() undoes pib_com_enable(). */

@@ -32,10 +32,10 @@
 	static_assert((int)PIB_WC_##name == (int)IB_WC_##name, "CQE status " #name);
 PIB_WC_STATUSES(PIB_SAME_STATUS)
 
-/* The CQE ring, in whole pages; the consumer index record page follows it. */
+/* The CQE ring, in whole pages; the consumer index record page follows it (pib_cq_pages()). */
 static size_t pib_cq_ring_size(u32 depth)
 {
-	return ALIGN((size_t)depth * sizeof(struct pib_cqe), PIB_PAGE_SIZE);
+	return (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG) << PIB_PAGE_SHIFT;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ static int pib_cq_user_req(struct pib_dev *dev, const struct ib_cq_init_attr *at
 		ibdev_dbg(ibdev, "create_cq: bad depth %u for %u CQEs\n", req->depth, attr->cqe);
 		return -EINVAL;
 	}
-	if (req->buf_size != pib_cq_ring_size(req->depth) + PIB_PAGE_SIZE ||
+	if (req->buf_size != (size_t)pib_cq_pages(req->depth) << PIB_PAGE_SHIFT ||
 	    !req->buf_addr || !IS_ALIGNED(req->buf_addr, PIB_PAGE_SIZE)) {
 		ibdev_dbg(ibdev, "create_cq: bad ring %#llx size %u for depth %u\n",
 			  req->buf_addr, req->buf_size, req->depth);
@@ -292,21 +292,12 @@ void pib_cq_async_event(struct pib_dev *dev, u32 cqn, enum ib_event_type type)
  * kernel does not map: the uverbs POLL_CQ and REQ_NOTIFY_CQ commands are refused for it.
  * ------------------------------------------------------------------------------------------ */
 
-/*
- * The CQE at index, if the device has written it on index's pass over the ring, else NULL.
- * The phase the device writes is 1 on even passes ((index / depth) & 1 == 0) and 0 on odd
- * ones; depth is a power of two, so that bit of the pass number is index & depth.
- */
+/* The CQE at index, if the device has written it on index's pass over the ring, else NULL. */
 static struct pib_cqe *pib_cq_cqe(struct pib_cq *cq, u32 index)
 {
 	struct pib_cqe *cqe = &cq->ring[index & (cq->depth - 1)];
-	u8 phase = (index & cq->depth) ? 0 : PIB_CQE_F_PHASE;
 
-	if ((READ_ONCE(cqe->flags) & PIB_CQE_F_PHASE) != phase)
-		return NULL;
-	/* The rest of the CQE only after the phase bit that says it is there. */
-	dma_rmb();
-	return cqe;
+	return pib_ring_entry_new(&cqe->flags, PIB_CQE_F_PHASE, index, cq->depth) ? cqe : NULL;
 }
 
 /*
@@ -358,7 +349,7 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct pib_qp *qp, struct i
 		.src_qp = cqe->src_qp & PIB_DB_OBJ_MASK,
 		.slid = cqe->slid,
 		.sl = cqe->sl,
-		.port_num = PIB_PORT,
+		.port_num = PIB_PORT_NUM,
 	};
 
 	/* A status or opcode the driver does not know is a device error. */

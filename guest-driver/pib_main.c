@@ -108,13 +108,13 @@ static void pib_log_port_event(struct pib_dev *dev, u8 type)
 
 	switch (type) {
 	case PIB_AE_PORT_ACTIVE:
-		ibdev_info(&dev->ibdev, "port %u: link up, ACTIVE\n", PIB_PORT);
+		ibdev_info(&dev->ibdev, "port %u: link up, ACTIVE\n", PIB_PORT_NUM);
 		break;
 	case PIB_AE_LINK_UP:
-		ibdev_info(&dev->ibdev, "port %u: link up, waiting for a LID\n", PIB_PORT);
+		ibdev_info(&dev->ibdev, "port %u: link up, waiting for a LID\n", PIB_PORT_NUM);
 		break;
 	case PIB_AE_PORT_ERR:
-		ibdev_info(&dev->ibdev, "port %u: link down\n", PIB_PORT);
+		ibdev_info(&dev->ibdev, "port %u: link down\n", PIB_PORT_NUM);
 		break;
 	}
 }
@@ -163,7 +163,7 @@ static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 	struct pib_dev *dev = data;
 	struct ib_event event = {
 		.device = &dev->ibdev,
-		.element.port_num = PIB_PORT,
+		.element.port_num = PIB_PORT_NUM,
 	};
 
 	if (pib_handle_object_event(dev, aeqe))
@@ -189,13 +189,13 @@ static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 		return;
 	}
 
-	if (aeqe->obj != PIB_PORT) {
+	if (aeqe->obj != PIB_PORT_NUM) {
 		ibdev_err_ratelimited(&dev->ibdev, "async event %#x for port %u, which does not exist\n",
 				      aeqe->type, aeqe->obj);
 		return;
 	}
 	if (aeqe->type == PIB_AE_LID_CHANGE)
-		ibdev_info(&dev->ibdev, "port %u: LID changed\n", PIB_PORT);
+		ibdev_info(&dev->ibdev, "port %u: LID changed\n", PIB_PORT_NUM);
 	else
 		pib_log_port_event(dev, aeqe->type);
 	ib_dispatch_event(&event);
@@ -368,7 +368,7 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 			dev->attr.phys_port_cnt, PIB_NUM_PORTS);
 		return -ENODEV;
 	}
-	err = pib_cmd_query_port(&dev->com, PIB_PORT, pa);
+	err = pib_cmd_query_port(&dev->com, PIB_PORT_NUM, pa);
 	if (err)
 		return err;
 	if (!pa->pkey_tbl_len || !pa->gid_tbl_len) {
@@ -433,7 +433,7 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		return err;
 	}
 	ibdev_info(ibdev, "node GUID %016llx, port %u %s, LID %u\n",
-		   (unsigned long long)dev->attr.node_guid, PIB_PORT,
+		   (unsigned long long)dev->attr.node_guid, PIB_PORT_NUM,
 		   pa->state == PIB_PORT_ACTIVE ? "ACTIVE" :
 		   pa->phys_state == PIB_PHYS_LINKUP ? "link up" : "link down", pa->lid);
 	return 0;

@@ -29,77 +29,27 @@
 #include "pib_com_cmd.h"
 #include "pib-abi.h"
 
-static_assert(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "send WQE header");
-static_assert(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "recv WQE header");
-
-/* A CQE names the WQE it completes by a 16-bit index (pib_qp_retire()). */
-static_assert(PIB_MAX_QP_WR <= 1u << 16, "wqe_index is 16 bits");
-
 /* QP types, states and attribute mask bits are the IB values (pib_hw.h). */
-#define PIB_SAME(pib, ib) static_assert((int)(pib) == (int)(ib), #pib " is " #ib)
-PIB_SAME(PIB_QPT_SMI, IB_QPT_SMI);
-PIB_SAME(PIB_QPT_GSI, IB_QPT_GSI);
-PIB_SAME(PIB_QPT_RC, IB_QPT_RC);
-PIB_SAME(PIB_QPT_UC, IB_QPT_UC);
-PIB_SAME(PIB_QPT_UD, IB_QPT_UD);
-PIB_SAME(PIB_QPS_RESET, IB_QPS_RESET);
-PIB_SAME(PIB_QPS_INIT, IB_QPS_INIT);
-PIB_SAME(PIB_QPS_RTR, IB_QPS_RTR);
-PIB_SAME(PIB_QPS_RTS, IB_QPS_RTS);
-PIB_SAME(PIB_QPS_SQD, IB_QPS_SQD);
-PIB_SAME(PIB_QPS_SQE, IB_QPS_SQE);
-PIB_SAME(PIB_QPS_ERR, IB_QPS_ERR);
-PIB_SAME(PIB_QP_STATE, IB_QP_STATE);
-PIB_SAME(PIB_QP_CUR_STATE, IB_QP_CUR_STATE);
-PIB_SAME(PIB_QP_EN_SQD_ASYNC_NOTIFY, IB_QP_EN_SQD_ASYNC_NOTIFY);
-PIB_SAME(PIB_QP_ACCESS_FLAGS, IB_QP_ACCESS_FLAGS);
-PIB_SAME(PIB_QP_PKEY_INDEX, IB_QP_PKEY_INDEX);
-PIB_SAME(PIB_QP_PORT, IB_QP_PORT);
-PIB_SAME(PIB_QP_QKEY, IB_QP_QKEY);
-PIB_SAME(PIB_QP_AV, IB_QP_AV);
-PIB_SAME(PIB_QP_PATH_MTU, IB_QP_PATH_MTU);
-PIB_SAME(PIB_QP_TIMEOUT, IB_QP_TIMEOUT);
-PIB_SAME(PIB_QP_RETRY_CNT, IB_QP_RETRY_CNT);
-PIB_SAME(PIB_QP_RNR_RETRY, IB_QP_RNR_RETRY);
-PIB_SAME(PIB_QP_RQ_PSN, IB_QP_RQ_PSN);
-PIB_SAME(PIB_QP_MAX_QP_RD_ATOMIC, IB_QP_MAX_QP_RD_ATOMIC);
-PIB_SAME(PIB_QP_ALT_PATH, IB_QP_ALT_PATH);
-PIB_SAME(PIB_QP_MIN_RNR_TIMER, IB_QP_MIN_RNR_TIMER);
-PIB_SAME(PIB_QP_SQ_PSN, IB_QP_SQ_PSN);
-PIB_SAME(PIB_QP_MAX_DEST_RD_ATOMIC, IB_QP_MAX_DEST_RD_ATOMIC);
-PIB_SAME(PIB_QP_PATH_MIG_STATE, IB_QP_PATH_MIG_STATE);
-PIB_SAME(PIB_QP_CAP, IB_QP_CAP);
-PIB_SAME(PIB_QP_DEST_QPN, IB_QP_DEST_QPN);
-
-#define PIB_PSN_MAX             0xffffffu
-#define PIB_AH_F_GRH            (1u << 0)       /* struct pib_qp_attr.ah_flags */
+#define PIB_SAME_QPT(id, value) static_assert(PIB_QPT_##id == (int)IB_QPT_##id, "QP type " #id);
+#define PIB_SAME_QPS(id, value) static_assert(PIB_QPS_##id == (int)IB_QPS_##id, "QP state " #id);
+#define PIB_SAME_QP_ATTR(id, bit) static_assert(PIB_QP_##id == (int)IB_QP_##id, "QP attr " #id);
+PIB_QP_TYPES(PIB_SAME_QPT)
+PIB_QP_STATES(PIB_SAME_QPS)
+PIB_QP_ATTRS(PIB_SAME_QP_ATTR)
 
 /* ------------------------------------------------------------------------------------------
  * Geometry
  * ------------------------------------------------------------------------------------------ */
 
-/* log2 of the smallest power-of-two stride >= bytes, at least 2^min_log. */
-static u32 pib_stride_log(u32 bytes, u32 min_log)
+/* The rules a slot is sized by are the contract's (include/pib_wqe.h, "What a slot holds"). */
+static u32 pib_qp_sq_slot_bytes(const struct ib_qp_cap *cap)
 {
-	return max_t(u32, order_base_2(bytes), min_log);
-}
-
-/* The bytes a send slot must hold for these capabilities: header, then SGEs or inline data. */
-static u32 pib_sq_slot_bytes(const struct ib_qp_cap *cap)
-{
-	return sizeof(struct pib_send_wqe) +
-	       max_t(u32, cap->max_send_sge * sizeof(struct pib_sge), cap->max_inline_data);
-}
-
-/* The bytes a receive slot (RQ or SRQ) must hold: header, then the SGEs. */
-u32 pib_recv_slot_bytes(u32 max_sge)
-{
-	return sizeof(struct pib_recv_wqe) + max_sge * sizeof(struct pib_sge);
+	return pib_sq_slot_bytes(cap->max_send_sge, cap->max_inline_data);
 }
 
 static size_t pib_wq_ring_size(const struct pib_wq *wq)
 {
-	return ALIGN((size_t)wq->depth << wq->stride_log, PIB_PAGE_SIZE);
+	return (size_t)pib_ring_pages(wq->depth, wq->stride_log) << PIB_PAGE_SHIFT;
 }
 
 /*
@@ -108,14 +58,10 @@ static size_t pib_wq_ring_size(const struct pib_wq *wq)
  */
 static void pib_qp_set_caps(struct pib_dev *dev, struct pib_qp *qp)
 {
-	u32 sq_room = (1u << qp->sq.stride_log) - sizeof(struct pib_send_wqe);
-	u32 rq_room = (1u << qp->rq.stride_log) - sizeof(struct pib_recv_wqe);
-
-	qp->sq.max_sge = min_t(u32, dev->max_sge, sq_room / sizeof(struct pib_sge));
+	qp->sq.max_sge = min(dev->max_sge, pib_sq_max_sge(qp->sq.stride_log));
 	/* No RQ (an SRQ's QP): no receive capabilities of its own. */
-	qp->rq.max_sge = qp->rq.depth ? min_t(u32, dev->max_sge, rq_room / sizeof(struct pib_sge))
-				      : 0;
-	qp->max_inline = min(dev->max_inline, sq_room);
+	qp->rq.max_sge = qp->rq.depth ? min(dev->max_sge, pib_recv_max_sge(qp->rq.stride_log)) : 0;
+	qp->max_inline = min(dev->max_inline, pib_sq_max_inline(qp->sq.stride_log));
 
 	qp->cap = (struct ib_qp_cap){
 		.max_send_wr = qp->sq.depth,
@@ -191,7 +137,7 @@ bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 wa
 	       stride_log >= min_log && stride_log <= PIB_STRIDE_LOG_MAX &&
 	       (1u << stride_log) >= slot_bytes &&
 	       addr && IS_ALIGNED(addr, PIB_PAGE_SIZE) &&
-	       size == ALIGN((u64)depth << stride_log, PIB_PAGE_SIZE);
+	       size == (u64)pib_ring_pages(depth, stride_log) << PIB_PAGE_SHIFT;
 }
 
 static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *attr,
@@ -220,7 +166,7 @@ static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *at
 	}
 	if (!pib_wq_req_ok(dev->max_qp_wr, req->sq_depth, req->sq_stride_log,
 			   PIB_SQ_STRIDE_LOG_MIN, attr->cap.max_send_wr,
-			   pib_sq_slot_bytes(&attr->cap), req->sq_buf_addr, req->sq_buf_size)) {
+			   pib_qp_sq_slot_bytes(&attr->cap), req->sq_buf_addr, req->sq_buf_size)) {
 		ibdev_dbg(ibdev, "create_qp: bad SQ: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->sq_depth, req->sq_stride_log, req->sq_buf_addr, req->sq_buf_size);
 		return -EINVAL;
@@ -326,7 +272,7 @@ static int pib_qp_init_kernel(struct pib_dev *dev, struct pib_qp *qp,
 	const struct ib_qp_cap *cap = &attr->cap;
 	int err;
 
-	err = pib_wq_init_kernel(dev, &qp->sq, cap->max_send_wr, pib_sq_slot_bytes(cap),
+	err = pib_wq_init_kernel(dev, &qp->sq, cap->max_send_wr, pib_qp_sq_slot_bytes(cap),
 				 PIB_SQ_STRIDE_LOG_MIN, dev->max_qp_wr, sq_pbl);
 	if (err)
 		return err;
@@ -386,7 +332,7 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	in.rq_stride_log = qp->rq.stride_log;
 	in.send_cqn = to_pcq(init_attr->send_cq)->cqn;
 	in.recv_cqn = to_pcq(init_attr->recv_cq)->cqn;
-	in.srqn = U32_MAX;
+	in.srqn = PIB_SRQN_NONE;
 	if (init_attr->srq) {
 		in.flags |= PIB_QPC_F_NO_RQ;
 		in.srqn = to_psrq(init_attr->srq)->srqn;
@@ -514,7 +460,7 @@ static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,
 {
 	const struct ib_global_route *grh;
 
-	if (ah->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(ah) != PIB_PORT ||
+	if (ah->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(ah) != PIB_PORT_NUM ||
 	    rdma_ah_get_dlid(ah) > U16_MAX || rdma_ah_get_sl(ah) > 15)
 		return -EINVAL;
 
@@ -526,7 +472,7 @@ static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,
 		return 0;
 
 	grh = rdma_ah_read_grh(ah);
-	if (grh->sgid_index >= dev->gid_tbl_len || grh->flow_label > 0xfffff)
+	if (grh->sgid_index >= dev->gid_tbl_len || grh->flow_label > PIB_FLOW_LABEL_MASK)
 		return -EINVAL;
 	hw->ah_flags = PIB_AH_F_GRH;
 	hw->sgid_index = grh->sgid_index;
@@ -565,7 +511,7 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 		hw->pkey_index = attr->pkey_index;
 	}
 	if (mask & IB_QP_PORT) {
-		if (attr->port_num != PIB_PORT)
+		if (attr->port_num != PIB_PORT_NUM)
 			return -EINVAL;
 		hw->port_num = attr->port_num;
 	}
@@ -598,7 +544,7 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 		hw->rnr_retry = attr->rnr_retry;
 	}
 	if (mask & IB_QP_RQ_PSN) {
-		if (attr->rq_psn > PIB_PSN_MAX)
+		if (attr->rq_psn > PIB_PSN_MASK)
 			return -EINVAL;
 		hw->rq_psn = attr->rq_psn;
 	}
@@ -613,7 +559,7 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 		hw->min_rnr_timer = attr->min_rnr_timer;
 	}
 	if (mask & IB_QP_SQ_PSN) {
-		if (attr->sq_psn > PIB_PSN_MAX)
+		if (attr->sq_psn > PIB_PSN_MASK)
 			return -EINVAL;
 		hw->sq_psn = attr->sq_psn;
 	}
@@ -761,13 +707,13 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	attr->path_mtu = hw.path_mtu;
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	attr->qkey = hw.qkey;
-	attr->rq_psn = hw.rq_psn & PIB_PSN_MAX;
-	attr->sq_psn = hw.sq_psn & PIB_PSN_MAX;
+	attr->rq_psn = hw.rq_psn & PIB_PSN_MASK;
+	attr->sq_psn = hw.sq_psn & PIB_PSN_MASK;
 	attr->dest_qp_num = hw.dest_qp_num & PIB_DB_OBJ_MASK;
 	attr->qp_access_flags = hw.qp_access_flags & PIB_QP_ACCESS;
 	attr->cap = qp->cap;
 	attr->pkey_index = hw.pkey_index;
-	attr->port_num = PIB_PORT;
+	attr->port_num = PIB_PORT_NUM;
 	attr->sq_draining = hw.sq_draining;
 	attr->max_rd_atomic = hw.max_rd_atomic;
 	attr->max_dest_rd_atomic = hw.max_dest_rd_atomic;
@@ -781,12 +727,12 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	rdma_ah_set_sl(&attr->ah_attr, hw.sl & 0xf);
 	rdma_ah_set_path_bits(&attr->ah_attr, hw.src_path_bits);
 	rdma_ah_set_static_rate(&attr->ah_attr, hw.static_rate);
-	rdma_ah_set_port_num(&attr->ah_attr, PIB_PORT);
+	rdma_ah_set_port_num(&attr->ah_attr, PIB_PORT_NUM);
 	if (hw.ah_flags & PIB_AH_F_GRH) {
 		union ib_gid dgid;
 
 		memcpy(dgid.raw, hw.dgid, sizeof(dgid.raw));
-		rdma_ah_set_grh(&attr->ah_attr, &dgid, hw.flow_label & 0xfffff, hw.sgid_index,
+		rdma_ah_set_grh(&attr->ah_attr, &dgid, hw.flow_label & PIB_FLOW_LABEL_MASK, hw.sgid_index,
 				hw.hop_limit, hw.traffic_class);
 	}
 
@@ -799,7 +745,7 @@ int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 	init_attr->cap = qp->cap;
 	init_attr->sq_sig_type = qp->sq_sig_type;
 	init_attr->qp_type = ibqp->qp_type;
-	init_attr->port_num = PIB_PORT;
+	init_attr->port_num = PIB_PORT_NUM;
 	return 0;
 }
 
@@ -866,42 +812,35 @@ static void pib_write_sges(struct pib_sge *dst, const struct ib_sge *src, int nu
 		};
 }
 
-/*
- * The device opcode for a work request on this QP type, or -1.  UD carries only sends; UC
- * adds RDMA writes; RC has everything the device implements.
- */
-static int pib_wqe_opcode(struct pib_dev *dev, enum ib_qp_type qp_type, enum ib_wr_opcode op)
+/* The device opcode for a work request, or -1 for one the device has no WQE for. */
+static int pib_wqe_opcode_of(struct pib_dev *dev, enum ib_wr_opcode op)
 {
-	bool uc_ok = qp_type == IB_QPT_RC || qp_type == IB_QPT_UC;
-	bool rc_ok = qp_type == IB_QPT_RC;
-	bool inv_ok = dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW;
-
 	switch (op) {
-	case IB_WR_SEND:
-		return PIB_WQE_SEND;
-	case IB_WR_SEND_WITH_IMM:
-		return PIB_WQE_SEND_IMM;
-	case IB_WR_SEND_WITH_INV:
-		return rc_ok ? PIB_WQE_SEND_INV : -1;
-	case IB_WR_RDMA_WRITE:
-		return uc_ok ? PIB_WQE_RDMA_WRITE : -1;
-	case IB_WR_RDMA_WRITE_WITH_IMM:
-		return uc_ok ? PIB_WQE_RDMA_WRITE_IMM : -1;
-	case IB_WR_RDMA_READ:
-		return rc_ok ? PIB_WQE_RDMA_READ : -1;
-	case IB_WR_ATOMIC_CMP_AND_SWP:
-		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
-	case IB_WR_ATOMIC_FETCH_AND_ADD:
-		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
+	case IB_WR_SEND:                return PIB_WQE_SEND;
+	case IB_WR_SEND_WITH_IMM:       return PIB_WQE_SEND_IMM;
+	case IB_WR_SEND_WITH_INV:       return PIB_WQE_SEND_INV;
+	case IB_WR_RDMA_WRITE:          return PIB_WQE_RDMA_WRITE;
+	case IB_WR_RDMA_WRITE_WITH_IMM: return PIB_WQE_RDMA_WRITE_IMM;
+	case IB_WR_RDMA_READ:           return PIB_WQE_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:  return PIB_WQE_ATOMIC_CS;
+	case IB_WR_ATOMIC_FETCH_AND_ADD: return PIB_WQE_ATOMIC_FA;
 	/*
 	 * Local invalidation came with memory windows.  (Binding a window is the provider's:
 	 * a kernel ib_send_wr has no form for IB_WR_BIND_MW.)
 	 */
 	case IB_WR_LOCAL_INV:
-		return uc_ok && inv_ok ? PIB_WQE_LOCAL_INV : -1;
+		return dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW ? PIB_WQE_LOCAL_INV : -1;
 	default:
 		return -1;
 	}
+}
+
+/* ... and -1 too for one the QP type does not carry (pib_wqe_opcode_allowed()). */
+static int pib_wqe_opcode(struct pib_dev *dev, enum ib_qp_type qp_type, enum ib_wr_opcode op)
+{
+	int opcode = pib_wqe_opcode_of(dev, op);
+
+	return opcode >= 0 && pib_wqe_opcode_allowed(qp_type, opcode) ? opcode : -1;
 }
 
 #define PIB_SEND_FLAGS  (IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE)
@@ -928,16 +867,8 @@ static int pib_check_send_wr(struct pib_dev *dev, struct pib_qp *qp,
 		return (u32)wr->num_sge > qp->sq.max_sge ? -EINVAL : 0;
 
 	/* Inline: only payload the requester sends, and only what fits. */
-	switch (*opcode) {
-	case PIB_WQE_SEND:
-	case PIB_WQE_SEND_IMM:
-	case PIB_WQE_SEND_INV:
-	case PIB_WQE_RDMA_WRITE:
-	case PIB_WQE_RDMA_WRITE_IMM:
-		break;
-	default:
+	if (!pib_wqe_inline_allowed(*opcode))
 		return -EINVAL;
-	}
 	for (i = 0; i < wr->num_sge; i++) {
 		if (wr->sg_list[i].length > qp->max_inline - len)
 			return -EINVAL;
@@ -1010,7 +941,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 
 		wqe->ud_qpn = ud->remote_qpn;
 		/* IBA: a Q_Key with the high bit set means "the QP's own Q_Key". */
-		wqe->ud_qkey = ud->remote_qkey & 0x80000000u ? READ_ONCE(qp->qkey) :
+		wqe->ud_qkey = ud->remote_qkey & PIB_QKEY_USE_QP ? READ_ONCE(qp->qkey) :
 							       ud->remote_qkey;
 		wqe->ud_dlid = ah->dlid;
 		wqe->ud_sl = ah->sl;

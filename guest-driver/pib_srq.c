@@ -105,7 +105,6 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 	struct pib_ibv_create_srq_resp resp = {};
 	struct pib_cmd_create_srq in = {};
 	struct pib_pbl pbl = {};
-	u32 room;
 	int err;
 
 	/* No XRC or tag-matching SRQs. */
@@ -129,8 +128,7 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 	}
 	if (err)
 		goto err_fini;
-	room = (1u << srq->wq.stride_log) - sizeof(struct pib_recv_wqe);
-	srq->wq.max_sge = min_t(u32, dev->max_srq_sge, room / sizeof(struct pib_sge));
+	srq->wq.max_sge = min(dev->max_srq_sge, pib_recv_max_sge(srq->wq.stride_log));
 
 	/* A limit the SRQ can never fall below would never fire; the device refuses it. */
 	if (attr->srq_limit >= srq->wq.depth) {

@@ -217,7 +217,7 @@ int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 p
 	struct pib_dev *dev = to_pdev(ibdev);
 	int err;
 
-	if (port != PIB_PORT || stats->num_counters != ARRAY_SIZE(pib_port_stats))
+	if (port != PIB_PORT_NUM || stats->num_counters != ARRAY_SIZE(pib_port_stats))
 		return -EINVAL;
 	err = pib_cmd_query_counters(&dev->com, stats->value, stats->num_counters);
 	return err ?: stats->num_counters;
@@ -691,7 +691,7 @@ int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 	const struct rdma_ah_attr *attr = init_attr->ah_attr;
 	struct pib_ah *ah = to_pah(ibah);
 
-	if (attr->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(attr) != PIB_PORT ||
+	if (attr->type != RDMA_AH_ATTR_TYPE_IB || rdma_ah_get_port_num(attr) != PIB_PORT_NUM ||
 	    rdma_ah_get_dlid(attr) > U16_MAX || rdma_ah_get_sl(attr) > 15)
 		return -EINVAL;
 	if ((rdma_ah_get_ah_flags(attr) & IB_AH_GRH) &&

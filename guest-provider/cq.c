@@ -66,8 +66,9 @@ struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 	}
 
 	/* The ring, then one page for the consumer index record. */
-	ring_size = align(depth * sizeof(struct pib_cqe), PIB_PAGE_SIZE);
-	cq->buf_size = ring_size + PIB_PAGE_SIZE;
+	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
+		    << PIB_PAGE_SHIFT;
+	cq->buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
 	cq->buf = pib_alloc_ring(cq->buf_size);
 	if (!cq->buf) {
 		err = errno;
@@ -137,16 +138,13 @@ int pib_destroy_cq(struct ibv_cq *ibvcq)
 
 /*
  * The CQE at index (consumer index or later), if the device has written it
- * on that pass, else NULL.  The phase the device writes is 1 on even passes
- * over the ring ((index / depth) & 1 == 0) and 0 on odd ones; depth is a
- * power of two, so that bit of the pass number is index & depth.
+ * on that pass, else NULL (the phase-bit rule: pib_hw.h, "The phase bit").
  */
 static struct pib_cqe *pib_cq_cqe_at(struct pib_cq *cq, uint32_t index)
 {
 	struct pib_cqe *cqe = &cq->ring[index & (cq->depth - 1)];
-	uint8_t phase = (index & cq->depth) ? 0 : PIB_CQE_F_PHASE;
 
-	if ((cqe->flags & PIB_CQE_F_PHASE) != phase)
+	if (!pib_ring_owned(cqe->flags & PIB_CQE_F_PHASE, index, cq->depth))
 		return NULL;
 
 	/*

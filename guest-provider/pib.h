@@ -47,19 +47,6 @@ DECLARE_DRV_CMD(pib_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		pib_ibv_create_srq, pib_ibv_create_srq_resp);
 
 /*
- * The device's max_inline_data (struct pib_device_attr).  uverbs does not
- * carry it to userspace, so the provider knows it from the device's
- * documentation; the kernel confirms the figure per QP in CREATE_QP's
- * max_inline.
- */
-#define PIB_MAX_INLINE_DATA	256
-
-/* WQE strides, log2 (pib_qp_create's sq_stride_log / rq_stride_log). */
-#define PIB_SQ_STRIDE_LOG_MIN	6	/* the 64-byte send control segment */
-#define PIB_RQ_STRIDE_LOG_MIN	4	/* the 16-byte receive header */
-#define PIB_STRIDE_LOG_MAX	PIB_PAGE_SHIFT	/* a WQE never straddles a page */
-
-/*
  * A CQE names the send WQE it completes by a 16-bit index; the full index is
  * recovered relative to the consumer index, which is unambiguous while fewer
  * than 2^16 WQEs are outstanding.  No work queue is made deeper than that.
@@ -233,7 +220,6 @@ void pib_qp_table_fini(struct pib_context *ctx);
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe);
 
 /* Work queue rings, shared by QPs and SRQs (qp.c). */
-uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log);
 int pib_wq_init(struct pib_wq *wq);
 void pib_wq_fini(struct pib_wq *wq);
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,

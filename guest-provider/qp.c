@@ -166,14 +166,6 @@ bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
 
 /* ---- Creating and destroying ------------------------------------------------------------- */
 
-/* log2 of the smallest power-of-two stride >= bytes, at least 2^min_log. */
-uint32_t pib_stride_log(uint32_t bytes, uint32_t min_log)
-{
-	uint32_t log = __builtin_ctzll(roundup_pow_of_two(bytes));
-
-	return max_t(uint32_t, log, min_log);
-}
-
 /*
  * Choose the ring geometry for the capabilities asked for:
  *   depth  = the number of WRs rounded up to a power of two (at least 1);
@@ -184,7 +176,6 @@ static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
 		       bool has_rq, struct pib_qp *qp)
 {
 	uint32_t max_depth = min_t(uint32_t, ctx->max_qp_wr, PIB_WQ_DEPTH_MAX);
-	uint32_t payload;
 
 	if (cap->max_send_wr > max_depth || cap->max_send_sge > ctx->max_sge ||
 	    cap->max_inline_data > PIB_MAX_INLINE_DATA)
@@ -194,16 +185,13 @@ static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
 		return EINVAL;
 
 	qp->sq.depth = roundup_pow_of_two(max_t(uint32_t, cap->max_send_wr, 1));
-	payload = max_t(uint32_t, cap->max_send_sge * sizeof(struct pib_sge),
-			cap->max_inline_data);
-	qp->sq.stride_log = pib_stride_log(sizeof(struct pib_send_wqe) + payload,
+	qp->sq.stride_log = pib_stride_log(pib_sq_slot_bytes(cap->max_send_sge,
+							     cap->max_inline_data),
 					   PIB_SQ_STRIDE_LOG_MIN);
 	if (qp->sq.depth > max_depth || qp->sq.stride_log > PIB_STRIDE_LOG_MAX)
 		return EINVAL;
 	qp->sq.max_sge = min_t(uint32_t, ctx->max_sge,
-			       ((1u << qp->sq.stride_log) -
-				sizeof(struct pib_send_wqe)) /
-				       sizeof(struct pib_sge));
+			       pib_sq_max_sge(qp->sq.stride_log));
 
 	/* Without an RQ (receives go to the SRQ) rq.depth stays 0. */
 	qp->rq.stride_log = PIB_RQ_STRIDE_LOG_MIN;
@@ -211,15 +199,12 @@ static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
 		return 0;
 
 	qp->rq.depth = roundup_pow_of_two(max_t(uint32_t, cap->max_recv_wr, 1));
-	payload = cap->max_recv_sge * sizeof(struct pib_sge);
-	qp->rq.stride_log = pib_stride_log(sizeof(struct pib_recv_wqe) + payload,
+	qp->rq.stride_log = pib_stride_log(pib_recv_slot_bytes(cap->max_recv_sge),
 					   PIB_RQ_STRIDE_LOG_MIN);
 	if (qp->rq.depth > max_depth || qp->rq.stride_log > PIB_STRIDE_LOG_MAX)
 		return EINVAL;
 	qp->rq.max_sge = min_t(uint32_t, ctx->max_sge,
-			       ((1u << qp->rq.stride_log) -
-				sizeof(struct pib_recv_wqe)) /
-				       sizeof(struct pib_sge));
+			       pib_recv_max_sge(qp->rq.stride_log));
 	return 0;
 }
 
@@ -233,8 +218,8 @@ int pib_wq_init(struct pib_wq *wq)
 	if (!wq->depth)
 		return 0;
 
-	wq->buf_size = align((size_t)wq->depth << wq->stride_log,
-			     PIB_PAGE_SIZE);
+	wq->buf_size = (size_t)pib_ring_pages(wq->depth, wq->stride_log)
+		       << PIB_PAGE_SHIFT;
 	wq->buf = pib_alloc_ring(wq->buf_size);
 	if (!wq->buf) {
 		err = errno;
@@ -326,10 +311,8 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 	 * Inline data goes into the slot after the control segment: never
 	 * more than the slot holds, nor more than the device accepts.
 	 */
-	qp->max_inline = min_t(uint32_t, (1u << qp->sq.stride_log) -
-						 sizeof(struct pib_send_wqe),
-			       PIB_MAX_INLINE_DATA);
-	qp->max_inline = min_t(uint32_t, qp->max_inline, resp.max_inline);
+	qp->max_inline = min_t(uint32_t, pib_sq_max_inline(qp->sq.stride_log),
+			       resp.max_inline);
 	if (qp->max_inline < want.max_inline_data) {
 		verbs_err(&ctx->ibvctx, "Kernel allows %u inline bytes, %u asked\n",
 			  resp.max_inline, want.max_inline_data);
@@ -471,41 +454,39 @@ static void pib_write_sges(struct pib_sge *dst, const struct ibv_sge *src,
 		};
 }
 
+/* The QP types are the verbs values, which pib_wqe_opcode_allowed() takes. */
+static_assert((int)IBV_QPT_RC == (int)PIB_QPT_RC, "QP type");
+static_assert((int)IBV_QPT_UC == (int)PIB_QPT_UC, "QP type");
+static_assert((int)IBV_QPT_UD == (int)PIB_QPT_UD, "QP type");
+
+/* The device opcode for a work request, or -1 for one it has no WQE for. */
+static int pib_wqe_opcode_of(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:			return PIB_WQE_SEND;
+	case IBV_WR_SEND_WITH_IMM:		return PIB_WQE_SEND_IMM;
+	case IBV_WR_SEND_WITH_INV:		return PIB_WQE_SEND_INV;
+	case IBV_WR_RDMA_WRITE:			return PIB_WQE_RDMA_WRITE;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:	return PIB_WQE_RDMA_WRITE_IMM;
+	case IBV_WR_RDMA_READ:			return PIB_WQE_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:		return PIB_WQE_ATOMIC_CS;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:	return PIB_WQE_ATOMIC_FA;
+	case IBV_WR_LOCAL_INV:			return PIB_WQE_LOCAL_INV;
+	case IBV_WR_BIND_MW:			return PIB_WQE_BIND_MW;
+	default:				return -1;
+	}
+}
+
 /*
- * The device opcode for a work request on this QP type, or -1.  UD carries
- * only sends; UC adds RDMA writes and the local operations (window binds,
- * invalidation); RC has everything the device implements.  SEND_WITH_INV is
- * RC only: IB defines no UC packet that carries an IETH.
+ * ... and -1 too for one the QP type does not carry (pib_wqe.h,
+ * pib_wqe_opcode_allowed()).
  */
 static int pib_wqe_opcode(enum ibv_qp_type qp_type, enum ibv_wr_opcode op)
 {
-	bool uc_ok = qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC;
-	bool rc_ok = qp_type == IBV_QPT_RC;
+	int opcode = pib_wqe_opcode_of(op);
 
-	switch (op) {
-	case IBV_WR_SEND:
-		return PIB_WQE_SEND;
-	case IBV_WR_SEND_WITH_IMM:
-		return PIB_WQE_SEND_IMM;
-	case IBV_WR_SEND_WITH_INV:
-		return rc_ok ? PIB_WQE_SEND_INV : -1;
-	case IBV_WR_RDMA_WRITE:
-		return uc_ok ? PIB_WQE_RDMA_WRITE : -1;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return uc_ok ? PIB_WQE_RDMA_WRITE_IMM : -1;
-	case IBV_WR_RDMA_READ:
-		return rc_ok ? PIB_WQE_RDMA_READ : -1;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		return rc_ok ? PIB_WQE_ATOMIC_CS : -1;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return rc_ok ? PIB_WQE_ATOMIC_FA : -1;
-	case IBV_WR_LOCAL_INV:
-		return uc_ok ? PIB_WQE_LOCAL_INV : -1;
-	case IBV_WR_BIND_MW:
-		return uc_ok ? PIB_WQE_BIND_MW : -1;
-	default:
-		return -1;
-	}
+	return opcode >= 0 && pib_wqe_opcode_allowed(qp_type, opcode) ?
+		       opcode : -1;
 }
 
 /* A window's access is verbs' bits; the device's are the same numbers. */
@@ -583,16 +564,8 @@ static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		return (uint32_t)wr->num_sge > qp->sq.max_sge ? EINVAL : 0;
 
 	/* Inline: only payload the requester sends, and only what fits. */
-	switch (*opcode) {
-	case PIB_WQE_SEND:
-	case PIB_WQE_SEND_IMM:
-	case PIB_WQE_SEND_INV:
-	case PIB_WQE_RDMA_WRITE:
-	case PIB_WQE_RDMA_WRITE_IMM:
-		break;
-	default:
+	if (!pib_wqe_inline_allowed(*opcode))
 		return EINVAL;
-	}
 	for (i = 0; i < wr->num_sge; i++) {
 		if (wr->sg_list[i].length > qp->max_inline - len)
 			return EINVAL;

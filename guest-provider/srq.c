@@ -37,7 +37,6 @@ static int pib_srq_size(struct pib_context *ctx,
 			const struct ibv_srq_attr *attr, struct pib_wq *wq)
 {
 	uint32_t max_depth = min_t(uint32_t, ctx->max_srq_wr, PIB_WQ_DEPTH_MAX);
-	uint32_t payload;
 
 	if (attr->max_wr > max_depth || attr->max_sge > ctx->max_srq_sge)
 		return EINVAL;
@@ -49,15 +48,12 @@ static int pib_srq_size(struct pib_context *ctx,
 	if (wq->depth > max_depth || attr->srq_limit >= wq->depth)
 		return EINVAL;
 
-	payload = attr->max_sge * sizeof(struct pib_sge);
-	wq->stride_log = pib_stride_log(sizeof(struct pib_recv_wqe) + payload,
+	wq->stride_log = pib_stride_log(pib_recv_slot_bytes(attr->max_sge),
 					PIB_RQ_STRIDE_LOG_MIN);
 	if (wq->stride_log > PIB_STRIDE_LOG_MAX)
 		return EINVAL;
 	wq->max_sge = min_t(uint32_t, ctx->max_srq_sge,
-			    ((1u << wq->stride_log) -
-			     sizeof(struct pib_recv_wqe)) /
-				    sizeof(struct pib_sge));
+			    pib_recv_max_sge(wq->stride_log));
 	return 0;
 }
 

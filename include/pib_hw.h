@@ -19,9 +19,12 @@
 
 #if defined(__KERNEL__)
 #include <linux/types.h>
+#include <linux/stddef.h>
 #include <linux/build_bug.h>
 #define PIB_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <assert.h>
 #define PIB_STATIC_ASSERT(c, m) _Static_assert(c, m)
@@ -107,33 +110,50 @@ struct pib_regs {
 	pib_u32 ceq_db;       /* 0x060 WO  CEQ consumer index (free-running)                  */
 };
 
+/*
+ * PIB_REGS(X) calls X(ID, field) once per register, in address order.  The offsets are taken
+ * from the struct (as QEMU's include/block/nvme.h does), so the struct above is the only
+ * place a register's address is written down: the enum below is PIB_REG_<ID>, and the
+ * device's register names (traces) come from the same list.
+ */
+#define PIB_REGS(X)                     \
+	X(MAGIC,      magic)            \
+	X(VERSION,    version)          \
+	X(CAPS,       caps)             \
+	X(STATUS,     status)           \
+	X(CONTROL,    control)          \
+	X(AQ_DEPTH,   aq_depth)         \
+	X(AQ_SQ_LO,   aq_sq_lo)         \
+	X(AQ_SQ_HI,   aq_sq_hi)         \
+	X(AQ_CQ_LO,   aq_cq_lo)         \
+	X(AQ_CQ_HI,   aq_cq_hi)         \
+	X(AQ_DB,      aq_db)            \
+	X(AEQ_DEPTH,  aeq_depth)        \
+	X(AEQ_LO,     aeq_lo)           \
+	X(AEQ_HI,     aeq_hi)           \
+	X(AEQ_DB,     aeq_db)           \
+	X(NUM_UARS,   num_uars)         \
+	X(ERR_COUNT,  err_count)        \
+	X(ERR_LAST,   err_last)         \
+	X(LINK_STATE, link_state)       \
+	X(AEQ_LOST,   aeq_lost)         \
+	X(SCRATCH,    scratch)          \
+	X(CEQ_DEPTH,  ceq_depth)        \
+	X(CEQ_LO,     ceq_lo)           \
+	X(CEQ_HI,     ceq_hi)           \
+	X(CEQ_DB,     ceq_db)
+
+#define PIB_REG_ENUM_ENTRY(id, field) PIB_REG_##id = offsetof(struct pib_regs, field),
 enum pib_reg_offset {
-	PIB_REG_MAGIC      = 0x000,
-	PIB_REG_VERSION    = 0x004,
-	PIB_REG_CAPS       = 0x008,
-	PIB_REG_STATUS     = 0x00c,
-	PIB_REG_CONTROL    = 0x010,
-	PIB_REG_AQ_DEPTH   = 0x014,
-	PIB_REG_AQ_SQ_LO   = 0x018,
-	PIB_REG_AQ_SQ_HI   = 0x01c,
-	PIB_REG_AQ_CQ_LO   = 0x020,
-	PIB_REG_AQ_CQ_HI   = 0x024,
-	PIB_REG_AQ_DB      = 0x028,
-	PIB_REG_AEQ_DEPTH  = 0x02c,
-	PIB_REG_AEQ_LO     = 0x030,
-	PIB_REG_AEQ_HI     = 0x034,
-	PIB_REG_AEQ_DB     = 0x038,
-	PIB_REG_NUM_UARS   = 0x03c,
-	PIB_REG_ERR_COUNT  = 0x040,
-	PIB_REG_ERR_LAST   = 0x044,
-	PIB_REG_LINK_STATE = 0x048,
-	PIB_REG_AEQ_LOST   = 0x04c,
-	PIB_REG_SCRATCH    = 0x050,
-	PIB_REG_CEQ_DEPTH  = 0x054,
-	PIB_REG_CEQ_LO     = 0x058,
-	PIB_REG_CEQ_HI     = 0x05c,
-	PIB_REG_CEQ_DB     = 0x060,
+	PIB_REGS(PIB_REG_ENUM_ENTRY)
 };
+#undef PIB_REG_ENUM_ENTRY
+
+/* Every register is in the list: as many entries as the struct has 32-bit fields. */
+#define PIB_REG_COUNT_ONE(id, field) + 1
+PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 4 * (0 PIB_REGS(PIB_REG_COUNT_ONE)),
+		  "PIB_REGS lists every register of struct pib_regs");
+#undef PIB_REG_COUNT_ONE
 
 /* caps */
 #define PIB_CAP_AEQ            (1u << 0)  /* async event queue present */
@@ -148,47 +168,96 @@ enum pib_reg_offset {
 #define PIB_CTRL_ENABLE        (1u << 0)  /* 0->1: latch AQ/AEQ config, start; 1->0: stop */
 #define PIB_CTRL_RESET         (1u << 1)  /* write 1: function-level reset; reads as 0    */
 
+/*
+ * What CONTROL.ENABLE accepts: AQ_DEPTH, AEQ_DEPTH and CEQ_DEPTH a power of two in
+ * [PIB_QUEUE_MIN_DEPTH, PIB_QUEUE_MAX_DEPTH] (CEQ_DEPTH may also be 0), ring bases aligned to
+ * PIB_QUEUE_BASE_ALIGN.
+ */
+#define PIB_QUEUE_MIN_DEPTH    2
+#define PIB_QUEUE_MAX_DEPTH    4096
+#define PIB_QUEUE_BASE_ALIGN   4096
+
 /* link_state and the port's physical state */
 #define PIB_LINK_DOWN          0          /* no peer connected to the link chardev         */
 #define PIB_LINK_UP            1          /* peer connected and hello exchanged            */
 
-/* err_last: what the last guest error was.  err_count counts them all. */
+/*
+ * err_last: what the last guest error was; err_count counts them all.  PIB_GUEST_ERRORS(X)
+ * calls X(ID, value) once per code: the enum below is PIB_GERR_<ID>, and the driver's
+ * messages name the code from the same list.
+ */
+#define PIB_GUEST_ERRORS(X)                                                                    \
+	X(NONE,            0)                                                                  \
+	X(BAD_ACCESS,      1)  /* register access of the wrong size or offset                */ \
+	X(BAD_CONFIG,      2)  /* ENABLE with bad depth or unaligned ring base               */ \
+	X(AQ_DB_DISABLED,  3)  /* admin doorbell while not READY                             */ \
+	X(AQ_DB_RANGE,     4)  /* admin doorbell more than depth ahead of consumer           */ \
+	X(DMA,             5)  /* a DMA to or from guest memory failed                       */ \
+	X(UAR_DB_BAD_OBJ,  6)  /* UAR doorbell for a QP/CQ that does not exist or does not   */ \
+	                       /* belong to that UAR page                                    */ \
+	X(UAR_DB_BAD_OFF,  7)  /* UAR access at an undefined offset or size                  */ \
+	X(AEQ_DB_RANGE,    8)  /* AEQ consumer index ahead of the producer                   */ \
+	X(CEQ_DB_RANGE,    9)  /* CEQ consumer index ahead of the producer                   */ \
+	X(WQE,             10) /* a malformed WQE (the QP also goes to ERROR)                */ \
+	X(UAR_DB_RANGE,    11) /* SQ/RQ doorbell producer index more than depth ahead of the */ \
+	                       /* device's consumer index, or moving backwards; CQ doorbell  */ \
+	                       /* consumer index past the producer                           */
+
+#define PIB_GERR_ENUM_ENTRY(id, value) PIB_GERR_##id = value,
 enum pib_guest_error {
-	PIB_GERR_NONE            = 0,
-	PIB_GERR_BAD_ACCESS      = 1,  /* register access of the wrong size or offset       */
-	PIB_GERR_BAD_CONFIG      = 2,  /* ENABLE with bad depth or unaligned ring base      */
-	PIB_GERR_AQ_DB_DISABLED  = 3,  /* admin doorbell while not READY                    */
-	PIB_GERR_AQ_DB_RANGE     = 4,  /* admin doorbell more than depth ahead of consumer  */
-	PIB_GERR_DMA             = 5,  /* a DMA to or from guest memory failed              */
-	PIB_GERR_UAR_DB_BAD_OBJ  = 6,  /* UAR doorbell for a QP/CQ that does not exist or   */
-	                               /* does not belong to that UAR page                  */
-	PIB_GERR_UAR_DB_BAD_OFF  = 7,  /* UAR access at an undefined offset or size          */
-	PIB_GERR_AEQ_DB_RANGE    = 8,  /* AEQ consumer index ahead of the producer           */
-	PIB_GERR_CEQ_DB_RANGE    = 9,  /* CEQ consumer index ahead of the producer           */
-	PIB_GERR_WQE             = 10, /* a malformed WQE (the QP also goes to ERROR)        */
-	PIB_GERR_UAR_DB_RANGE    = 11, /* SQ/RQ doorbell producer index more than depth     */
-	                               /* ahead of the device's consumer index, or moving  */
-	                               /* backwards; CQ doorbell consumer index past the   */
-	                               /* producer                                         */
+	PIB_GUEST_ERRORS(PIB_GERR_ENUM_ENTRY)
 };
+#undef PIB_GERR_ENUM_ENTRY
 
 /* ------------------------------------------------------------------------------------------
  * UAR pages (BAR2).  Page N belongs to whoever the driver gave it to (page 0: the kernel;
  * others: one per user context, mmap'ed non-cached).  Doorbells are single 64-bit writes,
  * so the object number and the index arrive together.  A doorbell naming an object that
  * was not created on this UAR page is dropped and counted (PIB_GERR_UAR_DB_BAD_OBJ).
+ * PIB_UAR_DOORBELLS(X) calls X(ID, offset) once per doorbell of a page: the enum below is
+ * PIB_UAR_<ID>, and the device decodes and names doorbells from the same list.
  * ------------------------------------------------------------------------------------------ */
+#define PIB_UAR_DOORBELLS(X)                                                                   \
+	X(SQ_DB,  0x00)  /* [23:0] QPN, [63:32] SQ producer index                            */ \
+	X(RQ_DB,  0x08)  /* [23:0] QPN, [63:32] RQ producer index                            */ \
+	X(CQ_DB,  0x10)  /* [23:0] CQN, [24] arm, [25] solicited only,                       */ \
+	                 /* [63:32] CQ consumer index                                         */ \
+	X(SRQ_DB, 0x18)  /* [23:0] SRQN, [63:32] SRQ producer index                          */
+
+#define PIB_UAR_ENUM_ENTRY(id, offset) PIB_UAR_##id = offset,
 enum pib_uar_offset {
-	PIB_UAR_SQ_DB  = 0x00,  /* [23:0] QPN, [63:32] SQ producer index                   */
-	PIB_UAR_RQ_DB  = 0x08,  /* [23:0] QPN, [63:32] RQ producer index                   */
-	PIB_UAR_CQ_DB  = 0x10,  /* [23:0] CQN, [24] arm, [25] solicited only,               */
-	                        /* [63:32] CQ consumer index                                */
-	PIB_UAR_SRQ_DB = 0x18,  /* [23:0] SRQN, [63:32] SRQ producer index                  */
+	PIB_UAR_DOORBELLS(PIB_UAR_ENUM_ENTRY)
 };
+#undef PIB_UAR_ENUM_ENTRY
 #define PIB_DB_OBJ_MASK        0x00ffffffu
 #define PIB_DB_CQ_ARM          (1u << 24)
 #define PIB_DB_CQ_SOLICITED    (1u << 25)
 #define PIB_DB_INDEX_SHIFT     32
+
+/* ------------------------------------------------------------------------------------------
+ * The phase bit.  Every ring the device produces (the admin CQ, the AEQ, the CEQ and the CQs)
+ * tells a new entry from an old one the same way.  The device writes entry i with its phase
+ * bit (bit 0 of the entry's flags byte: PIB_ACQE_F_PHASE, PIB_AEQE_F_PHASE, PIB_CEQE_F_PHASE,
+ * PIB_CQE_F_PHASE) set on the first pass over the ring, clear on the second, and so on; ring
+ * depths are powers of two, so the pass's parity is the bit i & depth.  Rings start zeroed, so
+ * nothing is new before the device writes.
+ *
+ * Publishing: the device writes the rest of the entry first and the dword that holds the
+ * phase bit last, so an entry whose phase bit is new is whole.  Consuming: the consumer owns
+ * entry i once pib_ring_owned() says so, and reads the rest of it only after a read barrier.
+ * ------------------------------------------------------------------------------------------ */
+
+/* The phase bit the device writes into entry idx of a ring of depth entries: 1 or 0. */
+static inline pib_u8 pib_ring_phase(pib_u32 idx, pib_u32 depth)
+{
+	return (idx & depth) ? 0 : 1;
+}
+
+/* Has the device written entry idx on this pass?  phase_bit: the entry's flags & *_F_PHASE. */
+static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
+{
+	return (phase_bit != 0) == (pib_ring_phase(idx, depth) != 0);
+}
 
 /* ------------------------------------------------------------------------------------------
  * Admin queue.  A ring of 64-byte commands (driver produces, device consumes) and a ring of
@@ -196,54 +265,78 @@ enum pib_uar_offset {
  *
  * Flow: the driver writes command i at slot (i % depth) and writes i+1 to AQ_DB.  The device
  * executes commands in order, writes the completion for command i at slot (i % depth) of the
- * CQ, with the phase bit set to (i / depth) & 1 inverted (i.e. 1 on the first pass, 0 on the
- * second, ...), then raises MSI-X vector PIB_MSIX_VEC_ADMIN.  The driver owns a completion
- * once its phase bit matches the phase it expects.  Because there is one CQ slot per command
+ * CQ, with the phase bit of that pass (pib_ring_phase(): 1 on the first pass, 0 on the second,
+ * ...), then raises MSI-X vector PIB_MSIX_VEC_ADMIN.  The driver owns a completion once
+ * pib_ring_owned() says so.  Because there is one CQ slot per command
  * slot and the driver never has more than depth commands outstanding, the CQ cannot overflow.
  *
  * Commands that return more than the 8 bytes of the completion write it by DMA to
  * resp_addr (resp_len bytes at most; the device writes min(resp_len, its size)).
+ *
+ * PIB_ADMIN_OPCODES(X) calls X(ID, name, opcode) once per command, in opcode order: the enum
+ * below is PIB_CMD_<ID>; the device's handler for it is pib_cmd_<name>() (qemu-hw/) and so is
+ * the driver's typed call (guest-driver/pib_com_cmd.c); the names in traces and messages come
+ * from this list too.  A new command is one line here plus its handler.
  * ------------------------------------------------------------------------------------------ */
-enum pib_admin_opcode {
-	PIB_CMD_QUERY_DEVICE  = 0x01, /* resp: struct pib_device_attr                        */
-	PIB_CMD_QUERY_PORT    = 0x02, /* in: port_num; resp: struct pib_port_attr            */
-	PIB_CMD_SET_PORT      = 0x03, /* in: struct pib_cmd_set_port (LID, SM LID, caps)     */
-	PIB_CMD_QUERY_PKEY    = 0x04, /* in: port_num, index; result0: P_Key (16 bit)         */
-	PIB_CMD_QUERY_GID     = 0x05, /* in: port_num, index; resp: 16-byte GID              */
-	PIB_CMD_ALLOC_UAR     = 0x06, /* result0: UAR page index (1..num_uars-1)             */
-	PIB_CMD_DEALLOC_UAR   = 0x07, /* in: uar index                                       */
-	PIB_CMD_NOP           = 0x08, /* does nothing; result0 echoes in.nop.value           */
-	/* Data-path objects.  Object numbers come back in result0. */
-	PIB_CMD_CREATE_PD     = 0x10, /* result0: PDN                                         */
-	PIB_CMD_DESTROY_PD    = 0x11, /* in.obj.num: PDN; BUSY while an MR/QP uses it         */
-	PIB_CMD_REG_MR        = 0x12, /* in.reg_mr; result0: lkey, result1: rkey              */
-	PIB_CMD_DEREG_MR      = 0x13, /* in.obj.num: lkey                                     */
-	PIB_CMD_CREATE_CQ     = 0x14, /* in.create_cq; result0: CQN                           */
-	PIB_CMD_DESTROY_CQ    = 0x15, /* in.obj.num: CQN; BUSY while a QP uses it             */
-	PIB_CMD_CREATE_QP     = 0x16, /* in.mbox -> struct pib_qp_create; result0: QPN        */
-	PIB_CMD_MODIFY_QP     = 0x17, /* in.mbox -> struct pib_qp_attr, mbox.obj = QPN        */
-	PIB_CMD_QUERY_QP      = 0x18, /* in.obj.num: QPN; resp: struct pib_qp_attr            */
-	PIB_CMD_DESTROY_QP    = 0x19, /* in.obj.num: QPN; outstanding WRs are flushed first   */
-	PIB_CMD_CREATE_SRQ    = 0x1a, /* in.create_srq; result0: SRQN                         */
-	PIB_CMD_MODIFY_SRQ    = 0x1b, /* in.modify_srq                                        */
-	PIB_CMD_QUERY_SRQ     = 0x1c, /* in.obj.num: SRQN; result0: limit, result1: depth     */
-	PIB_CMD_DESTROY_SRQ   = 0x1d, /* in.obj.num: SRQN; BUSY while a QP uses it            */
-	PIB_CMD_ALLOC_MW      = 0x1e, /* in.alloc_mw; result0: rkey of the (unbound) window    */
-	PIB_CMD_DEALLOC_MW    = 0x1f, /* in.obj.num: the rkey ALLOC_MW returned (or current)   */
-	PIB_CMD_QUERY_COUNTERS = 0x20,/* resp: u64 counters[PIB_CNT_MAX] (enum pib_counter)   */
-	PIB_CMD_MAX
-};
+#define PIB_ADMIN_OPCODES(X)                                                                   \
+	X(QUERY_DEVICE,   query_device,   0x01) /* resp: struct pib_device_attr              */ \
+	X(QUERY_PORT,     query_port,     0x02) /* in: port_num; resp: struct pib_port_attr  */ \
+	X(SET_PORT,       set_port,       0x03) /* in: struct pib_cmd_set_port (LID, SM LID, */ \
+	                                        /*     caps)                                 */ \
+	X(QUERY_PKEY,     query_pkey,     0x04) /* in: port_num, index; result0: P_Key       */ \
+	X(QUERY_GID,      query_gid,      0x05) /* in: port_num, index; resp: 16-byte GID    */ \
+	X(ALLOC_UAR,      alloc_uar,      0x06) /* result0: UAR page index (1..num_uars-1)   */ \
+	X(DEALLOC_UAR,    dealloc_uar,    0x07) /* in: uar index                             */ \
+	X(NOP,            nop,            0x08) /* does nothing; result0 echoes in.nop.value */ \
+	/* Data-path objects.  Object numbers come back in result0. */                         \
+	X(CREATE_PD,      create_pd,      0x10) /* result0: PDN                              */ \
+	X(DESTROY_PD,     destroy_pd,     0x11) /* in.obj.num: PDN; BUSY while an MR/QP uses */ \
+	X(REG_MR,         reg_mr,         0x12) /* in.reg_mr; result0: lkey, result1: rkey   */ \
+	X(DEREG_MR,       dereg_mr,       0x13) /* in.obj.num: lkey                          */ \
+	X(CREATE_CQ,      create_cq,      0x14) /* in.create_cq; result0: CQN                */ \
+	X(DESTROY_CQ,     destroy_cq,     0x15) /* in.obj.num: CQN; BUSY while a QP uses it  */ \
+	X(CREATE_QP,      create_qp,      0x16) /* in.mbox -> struct pib_qp_create; result0: */ \
+	                                        /*     QPN                                   */ \
+	X(MODIFY_QP,      modify_qp,      0x17) /* in.mbox -> struct pib_qp_attr, mbox.obj = */ \
+	                                        /*     QPN                                   */ \
+	X(QUERY_QP,       query_qp,       0x18) /* in.obj.num: QPN; resp: struct pib_qp_attr */ \
+	X(DESTROY_QP,     destroy_qp,     0x19) /* in.obj.num: QPN; outstanding WRs are      */ \
+	                                        /*     flushed first                         */ \
+	X(CREATE_SRQ,     create_srq,     0x1a) /* in.create_srq; result0: SRQN              */ \
+	X(MODIFY_SRQ,     modify_srq,     0x1b) /* in.modify_srq                             */ \
+	X(QUERY_SRQ,      query_srq,      0x1c) /* in.obj.num: SRQN; result0: limit,         */ \
+	                                        /*     result1: depth                        */ \
+	X(DESTROY_SRQ,    destroy_srq,    0x1d) /* in.obj.num: SRQN; BUSY while a QP uses it */ \
+	X(ALLOC_MW,       alloc_mw,       0x1e) /* in.alloc_mw; result0: rkey of the         */ \
+	                                        /*     (unbound) window                      */ \
+	X(DEALLOC_MW,     dealloc_mw,     0x1f) /* in.obj.num: the rkey ALLOC_MW returned    */ \
+	                                        /*     (or the current one)                  */ \
+	X(QUERY_COUNTERS, query_counters, 0x20) /* resp: u64 counters[PIB_CNT_MAX]           */ \
+	                                        /*     (enum pib_counter)                    */
 
-enum pib_admin_status {
-	PIB_AQ_OK               = 0x00,
-	PIB_AQ_BAD_OPCODE       = 0x01, /* opcode not known                                   */
-	PIB_AQ_BAD_PARAM        = 0x02, /* a field is out of range                            */
-	PIB_AQ_BAD_RESOURCE     = 0x03, /* object number does not exist                       */
-	PIB_AQ_NO_RESOURCES     = 0x04, /* table full                                         */
-	PIB_AQ_BAD_STATE        = 0x05, /* object is in the wrong state for this command      */
-	PIB_AQ_DMA_ERROR        = 0x06, /* resp_addr (or another address) could not be accessed */
-	PIB_AQ_BUSY             = 0x07, /* object still referenced                            */
+#define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
+enum pib_admin_opcode {
+	PIB_ADMIN_OPCODES(PIB_CMD_ENUM_ENTRY)
+	PIB_CMD_MAX                             /* one past the highest opcode */
 };
+#undef PIB_CMD_ENUM_ENTRY
+
+/* PIB_ADMIN_STATUSES(X) calls X(ID, value) once per completion status: PIB_AQ_<ID>. */
+#define PIB_ADMIN_STATUSES(X)                                                                  \
+	X(OK,           0x00)                                                                  \
+	X(BAD_OPCODE,   0x01) /* opcode not known                                            */ \
+	X(BAD_PARAM,    0x02) /* a field is out of range                                     */ \
+	X(BAD_RESOURCE, 0x03) /* object number does not exist                                */ \
+	X(NO_RESOURCES, 0x04) /* table full                                                  */ \
+	X(BAD_STATE,    0x05) /* object is in the wrong state for this command               */ \
+	X(DMA_ERROR,    0x06) /* resp_addr (or another address) could not be accessed        */ \
+	X(BUSY,         0x07) /* object still referenced                                     */
+
+#define PIB_AQ_ENUM_ENTRY(id, value) PIB_AQ_##id = value,
+enum pib_admin_status {
+	PIB_ADMIN_STATUSES(PIB_AQ_ENUM_ENTRY)
+};
+#undef PIB_AQ_ENUM_ENTRY
 
 struct pib_cmd_port_index {     /* QUERY_PORT, QUERY_PKEY, QUERY_GID */
 	pib_u8  port_num;       /* 1 (the only port)                                          */
@@ -279,6 +372,10 @@ struct pib_cmd_set_port {
 #define PIB_ACCESS_REMOTE_READ   (1u << 2)
 #define PIB_ACCESS_REMOTE_ATOMIC (1u << 3)
 #define PIB_ACCESS_MW_BIND       (1u << 4)
+#define PIB_ACCESS_REMOTE        (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ | \
+				  PIB_ACCESS_REMOTE_ATOMIC)
+#define PIB_ACCESS_ALL           (PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE | \
+				  PIB_ACCESS_MW_BIND)
 struct pib_cmd_reg_mr {
 	pib_u32 pdn;
 	pib_u32 access;         /* PIB_ACCESS_*                                               */
@@ -363,7 +460,7 @@ struct pib_admin_cmd {
 	} in;
 };
 
-#define PIB_ACQE_PHASE         (1u << 0)
+#define PIB_ACQE_F_PHASE       (1u << 0)
 struct pib_admin_cqe {
 	pib_u16 cmd_id;         /* dev: from the command                                       */
 	pib_u8  status;         /* dev: enum pib_admin_status                                  */
@@ -377,26 +474,33 @@ struct pib_admin_cqe {
  * Async event queue.  Device produces 16-byte entries, driver consumes and returns them by
  * writing its consumer index to AEQ_DB.  Phase bit as in the admin CQ.  When the ring is full
  * the device drops the event and bumps AEQ_LOST (the driver can see it never missed silently).
- * Every event raises MSI-X vector PIB_MSIX_VEC_ASYNC.
+ * Every event raises MSI-X vector PIB_MSIX_VEC_ASYNC.  PIB_ASYNC_EVENTS(X) calls X(ID, type)
+ * once per event type: the enum below is PIB_AE_<ID>, and the device's event names come from
+ * the same list.
  * ------------------------------------------------------------------------------------------ */
-enum pib_async_event_type {
-	PIB_AE_PORT_ACTIVE     = 0x01, /* obj = port: port reached ACTIVE                     */
-	PIB_AE_PORT_ERR        = 0x02, /* obj = port: port left ACTIVE (link lost)             */
-	PIB_AE_LID_CHANGE      = 0x03, /* obj = port: LID changed by SET_PORT                  */
-	PIB_AE_LINK_UP         = 0x04, /* obj = port: physical link up, port not yet ACTIVE    */
-	/* Object events: the IB affiliated asynchronous events. */
-	PIB_AE_CQ_ERR          = 0x10, /* obj = CQN: CQ overflow; the CQ is now in error        */
-	PIB_AE_QP_FATAL        = 0x11, /* obj = QPN: local work queue catastrophic error         */
-	PIB_AE_QP_REQ_ERR      = 0x12, /* obj = QPN: invalid request local WQ error             */
-	PIB_AE_QP_ACCESS_ERR   = 0x13, /* obj = QPN: local access violation WQ error            */
-	PIB_AE_COMM_EST        = 0x14, /* obj = QPN: first packet received in RTR               */
-	PIB_AE_SQ_DRAINED      = 0x15, /* obj = QPN: SQD reached with nothing outstanding       */
-	PIB_AE_QP_LAST_WQE     = 0x16, /* obj = QPN: last WQE reached (SRQ-attached QP in ERR)  */
-	PIB_AE_SRQ_LIMIT       = 0x17, /* obj = SRQN: SRQ fell below its limit                  */
-	PIB_AE_SRQ_ERR         = 0x18, /* obj = SRQN: SRQ catastrophic error                    */
-};
+#define PIB_ASYNC_EVENTS(X)                                                                    \
+	X(PORT_ACTIVE,   0x01) /* obj = port: port reached ACTIVE                             */ \
+	X(PORT_ERR,      0x02) /* obj = port: port left ACTIVE (link lost)                    */ \
+	X(LID_CHANGE,    0x03) /* obj = port: LID changed by SET_PORT                         */ \
+	X(LINK_UP,       0x04) /* obj = port: physical link up, port not yet ACTIVE           */ \
+	/* Object events: the IB affiliated asynchronous events. */                            \
+	X(CQ_ERR,        0x10) /* obj = CQN: CQ overflow; the CQ is now in error              */ \
+	X(QP_FATAL,      0x11) /* obj = QPN: local work queue catastrophic error              */ \
+	X(QP_REQ_ERR,    0x12) /* obj = QPN: invalid request local WQ error                   */ \
+	X(QP_ACCESS_ERR, 0x13) /* obj = QPN: local access violation WQ error                  */ \
+	X(COMM_EST,      0x14) /* obj = QPN: first packet received in RTR                     */ \
+	X(SQ_DRAINED,    0x15) /* obj = QPN: SQD reached with nothing outstanding             */ \
+	X(QP_LAST_WQE,   0x16) /* obj = QPN: last WQE reached (SRQ-attached QP in ERR)        */ \
+	X(SRQ_LIMIT,     0x17) /* obj = SRQN: SRQ fell below its limit                        */ \
+	X(SRQ_ERR,       0x18) /* obj = SRQN: SRQ catastrophic error                          */
 
-#define PIB_AEQE_PHASE         (1u << 0)
+#define PIB_AE_ENUM_ENTRY(id, value) PIB_AE_##id = value,
+enum pib_async_event_type {
+	PIB_ASYNC_EVENTS(PIB_AE_ENUM_ENTRY)
+};
+#undef PIB_AE_ENUM_ENTRY
+
+#define PIB_AEQE_F_PHASE       (1u << 0)
 struct pib_aeqe {
 	pib_u8  type;           /* dev: enum pib_async_event_type                              */
 	pib_u8  flags;          /* dev: [0] phase                                              */
@@ -407,37 +511,69 @@ struct pib_aeqe {
 
 /* ------------------------------------------------------------------------------------------
  * QP mailboxes.  Types and states use the IB/verbs numbering (enum ib_qp_type,
- * enum ib_qp_state), attribute mask bits are enum ib_qp_attr_mask's.
+ * enum ib_qp_state), attribute mask bits are enum ib_qp_attr_mask's.  Each list calls
+ * X(ID, value) with the ID of the IB name (IB_QPT_<ID>, IB_QPS_<ID>, IB_QP_<ID>): the enums
+ * below, the device's state names and the driver's checks against ib_verbs.h come from them.
  * ------------------------------------------------------------------------------------------ */
-enum pib_qp_type  { PIB_QPT_SMI = 0, PIB_QPT_GSI = 1, PIB_QPT_RC = 2, PIB_QPT_UC = 3,
-                    PIB_QPT_UD = 4 };
-enum pib_qp_state { PIB_QPS_RESET = 0, PIB_QPS_INIT = 1, PIB_QPS_RTR = 2, PIB_QPS_RTS = 3,
-                    PIB_QPS_SQD = 4, PIB_QPS_SQE = 5, PIB_QPS_ERR = 6 };
+#define PIB_QP_TYPES(X)         \
+	X(SMI, 0)               \
+	X(GSI, 1)               \
+	X(RC,  2)               \
+	X(UC,  3)               \
+	X(UD,  4)
 
-#define PIB_QP_STATE               (1u << 0)
-#define PIB_QP_CUR_STATE           (1u << 1)
-#define PIB_QP_EN_SQD_ASYNC_NOTIFY (1u << 2)
-#define PIB_QP_ACCESS_FLAGS        (1u << 3)
-#define PIB_QP_PKEY_INDEX          (1u << 4)
-#define PIB_QP_PORT                (1u << 5)
-#define PIB_QP_QKEY                (1u << 6)
-#define PIB_QP_AV                  (1u << 7)
-#define PIB_QP_PATH_MTU            (1u << 8)
-#define PIB_QP_TIMEOUT             (1u << 9)
-#define PIB_QP_RETRY_CNT           (1u << 10)
-#define PIB_QP_RNR_RETRY           (1u << 11)
-#define PIB_QP_RQ_PSN              (1u << 12)
-#define PIB_QP_MAX_QP_RD_ATOMIC    (1u << 13)
-#define PIB_QP_ALT_PATH            (1u << 14)
-#define PIB_QP_MIN_RNR_TIMER       (1u << 15)
-#define PIB_QP_SQ_PSN              (1u << 16)
-#define PIB_QP_MAX_DEST_RD_ATOMIC  (1u << 17)
-#define PIB_QP_PATH_MIG_STATE      (1u << 18)
-#define PIB_QP_CAP                 (1u << 19)
-#define PIB_QP_DEST_QPN            (1u << 20)
+#define PIB_QP_STATES(X)        \
+	X(RESET, 0)             \
+	X(INIT,  1)             \
+	X(RTR,   2)             \
+	X(RTS,   3)             \
+	X(SQD,   4)             \
+	X(SQE,   5)             \
+	X(ERR,   6)
+
+/* X(ID, bit): the attribute mask bit is 1 << bit. */
+#define PIB_QP_ATTRS(X)                 \
+	X(STATE,               0)       \
+	X(CUR_STATE,           1)       \
+	X(EN_SQD_ASYNC_NOTIFY, 2)       \
+	X(ACCESS_FLAGS,        3)       \
+	X(PKEY_INDEX,          4)       \
+	X(PORT,                5)       \
+	X(QKEY,                6)       \
+	X(AV,                  7)       \
+	X(PATH_MTU,            8)       \
+	X(TIMEOUT,             9)       \
+	X(RETRY_CNT,           10)      \
+	X(RNR_RETRY,           11)      \
+	X(RQ_PSN,              12)      \
+	X(MAX_QP_RD_ATOMIC,    13)      \
+	X(ALT_PATH,            14)      \
+	X(MIN_RNR_TIMER,       15)      \
+	X(SQ_PSN,              16)      \
+	X(MAX_DEST_RD_ATOMIC,  17)      \
+	X(PATH_MIG_STATE,      18)      \
+	X(CAP,                 19)      \
+	X(DEST_QPN,            20)
+
+#define PIB_QPT_ENUM_ENTRY(id, value) PIB_QPT_##id = value,
+#define PIB_QPS_ENUM_ENTRY(id, value) PIB_QPS_##id = value,
+#define PIB_QP_ATTR_ENUM_ENTRY(id, bit) PIB_QP_##id = 1 << bit,
+enum pib_qp_type { PIB_QP_TYPES(PIB_QPT_ENUM_ENTRY) };
+enum pib_qp_state { PIB_QP_STATES(PIB_QPS_ENUM_ENTRY) };
+enum pib_qp_attr_mask { PIB_QP_ATTRS(PIB_QP_ATTR_ENUM_ENTRY) };
+#undef PIB_QPT_ENUM_ENTRY
+#undef PIB_QPS_ENUM_ENTRY
+#undef PIB_QP_ATTR_ENUM_ENTRY
+
+/* Fields of struct pib_qp_attr (and of the IB wire: PSNs and QPNs are 24 bits). */
+#define PIB_PSN_MASK           0x00ffffffu
+#define PIB_QPN_MASK           0x00ffffffu
+#define PIB_AH_F_GRH           (1u << 0)  /* ah_flags: the path has a GRH                  */
+#define PIB_FLOW_LABEL_MASK    0x000fffffu
 
 #define PIB_QPC_F_SQ_SIG_ALL   (1u << 0)  /* every send WQE completes, signalled or not    */
 #define PIB_QPC_F_NO_RQ        (1u << 1)  /* the QP has no RQ (it uses an SRQ, or none)     */
+#define PIB_SRQN_NONE          0xffffffffu
 struct pib_qp_create {
 	pib_u32 pdn;
 	pib_u8  type;           /* enum pib_qp_type                                            */
@@ -446,7 +582,7 @@ struct pib_qp_create {
 	pib_u8  rq_stride_log;  /* log2 of the receive WQE stride, 4..12                       */
 	pib_u32 send_cqn;
 	pib_u32 recv_cqn;
-	pib_u32 srqn;           /* 0xffffffff: none                                            */
+	pib_u32 srqn;           /* PIB_SRQN_NONE: none                                         */
 	pib_u32 sq_depth;       /* power of two, 1..max_qp_wr                                  */
 	pib_u32 rq_depth;       /* power of two, 1..max_qp_wr (0 with PIB_QPC_F_NO_RQ)         */
 	pib_u32 max_inline;     /* inline bytes the SQ stride leaves room for                  */
@@ -482,12 +618,12 @@ struct pib_qp_attr {
 	pib_u32 qp_access_flags;/* PIB_ACCESS_REMOTE_*                                         */
 	pib_u8  src_path_bits;
 	pib_u8  static_rate;
-	pib_u8  ah_flags;       /* [0] GRH present                                             */
+	pib_u8  ah_flags;       /* PIB_AH_F_GRH                                                */
 	pib_u8  hop_limit;
 	pib_u8  sgid_index;
 	pib_u8  traffic_class;
 	pib_u16 rsvd0;
-	pib_u32 flow_label;
+	pib_u32 flow_label;     /* [19:0]                                                      */
 	pib_u8  dgid[16];
 	/* QUERY_QP also reports the capabilities the QP was created with */
 	pib_u32 max_send_wr;
@@ -637,6 +773,7 @@ enum pib_counter {
 #define PIB_MAX_CQE            65536
 
 #define PIB_NUM_PORTS          1
+#define PIB_PORT_NUM           1      /* the one port's number (IB counts ports from 1)      */
 #define PIB_PKEY_TBL_LEN       1      /* one entry: the default P_Key 0xffff               */
 #define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
 #define PIB_DEFAULT_PKEY       0xffff

@@ -75,8 +75,7 @@ struct pib_grh {
 #define PIB_BTH_MIG            0x40 /* BTH byte 1: migration state                          */
 #define PIB_BTH_PAD_SHIFT      4    /* BTH byte 1 [5:4]: pad count                          */
 #define PIB_BTH_ACKREQ         0x80000000u /* in psn_be (host order after conversion)       */
-#define PIB_PSN_MASK           0x00ffffffu
-#define PIB_QPN_MASK           0x00ffffffu
+/* PSNs and QPNs are 24 bits: PIB_PSN_MASK, PIB_QPN_MASK (pib_hw.h). */
 struct pib_bth {
 	pib_u8  opcode;         /* enum pib_ib_opcode                                          */
 	pib_u8  flags;          /* SE, M, PadCnt, TVer                                         */

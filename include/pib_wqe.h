@@ -19,6 +19,17 @@
 #define PIB_PAGE_SHIFT         12
 #define PIB_PAGE_SIZE          (1u << PIB_PAGE_SHIFT)
 
+/*
+ * Ring geometry: the rules every layer sizes and checks rings by.  A work queue slot is
+ * 2^stride_log bytes: at least its header (the 64-byte send control segment, the 16-byte
+ * receive header), at most a page, so that no WQE straddles two pages.  A CQ's slots are
+ * CQEs (32 bytes); its ring is followed by the page of the consumer index record.
+ */
+#define PIB_SQ_STRIDE_LOG_MIN  6      /* sizeof(struct pib_send_wqe)                       */
+#define PIB_RQ_STRIDE_LOG_MIN  4      /* sizeof(struct pib_recv_wqe): RQs and SRQs         */
+#define PIB_STRIDE_LOG_MAX     PIB_PAGE_SHIFT
+#define PIB_CQE_STRIDE_LOG     5      /* sizeof(struct pib_cqe)                            */
+
 /* ---- Scatter/gather element: 16 bytes ---------------------------------------------------- */
 struct pib_sge {
 	pib_u64 addr;           /* virtual address within the MR named by lkey                 */
@@ -45,10 +56,60 @@ enum pib_wqe_opcode {
 	PIB_WQE_OPCODE_MAX
 };
 
+/*
+ * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
+ * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV) on the connected ones;
+ * SEND with invalidate, READ and atomics on RC alone (no UC packet carries an IETH).  The
+ * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
+ * request before writing it.
+ */
+static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
+{
+	switch (opcode) {
+	case PIB_WQE_SEND:
+	case PIB_WQE_SEND_IMM:
+		return true;
+	case PIB_WQE_RDMA_WRITE:
+	case PIB_WQE_RDMA_WRITE_IMM:
+	case PIB_WQE_LOCAL_INV:
+	case PIB_WQE_BIND_MW:
+		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_UC;
+	case PIB_WQE_SEND_INV:
+	case PIB_WQE_RDMA_READ:
+	case PIB_WQE_ATOMIC_CS:
+	case PIB_WQE_ATOMIC_FA:
+		return qp_type == PIB_QPT_RC;
+	default:
+		return false;
+	}
+}
+
+/* BIND_MW and LOCAL_INV act on the local HCA only: no packet, no PSN, no data. */
+static inline bool pib_wqe_is_local(pib_u32 opcode)
+{
+	return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV;
+}
+
+/* READ and atomics: the requests that take a responder resource (max_rd_atomic). */
+static inline bool pib_wqe_is_rd_atomic(pib_u32 opcode)
+{
+	return opcode == PIB_WQE_RDMA_READ || opcode == PIB_WQE_ATOMIC_CS ||
+	       opcode == PIB_WQE_ATOMIC_FA;
+}
+
+/* PIB_WQE_F_INLINE: only the operations whose payload the requester sends (sends, writes). */
+static inline bool pib_wqe_inline_allowed(pib_u32 opcode)
+{
+	return !pib_wqe_is_local(opcode) && !pib_wqe_is_rd_atomic(opcode);
+}
+
 #define PIB_WQE_F_SIGNALED     (1u << 0)  /* generate a CQE on success                      */
 #define PIB_WQE_F_SOLICITED    (1u << 1)  /* set SE in the last packet                      */
 #define PIB_WQE_F_INLINE       (1u << 2)  /* payload follows the control segment            */
 #define PIB_WQE_F_FENCE        (1u << 3)  /* wait for prior READ/ATOMIC to complete          */
+
+/* ud_qkey: IBA's rule, a Q_Key with the high bit set means "the QP's own Q_Key". */
+#define PIB_QKEY_USE_QP        0x80000000u
 
 struct pib_send_wqe {
 	pib_u8  opcode;         /* 0x00 enum pib_wqe_opcode                                    */
@@ -63,7 +124,7 @@ struct pib_send_wqe {
 	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand               */
 	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
 	pib_u32 ud_qpn;         /* 0x30 UD: destination QPN [23:0]                             */
-	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key                                              */
+	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key; PIB_QKEY_USE_QP set: the QP's own Q_Key    */
 	pib_u16 ud_dlid;        /* 0x38 UD: destination LID                                    */
 	pib_u8  ud_sl;          /* 0x3a UD: service level                                      */
 	pib_u8  rsvd1[5];
@@ -103,6 +164,73 @@ struct pib_recv_wqe {
 	pib_u8  rsvd[7];
 	/* 0x10: struct pib_sge sge[num_sge] */
 };
+
+/* ---- What a slot holds --------------------------------------------------------------------
+ * A send slot holds the control segment, then max_sge SGEs or max_inline bytes of inline data
+ * (never more than PIB_MAX_SGE, PIB_MAX_INLINE_DATA); a receive slot (RQ, SRQ) its header,
+ * then max_sge SGEs.  The provider and the driver size slots with these, the device checks
+ * WQEs against them.
+ */
+
+/* log2 of the smallest power-of-two stride >= bytes, and at least 2^min_log. */
+static inline pib_u32 pib_stride_log(pib_u32 bytes, pib_u32 min_log)
+{
+	pib_u32 log = min_log;
+
+	while (log < 31 && (1u << log) < bytes)
+		log++;
+	return log;
+}
+
+/* Pages (PIB_PAGE_SIZE) a ring of depth slots of 2^stride_log bytes occupies. */
+static inline pib_u32 pib_ring_pages(pib_u32 depth, pib_u32 stride_log)
+{
+	return (pib_u32)((((pib_u64)depth << stride_log) + PIB_PAGE_SIZE - 1) >> PIB_PAGE_SHIFT);
+}
+
+/* Pages of a CQ: its ring of CQEs, then the page of the consumer index record. */
+static inline pib_u32 pib_cq_pages(pib_u32 depth)
+{
+	return pib_ring_pages(depth, PIB_CQE_STRIDE_LOG) + 1;
+}
+
+static inline pib_u32 pib_sq_slot_bytes(pib_u32 max_sge, pib_u32 max_inline)
+{
+	pib_u32 sges = max_sge * (pib_u32)sizeof(struct pib_sge);
+
+	return (pib_u32)sizeof(struct pib_send_wqe) + (sges > max_inline ? sges : max_inline);
+}
+
+static inline pib_u32 pib_recv_slot_bytes(pib_u32 max_sge)
+{
+	return (pib_u32)sizeof(struct pib_recv_wqe) + max_sge * (pib_u32)sizeof(struct pib_sge);
+}
+
+/* SGEs after a header of hdr bytes in a slot of 2^stride_log bytes, at most PIB_MAX_SGE. */
+static inline pib_u32 pib_slot_max_sge(pib_u32 stride_log, pib_u32 hdr)
+{
+	pib_u32 n = ((1u << stride_log) - hdr) / (pib_u32)sizeof(struct pib_sge);
+
+	return n < PIB_MAX_SGE ? n : PIB_MAX_SGE;
+}
+
+static inline pib_u32 pib_sq_max_sge(pib_u32 stride_log)
+{
+	return pib_slot_max_sge(stride_log, sizeof(struct pib_send_wqe));
+}
+
+static inline pib_u32 pib_recv_max_sge(pib_u32 stride_log)
+{
+	return pib_slot_max_sge(stride_log, sizeof(struct pib_recv_wqe));
+}
+
+/* Inline bytes a send slot of 2^stride_log bytes holds, at most PIB_MAX_INLINE_DATA. */
+static inline pib_u32 pib_sq_max_inline(pib_u32 stride_log)
+{
+	pib_u32 n = (1u << stride_log) - (pib_u32)sizeof(struct pib_send_wqe);
+
+	return n < PIB_MAX_INLINE_DATA ? n : PIB_MAX_INLINE_DATA;
+}
 
 /* ---- CQE: 32 bytes ------------------------------------------------------------------------
  * Written by the device with the owner (phase) bit set to 1 on the first pass over the ring,
@@ -199,5 +327,10 @@ PIB_STATIC_ASSERT(sizeof(struct pib_bind_mw_wqe) == 64, "bind WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "SQ stride");
+PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "RQ stride");
+PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 1u << PIB_CQE_STRIDE_LOG, "CQE stride");
+/* A CQE names the send WQE it completes by a 16-bit index (wqe_index). */
+PIB_STATIC_ASSERT(PIB_MAX_QP_WR <= 1u << 16, "wqe_index is 16 bits");
 
 #endif /* PIB_WQE_H */

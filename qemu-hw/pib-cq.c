@@ -25,6 +25,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "qemu/host-utils.h"
 #include "qemu/main-loop.h"
 
 #include "pib-internal.h"
@@ -89,8 +90,6 @@ static bool pib_cq_full(PibState *s, PibCq *cq)
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
 {
     uint64_t addr;
-    uint8_t *p = (uint8_t *)cqe;
-    const uint32_t tail = offsetof(struct pib_cqe, flags);
 
     if (cq->error) {
         trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "CQ in error");
@@ -105,11 +104,10 @@ bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
     }
 
     cqe->flags = (cqe->flags & ~PIB_CQE_F_PHASE) |
-                 (pib_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
+                 (pib_ring_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
     addr = pib_ring_addr(&cq->ring, cq->pi);
-    /* Body first, then the dword with the phase bit (flags, sl, wqe_index) */
-    if (!pib_dma_write(s, addr, p, tail, "CQE") ||
-        !pib_dma_write(s, addr + tail, p + tail, sizeof(*cqe) - tail, "CQE")) {
+    if (!pib_ring_publish(s, addr, cqe, sizeof(*cqe),
+                          offsetof(struct pib_cqe, flags), "CQE")) {
         cq->error = true;
         trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "DMA failed");
         pib_aeq_post(s, PIB_AE_CQ_ERR, cq->cqn, 0);
@@ -182,11 +180,106 @@ void pib_cq_notify_run(PibState *s)
     }
 }
 
-/* The CQ is going away: take it off the event list. */
-void pib_cq_forget(PibState *s, PibCq *cq)
+/* The CQ is going away: off the event list, out of the table, freed. */
+static void pib_cq_free(PibState *s, PibCq *cq)
 {
     if (cq->notify_pending) {
         QTAILQ_REMOVE(&s->notify_list, cq, notify_next);
         cq->notify_pending = false;
+    }
+    s->cq[cq->cqn] = NULL;
+    g_free(cq->ring.pages);
+    g_free(cq);
+}
+
+/*
+ * Creating and destroying CQs
+ */
+
+PibCq *pib_cq_lookup(PibState *s, uint32_t cqn)
+{
+    return cqn >= 1 && cqn <= PIB_MAX_CQ ? s->cq[cqn] : NULL;
+}
+
+/*
+ * CREATE_CQ: a ring of depth CQEs on the pages of the page list, then the
+ * page of the consumer index record.
+ */
+uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    const struct pib_cmd_create_cq *in = &cmd->in.create_cq;
+    uint32_t depth = le32_to_cpu(in->depth);
+    uint32_t npages = le32_to_cpu(in->npages);
+    uint32_t uar = le32_to_cpu(in->uar);
+    uint32_t cqn;
+    uint64_t *pages;
+    uint8_t status;
+    PibCq *cq;
+
+    if (depth < 2 || depth > PIB_MAX_CQE || !is_power_of_2(depth)) {
+        return pib_cmd_reject("CREATE_CQ", "bad depth", depth,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (npages != pib_cq_pages(depth)) {
+        return pib_cmd_reject("CREATE_CQ", "npages is not ring + 1", npages,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (!pib_uar_valid(s, uar)) {
+        return pib_cmd_reject("CREATE_CQ", "UAR not allocated", uar,
+                              PIB_AQ_BAD_PARAM);
+    }
+    cqn = pib_table_alloc((void **)s->cq, PIB_MAX_CQ);
+    if (!cqn) {
+        return pib_cmd_reject("CREATE_CQ", "table full", PIB_MAX_CQ,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
+                          "CREATE_CQ");
+    if (status != PIB_AQ_OK) {
+        return status;
+    }
+
+    cq = g_new0(PibCq, 1);
+    cq->cqn = cqn;
+    cq->uar = uar;
+    cq->ring = (PibRing) {
+        .depth = depth, .stride_log = PIB_CQE_STRIDE_LOG, .npages = npages,
+        .pages = pages,
+    };
+    cq->ci_record = pages[npages - 1];
+    s->cq[cqn] = cq;
+    trace_pib_cq_create(cqn, depth, uar);
+    res->result0 = cqn;
+    return PIB_AQ_OK;
+}
+
+uint8_t pib_cmd_destroy_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    uint32_t cqn = le32_to_cpu(cmd->in.obj.num);
+    PibCq *cq = pib_cq_lookup(s, cqn);
+
+    if (!cq) {
+        return pib_cmd_reject("DESTROY_CQ", "no such CQ", cqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (cq->refcnt) {
+        return pib_cmd_reject("DESTROY_CQ", "in use", cq->refcnt, PIB_AQ_BUSY);
+    }
+    pib_cq_free(s, cq);
+    trace_pib_obj("destroy", "CQ", cqn);
+    return PIB_AQ_OK;
+}
+
+/* Function reset: every CQ goes, without a CQE (their QPs went first). */
+void pib_cq_reset_all(PibState *s)
+{
+    uint32_t i;
+
+    for (i = 1; i <= PIB_MAX_CQ; i++) {
+        if (s->cq[i]) {
+            pib_cq_free(s, s->cq[i]);
+        }
     }
 }

@@ -9,24 +9,31 @@
  * CQE formats, link frames, packet headers) is defined once in
  * include/pib_hw.h, include/pib_wqe.h and include/pib_link.h.  This header
  * only holds the model's private state and the functions the source files
- * call in each other:
+ * call in each other.  The files, one per object as in the driver:
  *
- *   pib.c       the PCI function: BAR0 registers, admin queue, AEQ, CEQ,
- *               UAR doorbells, reset, QOM glue
- *   pib-link.c  the link: chardev framing (HELLO/PACKET), the port state
- *               machine, the transmit and receive packet queues
- *   pib-obj.c   data-path objects: PD, MR, CQ, SRQ and QP tables, their
- *               admin commands, page lists, key and range checks, MR DMA
- *   pib-cq.c    CQE writes, overflow, arming, completion events (CEQ)
- *   pib-qp.c    the QP state machine (MODIFY_QP), flushing, doorbells, the
- *               work scheduler and the timers
- *   pib-pkt.c   IB packet headers: build, parse, validate; receive dispatch
- *   pib-req.c   requester: send WQEs -> request packets
- *   pib-resp.c  responder: request packets -> memory, receive CQEs, ACKs,
- *               READ responses, atomics
- *   pib-comp.c  completer: ACKs and responses -> send CQEs, retries
+ *   pib.c         the PCI function: BAR0 registers, CONTROL, reset, the DMA
+ *                 helpers (ring entries, page lists), MSI-X, QOM glue
+ *   pib-com.c     the admin queue engine, the AEQ and the CEQ, the commands
+ *                 about the device itself (QUERY_DEVICE, SET_PORT, ...)
+ *   pib-link.c    the link: chardev framing (HELLO/PACKET), the port state
+ *                 machine, the transmit and receive packet queues
+ *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
+ *                 checks, BIND_MW, invalidation, DMA through MRs
+ *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
+ *                 completion events (CEQ)
+ *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
+ *   pib-qp.c      QPs: CREATE_QP, MODIFY_QP (the IBTA table), QUERY_QP,
+ *                 DESTROY_QP, entering ERR
+ *   pib-wqe.c     fetching and checking WQEs, completing and flushing them
+ *   pib-sched.c   UAR doorbells (BAR2), the run list and the work bottom
+ *                 half, the RC timers
+ *   pib-pkt.c     IB packet headers: build, parse, validate; receive dispatch
+ *   pib-req.c     requester: send WQEs -> request packets
+ *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs,
+ *                 READ responses, atomics
+ *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
- *               call (failed WQEs, lost packets, late interrupts)
+ *                 call (failed WQEs, lost packets, late interrupts)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
  * handlers, bottom halves, timers and chardev callbacks never run
@@ -51,14 +58,6 @@
 
 #define TYPE_PIB_HCA "pib-hca"
 OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
-
-/* The one port (1-based, as in IB); async events name it in their obj field. */
-#define PIB_PORT_NUM            1
-
-/* What CONTROL.ENABLE accepts in AQ_DEPTH / AEQ_DEPTH / CEQ_DEPTH and bases. */
-#define PIB_QUEUE_MIN_DEPTH     2
-#define PIB_QUEUE_MAX_DEPTH     4096
-#define PIB_QUEUE_BASE_ALIGN    4096
 
 /*
  * Data-path limits.  QUERY_DEVICE reports them; every admin command and WQE
@@ -108,15 +107,15 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 /*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
  * counters (mod 2^32, like the AQ_DB register); the ring slot is
- * index & (depth - 1).  sq_head counts the commands the device has executed
+ * index & (depth - 1).  sq_ci counts the commands the device has executed
  * and completed, so CQ slot i belongs to command i.
  */
 typedef struct PibAdminQueue {
     uint32_t depth;
     uint64_t sq_base;       /* 64-byte struct pib_admin_cmd slots */
     uint64_t cq_base;       /* 16-byte struct pib_admin_cqe slots */
-    uint32_t sq_tail;       /* producer: last accepted AQ_DB value */
-    uint32_t sq_head;       /* consumer: next command to execute */
+    uint32_t sq_pi;         /* producer: last accepted AQ_DB value */
+    uint32_t sq_ci;         /* consumer: next command to execute */
 } PibAdminQueue;
 
 /* An event queue (AEQ or CEQ) as latched at CONTROL.ENABLE. */
@@ -243,7 +242,7 @@ typedef struct PibPort {
 } PibPort;
 
 /*
- * Data-path objects (pib-obj.c)
+ * Data-path objects (pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c)
  */
 
 typedef struct PibPd {
@@ -609,7 +608,7 @@ struct PibState {
     uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
     uint32_t mtt_pages;                 /* MR page list entries in use */
 
-    /* The engines' scheduler (pib-qp.c) */
+    /* The engines' scheduler (pib-sched.c) */
     QEMUBH *work_bh;
     PibQpList runlist;      /* QPs with work for their engines */
     bool work_deferred;     /* pib_rx_run() runs the list when done */
@@ -667,10 +666,10 @@ static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
     return (int32_t)((a - b) << 8) >> 8;
 }
 
-/* Phase of ring index idx: 1 on the first pass, 0 on the second, ... */
-static inline uint8_t pib_phase(uint32_t idx, uint32_t depth)
+/* IBTA: 0xc000..0xfffe are multicast LIDs, 0xffff the permissive LID */
+static inline bool pib_lid_is_unicast(uint16_t lid)
 {
-    return ((idx / depth) & 1) ? 0 : 1;
+    return lid >= 0x0001 && lid <= 0xbfff;
 }
 
 /* IB MTU enum (1..5) -> bytes */
@@ -689,13 +688,44 @@ bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
                   const char *what);
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
                    const char *what);
+bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
+                      uint32_t size, uint32_t phase_off, const char *what);
+uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
+                     uint64_t **pagesp, const char *cmd);
+uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
 void pib_irq_notify(PibState *s, unsigned vector);
 void pib_irq_raise(PibState *s, unsigned vector);
+uint64_t pib_port_guid(PibState *s);
+
+/*
+ * The admin command handlers, one per line of PIB_ADMIN_OPCODES
+ * (include/pib_hw.h): uint8_t pib_cmd_<name>(s, cmd, res) returns the
+ * completion status and fills res.  They live with their objects: pib-com.c
+ * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c.
+ */
+#define PIB_CMD_HANDLER_DECL(id, name, opcode)                          \
+    uint8_t pib_cmd_##name(PibState *s, const struct pib_admin_cmd *cmd, \
+                           PibAdminResult *res);
+PIB_ADMIN_OPCODES(PIB_CMD_HANDLER_DECL)
+#undef PIB_CMD_HANDLER_DECL
+
+/* pib-com.c */
+void pib_admin_bh(void *opaque);
+void pib_aq_doorbell(PibState *s, uint32_t pi);
 void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
                   uint64_t data);
+void pib_aeq_doorbell(PibState *s, uint32_t ci);
 void pib_ceq_post(PibState *s, uint32_t cqn);
-uint64_t pib_port_guid(PibState *s);
+void pib_ceq_doorbell(PibState *s, uint32_t ci);
 const char *pib_async_event_name(uint8_t type);
+uint8_t pib_cmd_reject(const char *cmd, const char *why, uint64_t val,
+                       uint8_t status);
+uint32_t pib_table_alloc(void **table, uint32_t max);
+bool pib_uar_valid(PibState *s, uint32_t uar);
+uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
+                          const void *resp, uint32_t size);
+bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
+                         void *buf, uint32_t size, const char *what);
 
 /* pib-link.c */
 void pib_link_realize(PibState *s);
@@ -716,44 +746,7 @@ void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
 void pib_link_flush(PibState *s);
 void pib_link_purge(PibState *s);
 
-/* pib-obj.c: objects and their admin commands */
-uint8_t pib_cmd_create_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
-                       PibAdminResult *res);
-uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_cq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res);
-uint8_t pib_cmd_query_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
-                            PibAdminResult *res);
-PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn);
-void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data);
-bool pib_uar_has_objects(PibState *s, uint32_t uar);
-void pib_objects_reset(PibState *s);
-uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
-PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
-PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
-
-/* pib-obj.c: memory access through MRs */
+/* pib-mr.c: PDs, MRs, windows, and memory access through them */
 typedef enum PibMemErr {
     PIB_MEM_OK,
     PIB_MEM_BAD_KEY,        /* no MR with that key */
@@ -762,6 +755,9 @@ typedef enum PibMemErr {
     PIB_MEM_RANGE,          /* [va, va + len) is not inside the MR */
     PIB_MEM_DMA,            /* guest memory behind the MR is not accessible */
 } PibMemErr;
+PibPd *pib_pd_lookup(PibState *s, uint32_t pdn);
+void pib_mw_unbind_qp(PibState *s, uint32_t qpn);
+void pib_mr_reset_all(PibState *s);
 const char *pib_mem_err_name(PibMemErr err);
 PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
                        uint64_t len, uint32_t access, PibMr **mrp);
@@ -777,37 +773,48 @@ PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t len, DMADirection dir);
 
 /* pib-cq.c */
+PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
+void pib_cq_reset_all(PibState *s);
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited);
 void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data);
 void pib_cq_notify_run(PibState *s);
-void pib_cq_forget(PibState *s, PibCq *cq);
 uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode);
 
+/* pib-srq.c */
+PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn);
+void pib_srq_reset_all(PibState *s);
+bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status);
+
 /* pib-qp.c */
-uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res);
-uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res);
-void pib_qp_init_engines(PibQp *qp);
-void pib_qp_fini_engines(PibQp *qp);
-void pib_qp_doorbell(PibState *s, PibQp *qp, bool sq, uint32_t page,
-                     uint64_t data);
-void pib_qp_schedule(PibQp *qp);
+PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
+void pib_qp_reset_all(PibState *s);
+const char *pib_qp_state_name(uint8_t state);
+bool pib_qp_is_connected(const PibQp *qp);
 void pib_qp_error(PibQp *qp, const char *why);
-void pib_qp_flush(PibQp *qp);
+
+/* pib-wqe.c */
+bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status);
+bool pib_rq_fetch(PibQp *qp, uint32_t idx, PibRecvWqe *w, uint8_t *status);
+bool pib_recv_fetch(PibQp *qp, const PibRing *ring, uint32_t max_sge,
+                    const char *what, uint32_t idx, PibRecvWqe *w,
+                    uint8_t *status);
 void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
                           uint8_t status);
 void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited);
+void pib_qp_flush(PibQp *qp);
+
+/* pib-sched.c */
+extern const MemoryRegionOps pib_uar_ops;
+void pib_qp_doorbell(PibState *s, PibQp *qp, bool sq, uint32_t page,
+                     uint64_t data);
+void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data);
+void pib_qp_schedule(PibQp *qp);
 void pib_qp_kick_waiters(PibState *s);
 void pib_work_run(PibState *s);
 void pib_work_bh(void *opaque);
-const char *pib_qp_state_name(uint8_t state);
-bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status);
-bool pib_rq_fetch(PibQp *qp, uint32_t idx, PibRecvWqe *w, uint8_t *status);
-bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status);
-bool pib_wqe_is_rd_atomic(uint8_t opcode);
-bool pib_wqe_is_local(uint8_t opcode);
-bool pib_qp_is_connected(const PibQp *qp);
+void pib_qp_init_engines(PibQp *qp);
+void pib_qp_reset_engines(PibQp *qp);
+void pib_qp_fini_engines(PibQp *qp);
 uint64_t pib_rnr_timer_ns(uint8_t code);
 void pib_qp_stop_retrans(PibQp *qp);
 void pib_qp_sync_timers(PibQp *qp);

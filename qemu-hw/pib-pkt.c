@@ -209,7 +209,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
         const PibAv *av = f->grh_av;
 
         grh->ver_tc_flow_be = cpu_to_be32(6u << 28 | av->traffic_class << 20 |
-                                          (av->flow_label & 0xfffff));
+                                          (av->flow_label & PIB_FLOW_LABEL_MASK));
         grh->paylen_be = cpu_to_be16(len - sizeof(*lrh) - sizeof(*grh));
         grh->next_hdr = 0x1b;
         grh->hop_limit = av->hop_limit;

@@ -5,22 +5,16 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * The QP as a whole: its state machine (MODIFY_QP with the IBTA's table of
- * required and optional attributes, QUERY_QP), fetching and checking WQEs
- * from its rings, completions, flushing, its doorbells, its timers, and the
- * scheduler that runs the three transport engines:
+ * The QP object: creating it (the ring geometry checked against the rules in
+ * include/pib_wqe.h), its state machine (MODIFY_QP with the IBTA's table of
+ * required and optional attributes, QUERY_QP), entering ERR, and destroying
+ * it.  What the QP's engines do lives elsewhere:
  *
- *   requester  pib-req.c   send WQEs -> request packets
- *   responder  pib-resp.c  request packets -> memory, receive CQEs, ACKs
- *   completer  pib-comp.c  ACKs and responses -> send CQEs, retries
- *
- * Work is never done in an MMIO handler: a doorbell records the new producer
- * index and puts the QP on the run list; the work bottom half gives each QP
- * on the list a bounded budget of packets per run and puts it back if it
- * has more to do (pib_qp_doorbell says why this holds for latency too).
- * Received packets are handled as they come off the link, or by the receive
- * bottom half for loopback (pib-pkt.c); timers only set a flag and schedule
- * the QP.
+ *   pib-wqe.c    fetching and checking WQEs, completions, flushing
+ *   pib-sched.c  its doorbells, the run list that runs its engines, timers
+ *   pib-req.c    requester: send WQEs -> request packets
+ *   pib-resp.c   responder: request packets -> memory, receive CQEs, ACKs
+ *   pib-comp.c   completer: ACKs and responses -> send CQEs, retries
  *
  * States and what runs in them:
  *
@@ -38,37 +32,259 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
-#include "qemu/main-loop.h"
+#include "qemu/host-utils.h"
 
 #include "pib-internal.h"
 #include "trace.h"
 
-/* Packets one QP may send per run of the work bottom half. */
-#define PIB_WORK_BUDGET         32
-/* QPs the work bottom half runs before it yields to the main loop. */
-#define PIB_WORK_QPS            64
-/* Floor for the local ACK timeout: TCG's pace should not look like loss. */
-#define PIB_MIN_ACK_TIMEOUT_NS  (1 * 1000 * 1000)
-
-static const char *const pib_qps_names[] = {
-    [PIB_QPS_RESET] = "RESET",
-    [PIB_QPS_INIT]  = "INIT",
-    [PIB_QPS_RTR]   = "RTR",
-    [PIB_QPS_RTS]   = "RTS",
-    [PIB_QPS_SQD]   = "SQD",
-    [PIB_QPS_SQE]   = "SQE",
-    [PIB_QPS_ERR]   = "ERR",
-};
-
 const char *pib_qp_state_name(uint8_t state)
 {
-    return state < ARRAY_SIZE(pib_qps_names) ? pib_qps_names[state] : "?";
+    switch (state) {
+#define PIB_QPS_NAME(id, value) case PIB_QPS_##id: return #id;
+    PIB_QP_STATES(PIB_QPS_NAME)
+#undef PIB_QPS_NAME
+    default: return "?";
+    }
 }
 
 bool pib_qp_is_connected(const PibQp *qp)
 {
     return qp->type == PIB_QPT_RC || qp->type == PIB_QPT_UC;
 }
+
+/*
+ * Creating and destroying QPs
+ */
+
+#define PIB_QPC_F_ALL   (PIB_QPC_F_SQ_SIG_ALL | PIB_QPC_F_NO_RQ)
+
+PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
+{
+    return qpn >= 1 && qpn < PIB_QPN_LIMIT ? s->qp[qpn] : NULL;
+}
+
+/* A QPN for a new QP of this type, or 0.  QPNs rotate: stale ones fail. */
+static uint32_t pib_qpn_alloc(PibState *s, uint8_t type)
+{
+    uint32_t i, qpn;
+
+    if (type == PIB_QPT_GSI) {
+        return s->qp[PIB_QPN_GSI] ? 0 : PIB_QPN_GSI;
+    }
+    for (i = 0; i < PIB_MAX_QP; i++) {
+        qpn = PIB_QPN_FIRST + (s->next_qpn + i) % PIB_MAX_QP;
+        if (!s->qp[qpn]) {
+            s->next_qpn = (qpn - PIB_QPN_FIRST + 1) % PIB_MAX_QP;
+            return qpn;
+        }
+    }
+    return 0;
+}
+
+static void pib_qp_free(PibState *s, PibQp *qp)
+{
+    PibPd *pd = pib_pd_lookup(s, qp->pdn);
+
+    pib_qp_fini_engines(qp);
+    pib_mw_unbind_qp(s, qp->qpn);
+    if (pd) {
+        pd->refcnt--;
+    }
+    qp->scq->refcnt--;
+    qp->rcq->refcnt--;
+    if (qp->srq) {
+        qp->srq->refcnt--;
+    }
+    s->qp[qp->qpn] = NULL;
+    g_free(qp->sq.ring.pages);
+    g_free(qp->rq.ring.pages);
+    g_free(qp->meta);
+    g_free(qp);
+}
+
+/*
+ * CREATE_QP: struct pib_qp_create in a mailbox.  Ring geometry must be
+ * consistent (depths, strides, page counts), the objects it names must exist,
+ * and the UAR must be allocated.  A QP on an SRQ has no RQ of its own.
+ */
+uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    struct pib_qp_create c = { 0 };
+    uint32_t pdn, scqn, rcqn, sq_depth, rq_depth, max_inline, uar;
+    uint32_t sq_npages, rq_npages, qpn, srqn;
+    uint64_t *sq_pages = NULL, *rq_pages = NULL;
+    bool no_rq;
+    PibPd *pd;
+    PibCq *scq, *rcq;
+    PibSrq *srq = NULL;
+    PibQp *qp;
+    uint8_t status;
+
+    if (!pib_admin_mbox_read(s, cmd, &c, sizeof(c), "CREATE_QP mailbox")) {
+        return PIB_AQ_DMA_ERROR;
+    }
+    pdn = le32_to_cpu(c.pdn);
+    scqn = le32_to_cpu(c.send_cqn);
+    rcqn = le32_to_cpu(c.recv_cqn);
+    sq_depth = le32_to_cpu(c.sq_depth);
+    rq_depth = le32_to_cpu(c.rq_depth);
+    max_inline = le32_to_cpu(c.max_inline);
+    uar = le32_to_cpu(c.uar);
+    sq_npages = le32_to_cpu(c.sq_npages);
+    rq_npages = le32_to_cpu(c.rq_npages);
+    no_rq = c.flags & PIB_QPC_F_NO_RQ;
+
+    pd = pib_pd_lookup(s, pdn);
+    scq = pib_cq_lookup(s, scqn);
+    rcq = pib_cq_lookup(s, rcqn);
+    if (!pd || !scq || !rcq) {
+        return pib_cmd_reject("CREATE_QP", "no such PD or CQ",
+                              !pd ? pdn : !scq ? scqn : rcqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    switch (c.type) {
+    case PIB_QPT_RC:
+    case PIB_QPT_UC:
+    case PIB_QPT_UD:
+    case PIB_QPT_GSI:
+        break;
+    default:        /* SMI: there is no subnet management agent */
+        return pib_cmd_reject("CREATE_QP", "unsupported type", c.type,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (c.flags & ~PIB_QPC_F_ALL) {
+        return pib_cmd_reject("CREATE_QP", "unknown flags", c.flags,
+                              PIB_AQ_BAD_PARAM);
+    }
+    srqn = le32_to_cpu(c.srqn);
+    if (srqn != PIB_SRQN_NONE) {
+        srq = pib_srq_lookup(s, srqn);
+        if (!srq) {
+            return pib_cmd_reject("CREATE_QP", "no such SRQ", srqn,
+                                  PIB_AQ_BAD_RESOURCE);
+        }
+        if (!no_rq) {
+            return pib_cmd_reject("CREATE_QP", "a QP on an SRQ has no RQ", srqn,
+                                  PIB_AQ_BAD_PARAM);
+        }
+    }
+    /* (Without an RQ, its stride means nothing.) */
+    if (c.sq_stride_log < PIB_SQ_STRIDE_LOG_MIN ||
+        c.sq_stride_log > PIB_STRIDE_LOG_MAX ||
+        (!no_rq && (c.rq_stride_log < PIB_RQ_STRIDE_LOG_MIN ||
+                    c.rq_stride_log > PIB_STRIDE_LOG_MAX))) {
+        return pib_cmd_reject("CREATE_QP", "bad stride",
+                              c.sq_stride_log << 8 | c.rq_stride_log,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (sq_depth < 1 || sq_depth > PIB_MAX_QP_WR || !is_power_of_2(sq_depth)) {
+        return pib_cmd_reject("CREATE_QP", "bad SQ depth", sq_depth,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (no_rq ? rq_depth != 0 :
+        rq_depth < 1 || rq_depth > PIB_MAX_QP_WR || !is_power_of_2(rq_depth)) {
+        return pib_cmd_reject("CREATE_QP", "bad RQ depth", rq_depth,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (max_inline > pib_sq_max_inline(c.sq_stride_log)) {
+        return pib_cmd_reject("CREATE_QP", "max_inline too large", max_inline,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (sq_npages != pib_ring_pages(sq_depth, c.sq_stride_log) ||
+        rq_npages != (no_rq ? 0 : pib_ring_pages(rq_depth, c.rq_stride_log))) {
+        return pib_cmd_reject("CREATE_QP", "page counts do not match the rings",
+                              (uint64_t)sq_npages << 32 | rq_npages,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (!pib_uar_valid(s, uar)) {
+        return pib_cmd_reject("CREATE_QP", "UAR not allocated", uar,
+                              PIB_AQ_BAD_PARAM);
+    }
+    qpn = pib_qpn_alloc(s, c.type);
+    if (!qpn) {
+        return pib_cmd_reject("CREATE_QP", "no free QPN", c.type,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    status = pib_pbl_load(s, le64_to_cpu(c.sq_pbl_addr), sq_npages, &sq_pages,
+                          "CREATE_QP");
+    if (status == PIB_AQ_OK) {
+        status = pib_pbl_load(s, le64_to_cpu(c.rq_pbl_addr), rq_npages,
+                              &rq_pages, "CREATE_QP");
+    }
+    if (status != PIB_AQ_OK) {
+        g_free(sq_pages);
+        return status;
+    }
+
+    qp = g_new0(PibQp, 1);
+    qp->s = s;
+    qp->qpn = qpn;
+    qp->uar = uar;
+    qp->pdn = pdn;
+    qp->type = c.type;
+    qp->state = PIB_QPS_RESET;
+    qp->sig_all = c.flags & PIB_QPC_F_SQ_SIG_ALL;
+    qp->no_rq = no_rq;
+    qp->scq = scq;
+    qp->rcq = rcq;
+    qp->srq = srq;
+    qp->max_inline = max_inline;
+    qp->sq.ring = (PibRing) {
+        .depth = sq_depth, .stride_log = c.sq_stride_log,
+        .npages = sq_npages, .pages = sq_pages,
+    };
+    qp->sq.max_sge = pib_sq_max_sge(c.sq_stride_log);
+    qp->rq.ring = (PibRing) {
+        .depth = rq_depth,
+        .stride_log = no_rq ? PIB_RQ_STRIDE_LOG_MIN : c.rq_stride_log,
+        .npages = rq_npages, .pages = rq_pages,
+    };
+    qp->rq.max_sge = no_rq ? 0 : pib_recv_max_sge(c.rq_stride_log);
+    qp->meta_size = MIN(sq_depth, PIB_SQ_WINDOW);
+    qp->meta = g_new0(PibWqeMeta, qp->meta_size);
+    qp->port_num = PIB_PORT_NUM;
+    qp->path_mtu = PIB_PORT_MTU_ENUM;
+    if (qp->type == PIB_QPT_GSI) {
+        qp->qkey = PIB_GSI_QKEY;
+    }
+    pib_qp_init_engines(qp);
+
+    pd->refcnt++;
+    scq->refcnt++;
+    rcq->refcnt++;
+    if (srq) {
+        srq->refcnt++;
+    }
+    s->qp[qpn] = qp;
+    trace_pib_qp_create(qpn, c.type, pdn, scqn, rcqn, sq_depth, rq_depth, uar);
+    res->result0 = qpn;
+    return PIB_AQ_OK;
+}
+
+/* DESTROY_QP: outstanding work requests complete (flushed) first. */
+uint8_t pib_cmd_destroy_qp(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    uint32_t qpn = le32_to_cpu(cmd->in.obj.num);
+    PibQp *qp = pib_qp_lookup(s, qpn);
+
+    if (!qp) {
+        return pib_cmd_reject("DESTROY_QP", "no such QP", qpn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (qp->state != PIB_QPS_RESET) {
+        pib_qp_error(qp, "destroyed");
+        pib_qp_flush(qp);
+    }
+    pib_qp_free(s, qp);
+    trace_pib_obj("destroy", "QP", qpn);
+    return PIB_AQ_OK;
+}
+
+/*
+ * The state machine: MODIFY_QP, QUERY_QP, entering ERR
+ */
 
 /*
  * The modify-QP table: which transitions exist and which attributes each one
@@ -224,486 +440,6 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
     },
 };
 
-/*
- * Timers.  Both run on QEMU_CLOCK_VIRTUAL, so they follow the guest's notion
- * of time (and a qtest's clock_step).  Their callbacks only set a flag and
- * schedule the QP: the engines do the work in the bottom half.
- */
-
-static uint64_t pib_ack_timeout_ns(const PibQp *qp)
-{
-    /* 4.096 us * 2^timeout; timeout <= 31 keeps this within 64 bits */
-    return MAX((uint64_t)4096 << qp->timeout, PIB_MIN_ACK_TIMEOUT_NS);
-}
-
-/* IBTA RNR NAK timer field (9.7.5.2.8): code -> nanoseconds. */
-uint64_t pib_rnr_timer_ns(uint8_t code)
-{
-    static const uint32_t us[32] = {
-        655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
-        1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
-        40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
-    };
-
-    return (uint64_t)us[code & 31] * 1000;
-}
-
-/*
- * The retransmit timer runs while anything is outstanding and restarts on
- * every acknowledged step (pib_comp_progress: stop, then arm).  That is once
- * per ACK, and once per message in a ping-pong, so the QEMU timer is moved
- * lazily: the deadline lives in comp.retrans_deadline, and the QEMU timer
- * only has to fire no later than it.  When it fires early (the deadline moved
- * on since), it is set again for the deadline; stopping leaves it pending.
- * timer_mod() of the earliest timer notifies the main loop (an eventfd write
- * and an extra pass); this way it happens at most once per timeout period.
- */
-static void pib_qp_arm_retrans(PibQp *qp)
-{
-    PibComp *c = &qp->comp;
-    int64_t deadline;
-
-    if (qp->timeout == 0 || c->retrans_deadline) {
-        return;                         /* infinite, or running */
-    }
-    deadline = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + pib_ack_timeout_ns(qp);
-    c->retrans_deadline = deadline;
-    /* An earlier expiry is fine (the callback sets it again), a later not. */
-    if (!timer_pending(c->retrans_timer) ||
-        timer_expire_time_ns(c->retrans_timer) > deadline) {
-        timer_mod(c->retrans_timer, deadline);
-    }
-    trace_pib_timer(qp->qpn, "retransmit", "armed", pib_ack_timeout_ns(qp));
-}
-
-void pib_qp_stop_retrans(PibQp *qp)
-{
-    if (qp->comp.retrans_deadline) {
-        qp->comp.retrans_deadline = 0;  /* the QEMU timer may stay pending */
-        trace_pib_timer(qp->qpn, "retransmit", "stopped", 0);
-    }
-}
-
-/*
- * The requester's timer rule, in one place.  An RC QP in RTS or SQD with
- * requests the peer has not acknowledged (PSNs in [comp.psn, req.psn_max))
- * always has a timer running, whatever happens to the link: the RNR timer
- * while an RNR NAK pauses it, otherwise the retransmit (local ACK) timer.
- * With nothing unacknowledged, no retransmit timer runs.
- *
- * Every engine pass ends here (pib_qp_work, pib_comp_recv), so no path can
- * leave an outstanding request with nothing to wake it: a go-back-N rewind
- * whose first packet finds the transmit queue full, a queue purged when the
- * link dropped, an RNR wait that ended with the queue full.  The engines
- * only stop the timer when the peer shows progress (pib_comp_progress) or
- * when they retry; this function starts it again, for a full period from
- * now.  A timeout of 0 means "wait forever" (pib_qp_arm_retrans).
- */
-void pib_qp_sync_timers(PibQp *qp)
-{
-    bool requesting = qp->type == PIB_QPT_RC &&
-                      (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD);
-
-    if (!requesting || qp->comp.rnr_wait ||
-        pib_psn_diff(qp->req.psn_max, qp->comp.psn) <= 0) {
-        pib_qp_stop_retrans(qp);
-        return;
-    }
-    pib_qp_arm_retrans(qp);
-}
-
-static void pib_qp_retrans_cb(void *opaque)
-{
-    PibQp *qp = opaque;
-    PibComp *c = &qp->comp;
-
-    if (!c->retrans_deadline) {
-        return;                         /* stopped since it was set */
-    }
-    if (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) < c->retrans_deadline) {
-        timer_mod(c->retrans_timer, c->retrans_deadline);   /* restarted */
-        return;
-    }
-    c->retrans_deadline = 0;
-    trace_pib_timer(qp->qpn, "retransmit", "expired", 0);
-    pib_count(qp->s, PIB_CNT_RETRY_TIMEOUTS, 1);
-    c->timeout = true;
-    pib_qp_schedule(qp);
-}
-
-static void pib_qp_rnr_cb(void *opaque)
-{
-    PibQp *qp = opaque;
-
-    trace_pib_timer(qp->qpn, "RNR", "expired", 0);
-    qp->comp.rnr_wait = false;
-    pib_qp_schedule(qp);
-}
-
-void pib_qp_init_engines(PibQp *qp)
-{
-    qp->comp.retrans_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL,
-                                          pib_qp_retrans_cb, qp);
-    qp->comp.rnr_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pib_qp_rnr_cb, qp);
-    qp->resp.opcode = -1;
-}
-
-void pib_qp_fini_engines(PibQp *qp)
-{
-    PibState *s = qp->s;
-
-    if (qp->on_runlist) {
-        QTAILQ_REMOVE(&s->runlist, qp, run_next);
-        qp->on_runlist = false;
-    }
-    timer_free(qp->comp.retrans_timer);
-    timer_free(qp->comp.rnr_timer);
-    qp->comp.retrans_timer = NULL;
-    qp->comp.rnr_timer = NULL;
-}
-
-/* Forget all transport state (entering RESET or ERR). */
-static void pib_qp_reset_engines(PibQp *qp)
-{
-    timer_del(qp->comp.retrans_timer);
-    qp->comp.retrans_deadline = 0;
-    timer_del(qp->comp.rnr_timer);
-    memset(&qp->req, 0, sizeof(qp->req));
-    qp->req.wqe_idx = qp->req.wqe_max = qp->sq.ci;
-    qp->comp.psn = 0;
-    qp->comp.timeout = false;
-    qp->comp.rnr_wait = false;
-    qp->comp.wqe_valid = false;
-    memset(qp->meta, 0, qp->meta_size * sizeof(*qp->meta));
-    pib_resp_reset(qp);
-    qp->sq_draining = false;
-}
-
-/*
- * Fetching WQEs.  A WQE is read from guest memory every time an engine
- * needs it, and checked every time: the guest may rewrite a posted WQE (that
- * is its own bug), but it can never make the device overrun a slot or trust
- * a count it did not check.
- */
-
-/* Is this send opcode one this QP type carries, and one the device runs? */
-static bool pib_wqe_opcode_ok(uint8_t type, uint8_t opcode)
-{
-    switch (opcode) {
-    case PIB_WQE_SEND:
-    case PIB_WQE_SEND_IMM:
-        return true;
-    case PIB_WQE_RDMA_WRITE:
-    case PIB_WQE_RDMA_WRITE_IMM:
-    case PIB_WQE_LOCAL_INV:
-    case PIB_WQE_BIND_MW:
-        return type == PIB_QPT_RC || type == PIB_QPT_UC;
-    case PIB_WQE_SEND_INV:
-    case PIB_WQE_RDMA_READ:
-    case PIB_WQE_ATOMIC_CS:
-    case PIB_WQE_ATOMIC_FA:
-        return type == PIB_QPT_RC;
-    default:
-        return false;
-    }
-}
-
-/* BIND_MW and LOCAL_INV act on this HCA only: no packet, no PSN. */
-bool pib_wqe_is_local(uint8_t opcode)
-{
-    return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV;
-}
-
-bool pib_wqe_is_rd_atomic(uint8_t opcode)
-{
-    return opcode == PIB_WQE_RDMA_READ || opcode == PIB_WQE_ATOMIC_CS ||
-           opcode == PIB_WQE_ATOMIC_FA;
-}
-
-static bool pib_wqe_bad(PibQp *qp, const char *ring, uint32_t idx,
-                        const char *why, uint64_t val, uint8_t code,
-                        uint8_t *status)
-{
-    PIB_GUEST_ERR(qp->s, PIB_GERR_WQE, pib_ub_wqe,
-                  "QP %" PRIu32 " %s WQE %" PRIu32 ": %s (0x%" PRIx64 ")",
-                  qp->qpn, ring, idx, why, val);
-    *status = code;
-    return false;
-}
-
-static bool pib_read_sges(PibQp *qp, uint64_t addr, uint32_t n, PibSge *sge,
-                          uint64_t *total)
-{
-    struct pib_sge raw[PIB_MAX_SGE];
-    uint32_t i;
-
-    *total = 0;
-    if (n && !pib_dma_read(qp->s, addr, raw, n * sizeof(raw[0]), "SGEs")) {
-        return false;
-    }
-    for (i = 0; i < n; i++) {
-        sge[i].addr = le64_to_cpu(raw[i].addr);
-        sge[i].length = le32_to_cpu(raw[i].length);
-        sge[i].lkey = le32_to_cpu(raw[i].lkey);
-        *total += sge[i].length;
-    }
-    return true;
-}
-
-#define PIB_WQE_F_ALL   (PIB_WQE_F_SIGNALED | PIB_WQE_F_SOLICITED | \
-                         PIB_WQE_F_INLINE | PIB_WQE_F_FENCE)
-
-/*
- * Fetch and check send WQE idx.  On failure *status is the completion status
- * it must complete with (the QP then goes to ERR); w->wr_id and w->opcode are
- * valid whenever the control segment could be read.
- */
-bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
-{
-    uint64_t addr = pib_ring_addr(&qp->sq.ring, idx);
-    struct pib_send_wqe raw;
-
-    memset(w, 0, sizeof(*w));
-    if (!pib_dma_read(qp->s, addr, &raw, sizeof(raw), "send WQE")) {
-        *status = PIB_WC_LOC_QP_OP_ERR;
-        return false;
-    }
-    w->opcode = raw.opcode;
-    w->flags = raw.flags;
-    memcpy(w->imm, &raw.imm_inv, sizeof(w->imm));
-    w->wr_id = le64_to_cpu(raw.wr_id);
-    w->remote_addr = le64_to_cpu(raw.remote_addr);
-    w->rkey = le32_to_cpu(raw.rkey);
-    w->compare_add = le64_to_cpu(raw.compare_add);
-    w->swap = le64_to_cpu(raw.swap);
-    w->ud_qpn = le32_to_cpu(raw.ud_qpn);
-    w->ud_qkey = le32_to_cpu(raw.ud_qkey);
-    w->ud_dlid = le16_to_cpu(raw.ud_dlid);
-    w->ud_sl = raw.ud_sl;
-    trace_pib_wqe_fetch(qp->qpn, "SQ", idx, w->wr_id, w->opcode, w->flags);
-
-    if (!pib_wqe_opcode_ok(qp->type, w->opcode)) {
-        return pib_wqe_bad(qp, "send", idx, "opcode", w->opcode,
-                           PIB_WC_LOC_QP_OP_ERR, status);
-    }
-    if (w->flags & ~PIB_WQE_F_ALL) {
-        return pib_wqe_bad(qp, "send", idx, "flags", w->flags,
-                           PIB_WC_LOC_QP_OP_ERR, status);
-    }
-    if (pib_wqe_is_local(w->opcode)) {
-        if (w->flags & PIB_WQE_F_INLINE) {
-            return pib_wqe_bad(qp, "send", idx, "inline local operation",
-                               w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
-        }
-        memcpy(&w->bind, &raw, sizeof(w->bind));
-        return true;        /* no SGEs, no length */
-    }
-    if (w->flags & PIB_WQE_F_INLINE) {
-        w->inline_len = le32_to_cpu(raw.inline_len);
-        if (pib_wqe_is_rd_atomic(w->opcode)) {
-            return pib_wqe_bad(qp, "send", idx, "inline READ/atomic",
-                               w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
-        }
-        if (w->inline_len > qp->max_inline) {
-            return pib_wqe_bad(qp, "send", idx, "inline_len", w->inline_len,
-                               PIB_WC_LOC_LEN_ERR, status);
-        }
-        if (w->inline_len &&
-            !pib_dma_read(qp->s, addr + sizeof(raw), w->inline_data,
-                          w->inline_len, "inline data")) {
-            *status = PIB_WC_LOC_QP_OP_ERR;
-            return false;
-        }
-        w->length = w->inline_len;
-    } else {
-        w->num_sge = raw.num_sge;
-        if (w->num_sge > qp->sq.max_sge) {
-            return pib_wqe_bad(qp, "send", idx, "num_sge", w->num_sge,
-                               PIB_WC_LOC_LEN_ERR, status);
-        }
-        if (!pib_read_sges(qp, addr + sizeof(raw), w->num_sge, w->sge,
-                           &w->length)) {
-            *status = PIB_WC_LOC_QP_OP_ERR;
-            return false;
-        }
-    }
-
-    /* Well formed; lengths the verbs reject, completing with an error. */
-    if (w->length > PIB_MAX_MSG_SZ) {
-        *status = PIB_WC_LOC_LEN_ERR;
-        return false;
-    }
-    if ((qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) &&
-        w->length > pib_mtu_bytes(PIB_PORT_MTU_ENUM)) {
-        *status = PIB_WC_LOC_LEN_ERR;
-        return false;
-    }
-    if ((w->opcode == PIB_WQE_ATOMIC_CS || w->opcode == PIB_WQE_ATOMIC_FA) &&
-        w->length != sizeof(uint64_t)) {
-        *status = PIB_WC_LOC_LEN_ERR;
-        return false;
-    }
-    return true;
-}
-
-/* A receive WQE from a ring (the QP's RQ, or an SRQ), checked. */
-static bool pib_recv_fetch(PibQp *qp, const PibRing *ring, uint32_t max_sge,
-                           const char *what, uint32_t idx, PibRecvWqe *w,
-                           uint8_t *status)
-{
-    uint64_t addr = pib_ring_addr(ring, idx);
-    struct pib_recv_wqe raw;
-
-    memset(w, 0, sizeof(*w));
-    w->idx = idx;
-    if (!pib_dma_read(qp->s, addr, &raw, sizeof(raw), "receive WQE")) {
-        *status = PIB_WC_LOC_QP_OP_ERR;
-        return false;
-    }
-    w->wr_id = le64_to_cpu(raw.wr_id);
-    w->num_sge = raw.num_sge;
-    trace_pib_wqe_fetch(qp->qpn, what, idx, w->wr_id, 0, 0);
-    if (w->num_sge > max_sge) {
-        return pib_wqe_bad(qp, "receive", idx, "num_sge", w->num_sge,
-                           PIB_WC_LOC_LEN_ERR, status);
-    }
-    if (!pib_read_sges(qp, addr + sizeof(raw), w->num_sge, w->sge,
-                       &w->length)) {
-        *status = PIB_WC_LOC_QP_OP_ERR;
-        return false;
-    }
-    return true;
-}
-
-/* Fetch and check receive WQE idx of the QP's RQ, as pib_sq_fetch(). */
-bool pib_rq_fetch(PibQp *qp, uint32_t idx, PibRecvWqe *w, uint8_t *status)
-{
-    bool ok = pib_recv_fetch(qp, &qp->rq.ring, qp->rq.max_sge, "RQ", idx, w,
-                             status);
-
-    w->pdn = qp->pdn;
-    return ok;
-}
-
-/*
- * Take the next WQE of the QP's SRQ, if there is one: copied into *w, its
- * slot given back to the producer at once (the consumer frees it when the
- * receive completion appears), the limit event raised when the SRQ falls
- * below its limit.  Its SGEs belong to the SRQ's PD.  Returns false if the
- * SRQ is empty; a malformed WQE is taken too, with *status set.
- */
-bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status)
-{
-    PibSrq *srq = qp->srq;
-
-    if (srq->ci == srq->pi) {
-        return false;
-    }
-    pib_recv_fetch(qp, &srq->ring, srq->max_sge, "SRQ", srq->ci, w, status);
-    w->pdn = srq->pdn;
-    srq->ci++;
-    if (srq->limit && srq->pi - srq->ci < srq->limit) {
-        trace_pib_srq_limit(srq->srqn, 0, srq->pi - srq->ci);
-        srq->limit = 0;
-        pib_aeq_post(qp->s, PIB_AE_SRQ_LIMIT, srq->srqn, 0);
-    }
-    return true;
-}
-
-/*
- * Completions
- */
-
-/*
- * A send completion for SQ entry idx (its wqe_index lets the consumer retire
- * every slot up to it).
- */
-void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
-                          uint8_t status)
-{
-    struct pib_cqe cqe = {
-        .wr_id = cpu_to_le64(m->wr_id),
-        .byte_len = cpu_to_le32(m->length),
-        .qpn = cpu_to_le32(qp->qpn),
-        .status = status,
-        .opcode = pib_cqe_opcode_of(m->opcode),
-        .wqe_index = cpu_to_le16(idx & 0xffff),
-    };
-
-    pib_cq_post(qp->s, qp->scq, &cqe, false);
-}
-
-/* A receive completion; the caller set wqe_index (RQ or SRQ slot). */
-void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited)
-{
-    cqe->qpn = cpu_to_le32(qp->qpn);
-    pib_cq_post(qp->s, qp->rcq, cqe, solicited);
-}
-
-/* wr_id and opcode of a WQE the engines never started (for a flush). */
-static void pib_sq_peek(PibQp *qp, uint32_t idx, PibWqeMeta *m)
-{
-    struct pib_send_wqe raw;
-
-    memset(m, 0, sizeof(*m));
-    if (pib_dma_read(qp->s, pib_ring_addr(&qp->sq.ring, idx), &raw,
-                     sizeof(raw), "send WQE")) {
-        m->wr_id = le64_to_cpu(raw.wr_id);
-        m->opcode = raw.opcode;
-    }
-}
-
-/*
- * Complete every outstanding WQE with WR_FLUSH_ERR, in order: the SQ from
- * its consumer to its producer index, then the RQ, or, on an SRQ, the one WQE
- * the QP took and did not complete (the others stay in the SRQ for the other
- * QPs).  Bounded by the depths.
- */
-void pib_qp_flush(PibQp *qp)
-{
-    PibWqeMeta m;
-    struct pib_cqe cqe;
-    uint64_t wr_id;
-
-    if (qp->sq.pi != qp->sq.ci || qp->rq.pi != qp->rq.ci) {
-        trace_pib_qp_flush(qp->qpn, qp->sq.pi - qp->sq.ci,
-                           qp->rq.pi - qp->rq.ci);
-    }
-    while (qp->sq.ci != qp->sq.pi) {
-        pib_sq_peek(qp, qp->sq.ci, &m);
-        pib_qp_post_send_cqe(qp, qp->sq.ci, &m, PIB_WC_WR_FLUSH_ERR);
-        qp->sq.ci++;
-    }
-    if (qp->srq && qp->resp.rwqe_valid) {
-        cqe = (struct pib_cqe) {
-            .wr_id = cpu_to_le64(qp->resp.rwqe.wr_id),
-            .status = PIB_WC_WR_FLUSH_ERR,
-            .opcode = PIB_CQE_RECV,
-            .wqe_index = cpu_to_le16(qp->resp.rwqe.idx & 0xffff),
-        };
-        pib_qp_post_recv_cqe(qp, &cqe, false);
-    }
-    while (qp->rq.ci != qp->rq.pi) {
-        wr_id = 0;
-        if (pib_dma_read(qp->s, pib_ring_addr(&qp->rq.ring, qp->rq.ci),
-                         &wr_id, sizeof(wr_id), "receive WQE")) {
-            wr_id = le64_to_cpu(wr_id);
-        }
-        cqe = (struct pib_cqe) {
-            .wr_id = cpu_to_le64(wr_id),
-            .status = PIB_WC_WR_FLUSH_ERR,
-            .opcode = PIB_CQE_RECV,
-            .wqe_index = cpu_to_le16(qp->rq.ci & 0xffff),
-        };
-        pib_qp_post_recv_cqe(qp, &cqe, false);
-        qp->rq.ci++;
-    }
-    qp->req.wqe_idx = qp->req.wqe_max = qp->sq.ci;
-    qp->req.offset = 0;
-    qp->req.wqe_valid = false;
-    qp->resp.rwqe_valid = false;
-}
-
 static void pib_qp_set_state(PibQp *qp, uint8_t state, const char *why)
 {
     trace_pib_qp_state(qp->qpn, pib_qp_state_name(qp->state),
@@ -732,197 +468,7 @@ void pib_qp_error(PibQp *qp, const char *why)
     pib_qp_flush(qp);
 }
 
-/*
- * Doorbells (from the UAR page the QP was created on)
- */
-
-void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
-                     uint64_t data)
-{
-    PibWq *wq = is_sq ? &qp->sq : &qp->rq;
-    uint32_t pi = data >> PIB_DB_INDEX_SHIFT;
-
-    if (!is_sq && qp->no_rq) {
-        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OBJ, pib_ub_uar_db_bad_obj,
-                      "UAR page %" PRIu32 " %s for object %" PRIu32
-                      " (index %" PRIu32 "): the QP has no RQ",
-                      page, "RQ_DB", qp->qpn, pi);
-        return;
-    }
-    /* At most depth WQEs outstanding, and the index never moves back. */
-    if (pi - wq->ci > wq->ring.depth || pi - wq->ci < wq->pi - wq->ci) {
-        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_RANGE, pib_ub_wq_db_range,
-                      "QP %" PRIu32 " %s producer index %" PRIu32
-                      " (previous %" PRIu32 ", consumer %" PRIu32
-                      ", depth %" PRIu32 ")", qp->qpn, is_sq ? "SQ" : "RQ",
-                      pi, wq->pi, wq->ci, wq->ring.depth);
-        return;
-    }
-    trace_pib_qp_db(qp->qpn, is_sq ? "SQ" : "RQ", pi, wq->ci,
-                    pib_qp_state_name(qp->state));
-    /*
-     * The work waits for the bottom half even when the requester is idle and
-     * a small message could leave from here.  That was measured: sending
-     * from the doorbell saves the wakeup of the main loop (20-30 us of a
-     * small message's one-way latency under TCG) but makes the vCPU thread,
-     * which goes on running the guest, the writer of the link socket.  The
-     * kernel's wakeup of the peer QEMU's main loop for that socket is a
-     * "sync" one (the writer is expected to sleep), so the peer was queued
-     * behind a busy vCPU thread, and half of the ping-pong runs had a
-     * typical latency of 0.2-2 ms instead of 50 us.  Written from our main
-     * loop, which sleeps right after, the handoff is immediate.
-     */
-    wq->pi = pi;
-    if (qp->state == PIB_QPS_ERR ||
-        (is_sq && (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD))) {
-        pib_qp_schedule(qp);
-    }
-}
-
-/*
- * SRQ doorbell: the producer index, at most depth WQEs ahead of what the QPs
- * took, never backwards.  Nothing to schedule: a responder takes WQEs when a
- * message needs one (an RNR-NAKed peer retries by itself).
- */
-void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data)
-{
-    uint32_t pi = data >> PIB_DB_INDEX_SHIFT;
-
-    if (pi - srq->ci > srq->ring.depth || pi - srq->ci < srq->pi - srq->ci) {
-        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_RANGE, pib_ub_srq_db_range,
-                      "SRQ %" PRIu32 " producer index %" PRIu32
-                      " (previous %" PRIu32 ", consumer %" PRIu32
-                      ", depth %" PRIu32 ")", srq->srqn, pi, srq->pi,
-                      srq->ci, srq->ring.depth);
-        return;
-    }
-    trace_pib_srq_db(srq->srqn, pi, srq->ci);
-    srq->pi = pi;
-}
-
-/*
- * The scheduler
- */
-
-/*
- * Put the QP on the run list.  While the list is not empty the work bottom
- * half is scheduled (it reschedules itself while QPs remain).  While
- * received packets are being dispatched no bottom half is needed:
- * pib_rx_run() runs the list itself right after, in the same main-loop pass
- * (a bottom half scheduled from a chardev callback runs only in the next
- * pass, after an eventfd write to wake it).
- */
-void pib_qp_schedule(PibQp *qp)
-{
-    PibState *s = qp->s;
-
-    if (qp->on_runlist) {
-        return;
-    }
-    qp->on_runlist = true;
-    QTAILQ_INSERT_TAIL(&s->runlist, qp, run_next);
-    if (!s->work_deferred) {
-        qemu_bh_schedule(s->work_bh);
-    }
-}
-
-/* A transmit or receive queue has room again: wake the requesters. */
-void pib_qp_kick_waiters(PibState *s)
-{
-    uint32_t i;
-
-    for (i = 1; i < PIB_QPN_LIMIT; i++) {
-        if (s->qp[i] && s->qp[i]->req.wait_tx) {
-            s->qp[i]->req.wait_tx = false;
-            pib_qp_schedule(s->qp[i]);
-        }
-    }
-}
-
-/* SQD: tell the driver once nothing is outstanding any more. */
-static void pib_qp_check_drained(PibQp *qp)
-{
-    if (qp->state != PIB_QPS_SQD || !qp->sq_draining ||
-        qp->req.wqe_max != qp->sq.ci) {
-        return;
-    }
-    qp->sq_draining = false;
-    trace_pib_qp_drained(qp->qpn);
-    if (qp->en_sqd_async) {
-        pib_aeq_post(qp->s, PIB_AE_SQ_DRAINED, qp->qpn, 0);
-    }
-}
-
-/* One QP's turn: the engines that apply to its state, within a budget. */
-static void pib_qp_work(PibQp *qp)
-{
-    unsigned budget = PIB_WORK_BUDGET;
-
-    switch (qp->state) {
-    case PIB_QPS_ERR:
-        pib_qp_flush(qp);       /* WQEs rung while in ERR */
-        return;
-    case PIB_QPS_RTS:
-    case PIB_QPS_SQD:
-        pib_comp_run(qp);
-        if (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD) {
-            pib_req_run(qp, &budget);
-        }
-        if (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD) {
-            pib_comp_run(qp);   /* UC/UD WQEs are done once sent */
-        }
-        pib_qp_check_drained(qp);
-        pib_qp_sync_timers(qp);
-        /* fall through: the responder side */
-    case PIB_QPS_RTR:
-        if (qp->state != PIB_QPS_ERR) {
-            pib_resp_run(qp, &budget);
-        }
-        break;
-    default:
-        return;
-    }
-    if (budget == 0 && qp->state != PIB_QPS_ERR) {
-        pib_qp_schedule(qp);    /* more to do: after the others */
-    }
-}
-
-/*
- * One run of the scheduler (the work bottom half, or pib_rx_run() after a
- * batch of received packets): the QPs on the run list, at most PIB_WORK_QPS
- * of them, then one flush of everything they transmitted.
- */
-void pib_work_run(PibState *s)
-{
-    unsigned n;
-    PibQp *qp;
-
-    pib_cq_notify_run(s);
-    for (n = 0; n < PIB_WORK_QPS && (qp = QTAILQ_FIRST(&s->runlist)); n++) {
-        QTAILQ_REMOVE(&s->runlist, qp, run_next);
-        qp->on_runlist = false;
-        pib_qp_work(qp);
-    }
-    if (!QTAILQ_EMPTY(&s->runlist)) {
-        qemu_bh_schedule(s->work_bh);
-    }
-    pib_link_flush(s);
-}
-
-void pib_work_bh(void *opaque)
-{
-    pib_work_run(opaque);
-}
-
-/*
- * MODIFY_QP and QUERY_QP
- */
-
 #define PIB_QP_ATTR_ALL     ((PIB_QP_DEST_QPN << 1) - 1)
-#define PIB_QP_ACCESS_ALL   (PIB_ACCESS_LOCAL_WRITE | \
-                             PIB_ACCESS_REMOTE_WRITE | \
-                             PIB_ACCESS_REMOTE_READ | \
-                             PIB_ACCESS_REMOTE_ATOMIC | PIB_ACCESS_MW_BIND)
 
 static uint8_t pib_modify_reject(PibQp *qp, const char *why, uint64_t val,
                                  uint8_t status)
@@ -947,7 +493,7 @@ static uint8_t pib_qp_check_attrs(PibQp *qp, const struct pib_qp_attr *a,
                                  PIB_AQ_BAD_PARAM);
     }
     if ((mask & PIB_QP_ACCESS_FLAGS) &&
-        (le32_to_cpu(a->qp_access_flags) & ~PIB_QP_ACCESS_ALL)) {
+        (le32_to_cpu(a->qp_access_flags) & ~PIB_ACCESS_ALL)) {
         return pib_modify_reject(qp, "qp_access_flags",
                                  le32_to_cpu(a->qp_access_flags),
                                  PIB_AQ_BAD_PARAM);
@@ -1002,14 +548,14 @@ static uint8_t pib_qp_check_attrs(PibQp *qp, const struct pib_qp_attr *a,
             return pib_modify_reject(qp, "dlid", dlid, PIB_AQ_BAD_PARAM);
         }
         if (a->sl > 15 || a->src_path_bits > 0x7f ||
-            (a->ah_flags & ~1u)) {
+            (a->ah_flags & ~PIB_AH_F_GRH)) {
             return pib_modify_reject(qp, "sl/src_path_bits/ah_flags",
                                      a->sl << 16 | a->src_path_bits << 8 |
                                      a->ah_flags, PIB_AQ_BAD_PARAM);
         }
-        if ((a->ah_flags & 1) &&
+        if ((a->ah_flags & PIB_AH_F_GRH) &&
             (a->sgid_index >= PIB_GID_TBL_LEN ||
-             le32_to_cpu(a->flow_label) > 0xfffff)) {
+             le32_to_cpu(a->flow_label) > PIB_FLOW_LABEL_MASK)) {
             return pib_modify_reject(qp, "GRH", a->sgid_index,
                                      PIB_AQ_BAD_PARAM);
         }
@@ -1067,7 +613,7 @@ static void pib_qp_apply_attrs(PibQp *qp, const struct pib_qp_attr *a,
             .sl = a->sl,
             .src_path_bits = a->src_path_bits,
             .static_rate = a->static_rate,
-            .grh = a->ah_flags & 1,
+            .grh = a->ah_flags & PIB_AH_F_GRH,
             .sgid_index = a->sgid_index,
             .hop_limit = a->hop_limit,
             .traffic_class = a->traffic_class,
@@ -1135,11 +681,9 @@ static void pib_qp_enter(PibQp *qp, uint8_t next)
 uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
                           PibAdminResult *res)
 {
-    const struct pib_cmd_mbox *mbox = &cmd->in.mbox;
-    uint32_t qpn = le32_to_cpu(mbox->obj);
+    uint32_t qpn = le32_to_cpu(cmd->in.mbox.obj);
     PibQp *qp = pib_qp_lookup(s, qpn);
     struct pib_qp_attr a = { 0 };
-    uint32_t len = MIN(le32_to_cpu(mbox->len), sizeof(a));
     const PibQpTransition *t;
     uint32_t mask, req, opt;
     uint8_t cur, next, status;
@@ -1149,8 +693,7 @@ uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
                              PIB_AQ_BAD_RESOURCE);
         return PIB_AQ_BAD_RESOURCE;
     }
-    if (len && !pib_dma_read(s, le64_to_cpu(mbox->addr), &a, len,
-                             "MODIFY_QP mailbox")) {
+    if (!pib_admin_mbox_read(s, cmd, &a, sizeof(a), "MODIFY_QP mailbox")) {
         return PIB_AQ_DMA_ERROR;
     }
     mask = le32_to_cpu(a.attr_mask);
@@ -1210,7 +753,6 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t qpn = le32_to_cpu(cmd->in.obj.num);
     PibQp *qp = pib_qp_lookup(s, qpn);
     struct pib_qp_attr a;
-    uint32_t len;
 
     if (!qp) {
         trace_pib_cmd_reject("QUERY_QP", "no such QP", qpn,
@@ -1239,7 +781,7 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .qp_access_flags = cpu_to_le32(qp->access),
         .src_path_bits = qp->av.src_path_bits,
         .static_rate = qp->av.static_rate,
-        .ah_flags = qp->av.grh ? 1 : 0,
+        .ah_flags = qp->av.grh ? PIB_AH_F_GRH : 0,
         .hop_limit = qp->av.hop_limit,
         .sgid_index = qp->av.sgid_index,
         .traffic_class = qp->av.traffic_class,
@@ -1251,11 +793,18 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .max_inline_data = cpu_to_le32(qp->max_inline),
     };
     memcpy(a.dgid, qp->av.dgid, sizeof(a.dgid));
+    return pib_admin_respond(s, cmd, &a, sizeof(a));
+}
 
-    len = MIN(le32_to_cpu(cmd->resp_len), sizeof(a));
-    if (len && !pib_dma_write(s, le64_to_cpu(cmd->resp_addr), &a, len,
-                              "QUERY_QP response")) {
-        return PIB_AQ_DMA_ERROR;
+/* Function reset: every QP goes, without a CQE. */
+void pib_qp_reset_all(PibState *s)
+{
+    uint32_t i;
+
+    for (i = 1; i < PIB_QPN_LIMIT; i++) {
+        if (s->qp[i]) {
+            pib_qp_free(s, s->qp[i]);
+        }
     }
-    return PIB_AQ_OK;
+    s->next_qpn = 0;
 }

@@ -318,7 +318,7 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         }
         if (pib_qp_is_ud(qp)) {
             /* A Q_Key with the high bit set means "use the QP's". */
-            f.qkey = (w->ud_qkey & 0x80000000u) ? qp->qkey : w->ud_qkey;
+            f.qkey = (w->ud_qkey & PIB_QKEY_USE_QP) ? qp->qkey : w->ud_qkey;
             f.src_qpn = qp->qpn;
         }
         break;

@@ -35,7 +35,7 @@
  * (none: dropped), the GRH space, the data, the CQE.
  *
  * READ responses are not sent from here but from pib_resp_run() in the
- * scheduler (pib-qp.c), within its packet budget and only while the
+ * scheduler (pib-sched.c), within its packet budget and only while the
  * transmit queue has room, so a large READ cannot flood the link or stall
  * the main loop.
  */

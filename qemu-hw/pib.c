@@ -14,21 +14,29 @@
  *   BAR4  MSI-X table and PBA: vector 0 admin completions, vector 1 async
  *         events, vector 2 completion events
  *
- * The driver talks to the device through rings in guest memory, latched at
- * CONTROL.ENABLE: the admin queue (64-byte commands in, 16-byte completions
- * out, phase-tagged), the async event queue (16-byte phase-tagged events
- * out) and, optionally, the completion event queue (8-byte CEQEs naming
- * CQs).  Doorbell writes only validate and record the new index; bottom
- * halves execute admin commands and transport work outside the MMIO handler.
+ * This file is the PCI function itself: BAR0 and CONTROL (enable, disable,
+ * function reset), the helpers every other file goes through to reach the
+ * guest (the DMA pair, ring entries and page lists, MSI-X), and the QOM glue.
+ * The rest of the device, one file per object as in the driver:
  *
- * The port and its link to a peer HCA (a chardev) live in pib-link.c; the
- * data path (objects, CQs, QPs, packets, the transport engines) in
- * pib-obj.c, pib-cq.c, pib-qp.c, pib-pkt.c, pib-req.c, pib-resp.c and
- * pib-comp.c.
+ *   pib-com.c    the admin queue, the AEQ and CEQ, the device's commands
+ *   pib-link.c   the port and its link to a peer HCA (a chardev)
+ *   pib-mr.c     PDs, MRs, memory windows, key checks, DMA through MRs
+ *   pib-cq.c     CQs: CQEs, overflow, arming, completion events
+ *   pib-srq.c    SRQs
+ *   pib-qp.c     QPs: create, modify (the IBTA table), query, destroy
+ *   pib-wqe.c    fetching, checking, completing and flushing WQEs
+ *   pib-sched.c  UAR doorbells (BAR2), the run list, the RC timers
+ *   pib-pkt.c    IB packets: build, parse, receive dispatch
+ *   pib-req.c, pib-resp.c, pib-comp.c   the transport engines
+ *   pib-inject.c error injection
  *
- * Layout, as in hw/nvme/ctrl.c: helpers (names, guest errors, DMA, interrupts,
- * rings) first, behaviour (admin commands, AEQ, registers, UAR doorbells,
- * reset) next, QOM glue last.
+ * Doorbell writes only validate and record the new index; bottom halves
+ * execute admin commands and transport work outside the MMIO handler.
+ *
+ * Layout, as in hw/nvme/ctrl.c: helpers (names, guest errors, DMA, rings,
+ * interrupts) first, behaviour (CONTROL, registers, reset) next, QOM glue
+ * last.
  *
  * Rule for the whole file: a value that came from the guest is never
  * trusted.  Bad values give an admin status code or a counted, traced guest
@@ -64,133 +72,16 @@
                          PCI_BASE_ADDRESS_MEM_TYPE_64)
 
 /*
- * Values QUERY_DEVICE and QUERY_PORT report.  The limits (pib-internal.h) are
- * what the data path enforces.
- */
-#define PIB_FW_VER              ((uint64_t)1 << 32)     /* 1.0.0 */
-#define PIB_PAGE_SIZE_CAP       ((uint64_t)(4 * KiB))
-#define PIB_IB_MTU_4096         PIB_PORT_MTU_ENUM
-#define PIB_IB_WIDTH_4X         2
-
-/* device_cap_flags: exactly what the data path implements. */
-#define PIB_DEV_CAPS    (PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | \
-                         PIB_DEV_CAP_ATOMIC | PIB_DEV_CAP_UC | \
-                         PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
-                         PIB_DEV_CAP_RC_RNR_NAK_GEN | \
-                         PIB_DEV_CAP_MEM_WINDOW)
-#define PIB_IB_SPEED_QDR        4
-
-/*
  * Helpers: names for traces
  */
 
 static const char *pib_reg_name(hwaddr addr)
 {
     switch (addr) {
-    case PIB_REG_MAGIC:      return "MAGIC";
-    case PIB_REG_VERSION:    return "VERSION";
-    case PIB_REG_CAPS:       return "CAPS";
-    case PIB_REG_STATUS:     return "STATUS";
-    case PIB_REG_CONTROL:    return "CONTROL";
-    case PIB_REG_AQ_DEPTH:   return "AQ_DEPTH";
-    case PIB_REG_AQ_SQ_LO:   return "AQ_SQ_LO";
-    case PIB_REG_AQ_SQ_HI:   return "AQ_SQ_HI";
-    case PIB_REG_AQ_CQ_LO:   return "AQ_CQ_LO";
-    case PIB_REG_AQ_CQ_HI:   return "AQ_CQ_HI";
-    case PIB_REG_AQ_DB:      return "AQ_DB";
-    case PIB_REG_AEQ_DEPTH:  return "AEQ_DEPTH";
-    case PIB_REG_AEQ_LO:     return "AEQ_LO";
-    case PIB_REG_AEQ_HI:     return "AEQ_HI";
-    case PIB_REG_AEQ_DB:     return "AEQ_DB";
-    case PIB_REG_NUM_UARS:   return "NUM_UARS";
-    case PIB_REG_ERR_COUNT:  return "ERR_COUNT";
-    case PIB_REG_ERR_LAST:   return "ERR_LAST";
-    case PIB_REG_LINK_STATE: return "LINK_STATE";
-    case PIB_REG_AEQ_LOST:   return "AEQ_LOST";
-    case PIB_REG_SCRATCH:    return "SCRATCH";
-    case PIB_REG_CEQ_DEPTH:  return "CEQ_DEPTH";
-    case PIB_REG_CEQ_LO:     return "CEQ_LO";
-    case PIB_REG_CEQ_HI:     return "CEQ_HI";
-    case PIB_REG_CEQ_DB:     return "CEQ_DB";
-    default:                 return "UNDEFINED";
-    }
-}
-
-static const char *pib_admin_opcode_name(uint8_t opcode)
-{
-    switch (opcode) {
-    case PIB_CMD_QUERY_DEVICE: return "QUERY_DEVICE";
-    case PIB_CMD_QUERY_PORT:   return "QUERY_PORT";
-    case PIB_CMD_SET_PORT:     return "SET_PORT";
-    case PIB_CMD_QUERY_PKEY:   return "QUERY_PKEY";
-    case PIB_CMD_QUERY_GID:    return "QUERY_GID";
-    case PIB_CMD_ALLOC_UAR:    return "ALLOC_UAR";
-    case PIB_CMD_DEALLOC_UAR:  return "DEALLOC_UAR";
-    case PIB_CMD_NOP:          return "NOP";
-    case PIB_CMD_CREATE_PD:    return "CREATE_PD";
-    case PIB_CMD_DESTROY_PD:   return "DESTROY_PD";
-    case PIB_CMD_REG_MR:       return "REG_MR";
-    case PIB_CMD_DEREG_MR:     return "DEREG_MR";
-    case PIB_CMD_CREATE_CQ:    return "CREATE_CQ";
-    case PIB_CMD_DESTROY_CQ:   return "DESTROY_CQ";
-    case PIB_CMD_CREATE_QP:    return "CREATE_QP";
-    case PIB_CMD_MODIFY_QP:    return "MODIFY_QP";
-    case PIB_CMD_QUERY_QP:     return "QUERY_QP";
-    case PIB_CMD_DESTROY_QP:   return "DESTROY_QP";
-    case PIB_CMD_CREATE_SRQ:   return "CREATE_SRQ";
-    case PIB_CMD_MODIFY_SRQ:   return "MODIFY_SRQ";
-    case PIB_CMD_QUERY_SRQ:    return "QUERY_SRQ";
-    case PIB_CMD_DESTROY_SRQ:  return "DESTROY_SRQ";
-    case PIB_CMD_ALLOC_MW:     return "ALLOC_MW";
-    case PIB_CMD_DEALLOC_MW:   return "DEALLOC_MW";
-    case PIB_CMD_QUERY_COUNTERS: return "QUERY_COUNTERS";
-    default:                   return "UNKNOWN";
-    }
-}
-
-static const char *pib_admin_status_name(uint8_t status)
-{
-    switch (status) {
-    case PIB_AQ_OK:           return "OK";
-    case PIB_AQ_BAD_OPCODE:   return "BAD_OPCODE";
-    case PIB_AQ_BAD_PARAM:    return "BAD_PARAM";
-    case PIB_AQ_BAD_RESOURCE: return "BAD_RESOURCE";
-    case PIB_AQ_NO_RESOURCES: return "NO_RESOURCES";
-    case PIB_AQ_BAD_STATE:    return "BAD_STATE";
-    case PIB_AQ_DMA_ERROR:    return "DMA_ERROR";
-    case PIB_AQ_BUSY:         return "BUSY";
-    default:                  return "UNKNOWN";
-    }
-}
-
-const char *pib_async_event_name(uint8_t type)
-{
-    switch (type) {
-    case PIB_AE_PORT_ACTIVE:    return "PORT_ACTIVE";
-    case PIB_AE_PORT_ERR:       return "PORT_ERR";
-    case PIB_AE_LID_CHANGE:     return "LID_CHANGE";
-    case PIB_AE_LINK_UP:        return "LINK_UP";
-    case PIB_AE_CQ_ERR:         return "CQ_ERR";
-    case PIB_AE_QP_FATAL:       return "QP_FATAL";
-    case PIB_AE_QP_REQ_ERR:     return "QP_REQ_ERR";
-    case PIB_AE_QP_ACCESS_ERR:  return "QP_ACCESS_ERR";
-    case PIB_AE_COMM_EST:       return "COMM_EST";
-    case PIB_AE_SQ_DRAINED:     return "SQ_DRAINED";
-    case PIB_AE_QP_LAST_WQE:    return "QP_LAST_WQE";
-    case PIB_AE_SRQ_LIMIT:      return "SRQ_LIMIT";
-    case PIB_AE_SRQ_ERR:        return "SRQ_ERR";
-    default:                    return "UNKNOWN";
-    }
-}
-
-static const char *pib_uar_db_name(uint32_t reg)
-{
-    switch (reg) {
-    case PIB_UAR_SQ_DB:  return "SQ_DB";
-    case PIB_UAR_RQ_DB:  return "RQ_DB";
-    case PIB_UAR_CQ_DB:  return "CQ_DB";
-    case PIB_UAR_SRQ_DB: return "SRQ_DB";
-    default:             return "UNDEFINED";
+#define PIB_REG_NAME(id, field) case PIB_REG_##id: return #id;
+    PIB_REGS(PIB_REG_NAME)
+#undef PIB_REG_NAME
+    default: return "UNDEFINED";
     }
 }
 
@@ -255,18 +146,71 @@ bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
 }
 
 /*
- * Write a 16-byte ring entry (admin CQE or AEQE) whose first dword carries
- * the phase bit.  The body goes first and the phase dword last, so a driver
- * polling the phase never sees a half-written entry (each DMA is ordered
- * after the previous one by dma_memory_rw's barrier).
+ * Rings and page lists in guest memory
  */
-static bool pib_ring_write_entry(PibState *s, uint64_t addr, const void *entry,
-                                 const char *what)
+
+/*
+ * Publish an entry of a ring the driver polls by its phase bit (admin CQE,
+ * AEQE, CEQE, CQE; include/pib_hw.h, "The phase bit"): the entry but the
+ * dword that holds the phase bit first, that dword last, so a driver that
+ * sees the new phase never reads a half-written entry.  Each DMA is ordered
+ * after the previous one by dma_memory_rw's barrier.  phase_off is the offset
+ * of the entry's flags byte.
+ */
+bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
+                      uint32_t size, uint32_t phase_off, const char *what)
 {
     const uint8_t *p = entry;
+    uint32_t dw = phase_off & ~3u;      /* the dword with the phase bit */
 
-    return pib_dma_write(s, addr + 4, p + 4, 12, what) &&
-           pib_dma_write(s, addr, p, 4, what);
+    return (dw == 0 || pib_dma_write(s, addr, p, dw, what)) &&
+           (dw + 4 == size ||
+            pib_dma_write(s, addr + dw + 4, p + dw + 4, size - dw - 4, what)) &&
+           pib_dma_write(s, addr + dw, p + dw, 4, what);
+}
+
+/*
+ * Copy a page list from guest memory: npages little-endian u64 addresses of
+ * 4 KiB pages.  The caller bounded npages.  Returns an admin status.
+ */
+uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
+                            uint64_t **pagesp, const char *cmd)
+{
+    uint64_t *pages;
+    uint32_t i, chunk;
+
+    *pagesp = NULL;
+    if (npages == 0) {
+        return PIB_AQ_OK;
+    }
+    pages = g_new(uint64_t, npages);
+    for (i = 0; i < npages; i += chunk) {
+        chunk = MIN(npages - i, PIB_PAGE_SIZE / sizeof(uint64_t));
+        if (!pib_dma_read(s, pbl_addr + (uint64_t)i * sizeof(uint64_t),
+                          &pages[i], chunk * sizeof(uint64_t), "page list")) {
+            g_free(pages);
+            return pib_cmd_reject(cmd, "page list unreadable", pbl_addr,
+                                  PIB_AQ_DMA_ERROR);
+        }
+    }
+    for (i = 0; i < npages; i++) {
+        pages[i] = le64_to_cpu(pages[i]);
+        if (pages[i] & (PIB_PAGE_SIZE - 1)) {
+            g_free(pages);
+            return pib_cmd_reject(cmd, "page not 4 KiB aligned", i,
+                                  PIB_AQ_BAD_PARAM);
+        }
+    }
+    *pagesp = pages;
+    return PIB_AQ_OK;
+}
+
+/* Guest address of entry idx (free-running) of a ring. */
+uint64_t pib_ring_addr(const PibRing *r, uint32_t idx)
+{
+    uint64_t off = (uint64_t)(idx & (r->depth - 1)) << r->stride_log;
+
+    return r->pages[off >> PIB_PAGE_SHIFT] + (off & (PIB_PAGE_SIZE - 1));
 }
 
 /*
@@ -308,513 +252,6 @@ static uint64_t pib_reg_addr64(uint32_t lo, uint32_t hi)
 uint64_t pib_port_guid(PibState *s)
 {
     return s->node_guid + 1;
-}
-
-/*
- * Async event queue
- */
-
-/*
- * Post one event.  Events raised while the device is not READY are not
- * queued (there is no ring); the driver learns the port state at ENABLE
- * (pib_port_announce) or by QUERY_PORT.  A full ring drops the event and
- * counts it in AEQ_LOST, so loss is never silent.
- */
-void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
-                  uint64_t data)
-{
-    PibEventQueue *q = &s->aeq;
-    struct pib_aeqe e = { 0 };
-    uint64_t addr;
-
-    if (!(s->regs.status & PIB_STATUS_READY)) {
-        trace_pib_aeqe_not_ready(type, pib_async_event_name(type));
-        return;
-    }
-    if (q->pi - q->ci >= q->depth) {
-        if (s->regs.aeq_lost != UINT32_MAX) {
-            s->regs.aeq_lost++;
-        }
-        trace_pib_aeq_full(type, pib_async_event_name(type), s->regs.aeq_lost);
-        return;
-    }
-
-    e.type = type;
-    e.flags = pib_phase(q->pi, q->depth) ? PIB_AEQE_PHASE : 0;
-    e.obj = cpu_to_le32(obj);
-    e.data = cpu_to_le64(data);
-    addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
-    if (!pib_ring_write_entry(s, addr, &e, "AEQE")) {
-        if (s->regs.aeq_lost != UINT32_MAX) {
-            s->regs.aeq_lost++;
-        }
-        return;
-    }
-    trace_pib_aeqe(q->pi, type, pib_async_event_name(type), obj, data,
-                   e.flags & PIB_AEQE_PHASE);
-    q->pi++;
-    pib_irq_notify(s, PIB_MSIX_VEC_ASYNC);
-}
-
-/*
- * AEQ_DB: the driver returns entries.  The new consumer index may not pass
- * the producer.
- */
-static void pib_aeq_doorbell(PibState *s, uint32_t ci)
-{
-    PibEventQueue *q = &s->aeq;
-
-    if (!(s->regs.status & PIB_STATUS_READY)) {
-        PIB_GUEST_ERR(s, PIB_GERR_BAD_ACCESS, pib_ub_aeq_db_disabled,
-                      "AEQ_DB %" PRIu32 " while not READY", ci);
-        return;
-    }
-    if (ci - q->ci > q->pi - q->ci) {
-        PIB_GUEST_ERR(s, PIB_GERR_AEQ_DB_RANGE, pib_ub_aeq_db_range,
-                      "AEQ_DB %" PRIu32 " (consumer %" PRIu32
-                      ") is ahead of producer %" PRIu32, ci, q->ci, q->pi);
-        return;
-    }
-    trace_pib_aeq_db(ci, q->pi);
-    s->regs.aeq_db = ci;
-    q->ci = ci;
-}
-
-/*
- * Completion event queue: one 8-byte CEQE per completion event, naming the
- * CQ, then MSI-X vector 2.  Without a CEQ (CEQ_DEPTH 0 at ENABLE) there are no
- * completion interrupts.  A CQ raises at most one event per arming, so a CEQ
- * as deep as the number of CQs never fills; if it does, the event is lost
- * and counted.
- */
-void pib_ceq_post(PibState *s, uint32_t cqn)
-{
-    PibEventQueue *q = &s->ceq;
-    struct pib_ceqe e = { 0 };
-    uint64_t addr;
-
-    if (!(s->regs.status & PIB_STATUS_READY) || q->depth == 0) {
-        trace_pib_ceqe_none(cqn);
-        return;
-    }
-    if (q->pi - q->ci >= q->depth) {
-        q->lost++;
-        trace_pib_ceq_full(cqn, q->lost);
-        return;
-    }
-    e.cqn = cpu_to_le32(cqn);
-    e.flags = pib_phase(q->pi, q->depth) ? PIB_CEQE_F_PHASE : 0;
-    addr = q->base + (uint64_t)(q->pi & (q->depth - 1)) * sizeof(e);
-    /* The CQN first, then the dword with the phase bit. */
-    if (!pib_dma_write(s, addr, &e, 4, "CEQE") ||
-        !pib_dma_write(s, addr + 4, (uint8_t *)&e + 4, 4, "CEQE")) {
-        q->lost++;
-        return;
-    }
-    trace_pib_ceqe(q->pi, cqn, e.flags & PIB_CEQE_F_PHASE);
-    q->pi++;
-    pib_irq_notify(s, PIB_MSIX_VEC_CEQ);
-}
-
-/* CEQ_DB: the driver returns CEQEs; it may not pass the producer. */
-static void pib_ceq_doorbell(PibState *s, uint32_t ci)
-{
-    PibEventQueue *q = &s->ceq;
-
-    if (!(s->regs.status & PIB_STATUS_READY) || q->depth == 0) {
-        PIB_GUEST_ERR(s, PIB_GERR_BAD_ACCESS, pib_ub_ceq_db_disabled,
-                      "CEQ_DB %" PRIu32 " without a CEQ", ci);
-        return;
-    }
-    if (ci - q->ci > q->pi - q->ci) {
-        PIB_GUEST_ERR(s, PIB_GERR_CEQ_DB_RANGE, pib_ub_ceq_db_range,
-                      "CEQ_DB %" PRIu32 " (consumer %" PRIu32
-                      ") is ahead of producer %" PRIu32, ci, q->ci, q->pi);
-        return;
-    }
-    trace_pib_ceq_db(ci, q->pi);
-    s->regs.ceq_db = ci;
-    q->ci = ci;
-}
-
-/*
- * Admin commands.  Each handler validates its input and returns an admin
- * status; results go into *res (completion result0/result1) or, for
- * structures, to resp_addr.
- */
-
-/*
- * Copy a response structure to resp_addr: min(resp_len, size) bytes, as the
- * header promises.
- */
-static uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
-                                 const void *resp, uint32_t size)
-{
-    uint32_t len = MIN(le32_to_cpu(cmd->resp_len), size);
-
-    if (len == 0) {
-        return PIB_AQ_OK;
-    }
-    if (!pib_dma_write(s, le64_to_cpu(cmd->resp_addr), resp, len,
-                       "admin response")) {
-        return PIB_AQ_DMA_ERROR;
-    }
-    return PIB_AQ_OK;
-}
-
-static bool pib_port_num_valid(uint8_t port_num)
-{
-    return port_num >= 1 && port_num <= PIB_NUM_PORTS;
-}
-
-static uint8_t pib_cmd_query_device(PibState *s,
-                                    const struct pib_admin_cmd *cmd,
-                                    PibAdminResult *res)
-{
-    struct pib_device_attr a = {
-        .fw_ver              = cpu_to_le64(PIB_FW_VER),
-        .node_guid           = cpu_to_le64(s->node_guid),
-        .sys_image_guid      = cpu_to_le64(s->node_guid),
-        .max_mr_size         = cpu_to_le64(PIB_MAX_MR_SIZE),
-        .page_size_cap       = cpu_to_le64(PIB_PAGE_SIZE_CAP),
-        .vendor_id           = cpu_to_le32(PIB_VENDOR_OUI),
-        .vendor_part_id      = cpu_to_le32(PIB_PCI_DEVICE_ID),
-        .hw_ver              = cpu_to_le32(PIB_PCI_REVISION),
-        .max_qp              = cpu_to_le32(PIB_MAX_QP),
-        .max_qp_wr           = cpu_to_le32(PIB_MAX_QP_WR),
-        .max_sge             = cpu_to_le32(PIB_MAX_SGE),
-        .max_cq              = cpu_to_le32(PIB_MAX_CQ),
-        .max_cqe             = cpu_to_le32(PIB_MAX_CQE),
-        .max_mr              = cpu_to_le32(PIB_MAX_MR),
-        .max_pd              = cpu_to_le32(PIB_MAX_PD),
-        .max_qp_rd_atom      = cpu_to_le32(PIB_MAX_RD_ATOM),
-        .max_qp_init_rd_atom = cpu_to_le32(PIB_MAX_RD_ATOM),
-        .max_srq             = cpu_to_le32(PIB_MAX_SRQ),
-        .max_srq_wr          = cpu_to_le32(PIB_MAX_SRQ_WR),
-        .max_srq_sge         = cpu_to_le32(PIB_MAX_SGE),
-        .max_ah              = cpu_to_le32(1024),   /* AHs: in the provider */
-        .max_inline_data     = cpu_to_le32(PIB_MAX_INLINE_DATA),
-        .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS),
-        .max_pkeys           = cpu_to_le16(PIB_PKEY_TBL_LEN),
-        .local_ca_ack_delay  = 15,
-        .phys_port_cnt       = PIB_NUM_PORTS,
-        .num_uars            = cpu_to_le32(PIB_NUM_UARS),
-    };
-
-    return pib_admin_respond(s, cmd, &a, sizeof(a));
-}
-
-static uint8_t pib_cmd_query_port(PibState *s, const struct pib_admin_cmd *cmd,
-                                  PibAdminResult *res)
-{
-    struct pib_port_attr a;
-
-    if (!pib_port_num_valid(cmd->in.port.port_num)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-
-    a = (struct pib_port_attr) {
-        .subnet_prefix  = cpu_to_le64(PIB_DEFAULT_GID_PREFIX),
-        .port_guid      = cpu_to_le64(pib_port_guid(s)),
-        .port_cap_flags = cpu_to_le32(s->port.cap_flags),
-        .max_msg_sz     = cpu_to_le32(PIB_MAX_MSG_SZ),
-        .lid            = cpu_to_le16(s->port.lid),
-        .sm_lid         = cpu_to_le16(s->port.sm_lid),
-        .pkey_tbl_len   = cpu_to_le16(PIB_PKEY_TBL_LEN),
-        .gid_tbl_len    = cpu_to_le16(PIB_GID_TBL_LEN),
-        .state          = pib_port_ib_state(s),
-        .phys_state     = pib_port_phys_state(s),
-        .max_mtu        = PIB_IB_MTU_4096,
-        .active_mtu     = PIB_IB_MTU_4096,
-        .lmc            = s->port.lmc,
-        .sm_sl          = s->port.sm_sl,
-        .active_width   = PIB_IB_WIDTH_4X,
-        .active_speed   = PIB_IB_SPEED_QDR,
-        .link_downs     = cpu_to_le32(s->port.link_downs),
-        .bad_pkey_cntr  = cpu_to_le32(s->port.bad_pkey_cntr),
-        .qkey_viol_cntr = cpu_to_le32(s->port.qkey_viol_cntr),
-    };
-
-    return pib_admin_respond(s, cmd, &a, sizeof(a));
-}
-
-static bool pib_lid_is_unicast(uint16_t lid)
-{
-    /* IBTA: 0xc000..0xfffe are multicast LIDs, 0xffff the permissive LID */
-    return lid >= 0x0001 && lid <= 0xbfff;
-}
-
-/*
- * SET_PORT: validate every field named in the mask first, then apply them all,
- * so a rejected command changes nothing.  Capability bits are set before they
- * are cleared (clear wins).
- */
-static uint8_t pib_cmd_set_port(PibState *s, const struct pib_admin_cmd *cmd,
-                                PibAdminResult *res)
-{
-    const struct pib_cmd_set_port *p = &cmd->in.set_port;
-    uint32_t mask = le32_to_cpu(p->mask);
-    uint16_t lid = le16_to_cpu(p->lid);
-    uint16_t sm_lid = le16_to_cpu(p->sm_lid);
-    const uint32_t known = PIB_SET_PORT_LID | PIB_SET_PORT_SM |
-                           PIB_SET_PORT_CAPS;
-
-    if (!pib_port_num_valid(p->port_num) || (mask & ~known)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    if ((mask & PIB_SET_PORT_LID) && (!pib_lid_is_unicast(lid) || p->lmc > 7)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    if ((mask & PIB_SET_PORT_SM) &&
-        ((sm_lid != 0 && !pib_lid_is_unicast(sm_lid)) || p->sm_sl > 15)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-
-    if (mask & PIB_SET_PORT_CAPS) {
-        s->port.cap_flags |= le32_to_cpu(p->cap_set);
-        s->port.cap_flags &= ~le32_to_cpu(p->cap_clr);
-    }
-    if (mask & PIB_SET_PORT_SM) {
-        s->port.sm_lid = sm_lid;
-        s->port.sm_sl = p->sm_sl;
-    }
-    if (mask & PIB_SET_PORT_LID) {
-        s->port.lmc = p->lmc;
-        if (lid != s->port.lid) {
-            s->port.lid = lid;
-            pib_aeq_post(s, PIB_AE_LID_CHANGE, PIB_PORT_NUM, lid);
-            pib_port_event(s, PIB_PEV_LID_CHANGED);
-        }
-    }
-    trace_pib_admin_set_port(mask, s->port.lid, s->port.sm_lid,
-                             s->port.cap_flags);
-    return PIB_AQ_OK;
-}
-
-static uint8_t pib_cmd_query_pkey(PibState *s, const struct pib_admin_cmd *cmd,
-                                  PibAdminResult *res)
-{
-    if (!pib_port_num_valid(cmd->in.port.port_num) ||
-        le32_to_cpu(cmd->in.port.index) >= PIB_PKEY_TBL_LEN) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    res->result0 = PIB_DEFAULT_PKEY;
-    return PIB_AQ_OK;
-}
-
-/* The one GID: subnet prefix and port GUID, big-endian as on the wire. */
-static uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
-                                 PibAdminResult *res)
-{
-    uint8_t gid[16];
-
-    if (!pib_port_num_valid(cmd->in.port.port_num) ||
-        le32_to_cpu(cmd->in.port.index) >= PIB_GID_TBL_LEN) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    stq_be_p(gid, PIB_DEFAULT_GID_PREFIX);
-    stq_be_p(gid + 8, pib_port_guid(s));
-    return pib_admin_respond(s, cmd, gid, sizeof(gid));
-}
-
-/* UAR pages 1..num_uars-1 are handed out lowest first; page 0 is never free. */
-static uint8_t pib_cmd_alloc_uar(PibState *s, const struct pib_admin_cmd *cmd,
-                                 PibAdminResult *res)
-{
-    unsigned long uar = find_next_zero_bit(s->uar_bitmap, PIB_NUM_UARS, 1);
-
-    if (uar >= PIB_NUM_UARS) {
-        return PIB_AQ_NO_RESOURCES;
-    }
-    set_bit(uar, s->uar_bitmap);
-    trace_pib_admin_uar("alloc", uar);
-    res->result0 = uar;
-    return PIB_AQ_OK;
-}
-
-static uint8_t pib_cmd_dealloc_uar(PibState *s, const struct pib_admin_cmd *cmd,
-                                   PibAdminResult *res)
-{
-    uint32_t uar = le32_to_cpu(cmd->in.uar.uar);
-
-    if (uar == 0 || uar >= PIB_NUM_UARS) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    if (!test_bit(uar, s->uar_bitmap)) {
-        return PIB_AQ_BAD_RESOURCE;
-    }
-    if (pib_uar_has_objects(s, uar)) {
-        return PIB_AQ_BUSY;
-    }
-    clear_bit(uar, s->uar_bitmap);
-    trace_pib_admin_uar("dealloc", uar);
-    return PIB_AQ_OK;
-}
-
-static uint8_t pib_cmd_nop(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res)
-{
-    res->result0 = le32_to_cpu(cmd->in.nop.value);
-    return PIB_AQ_OK;
-}
-
-/* QUERY_COUNTERS: u64 counters[PIB_CNT_MAX], little-endian, since reset. */
-static uint8_t pib_cmd_query_counters(PibState *s,
-                                      const struct pib_admin_cmd *cmd,
-                                      PibAdminResult *res)
-{
-    uint64_t c[PIB_CNT_MAX];
-    int i;
-
-    for (i = 0; i < PIB_CNT_MAX; i++) {
-        c[i] = cpu_to_le64(s->counters[i]);
-    }
-    return pib_admin_respond(s, cmd, c, sizeof(c));
-}
-
-static uint8_t pib_admin_exec(PibState *s, const struct pib_admin_cmd *cmd,
-                              PibAdminResult *res)
-{
-    switch (cmd->opcode) {
-    case PIB_CMD_QUERY_DEVICE: return pib_cmd_query_device(s, cmd, res);
-    case PIB_CMD_QUERY_PORT:   return pib_cmd_query_port(s, cmd, res);
-    case PIB_CMD_SET_PORT:     return pib_cmd_set_port(s, cmd, res);
-    case PIB_CMD_QUERY_PKEY:   return pib_cmd_query_pkey(s, cmd, res);
-    case PIB_CMD_QUERY_GID:    return pib_cmd_query_gid(s, cmd, res);
-    case PIB_CMD_ALLOC_UAR:    return pib_cmd_alloc_uar(s, cmd, res);
-    case PIB_CMD_DEALLOC_UAR:  return pib_cmd_dealloc_uar(s, cmd, res);
-    case PIB_CMD_NOP:          return pib_cmd_nop(s, cmd, res);
-    case PIB_CMD_CREATE_PD:    return pib_cmd_create_pd(s, cmd, res);
-    case PIB_CMD_DESTROY_PD:   return pib_cmd_destroy_pd(s, cmd, res);
-    case PIB_CMD_REG_MR:       return pib_cmd_reg_mr(s, cmd, res);
-    case PIB_CMD_DEREG_MR:     return pib_cmd_dereg_mr(s, cmd, res);
-    case PIB_CMD_CREATE_CQ:    return pib_cmd_create_cq(s, cmd, res);
-    case PIB_CMD_DESTROY_CQ:   return pib_cmd_destroy_cq(s, cmd, res);
-    case PIB_CMD_CREATE_QP:    return pib_cmd_create_qp(s, cmd, res);
-    case PIB_CMD_MODIFY_QP:    return pib_cmd_modify_qp(s, cmd, res);
-    case PIB_CMD_QUERY_QP:     return pib_cmd_query_qp(s, cmd, res);
-    case PIB_CMD_DESTROY_QP:   return pib_cmd_destroy_qp(s, cmd, res);
-    case PIB_CMD_ALLOC_MW:     return pib_cmd_alloc_mw(s, cmd, res);
-    case PIB_CMD_DEALLOC_MW:   return pib_cmd_dealloc_mw(s, cmd, res);
-    case PIB_CMD_CREATE_SRQ:   return pib_cmd_create_srq(s, cmd, res);
-    case PIB_CMD_MODIFY_SRQ:   return pib_cmd_modify_srq(s, cmd, res);
-    case PIB_CMD_QUERY_SRQ:    return pib_cmd_query_srq(s, cmd, res);
-    case PIB_CMD_DESTROY_SRQ:  return pib_cmd_destroy_srq(s, cmd, res);
-    case PIB_CMD_QUERY_COUNTERS: return pib_cmd_query_counters(s, cmd, res);
-    default:                   return PIB_AQ_BAD_OPCODE;
-    }
-}
-
-/*
- * Admin queue engine
- */
-
-/*
- * Execute command sq_head and write its completion.  Returns false if the
- * completion could not be written: the admin CQ is unusable, the device goes
- * FATAL and stops.
- */
-static bool pib_admin_process_one(PibState *s)
-{
-    PibAdminQueue *q = &s->aq;
-    uint32_t idx = q->sq_head;
-    uint32_t slot = idx & (q->depth - 1);
-    struct pib_admin_cmd cmd;
-    struct pib_admin_cqe cqe = { 0 };
-    PibAdminResult res = { 0 };
-    uint8_t status;
-
-    if (pib_dma_read(s, q->sq_base + (uint64_t)slot * sizeof(cmd), &cmd,
-                     sizeof(cmd), "admin command")) {
-        trace_pib_admin_cmd(idx, le16_to_cpu(cmd.cmd_id), cmd.opcode,
-                            pib_admin_opcode_name(cmd.opcode));
-        status = pib_admin_exec(s, &cmd, &res);
-    } else {
-        /* Unreadable command: complete the slot, with no cmd_id to echo. */
-        memset(&cmd, 0, sizeof(cmd));
-        status = PIB_AQ_DMA_ERROR;
-    }
-
-    cqe.cmd_id = cmd.cmd_id;
-    cqe.status = status;
-    cqe.flags = pib_phase(idx, q->depth) ? PIB_ACQE_PHASE : 0;
-    cqe.result0 = cpu_to_le32(res.result0);
-    cqe.result1 = cpu_to_le32(res.result1);
-    if (!pib_ring_write_entry(s, q->cq_base + (uint64_t)slot * sizeof(cqe),
-                              &cqe, "admin CQE")) {
-        s->regs.status &= ~PIB_STATUS_READY;
-        s->regs.status |= PIB_STATUS_FATAL;
-        trace_pib_fatal("admin CQ write failed");
-        return false;
-    }
-    trace_pib_admin_cqe(idx, le16_to_cpu(cmd.cmd_id), status,
-                        pib_admin_status_name(status), res.result0, res.result1,
-                        cqe.flags & PIB_ACQE_PHASE);
-    q->sq_head++;
-    return true;
-}
-
-/*
- * Bottom half: run the commands between sq_head and the doorbell, in
- * order.  The doorbell check keeps tail - head <= depth, and the budget makes
- * that bound explicit: one run never executes more than depth commands.  One
- * interrupt covers the whole batch.
- */
-static void pib_admin_bh(void *opaque)
-{
-    PibState *s = opaque;
-    PibAdminQueue *q = &s->aq;
-    uint32_t budget;
-    bool completed = false;
-
-    if (!(s->regs.status & PIB_STATUS_READY)) {
-        return;
-    }
-    trace_pib_admin_bh(q->sq_head, q->sq_tail);
-
-    for (budget = q->depth; budget > 0 && q->sq_head != q->sq_tail; budget--) {
-        if (!pib_admin_process_one(s)) {
-            break;
-        }
-        completed = true;
-        if (!(s->regs.status & PIB_STATUS_READY)) {
-            break;
-        }
-    }
-    if (completed) {
-        pib_irq_notify(s, PIB_MSIX_VEC_ADMIN);
-    }
-    if ((s->regs.status & PIB_STATUS_READY) && q->sq_head != q->sq_tail) {
-        qemu_bh_schedule(s->admin_bh);
-    }
-}
-
-/*
- * AQ_DB: the driver published commands up to (not including) index tail.  It
- * may never have more than depth commands outstanding, and the index never
- * moves backwards.
- */
-static void pib_aq_doorbell(PibState *s, uint32_t tail)
-{
-    PibAdminQueue *q = &s->aq;
-
-    if (!(s->regs.status & PIB_STATUS_READY)) {
-        PIB_GUEST_ERR(s, PIB_GERR_AQ_DB_DISABLED, pib_ub_aq_db_disabled,
-                      "AQ_DB %" PRIu32 " while not READY", tail);
-        return;
-    }
-    if (tail - q->sq_head > q->depth ||
-        tail - q->sq_head < q->sq_tail - q->sq_head) {
-        PIB_GUEST_ERR(s, PIB_GERR_AQ_DB_RANGE, pib_ub_aq_db_range,
-                      "AQ_DB %" PRIu32 " (previous %" PRIu32 ", consumer %"
-                      PRIu32 ", depth %" PRIu32 ")",
-                      tail, q->sq_tail, q->sq_head, q->depth);
-        return;
-    }
-    trace_pib_aq_db(tail, q->sq_head);
-    s->regs.aq_db = tail;
-    q->sq_tail = tail;
-    qemu_bh_schedule(s->admin_bh);
 }
 
 /*
@@ -896,6 +333,18 @@ static void pib_disable(PibState *s)
     s->aq = (PibAdminQueue) { 0 };
     s->aeq = (PibEventQueue) { 0 };
     s->ceq = (PibEventQueue) { 0 };
+}
+
+/*
+ * Every data-path object goes, the QPs first (they hold the others), and no
+ * CQE is written: after a reset nothing in guest memory belongs to us.
+ */
+static void pib_objects_reset(PibState *s)
+{
+    pib_qp_reset_all(s);
+    pib_srq_reset_all(s);
+    pib_cq_reset_all(s);
+    pib_mr_reset_all(s);
 }
 
 /*
@@ -1081,98 +530,6 @@ static const MemoryRegionOps pib_regs_ops = {
     .impl = { .min_access_size = 1, .max_access_size = 8, .unaligned = true },
 };
 
-/*
- * BAR2: UAR doorbells
- */
-
-/*
- * A doorbell is honoured only for an object created on this UAR page: a
- * process can ring only its own queues.  The handlers record the new index
- * and schedule work; nothing is executed here.
- */
-static void pib_uar_doorbell(PibState *s, uint32_t page, uint32_t reg,
-                             uint64_t data)
-{
-    uint32_t num = data & PIB_DB_OBJ_MASK;
-    uint32_t index = data >> PIB_DB_INDEX_SHIFT;
-    PibQp *qp = NULL;
-    PibCq *cq = NULL;
-    PibSrq *srq = NULL;
-
-    trace_pib_uar_db(page, pib_uar_db_name(reg), num, index);
-    switch (reg) {
-    case PIB_UAR_SQ_DB:
-    case PIB_UAR_RQ_DB:
-        qp = pib_qp_lookup(s, num);
-        if (qp && qp->uar == page) {
-            pib_qp_doorbell(s, qp, reg == PIB_UAR_SQ_DB, page, data);
-            return;
-        }
-        break;
-    case PIB_UAR_CQ_DB:
-        cq = pib_cq_lookup(s, num);
-        if (cq && cq->uar == page) {
-            pib_cq_doorbell(s, cq, page, data);
-            return;
-        }
-        break;
-    case PIB_UAR_SRQ_DB:
-        srq = pib_srq_lookup(s, num);
-        if (srq && srq->uar == page) {
-            pib_srq_doorbell(s, srq, page, data);
-            return;
-        }
-        break;
-    default:
-        break;
-    }
-    PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OBJ, pib_ub_uar_db_bad_obj,
-                  "UAR page %" PRIu32 " %s for object %" PRIu32
-                  " (index %" PRIu32 "): no such object on this page",
-                  page, pib_uar_db_name(reg), num, index);
-}
-
-static uint64_t pib_uar_read(void *opaque, hwaddr addr, unsigned size)
-{
-    PibState *s = opaque;
-
-    PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
-                  "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32
-                  " (doorbells are write-only)",
-                  "read", size, (uint32_t)(addr >> PIB_UAR_PAGE_SHIFT),
-                  (uint32_t)(addr & (PIB_UAR_PAGE_SIZE - 1)));
-    return 0;
-}
-
-/*
- * Decode: page = offset >> 12, register = offset & 0xfff.  Doorbells are
- * single 64-bit writes.
- */
-static void pib_uar_write(void *opaque, hwaddr addr, uint64_t data,
-                          unsigned size)
-{
-    PibState *s = opaque;
-    uint32_t page = addr >> PIB_UAR_PAGE_SHIFT;
-    uint32_t reg = addr & (PIB_UAR_PAGE_SIZE - 1);
-    bool known = reg == PIB_UAR_SQ_DB || reg == PIB_UAR_RQ_DB ||
-                 reg == PIB_UAR_CQ_DB || reg == PIB_UAR_SRQ_DB;
-
-    if (!known || size != 8) {
-        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
-                      "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32,
-                      "write", size, page, reg);
-        return;
-    }
-    pib_uar_doorbell(s, page, reg, data);
-}
-
-static const MemoryRegionOps pib_uar_ops = {
-    .read = pib_uar_read,
-    .write = pib_uar_write,
-    .endianness = DEVICE_LITTLE_ENDIAN,
-    .valid = { .min_access_size = 1, .max_access_size = 8, .unaligned = true },
-    .impl = { .min_access_size = 1, .max_access_size = 8, .unaligned = true },
-};
 
 /*
  * QOM glue: identity, realize, properties, class

@@ -243,7 +243,7 @@ static bool fz_ready(void)
  */
 static uint8_t fz_admin(struct pib_admin_cmd *cmd, uint32_t *r0, uint32_t *r1)
 {
-    uint32_t idx = fz.s->aq.sq_tail, slot = idx & (FZ_AQ_DEPTH - 1);
+    uint32_t idx = fz.s->aq.sq_pi, slot = idx & (FZ_AQ_DEPTH - 1);
     struct pib_admin_cqe cqe;
 
     if (!fz_ready()) {
@@ -256,7 +256,7 @@ static uint8_t fz_admin(struct pib_admin_cmd *cmd, uint32_t *r0, uint32_t *r1)
     fz_run_bhs();
     memcpy(&cqe, fz_ram_ptr(fz.aq_cq + slot * sizeof(cqe), sizeof(cqe)),
            sizeof(cqe));
-    if ((cqe.flags & PIB_ACQE_PHASE) != pib_phase(idx, FZ_AQ_DEPTH) ||
+    if ((cqe.flags & PIB_ACQE_F_PHASE) != pib_ring_phase(idx, FZ_AQ_DEPTH) ||
         le16_to_cpu(cqe.cmd_id) != (idx & 0xffff)) {
         return 0xfe;
     }

@@ -162,7 +162,7 @@ static void pib_wait_cqe(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe)
 
     for (;;) {
         qtest_memread(qts(d), addr, cqe, sizeof(*cqe));
-        if ((cqe->flags & PIB_ACQE_PHASE) == phase_of(idx, d->depth)) {
+        if ((cqe->flags & PIB_ACQE_F_PHASE) == phase_of(idx, d->depth)) {
             break;
         }
         g_assert_cmpint(g_get_monotonic_time(), <, end);
@@ -239,7 +239,7 @@ static bool pib_aeq_next(PibDev *d, struct pib_aeqe *e, gint64 timeout_us)
 
     for (;;) {
         qtest_memread(qts(d), addr, e, sizeof(*e));
-        if ((e->flags & PIB_AEQE_PHASE) == phase_of(d->aeq_ci, d->aeq_depth)) {
+        if ((e->flags & PIB_AEQE_F_PHASE) == phase_of(d->aeq_ci, d->aeq_depth)) {
             break;
         }
         if (g_get_monotonic_time() >= end) {
@@ -821,7 +821,7 @@ static void test_rings_at_own_bar(void)
     do {
         g_assert_cmpint(g_get_monotonic_time(), <, end);
         qtest_memread(qts(&d), d.cq, &cqe, sizeof(cqe));
-    } while (!(cqe.flags & PIB_ACQE_PHASE));
+    } while (!(cqe.flags & PIB_ACQE_F_PHASE));
     g_assert_cmpuint(cqe.status, ==, PIB_AQ_DMA_ERROR);
     g_assert_cmpuint(cqe.cmd_id, ==, 0);
     g_assert_cmphex(rd(&d, PIB_REG_STATUS), ==, PIB_STATUS_READY);
@@ -862,7 +862,7 @@ static void test_aeq(void)
     g_assert_true(pib_aeq_next(&d, &e, TIMEOUT_US));
     g_assert_cmpuint(e.type, ==, PIB_AE_LID_CHANGE);
     g_assert_cmpuint(le64_to_cpu(e.data), ==, 10);
-    g_assert_cmpuint(e.flags & PIB_AEQE_PHASE, ==, 1);
+    g_assert_cmpuint(e.flags & PIB_AEQE_F_PHASE, ==, 1);
     g_assert_true(pib_aeq_next(&d, &e, TIMEOUT_US));
     g_assert_cmpuint(le64_to_cpu(e.data), ==, 11);
     g_assert_false(pib_aeq_next(&d, &e, 10000));
@@ -876,7 +876,7 @@ static void test_aeq(void)
     g_assert_true(pib_aeq_next(&d, &e, TIMEOUT_US));
     g_assert_cmpuint(e.type, ==, PIB_AE_LID_CHANGE);
     g_assert_cmpuint(le64_to_cpu(e.data), ==, 13);
-    g_assert_cmpuint(e.flags & PIB_AEQE_PHASE, ==, 0);
+    g_assert_cmpuint(e.flags & PIB_AEQE_F_PHASE, ==, 0);
     g_assert_cmpuint(rd(&d, PIB_REG_AEQ_LOST), ==, 1);
 
     pib_close(&d);

@@ -1,0 +1,627 @@
+/*
+ * pib HCA device model - protection domains, memory regions and windows
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * PDs, MRs and memory windows (docs/hardware.md "Keys" and "Memory
+ * windows"), their admin commands, and every access the engines make through
+ * an MR: key, PD, access right and range checks (MR and window rkeys), then
+ * DMA page by page through the MR's page list.  BIND_MW and invalidation
+ * (LOCAL_INV, SEND_WITH_INV) are here too.
+ *
+ * Like every data-path object, each lives in a fixed-size table indexed by
+ * its number, so every count the guest can ask for is bounded by a limit
+ * QUERY_DEVICE reports; number 0 is never handed out.  An object referenced
+ * by others keeps a count, and destroying it answers BUSY (PD <- MR, MW, SRQ,
+ * QP; MR <- bound MW).
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+/*
+ * Lookups
+ */
+
+PibPd *pib_pd_lookup(PibState *s, uint32_t pdn)
+{
+    return pdn >= 1 && pdn <= PIB_MAX_PD ? s->pd[pdn] : NULL;
+}
+
+/* The MR a key names: the index must hold an MR and the key byte match. */
+static PibMr *pib_mr_lookup(PibState *s, uint32_t key)
+{
+    uint32_t idx = key >> 8;
+    PibMr *mr;
+
+    if (idx < 1 || idx > PIB_MAX_MR) {
+        return NULL;
+    }
+    mr = s->mr[idx];
+    return mr && mr->key == key ? mr : NULL;
+}
+
+/* The window an rkey's index names, whatever its key byte, or NULL. */
+static PibMw *pib_mw_by_index(PibState *s, uint32_t key)
+{
+    uint32_t idx = (key >> 8) - PIB_MW_INDEX_BASE;
+
+    return (key >> 8) > PIB_MW_INDEX_BASE && idx <= PIB_MAX_MW ?
+           s->mw[idx] : NULL;
+}
+
+/*
+ * Protection domains
+ */
+
+uint8_t pib_cmd_create_pd(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    uint32_t pdn = pib_table_alloc((void **)s->pd, PIB_MAX_PD);
+    PibPd *pd;
+
+    if (!pdn) {
+        return pib_cmd_reject("CREATE_PD", "table full", PIB_MAX_PD,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    pd = g_new0(PibPd, 1);
+    pd->pdn = pdn;
+    s->pd[pdn] = pd;
+    trace_pib_obj("create", "PD", pdn);
+    res->result0 = pdn;
+    return PIB_AQ_OK;
+}
+
+uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    uint32_t pdn = le32_to_cpu(cmd->in.obj.num);
+    PibPd *pd = pib_pd_lookup(s, pdn);
+
+    if (!pd) {
+        return pib_cmd_reject("DESTROY_PD", "no such PD", pdn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (pd->refcnt) {
+        return pib_cmd_reject("DESTROY_PD", "in use", pd->refcnt, PIB_AQ_BUSY);
+    }
+    s->pd[pdn] = NULL;
+    g_free(pd);
+    trace_pib_obj("destroy", "PD", pdn);
+    return PIB_AQ_OK;
+}
+
+/*
+ * Memory regions
+ */
+
+/*
+ * REG_MR.  Every field is checked before anything is allocated: the page
+ * count must be exactly what [iova, iova + length) spans, and it must fit the
+ * device's page list budget.
+ */
+uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                       PibAdminResult *res)
+{
+    const struct pib_cmd_reg_mr *in = &cmd->in.reg_mr;
+    uint32_t pdn = le32_to_cpu(in->pdn);
+    uint32_t access = le32_to_cpu(in->access);
+    uint32_t flags = le32_to_cpu(in->flags);
+    uint64_t iova = le64_to_cpu(in->iova);
+    uint64_t length = le64_to_cpu(in->length);
+    uint32_t npages = le32_to_cpu(in->npages);
+    uint64_t need = 0;
+    uint64_t *pages = NULL;
+    PibPd *pd = pib_pd_lookup(s, pdn);
+    uint32_t idx;
+    uint8_t status;
+    PibMr *mr;
+
+    if (!pd) {
+        return pib_cmd_reject("REG_MR", "no such PD", pdn, PIB_AQ_BAD_RESOURCE);
+    }
+    if (access & ~PIB_ACCESS_ALL) {
+        return pib_cmd_reject("REG_MR", "unknown access bits", access,
+                              PIB_AQ_BAD_PARAM);
+    }
+    /* IBTA: remote write and atomic access need local write (11.2.8.2). */
+    if ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & PIB_ACCESS_LOCAL_WRITE)) {
+        return pib_cmd_reject("REG_MR", "remote write without local write",
+                              access, PIB_AQ_BAD_PARAM);
+    }
+    if (flags & ~PIB_MR_F_PHYS) {
+        return pib_cmd_reject("REG_MR", "unknown flags", flags,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (flags & PIB_MR_F_PHYS) {
+        /* Identity map of guest-physical memory: no page list. */
+        if (iova != 0 || npages != 0) {
+            return pib_cmd_reject("REG_MR", "physical MR with iova or pages",
+                                  iova | npages, PIB_AQ_BAD_PARAM);
+        }
+        length = UINT64_MAX;
+    } else {
+        if (length == 0 || length > PIB_MAX_MR_SIZE ||
+            iova + length < iova) {
+            return pib_cmd_reject("REG_MR", "bad length", length,
+                                  PIB_AQ_BAD_PARAM);
+        }
+        need = DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length,
+                            PIB_PAGE_SIZE);
+        if (npages != need) {
+            return pib_cmd_reject("REG_MR", "npages does not match the range",
+                                  npages, PIB_AQ_BAD_PARAM);
+        }
+        if (npages > PIB_MAX_MTT_PAGES - s->mtt_pages) {
+            return pib_cmd_reject("REG_MR", "page list budget exhausted",
+                                  npages, PIB_AQ_NO_RESOURCES);
+        }
+    }
+    idx = pib_table_alloc((void **)s->mr, PIB_MAX_MR);
+    if (!idx) {
+        return pib_cmd_reject("REG_MR", "table full", PIB_MAX_MR,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
+                          "REG_MR");
+    if (status != PIB_AQ_OK) {
+        return status;
+    }
+
+    /* A new key byte for every reuse of the index: stale keys fail. */
+    s->mr_key[idx]++;
+    mr = g_new0(PibMr, 1);
+    mr->key = idx << 8 | s->mr_key[idx];
+    mr->pdn = pdn;
+    mr->access = access;
+    mr->flags = flags;
+    mr->iova = iova;
+    mr->length = length;
+    mr->npages = npages;
+    mr->pages = pages;
+    s->mr[idx] = mr;
+    s->mtt_pages += npages;
+    pd->refcnt++;
+    trace_pib_mr_reg(mr->key, pdn, access, iova, length, npages);
+    res->result0 = mr->key;
+    res->result1 = mr->key;
+    return PIB_AQ_OK;
+}
+
+static void pib_mr_free(PibState *s, PibMr *mr)
+{
+    PibPd *pd = pib_pd_lookup(s, mr->pdn);
+
+    if (pd) {
+        pd->refcnt--;
+    }
+    s->mtt_pages -= mr->npages;
+    s->mr[mr->key >> 8] = NULL;
+    g_free(mr->pages);
+    g_free(mr);
+}
+
+uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res)
+{
+    uint32_t key = le32_to_cpu(cmd->in.obj.num);
+    PibMr *mr = pib_mr_lookup(s, key);
+
+    if (!mr) {
+        return pib_cmd_reject("DEREG_MR", "no such key", key,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (mr->mw_bound) {
+        return pib_cmd_reject("DEREG_MR", "windows bound to it", mr->mw_bound,
+                              PIB_AQ_BUSY);
+    }
+    trace_pib_obj("destroy", "MR", key);
+    pib_mr_free(s, mr);
+    return PIB_AQ_OK;
+}
+
+/*
+ * Memory windows (bound by BIND_MW WQEs: pib_mw_bind() below)
+ */
+
+static void pib_mw_unbind(PibState *s, PibMw *mw)
+{
+    PibMr *mr = pib_mr_lookup(s, mw->mr_key);
+
+    if (mw->bound && mr) {
+        mr->mw_bound--;
+    }
+    mw->bound = false;
+}
+
+uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res)
+{
+    uint32_t pdn = le32_to_cpu(cmd->in.alloc_mw.pdn);
+    uint32_t type = le32_to_cpu(cmd->in.alloc_mw.type);
+    PibPd *pd = pib_pd_lookup(s, pdn);
+    uint32_t idx;
+    PibMw *mw;
+
+    if (!pd) {
+        return pib_cmd_reject("ALLOC_MW", "no such PD", pdn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (type != 1 && type != 2) {
+        return pib_cmd_reject("ALLOC_MW", "bad type", type, PIB_AQ_BAD_PARAM);
+    }
+    idx = pib_table_alloc((void **)s->mw, PIB_MAX_MW);
+    if (!idx) {
+        return pib_cmd_reject("ALLOC_MW", "table full", PIB_MAX_MW,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    s->mw_key[idx]++;
+    mw = g_new0(PibMw, 1);
+    mw->key = (PIB_MW_INDEX_BASE + idx) << 8 | s->mw_key[idx];
+    mw->alloc_key = mw->key;
+    mw->pdn = pdn;
+    mw->type = type;
+    s->mw[idx] = mw;
+    pd->refcnt++;
+    trace_pib_obj("create", "MW", mw->key);
+    res->result0 = mw->key;
+    return PIB_AQ_OK;
+}
+
+static void pib_mw_free(PibState *s, PibMw *mw)
+{
+    PibPd *pd = pib_pd_lookup(s, mw->pdn);
+
+    pib_mw_unbind(s, mw);
+    if (pd) {
+        pd->refcnt--;
+    }
+    s->mw[(mw->key >> 8) - PIB_MW_INDEX_BASE] = NULL;
+    g_free(mw);
+}
+
+/*
+ * DEALLOC_MW names the window by the rkey ALLOC_MW returned: binds happen in
+ * userspace, so that is the only key the kernel knows.  The window's current
+ * rkey is accepted too.  Another key byte on the same index is a stale handle
+ * of an earlier window and fails.  A bound window is invalidated with it.
+ */
+uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    uint32_t key = le32_to_cpu(cmd->in.obj.num);
+    PibMw *mw = pib_mw_by_index(s, key);
+
+    if (!mw) {
+        return pib_cmd_reject("DEALLOC_MW", "no such window", key,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (key != mw->alloc_key && key != mw->key) {
+        return pib_cmd_reject("DEALLOC_MW", "stale key", key,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    trace_pib_obj("destroy", "MW", key);
+    pib_mw_free(s, mw);
+    return PIB_AQ_OK;
+}
+
+/*
+ * A type 2 window is bound to a QP and dies with it: otherwise the next QP
+ * to get this QPN would inherit the binding.
+ */
+void pib_mw_unbind_qp(PibState *s, uint32_t qpn)
+{
+    unsigned i;
+
+    for (i = 1; i <= PIB_MAX_MW; i++) {
+        PibMw *mw = s->mw[i];
+
+        if (mw && mw->type == 2 && mw->bound && mw->qpn == qpn) {
+            pib_mw_unbind(s, mw);
+            trace_pib_mw_unbind(qpn, mw->key);
+        }
+    }
+}
+
+/*
+ * Memory access through MRs
+ */
+
+const char *pib_mem_err_name(PibMemErr err)
+{
+    switch (err) {
+    case PIB_MEM_OK:      return "ok";
+    case PIB_MEM_BAD_KEY: return "bad key";
+    case PIB_MEM_BAD_PD:  return "MR in another PD";
+    case PIB_MEM_ACCESS:  return "access not allowed";
+    case PIB_MEM_RANGE:   return "range outside the MR";
+    case PIB_MEM_DMA:     return "guest memory inaccessible";
+    default:              return "?";
+    }
+}
+
+/*
+ * May a QP of PD pdn access [va, va + len) through key with these rights?
+ * (docs/hardware.md "Keys")  Local reads need no right; anything else needs
+ * its PIB_ACCESS_* bit.  A zero-length access needs no valid key at all (the
+ * IBTA's rule for zero-length RDMA and SGEs).
+ */
+PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
+                       uint64_t len, uint32_t access, PibMr **mrp)
+{
+    PibMr *mr = pib_mr_lookup(s, key);
+
+    *mrp = mr;
+    if (len == 0) {
+        return PIB_MEM_OK;
+    }
+    if (!mr || mr->invalid) {
+        return PIB_MEM_BAD_KEY;
+    }
+    if (mr->pdn != pdn) {
+        return PIB_MEM_BAD_PD;
+    }
+    if ((mr->access & access) != access) {
+        return PIB_MEM_ACCESS;
+    }
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) {
+        return PIB_MEM_RANGE;
+    }
+    return PIB_MEM_OK;
+}
+
+/*
+ * The remote side's check: an rkey names an MR or a bound memory window.  A
+ * window passes if it lies in QP's PD, is bound (a type 2 one to this QP),
+ * allows the access and holds the range; then the MR under it is checked
+ * as for an MR rkey.  *mrp is the MR to access.
+ */
+PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
+                         uint64_t va, uint64_t len, uint32_t access,
+                         PibMr **mrp)
+{
+    PibMw *mw = pib_mw_by_index(s, rkey);
+
+    if (!mw) {
+        return pib_mr_check(s, rkey, qp->pdn, va, len, access, mrp);
+    }
+    *mrp = NULL;
+    if (len == 0) {
+        return PIB_MEM_OK;
+    }
+    if (mw->key != rkey || !mw->bound ||
+        (mw->type == 2 && mw->qpn != qp->qpn)) {
+        return PIB_MEM_BAD_KEY;
+    }
+    if (mw->pdn != qp->pdn) {
+        return PIB_MEM_BAD_PD;
+    }
+    if ((mw->access & access) != access) {
+        return PIB_MEM_ACCESS;
+    }
+    if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len) {
+        return PIB_MEM_RANGE;
+    }
+    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len, access, mrp);
+}
+
+static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
+{
+    trace_pib_mw_bind_fail(qp->qpn, why, val);
+    return PIB_WC_MW_BIND_ERR;
+}
+
+/*
+ * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
+ * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
+ * the MR allows; the window's rkey becomes new_rkey (same index).  Only the
+ * index counts: nothing updates the consumer's copy of a type 2 window's key
+ * when the peer invalidates it, so that copy may be stale.  The window must
+ * be in the QP's PD and of the type the WQE says.  A type 2 window must be
+ * unbound (invalidated) first and is bound to this QP.  Length 0 unbinds a
+ * type 1 window (ibv_bind_mw with no MR) and needs no MR; a type 2 window
+ * cannot be bound with length 0 (IBTA o10-37.2.40).  Returns a completion
+ * status.
+ */
+uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
+{
+    PibState *s = qp->s;
+    uint32_t mw_rkey = le32_to_cpu(b->mw_rkey);
+    uint32_t new_rkey = le32_to_cpu(b->new_rkey);
+    uint32_t access = le32_to_cpu(b->access);
+    uint64_t addr = le64_to_cpu(b->addr);
+    uint64_t length = le64_to_cpu(b->length);
+    PibMw *mw = pib_mw_by_index(s, mw_rkey);
+    PibMr *mr, *old;
+    PibMemErr err;
+
+    if (!mw) {
+        return pib_bind_fail(qp, "no such window", mw_rkey);
+    }
+    if (mw->pdn != qp->pdn || mw->type != b->mw_type) {
+        return pib_bind_fail(qp, "window PD or type", mw->type);
+    }
+    if ((new_rkey >> 8) != (mw_rkey >> 8)) {
+        return pib_bind_fail(qp, "new rkey changes the index", new_rkey);
+    }
+    if (access & ~PIB_ACCESS_REMOTE) {
+        return pib_bind_fail(qp, "access bits", access);
+    }
+    if (mw->type == 2 && mw->bound) {
+        return pib_bind_fail(qp, "type 2 window still bound", mw->key);
+    }
+    if (length == 0) {
+        if (mw->type == 2) {
+            return pib_bind_fail(qp, "type 2 bind of length 0", mw_rkey);
+        }
+        pib_mw_unbind(s, mw);
+        mw->key = new_rkey;
+        trace_pib_mw_unbind(qp->qpn, new_rkey);
+        return PIB_WC_SUCCESS;
+    }
+    /* The MR: valid, ours, MW_BIND and the rights, the range. */
+    mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
+    err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
+          mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :
+          (mr->access & (PIB_ACCESS_MW_BIND | access)) !=
+              (PIB_ACCESS_MW_BIND | access) ? PIB_MEM_ACCESS :
+          addr < mr->iova || length > mr->length ||
+              addr - mr->iova > mr->length - length ? PIB_MEM_RANGE :
+          PIB_MEM_OK;
+    if (err != PIB_MEM_OK) {
+        return pib_bind_fail(qp, pib_mem_err_name(err),
+                             le32_to_cpu(b->mr_lkey));
+    }
+
+    old = mw->bound ? pib_mr_lookup(s, mw->mr_key) : NULL;
+    if (old) {
+        old->mw_bound--;
+    }
+    mw->bound = true;
+    mw->key = new_rkey;
+    mw->mr_key = mr->key;
+    mw->addr = addr;
+    mw->length = length;
+    mw->access = access;
+    mw->qpn = qp->qpn;
+    mr->mw_bound++;
+    trace_pib_mw_bind(qp->qpn, new_rkey, mr->key, addr, length, access);
+    return PIB_WC_SUCCESS;
+}
+
+/*
+ * LOCAL_INV and SEND_WITH_INV: invalidate a type 2 window (it becomes
+ * unbound) or an MR (its keys fail from now on), in QP's PD.
+ */
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey)
+{
+    PibMw *mw = pib_mw_by_index(s, rkey);
+    PibMr *mr;
+
+    if (mw) {
+        if (mw->key != rkey || mw->type != 2 || !mw->bound ||
+            mw->pdn != qp->pdn) {
+            trace_pib_invalidate(qp->qpn, rkey, "refused");
+            return false;
+        }
+        pib_mw_unbind(s, mw);
+        trace_pib_invalidate(qp->qpn, rkey, "window unbound");
+        return true;
+    }
+    mr = pib_mr_lookup(s, rkey);
+    if (!mr || mr->invalid || mr->pdn != qp->pdn || mr->mw_bound) {
+        trace_pib_invalidate(qp->qpn, rkey, "refused");
+        return false;
+    }
+    mr->invalid = true;
+    trace_pib_invalidate(qp->qpn, rkey, "MR invalid");
+    return true;
+}
+
+/*
+ * Copy between buf and [va, va + len) of a checked MR, page by page through
+ * its page list (or 1:1 for a physical MR).
+ */
+PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
+                    uint32_t len, DMADirection dir)
+{
+    uint8_t *p = buf;
+    uint64_t off, addr;
+    uint32_t n;
+    bool ok;
+
+    if (mr->flags & PIB_MR_F_PHYS) {
+        ok = dir == DMA_DIRECTION_TO_DEVICE ?
+             pib_dma_read(s, va, buf, len, "MR") :
+             pib_dma_write(s, va, buf, len, "MR");
+        return ok ? PIB_MEM_OK : PIB_MEM_DMA;
+    }
+    /* Offset from the start of the first page (iova's page). */
+    off = va - mr->iova + (mr->iova & (PIB_PAGE_SIZE - 1));
+    while (len) {
+        n = MIN(len, PIB_PAGE_SIZE - (off & (PIB_PAGE_SIZE - 1)));
+        addr = mr->pages[off >> PIB_PAGE_SHIFT] + (off & (PIB_PAGE_SIZE - 1));
+        ok = dir == DMA_DIRECTION_TO_DEVICE ?
+             pib_dma_read(s, addr, p, n, "MR") :
+             pib_dma_write(s, addr, p, n, "MR");
+        if (!ok) {
+            return PIB_MEM_DMA;
+        }
+        p += n;
+        off += n;
+        len -= n;
+    }
+    return PIB_MEM_OK;
+}
+
+/*
+ * Copy len bytes between buf and a scatter/gather list, starting offset bytes
+ * into the list.  Writing into the list (DMA_DIRECTION_FROM_DEVICE) needs
+ * LOCAL_WRITE on each MR.  The caller checked that the list is long enough.
+ */
+PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
+                       uint32_t num_sge, uint64_t offset, void *buf,
+                       uint32_t len, DMADirection dir)
+{
+    uint32_t access = dir == DMA_DIRECTION_FROM_DEVICE ?
+                      PIB_ACCESS_LOCAL_WRITE : 0;
+    uint8_t *p = buf;
+    uint32_t i, n;
+    PibMemErr err;
+    PibMr *mr;
+
+    for (i = 0; i < num_sge && len; i++) {
+        if (offset >= sge[i].length) {
+            offset -= sge[i].length;
+            continue;
+        }
+        n = MIN(len, sge[i].length - offset);
+        err = pib_mr_check(s, sge[i].lkey, pdn, sge[i].addr + offset, n,
+                           access, &mr);
+        if (err == PIB_MEM_OK) {
+            err = pib_mr_rw(s, mr, sge[i].addr + offset, p, n, dir);
+        }
+        if (err != PIB_MEM_OK) {
+            trace_pib_sge_fault(sge[i].lkey, sge[i].addr + offset, n,
+                                pib_mem_err_name(err));
+            return err;
+        }
+        p += n;
+        len -= n;
+        offset = 0;
+    }
+    return len ? PIB_MEM_RANGE : PIB_MEM_OK;
+}
+
+/*
+ * Function reset: windows, MRs and PDs go (the QPs, SRQs and CQs that used
+ * them went first).
+ */
+void pib_mr_reset_all(PibState *s)
+{
+    uint32_t i;
+
+    for (i = 1; i <= PIB_MAX_MW; i++) {
+        if (s->mw[i]) {
+            pib_mw_free(s, s->mw[i]);
+        }
+    }
+    for (i = 1; i <= PIB_MAX_MR; i++) {
+        if (s->mr[i]) {
+            pib_mr_free(s, s->mr[i]);
+        }
+    }
+    for (i = 1; i <= PIB_MAX_PD; i++) {
+        g_free(s->pd[i]);
+        s->pd[i] = NULL;
+    }
+    memset(s->mr_key, 0, sizeof(s->mr_key));
+    memset(s->mw_key, 0, sizeof(s->mw_key));
+    s->mtt_pages = 0;
+}

@@ -1,0 +1,219 @@
+/*
+ * pib HCA device model - shared receive queues
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * An SRQ (docs/hardware.md "Shared receive queues") is a ring of receive WQEs
+ * that the driver produces (SRQ doorbell, pib-sched.c) and the responders of
+ * the QPs created on it consume.  A QP takes the SRQ's next WQE when a
+ * message needs one and copies it (pib_srq_take), so its slot is free at
+ * once: the consumer retires one SRQ slot per receive completion of any QP
+ * on the SRQ.  Falling below an armed limit raises SRQ_LIMIT once and
+ * disarms, as IB specifies.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/host-utils.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+/*
+ * Creating and destroying SRQs
+ */
+
+PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn)
+{
+    return srqn >= 1 && srqn <= PIB_MAX_SRQ ? s->srq[srqn] : NULL;
+}
+
+/*
+ * CREATE_SRQ: a ring of depth receive WQEs of 2^stride_log bytes on the
+ * pages of the page list; the limit, if armed, below the depth.
+ */
+uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    const struct pib_cmd_create_srq *in = &cmd->in.create_srq;
+    uint32_t pdn = le32_to_cpu(in->pdn);
+    uint32_t depth = le32_to_cpu(in->depth);
+    uint32_t limit = le32_to_cpu(in->limit);
+    uint32_t uar = le32_to_cpu(in->uar);
+    uint32_t npages = le32_to_cpu(in->npages);
+    PibPd *pd = pib_pd_lookup(s, pdn);
+    uint64_t *pages;
+    uint32_t srqn;
+    uint8_t status;
+    PibSrq *srq;
+
+    if (!pd) {
+        return pib_cmd_reject("CREATE_SRQ", "no such PD", pdn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (depth < 1 || depth > PIB_MAX_SRQ_WR || !is_power_of_2(depth)) {
+        return pib_cmd_reject("CREATE_SRQ", "bad depth", depth,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (in->stride_log < PIB_RQ_STRIDE_LOG_MIN ||
+        in->stride_log > PIB_STRIDE_LOG_MAX) {
+        return pib_cmd_reject("CREATE_SRQ", "bad stride", in->stride_log,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (limit >= depth) {
+        return pib_cmd_reject("CREATE_SRQ", "limit not below depth", limit,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (npages != pib_ring_pages(depth, in->stride_log)) {
+        return pib_cmd_reject("CREATE_SRQ", "npages does not match the ring",
+                              npages, PIB_AQ_BAD_PARAM);
+    }
+    if (!pib_uar_valid(s, uar)) {
+        return pib_cmd_reject("CREATE_SRQ", "UAR not allocated", uar,
+                              PIB_AQ_BAD_PARAM);
+    }
+    srqn = pib_table_alloc((void **)s->srq, PIB_MAX_SRQ);
+    if (!srqn) {
+        return pib_cmd_reject("CREATE_SRQ", "table full", PIB_MAX_SRQ,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
+                          "CREATE_SRQ");
+    if (status != PIB_AQ_OK) {
+        return status;
+    }
+
+    srq = g_new0(PibSrq, 1);
+    srq->srqn = srqn;
+    srq->uar = uar;
+    srq->pdn = pdn;
+    srq->ring = (PibRing) {
+        .depth = depth, .stride_log = in->stride_log, .npages = npages,
+        .pages = pages,
+    };
+    srq->max_sge = pib_recv_max_sge(in->stride_log);
+    srq->limit = limit;
+    s->srq[srqn] = srq;
+    pd->refcnt++;
+    trace_pib_srq_create(srqn, depth, limit, uar);
+    res->result0 = srqn;
+    return PIB_AQ_OK;
+}
+
+/* MODIFY_SRQ: arm (or disarm) the limit; an SRQ cannot be resized. */
+uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    const struct pib_cmd_modify_srq *in = &cmd->in.modify_srq;
+    uint32_t srqn = le32_to_cpu(in->srqn);
+    uint32_t mask = le32_to_cpu(in->attr_mask);
+    uint32_t limit = le32_to_cpu(in->limit);
+    PibSrq *srq = pib_srq_lookup(s, srqn);
+
+    if (!srq) {
+        return pib_cmd_reject("MODIFY_SRQ", "no such SRQ", srqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (mask & ~PIB_SRQ_ATTR_LIMIT) {
+        return pib_cmd_reject("MODIFY_SRQ", "only the limit can change", mask,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if ((mask & PIB_SRQ_ATTR_LIMIT) && limit >= srq->ring.depth) {
+        return pib_cmd_reject("MODIFY_SRQ", "limit not below depth", limit,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (mask & PIB_SRQ_ATTR_LIMIT) {
+        srq->limit = limit;
+        trace_pib_srq_limit(srqn, limit, srq->pi - srq->ci);
+    }
+    return PIB_AQ_OK;
+}
+
+uint8_t pib_cmd_query_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    uint32_t srqn = le32_to_cpu(cmd->in.obj.num);
+    PibSrq *srq = pib_srq_lookup(s, srqn);
+
+    if (!srq) {
+        return pib_cmd_reject("QUERY_SRQ", "no such SRQ", srqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    res->result0 = srq->limit;
+    res->result1 = srq->ring.depth;
+    return PIB_AQ_OK;
+}
+
+static void pib_srq_free(PibState *s, PibSrq *srq)
+{
+    PibPd *pd = pib_pd_lookup(s, srq->pdn);
+
+    if (pd) {
+        pd->refcnt--;
+    }
+    s->srq[srq->srqn] = NULL;
+    g_free(srq->ring.pages);
+    g_free(srq);
+}
+
+uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
+                            PibAdminResult *res)
+{
+    uint32_t srqn = le32_to_cpu(cmd->in.obj.num);
+    PibSrq *srq = pib_srq_lookup(s, srqn);
+
+    if (!srq) {
+        return pib_cmd_reject("DESTROY_SRQ", "no such SRQ", srqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (srq->refcnt) {
+        return pib_cmd_reject("DESTROY_SRQ", "in use", srq->refcnt,
+                              PIB_AQ_BUSY);
+    }
+    trace_pib_obj("destroy", "SRQ", srqn);
+    pib_srq_free(s, srq);
+    return PIB_AQ_OK;
+}
+
+/*
+ * Taking WQEs
+ */
+
+/*
+ * Take the next WQE of the QP's SRQ, if there is one: copied into *w, its
+ * slot given back to the producer at once (the consumer frees it when the
+ * receive completion appears), the limit event raised when the SRQ falls
+ * below its limit.  Its SGEs belong to the SRQ's PD.  Returns false if the
+ * SRQ is empty; a malformed WQE is taken too, with *status set.
+ */
+bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status)
+{
+    PibSrq *srq = qp->srq;
+
+    if (srq->ci == srq->pi) {
+        return false;
+    }
+    pib_recv_fetch(qp, &srq->ring, srq->max_sge, "SRQ", srq->ci, w, status);
+    w->pdn = srq->pdn;
+    srq->ci++;
+    if (srq->limit && srq->pi - srq->ci < srq->limit) {
+        trace_pib_srq_limit(srq->srqn, 0, srq->pi - srq->ci);
+        srq->limit = 0;
+        pib_aeq_post(qp->s, PIB_AE_SRQ_LIMIT, srq->srqn, 0);
+    }
+    return true;
+}
+
+/* Function reset: every SRQ goes (the QPs on them went first). */
+void pib_srq_reset_all(PibState *s)
+{
+    uint32_t i;
+
+    for (i = 1; i <= PIB_MAX_SRQ; i++) {
+        if (s->srq[i]) {
+            pib_srq_free(s, s->srq[i]);
+        }
+    }
+}
