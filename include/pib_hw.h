@@ -312,7 +312,12 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(DEALLOC_MW,     dealloc_mw,     0x1f) /* in.obj.num: the rkey ALLOC_MW returned    */ \
 	                                        /*     (or the current one)                  */ \
 	X(QUERY_COUNTERS, query_counters, 0x20) /* resp: u64 counters[PIB_CNT_MAX]           */ \
-	                                        /*     (enum pib_counter)                    */
+	                                        /*     (enum pib_counter)                    */ \
+	/* Management (include/pib_mad.h). */                                                  \
+	X(MAD_IFC,        mad_ifc,        0x21) /* in.mbox -> struct pib_mad_ifc_in; resp:   */ \
+	                                        /*     the 256-byte response MAD; result0:   */ \
+	                                        /*     PIB_MAD_IFC_*                         */ \
+	X(SET_NODE_DESC,  set_node_desc,  0x22) /* in.mbox -> 64 bytes of NodeDescription    */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -344,6 +349,14 @@ struct pib_cmd_port_index {     /* QUERY_PORT, QUERY_PKEY, QUERY_GID */
 	pib_u32 index;          /* table index for QUERY_PKEY / QUERY_GID                     */
 };
 
+/*
+ * SET_PORT: what the driver may set on the port itself.  The LID, SM LID and LMC are an SM's to
+ * set (through the SMA, PortInfo Set), so PIB_SET_PORT_LID and _SM are refused (BAD_STATE)
+ * unless the device runs without an SM (its `lid` property set: the port goes ACTIVE on its
+ * own).  PIB_SET_PORT_CAPS sets and clears the CapabilityMask bits that say which agents run
+ * above the port (ib_core's modify_port: CM, SM); the bits the firmware itself implements
+ * (PIB_PORT_CAP_FIRMWARE in pib_mad.h) stay set.  A change of the mask raises trap 144.
+ */
 #define PIB_SET_PORT_LID       (1u << 0)
 #define PIB_SET_PORT_SM        (1u << 1)
 #define PIB_SET_PORT_CAPS      (1u << 2)
@@ -480,9 +493,17 @@ struct pib_admin_cqe {
  * ------------------------------------------------------------------------------------------ */
 #define PIB_ASYNC_EVENTS(X)                                                                    \
 	X(PORT_ACTIVE,   0x01) /* obj = port: port reached ACTIVE                             */ \
-	X(PORT_ERR,      0x02) /* obj = port: port left ACTIVE (link lost)                    */ \
-	X(LID_CHANGE,    0x03) /* obj = port: LID changed by SET_PORT                         */ \
-	X(LINK_UP,       0x04) /* obj = port: physical link up, port not yet ACTIVE           */ \
+	X(PORT_ERR,      0x02) /* obj = port: port left ACTIVE (link lost, or the SM took it  */ \
+	                       /*       down)                                                 */ \
+	X(LID_CHANGE,    0x03) /* obj = port: the SM (or SET_PORT) changed the LID or LMC;    */ \
+	                       /*       data = the new LID                                    */ \
+	X(LINK_UP,       0x04) /* obj = port: physical link up, port in INIT: no SM has       */ \
+	                       /*       configured it yet                                     */ \
+	X(SM_CHANGE,     0x05) /* obj = port: the SM changed MasterSMLID or MasterSMSL        */ \
+	X(PKEY_CHANGE,   0x06) /* obj = port: the SM changed the P_Key table                  */ \
+	X(CLIENT_REREG,  0x07) /* obj = port: the SM asks the port's clients to register      */ \
+	                       /*       with the SA again (PortInfo:ClientReregister)         */ \
+	X(GID_CHANGE,    0x08) /* obj = port: the SM changed the GID prefix                   */ \
 	/* Object events: the IB affiliated asynchronous events. */                            \
 	X(CQ_ERR,        0x10) /* obj = CQN: CQ overflow; the CQ is now in error              */ \
 	X(QP_FATAL,      0x11) /* obj = QPN: local work queue catastrophic error              */ \
@@ -689,7 +710,8 @@ struct pib_port_attr {
 	pib_u8  active_width;   /* IBTA: 1 = 1X, 2 = 4X, ...                                   */
 	pib_u8  active_speed;   /* IBTA: 1 = SDR, 2 = DDR, 4 = QDR, ...                        */
 	pib_u8  init_type_reply;
-	pib_u8  rsvd0[3];
+	pib_u8  subnet_timeout; /* PortInfo:SubnetTimeOut, 4.096 us * 2^n                      */
+	pib_u8  rsvd0[2];
 	pib_u32 link_downs;     /* times the physical link went down since reset               */
 	pib_u32 rsvd[8];
 };
@@ -717,7 +739,8 @@ struct pib_port_attr {
 	X(SEQ_NAKS_RCVD,       seq_naks_rcvd)                                                  \
 	X(ACCESS_NAKS_SENT,    access_naks_sent)     /* remote access errors answered       */ \
 	X(DUPLICATE_REQUESTS,  duplicate_requests)   /* answered, not applied again         */ \
-	X(RX_DROP_PORT_DOWN,   rx_drop_port_down)                                              \
+	X(RX_DROP_PORT_DOWN,   rx_drop_port_down)    /* the port's state refuses it: DOWN,  */ \
+	                                             /* or INIT (SMPs only)                 */ \
 	X(RX_DROP_MALFORMED,   rx_drop_malformed)    /* short, bad LRH/GRH/BTH              */ \
 	X(RX_DROP_DLID,        rx_drop_dlid)         /* not for our LID/GID                 */ \
 	X(RX_DROP_OPCODE,      rx_drop_opcode)       /* unknown or unsupported opcode       */ \
@@ -736,7 +759,9 @@ struct pib_port_attr {
 	X(RX_DROP_RNR,         rx_drop_rnr)          /* RC request refused with an RNR NAK  */ \
 	X(RX_DROP_RXQ_FULL,    rx_drop_rxq_full)                                               \
 	X(RX_DROP_ACCESS,      rx_drop_access)       /* bad rkey/range/rights, NAK sent     */ \
-	X(TX_DROP_PORT_DOWN,   tx_drop_port_down)                                              \
+	X(RX_DROP_VL15,        rx_drop_vl15)         /* an SMP QP0 could not take, or a     */ \
+	                                             /* VL15 packet not for QP0             */ \
+	X(TX_DROP_PORT_DOWN,   tx_drop_port_down)    /* DOWN, or INIT/ARMED (SMPs only)     */ \
 	X(TX_DROP_TXQ_FULL,    tx_drop_txq_full)                                               \
 	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */
 
@@ -774,7 +799,8 @@ enum pib_counter {
 
 #define PIB_NUM_PORTS          1
 #define PIB_PORT_NUM           1      /* the one port's number (IB counts ports from 1)      */
-#define PIB_PKEY_TBL_LEN       1      /* one entry: the default P_Key 0xffff               */
+#define PIB_PKEY_TBL_LEN       64     /* P_Key table entries (NodeInfo:PartitionCap); the  */
+                                      /* SM fills them, entry 0 is 0xffff until it does    */
 #define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
 #define PIB_DEFAULT_PKEY       0xffff
 #define PIB_DEFAULT_GID_PREFIX 0xfe80000000000000ull

@@ -125,9 +125,13 @@ struct pib_send_wqe {
 	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
 	pib_u32 ud_qpn;         /* 0x30 UD: destination QPN [23:0]                             */
 	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key; PIB_QKEY_USE_QP set: the QP's own Q_Key    */
-	pib_u16 ud_dlid;        /* 0x38 UD: destination LID                                    */
+	pib_u16 ud_dlid;        /* 0x38 UD: destination LID (QP0: 0xffff, the permissive LID,  */
+	                        /*      sends a directed-route SMP: the SLID is made 0xffff too)*/
 	pib_u8  ud_sl;          /* 0x3a UD: service level                                      */
-	pib_u8  rsvd1[5];
+	pib_u8  rsvd1;
+	pib_u16 ud_pkey_index;  /* 0x3c GSI (QP1): the P_Key index this WR uses; other QPs use  */
+	                        /*      their own (MODIFY_QP)                                  */
+	pib_u16 rsvd2;
 	/* 0x40: struct pib_sge sge[num_sge] or inline bytes */
 };
 
@@ -298,8 +302,9 @@ struct pib_cqe {
 	pib_u64 wr_id;          /* 0x00 from the WQE                                           */
 	pib_u32 byte_len;       /* 0x08 bytes received (receive completions), or transferred   */
 	pib_u32 imm_inv;        /* 0x0c immediate data (as on the wire) or invalidated rkey    */
-	pib_u32 qpn;            /* 0x10 local QPN [23:0]                                       */
-	pib_u32 src_qp;         /* 0x14 UD: source QPN [23:0]                                  */
+	pib_u32 qpn;            /* 0x10 [23:0] local QPN; [31:24] receives on a UD or GSI QP:  */
+	                        /*      the P_Key index the packet's P_Key matched             */
+	pib_u32 src_qp;         /* 0x14 UD: [23:0] source QPN, [30:24] the DLID path bits      */
 	pib_u16 slid;           /* 0x18 UD: source LID                                         */
 	pib_u8  status;         /* 0x1a enum pib_cqe_status                                    */
 	pib_u8  opcode;         /* 0x1b enum pib_cqe_opcode                                    */
