@@ -1,7 +1,8 @@
 #!/bin/bash
 # The test runner behind `make test`, `make qtest` and `make e2e`.
 #
-#   qtest: the device model alone, driven by QEMU's qtest (no guest): tests/qtest/pib-test.c.
+#   qtest: the device model alone, driven by QEMU's qtest (no guest): every
+#          tests/qtest/pib-*-test.c, one executable each.
 #   fuzz:  the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:   two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
 #
@@ -17,18 +18,24 @@ failed=()
 log_dir=$TOP/build/test-logs
 mkdir -p "$log_dir"
 
+# Each test case is counted ("ok" or "not ok" in the TAP output), over all the executables.  An
+# executable that is missing, or that ran no test, is a failure of its own.
 run_qtest() {
-  local bin=$TOP/build/qtest/pib-test
-  [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=(qtest-build); return; }
-  echo "== qtest: $bin"
-  # The test passes the firmware paths (-L) itself.
-  QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$log_dir/qtest.tap"
-  local ok notok
-  ok=$(grep -c '^ok ' "$log_dir/qtest.tap")
-  notok=$(grep -c '^not ok ' "$log_dir/qtest.tap")
-  pass=$((pass + ok)); fail=$((fail + notok))
-  [ "$notok" -eq 0 ] || failed+=(qtest)
-  [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("qtest ran no test"); }
+  local src name bin tap ok notok
+  for src in tests/qtest/pib-*-test.c; do
+    name=$(basename "$src" .c)
+    bin=$TOP/build/qtest/$name
+    [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=("$name (not built)"); continue; }
+    echo "== qtest: $bin"
+    tap=$log_dir/$name.tap
+    # The tests pass the firmware paths (-L) themselves.
+    QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$tap"
+    ok=$(grep -c '^ok ' "$tap")
+    notok=$(grep -c '^not ok ' "$tap")
+    pass=$((pass + ok)); fail=$((fail + notok))
+    [ "$notok" -eq 0 ] || failed+=("$name")
+    [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("$name ran no test"); }
+  done
 }
 
 # The fuzzers' short, fixed-seed run (tests/fuzz/run.sh --short): seeds and saved crashes
