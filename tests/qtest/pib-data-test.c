@@ -1272,13 +1272,6 @@ static void test_dp_mw(void)
 
 static void test_dp_wire(void)
 {
-    g_autofree char *dir = g_dir_make_tmp("pib-qtest-XXXXXX", NULL);
-    g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
-    g_autofree char *args = g_strdup_printf(
-        "-chardev socket,id=link,path=%s,server=on,wait=off "
-        "-device pib-hca,addr=4.0,chardev=link,lid=1,node-guid=0x%" PRIx64,
-        path, (uint64_t)TEST_NODE_GUID);
-    QOSState *qs = pib_boot(args);
     struct pib_qp_attr a;
     struct pib_sge sge[1];
     struct pib_cqe cqe;
@@ -1290,11 +1283,13 @@ static void test_dp_wire(void)
     WirePkt w;
     PibDev d;
     int fd, i;
+    PeerLink l;
 
-    pib_open(&d, qs, PIB_DEVFN_A);
+    peer_boot(&l, 1);
+    pib_open(&d, l.qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 64);
-    fd = peer_connect(path);
-    peer_bring_up(&d, fd);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
 
     dp_end(&d, &x, PIB_QPT_RC, 16384);
     wp_dqpn = x.qp.qpn;
@@ -1661,9 +1656,7 @@ static void test_dp_wire(void)
     /* None of this was the guest's doing. */
     g_assert_cmpuint(dp_err_count(&d), ==, 0);
     pib_close(&d);
-    qtest_shutdown(qs);
-    g_unlink(path);
-    g_rmdir(dir);
+    peer_shutdown(&l);
 }
 
 /*
@@ -1721,7 +1714,7 @@ static void ld_run(PibDev *d, const char *path, TestEnd *x, LdVariant v,
     int fd;
 
     fd = peer_connect(path);
-    peer_bring_up(d, fd);
+    peer_bring_up(d, fd, TEST_NODE_GUID);
     g_assert_cmpuint(dp_modify_state(d, x->qp.qpn, PIB_QPS_RESET), ==,
                      PIB_AQ_OK);
     x->qp.sq_pi = x->qp.rq_pi = 0;
@@ -1781,30 +1774,23 @@ static void ld_run(PibDev *d, const char *path, TestEnd *x, LdVariant v,
 
 static void test_dp_link_death(void)
 {
-    g_autofree char *dir = g_dir_make_tmp("pib-qtest-XXXXXX", NULL);
-    g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
-    g_autofree char *args = g_strdup_printf(
-        "-chardev socket,id=link,path=%s,server=on,wait=off "
-        "-device pib-hca,addr=4.0,chardev=link,lid=1,node-guid=0x%" PRIx64,
-        path, (uint64_t)TEST_NODE_GUID);
-    QOSState *qs = pib_boot(args);
     TestEnd x;
     PibDev d;
+    PeerLink l;
 
-    pib_open(&d, qs, PIB_DEVFN_A);
+    peer_boot(&l, 1);
+    pib_open(&d, l.qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 64);
     dp_end(&d, &x, PIB_QPT_RC, LD_MSG);
     wp_dqpn = x.qp.qpn;
 
-    ld_run(&d, path, &x, LD_WRITES, 1);
-    ld_run(&d, path, &x, LD_READ_HEAD, 2);
-    ld_run(&d, path, &x, LD_RNR, 3);
+    ld_run(&d, l.path, &x, LD_WRITES, 1);
+    ld_run(&d, l.path, &x, LD_READ_HEAD, 2);
+    ld_run(&d, l.path, &x, LD_RNR, 3);
     g_assert_cmpuint(dp_err_count(&d), ==, 0);
 
     pib_close(&d);
-    qtest_shutdown(qs);
-    g_unlink(path);
-    g_rmdir(dir);
+    peer_shutdown(&l);
 }
 
 int main(int argc, char **argv)

@@ -91,13 +91,6 @@ static void test_link_pair(void)
 
 static void test_link_framing(void)
 {
-    g_autofree char *dir = g_dir_make_tmp("pib-qtest-XXXXXX", NULL);
-    g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
-    g_autofree char *args = g_strdup_printf(
-        "-chardev socket,id=link,path=%s,server=on,wait=off "
-        "-device pib-hca,addr=4.0,chardev=link,lid=3,node-guid=0x%" PRIx64,
-        path, (uint64_t)TEST_NODE_GUID);
-    QOSState *qs = pib_boot(args);
     struct pib_port_attr attr;
     uint8_t junk[8] = { 0x51, PIB_FRAME_PACKET, 0, 4 };
     struct pib_link_hdr big = {
@@ -110,16 +103,18 @@ static void test_link_framing(void)
     };
     PibDev d;
     int fd;
+    PeerLink l;
 
-    pib_open(&d, qs, PIB_DEVFN_A);
+    peer_boot(&l, 3);
+    pib_open(&d, l.qs, PIB_DEVFN_A);
     pib_enable(&d, 8, 16);
     g_assert_cmpuint(pib_query_port(&d, 1, &attr), ==, PIB_AQ_OK);
     g_assert_cmpuint(attr.state, ==, PIB_PORT_DOWN);
     g_assert_cmpuint(attr.phys_state, ==, PIB_PHYS_POLLING);
 
     /* Connect, train, and see data frames swallowed without harm. */
-    fd = peer_connect(path);
-    peer_bring_up(&d, fd);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
     peer_send_packet(fd, 100);
     peer_send_packet(fd, 0);
     peer_send_packet(fd, PIB_LINK_MAX_PAYLOAD);
@@ -133,24 +128,24 @@ static void test_link_framing(void)
     peer_expect_down(&d, 1);
 
     /* Retrain; then an oversized frame. */
-    fd = peer_connect(path);
-    peer_bring_up(&d, fd);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
     peer_write(fd, &big, sizeof(big));
     peer_expect_eof(fd);
     close(fd);
     peer_expect_down(&d, 2);
 
     /* Retrain; then an unknown frame type. */
-    fd = peer_connect(path);
-    peer_bring_up(&d, fd);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
     peer_write(fd, &odd, sizeof(odd));
     peer_expect_eof(fd);
     close(fd);
     peer_expect_down(&d, 3);
 
     /* Retrain; then the peer simply goes away. */
-    fd = peer_connect(path);
-    peer_bring_up(&d, fd);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
     close(fd);
     peer_expect_down(&d, 4);
 
@@ -159,9 +154,7 @@ static void test_link_framing(void)
     g_assert_cmpuint(rd(&d, PIB_REG_AEQ_LOST), ==, 0);
 
     pib_close(&d);
-    qtest_shutdown(qs);
-    g_unlink(path);
-    g_rmdir(dir);
+    peer_shutdown(&l);
 }
 
 int main(int argc, char **argv)

@@ -256,6 +256,28 @@ void pib_expect_guest_error(PibDev *d, uint32_t *count, uint32_t code)
  * The link peer: this process at the other end of the cable
  */
 
+void peer_boot(PeerLink *l, uint16_t lid)
+{
+    g_autofree char *args = NULL;
+
+    l->dir = g_dir_make_tmp("pib-qtest-XXXXXX", NULL);
+    l->path = g_build_filename(l->dir, "link.sock", NULL);
+    args = g_strdup_printf(
+        "-chardev socket,id=link,path=%s,server=on,wait=off "
+        "-device pib-hca,addr=4.0,chardev=link,lid=%u,node-guid=0x%" PRIx64,
+        l->path, lid, (uint64_t)TEST_NODE_GUID);
+    l->qs = pib_boot(args);
+}
+
+void peer_shutdown(PeerLink *l)
+{
+    qtest_shutdown(l->qs);
+    g_unlink(l->path);
+    g_rmdir(l->dir);
+    g_free(l->path);
+    g_free(l->dir);
+}
+
 int peer_connect(const char *path)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -296,6 +318,24 @@ void peer_write(int fd, const void *buf, size_t len)
     g_assert_cmpint(send(fd, buf, len, MSG_NOSIGNAL), ==, len);
 }
 
+/*
+ * Read one frame of any type: the header, then its body into buf (size bytes
+ * at most, else the test fails).  A relay between two devices can pass the
+ * frame on as it came: peer_write of the header, then of the body.
+ */
+uint16_t peer_read_frame(int fd, struct pib_link_hdr *hdr, void *buf,
+                         size_t size)
+{
+    uint16_t len;
+
+    g_assert_true(peer_read(fd, hdr, sizeof(*hdr)));
+    g_assert_cmphex(hdr->magic, ==, PIB_LINK_MAGIC);
+    len = be16_to_cpu(hdr->length_be);
+    g_assert_cmpuint(len, <=, size);
+    g_assert_true(peer_read(fd, buf, len));
+    return len;
+}
+
 void peer_expect_hello(int fd, uint64_t node_guid)
 {
     struct pib_link_hdr hdr;
@@ -324,8 +364,8 @@ void peer_send_hello(int fd)
     struct pib_link_hello hello = {
         .version_be = cpu_to_be32(PIB_LINK_PROTO_VERSION),
         .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
-        .node_guid_be = cpu_to_be64(0x1122334455667700ull),
-        .port_guid_be = cpu_to_be64(0x1122334455667701ull),
+        .node_guid_be = cpu_to_be64(PEER_NODE_GUID),
+        .port_guid_be = cpu_to_be64(PEER_NODE_GUID + 1),
     };
 
     memcpy(frame, &hdr, sizeof(hdr));
@@ -358,9 +398,9 @@ void peer_expect_eof(int fd)
     g_assert_false(peer_read(fd, &byte, 1));
 }
 
-void peer_bring_up(PibDev *d, int fd)
+void peer_bring_up(PibDev *d, int fd, uint64_t node_guid)
 {
-    peer_expect_hello(fd, TEST_NODE_GUID);
+    peer_expect_hello(fd, node_guid);
     peer_send_hello(fd);
     pib_wait_port_state(d, PIB_PORT_ACTIVE);
     g_assert_true(pib_aeq_find(d, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
@@ -1008,12 +1048,8 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     if (poll(&pfd, 1, timeout_ms) != 1) {
         return false;
     }
-    g_assert_true(peer_read(fd, &hdr, sizeof(hdr)));
-    g_assert_cmphex(hdr.magic, ==, PIB_LINK_MAGIC);
+    len = peer_read_frame(fd, &hdr, b, sizeof(b));
     g_assert_cmphex(hdr.type, ==, PIB_FRAME_PACKET);
-    len = be16_to_cpu(hdr.length_be);
-    g_assert_cmpuint(len, <=, sizeof(b));
-    g_assert_true(peer_read(fd, b, len));
 
     memset(w, 0, sizeof(*w));
     g_assert_cmpuint(b[1] & 3, ==, PIB_LNH_IBA_LOCAL);

@@ -103,20 +103,38 @@ void pib_expect_guest_error(PibDev *d, uint32_t *count, uint32_t code);
 
 /*
  * The link peer: this process on the other end of a device's cable (a unix
- * socket the device listens on, see include/pib_link.h).  The device under
- * test has node-guid=TEST_NODE_GUID unless a test says otherwise.
+ * socket the device listens on, see include/pib_link.h).  A relay between two
+ * devices is a peer to each: it reads whole frames from one (peer_read_frame)
+ * and writes them to the other as they came, HELLO included.
  */
 
+#define PEER_NODE_GUID      0x1122334455667700ull   /* our HELLO's identity */
+
+/*
+ * A machine with one device (addr 4.0, node GUID TEST_NODE_GUID) whose cable
+ * is a socket in a directory of its own: the device listens on path, the test
+ * dials it with peer_connect, as often as it likes.
+ */
+typedef struct PeerLink {
+    QOSState *qs;
+    char *dir, *path;
+} PeerLink;
+
+void peer_boot(PeerLink *l, uint16_t lid);
+/* qtest_shutdown, then the socket and its directory go. */
+void peer_shutdown(PeerLink *l);
 int peer_connect(const char *path);
 bool peer_read(int fd, void *buf, size_t len);
 void peer_write(int fd, const void *buf, size_t len);
+/* One whole frame: its header, then its body into buf; returns its length. */
+uint16_t peer_read_frame(int fd, struct pib_link_hdr *hdr, void *buf,
+                         size_t size);
 void peer_expect_hello(int fd, uint64_t node_guid);
 void peer_send_hello(int fd);
 void peer_send_packet(int fd, uint16_t len);
 void peer_expect_eof(int fd);
-/* HELLO both ways (the device's node GUID is TEST_NODE_GUID); the port goes
- * ACTIVE with its event. */
-void peer_bring_up(PibDev *d, int fd);
+/* HELLO both ways; the port goes ACTIVE with its event. */
+void peer_bring_up(PibDev *d, int fd, uint64_t node_guid);
 /* The port went DOWN (event, POLLING, the link_downs count). */
 void peer_expect_down(PibDev *d, uint32_t link_downs);
 
