@@ -1,5 +1,5 @@
 # Source this: the pib overlay on Debian's QEMU 7.2 tree, shared by every build of QEMU with our
-# device (qemu-hw/build.sh for the emulator and qtest, tests/fuzz/build-qemu-fuzz.sh for the
+# device (qemu-hw/build.sh for the emulator and the qtests, tests/fuzz/build-qemu-fuzz.sh for the
 # generic-fuzz binary).
 #
 #   qemu_overlay TOP SRC
