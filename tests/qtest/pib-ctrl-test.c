@@ -119,7 +119,7 @@ static void test_admin_roundtrip(void)
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_qp), ==, 1024);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_qp_wr), ==, 4096);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_cqe), ==, 65536);
-    g_assert_cmpuint(le16_to_cpu(dev_attr.max_pkeys), ==, 1);
+    g_assert_cmpuint(le16_to_cpu(dev_attr.max_pkeys), ==, PIB_PKEY_TBL_LEN);
     g_assert_cmpuint(dev_attr.phys_port_cnt, ==, 1);
     g_assert_cmpuint(le32_to_cpu(dev_attr.num_uars), ==, PIB_NUM_UARS);
     g_assert_cmphex(le64_to_cpu(dev_attr.max_mr_size), ==, 1ull << 34);
@@ -151,17 +151,25 @@ static void test_admin_roundtrip(void)
     g_assert_cmpuint(port_attr.max_mtu, ==, 5);
     g_assert_cmpuint(port_attr.active_mtu, ==, 5);
     g_assert_cmpuint(le16_to_cpu(port_attr.gid_tbl_len), ==, 1);
-    g_assert_cmpuint(le16_to_cpu(port_attr.pkey_tbl_len), ==, 1);
+    g_assert_cmpuint(le16_to_cpu(port_attr.pkey_tbl_len), ==, PIB_PKEY_TBL_LEN);
+    /* What the firmware's SMA implements is in the CapabilityMask from the start. */
+    g_assert_cmphex(le32_to_cpu(port_attr.port_cap_flags), ==, PIB_PORT_CAP_FIRMWARE);
     g_assert_cmpuint(le32_to_cpu(port_attr.max_msg_sz), ==, 1u << 31);
     g_assert_cmpuint(le32_to_cpu(port_attr.link_downs), ==, 0);
 
-    /* QUERY_PKEY / QUERY_GID: the one entry of each table. */
+    /*
+     * QUERY_PKEY: until an SM fills the table, the default P_Key at index 0 and
+     * nothing (0) elsewhere.  QUERY_GID: the one GID.
+     */
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_QUERY_PKEY,
         .in.port.port_num = 1,
     };
     g_assert_cmpuint(pib_cmd(&d, &cmd, &cqe), ==, PIB_AQ_OK);
     g_assert_cmphex(le32_to_cpu(cqe.result0), ==, 0xffff);
+    cmd.in.port.index = cpu_to_le32(PIB_PKEY_TBL_LEN - 1);
+    g_assert_cmpuint(pib_cmd(&d, &cmd, &cqe), ==, PIB_AQ_OK);
+    g_assert_cmphex(le32_to_cpu(cqe.result0), ==, 0);
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_QUERY_GID,
         .resp_addr = cpu_to_le64(d.resp),
@@ -230,16 +238,15 @@ static void test_bad_commands(void)
     g_assert_cmpuint(pib_query_port(&d, 0, &attr), ==, PIB_AQ_BAD_PARAM);
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_QUERY_PKEY,
-        .in.port = { .port_num = 1, .index = cpu_to_le32(1) },
+        .in.port = { .port_num = 1, .index = cpu_to_le32(PIB_PKEY_TBL_LEN) },
     };
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
     cmd.opcode = PIB_CMD_QUERY_GID;
+    cmd.in.port.index = cpu_to_le32(PIB_GID_TBL_LEN);
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
 
-    /* SET_PORT refuses LID 0, 0xffff, multicast LIDs and unknown mask bits. */
-    g_assert_cmpuint(pib_set_lid(&d, 0), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(pib_set_lid(&d, 0xffff), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(pib_set_lid(&d, 0xc000), ==, PIB_AQ_BAD_PARAM);
+    /* SET_PORT: an SM sets the LID (this device has no `lid`); unknown mask bits. */
+    g_assert_cmpuint(pib_set_lid(&d, 10), ==, PIB_AQ_BAD_STATE);
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_SET_PORT,
         .in.set_port = { .port_num = 1, .mask = cpu_to_le32(0x80) },
@@ -521,7 +528,8 @@ static void test_fatal_cq(void)
  */
 static void test_rings_at_own_bar(void)
 {
-    QOSState *qs = pib_boot("-device pib-hca,addr=4.0");
+    /* (lid=1: without an SM, SET_PORT may change the LID, which raises an event) */
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0,lid=1");
     struct pib_admin_cqe cqe;
     gint64 end = g_get_monotonic_time() + TIMEOUT_US;
     PibDev d;
@@ -565,7 +573,8 @@ static void test_rings_at_own_bar(void)
 
 static void test_aeq(void)
 {
-    QOSState *qs = pib_boot("-device pib-hca,addr=4.0");
+    /* Without an SM (the `lid` property), SET_PORT changes the LID. */
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0,lid=1");
     struct pib_port_attr attr;
     struct pib_aeqe e;
     uint32_t errs = 0;
@@ -574,6 +583,11 @@ static void test_aeq(void)
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 8, 2);
     g_assert_false(qpci_msix_pending(d.dev, PIB_MSIX_VEC_ASYNC));
+
+    /* SET_PORT refuses LID 0, 0xffff and multicast LIDs. */
+    g_assert_cmpuint(pib_set_lid(&d, 0), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(pib_set_lid(&d, 0xffff), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(pib_set_lid(&d, 0xc000), ==, PIB_AQ_BAD_PARAM);
 
     /* Three LID changes into an undrained 2-entry AEQ: one lost, counted. */
     g_assert_cmpuint(pib_set_lid(&d, 10), ==, PIB_AQ_OK);

@@ -144,9 +144,19 @@ static void test_dp_objects(void)
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
     dp_create_cq(&d, 8, &cq);
 
-    /* CREATE_QP */
+    /* CREATE_QP: the special QPs are QP0 and QP1, one each */
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_SMI, pdn, &cq, &cq, 4, 4,
-                                         DP_UAR, &qp), ==, PIB_AQ_BAD_PARAM);
+                                         DP_UAR, &qp), ==, PIB_AQ_OK);
+    g_assert_cmpuint(qp.qpn, ==, 0);
+    g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_SMI, pdn, &cq, &cq, 4, 4,
+                                         DP_UAR, &qp), ==, PIB_AQ_NO_RESOURCES);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_QP, 0), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_GSI, pdn, &cq, &cq, 4, 4,
+                                         DP_UAR, &qp), ==, PIB_AQ_OK);
+    g_assert_cmpuint(qp.qpn, ==, 1);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_QP, 1), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_UD + 1, pdn, &cq, &cq, 4,
+                                         4, DP_UAR, &qp), ==, PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_RC, pdn, &cq, &cq, 3, 4,
                                          DP_UAR, &qp), ==, PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_RC, pdn, &cq, &cq, 4,

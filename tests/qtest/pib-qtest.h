@@ -44,6 +44,7 @@
 #include "hw/pib/include/pib_hw.h"
 #include "hw/pib/include/pib_wqe.h"
 #include "hw/pib/include/pib_link.h"
+#include "hw/pib/include/pib_mad.h"
 
 #define PIB_DEVFN_A         QPCI_DEVFN(4, 0)
 #define PIB_DEVFN_B         QPCI_DEVFN(5, 0)
