@@ -622,24 +622,26 @@ static uint16_t sma_sl2vl(SmaReq *r)
 {
     PibMgmtPort *p = sma_port(r, r->n->node_type == PIB_NODE_TYPE_SWITCH ?
                                  (sma_attr_mod(r) >> 8) & 0xff : 0);
+    uint16_t status = PIB_MAD_STATUS_OK;
     int i;
 
     if (!p || (r->n->node_type != PIB_NODE_TYPE_SWITCH && sma_attr_mod(r) != 0)) {
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
-    if (r->set) {
-        for (i = 0; i < 2 * PIB_SL2VL_BYTES; i++) {
-            uint8_t vl = (r->smp->data[i / 2] >> (i & 1 ? 0 : 4)) & 0xf;
+    for (i = 0; r->set && i < 2 * PIB_SL2VL_BYTES; i++) {
+        uint8_t vl = (r->smp->data[i / 2] >> (i & 1 ? 0 : 4)) & 0xf;
 
-            if (vl >= PIB_MGMT_VL_CAP && vl != 15) {
-                return PIB_MAD_STATUS_INVALID_VALUE;
-            }
+        if (vl >= PIB_MGMT_VL_CAP && vl != 15) {
+            status = PIB_MAD_STATUS_INVALID_VALUE;
         }
+    }
+    if (r->set && status == PIB_MAD_STATUS_OK) {
         memcpy(p->sl2vl, r->smp->data, sizeof(p->sl2vl));
     }
+    /* The table as it now stands, after a refused Set too. */
     memset(r->smp->data, 0, sizeof(r->smp->data));
     memcpy(r->smp->data, p->sl2vl, sizeof(p->sl2vl));
-    return PIB_MAD_STATUS_OK;
+    return status;
 }
 
 /*
