@@ -111,6 +111,14 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 #define PIB_PACKET_POOL_MAX     256
 /* Bytes of whole frames one chardev write carries at most. */
 #define PIB_LINK_TX_BATCH       (64 * 1024)
+/*
+ * Direct receive (pib-link.c): bytes one read of the link's socket takes at
+ * most, and bytes the device takes from the socket in one main-loop pass.
+ */
+#define PIB_LINK_RX_BATCH       (256 * 1024)
+#define PIB_LINK_RX_PASS        (256 * 1024)
+/* Received packets dispatched per run of pib_rx_run(). */
+#define PIB_RX_BUDGET           64
 
 /*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
@@ -201,6 +209,20 @@ typedef struct PibLink {
     bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
     QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
 
+    /*
+     * Direct receive: on a plain socket chardev the device reads the
+     * connected socket itself, PIB_LINK_RX_BATCH bytes at a time, from its
+     * own fd handler; the chardev keeps connecting, reconnecting and
+     * reporting the stream's events (pib-link.c, "Direct receive").
+     */
+    bool direct;            /* property link-direct: use it where possible */
+    struct QIOChannelSocket *rx_sioc;   /* the socket read directly, or NULL */
+    QEMUBH *rx_more_bh;     /* bytes are left in rx_batch: go on next pass */
+    uint8_t *rx_batch;      /* PIB_LINK_RX_BATCH bytes read, not yet framed */
+    uint32_t rx_head;       /* rx_batch[rx_head, rx_tail) waits for framing */
+    uint32_t rx_tail;
+    uint32_t rx_gen;        /* bumped by every reset of the receive side */
+
     PibLinkRxState rx_state;
     bool rx_throttled;      /* can_receive said 0: accept_input when room */
     struct pib_link_hdr rx_hdr;
@@ -231,6 +253,7 @@ typedef struct PibLink {
     uint64_t frames_tx;
     uint64_t frames_rx;
     uint64_t bad_frames;
+    uint64_t rx_reads;      /* direct reads of the socket that returned data */
 } PibLink;
 
 typedef struct PibPort {

@@ -29,12 +29,33 @@
  * them as soon as the read callback has consumed its bytes.  While that
  * queue is full the link reads nothing, so a fast peer is slowed down by
  * the socket rather than by dropped packets.
+ *
+ * Receive has two paths into the same framing state machine:
+ *
+ *   direct    on a plain socket chardev (unix or TCP; not TLS, websocket or
+ *             telnet), the default: the device reads the connected socket
+ *             itself, up to PIB_LINK_RX_BATCH bytes per read and
+ *             PIB_LINK_RX_PASS per main-loop pass, from an fd handler of the
+ *             main loop's iohandler context.  The chardev still owns the
+ *             socket: it connects, accepts, reconnects and reports OPENED and
+ *             CLOSED; the device only reads between those two events, and its
+ *             can_receive tells the chardev to read nothing meanwhile.
+ *   chardev   any other backend, or link-direct=off: the chardev's read
+ *             callback, at most CHR_READ_BUF_LEN (4 KiB) per main-loop pass.
+ *
+ * The chardev path is bounded by the main loop's cost per pass: the socket
+ * chardev's GSource is blocked and unblocked around each dispatch, which
+ * costs GLib four eventfd writes, and one pass moved 4 KiB, less than one
+ * full-MTU frame.  The iohandler context's source is recursive (never
+ * blocked), and one direct read empties the socket.
  */
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
 #include "qemu/main-loop.h"
 #include "chardev/char-fe.h"
+#include "chardev/char-socket.h"
+#include "io/channel-socket.h"
 
 #include "pib-internal.h"
 #include "trace.h"
@@ -352,6 +373,9 @@ static void pib_link_rx_reset(PibState *s)
     l->rx_state = PIB_RX_HDR;
     l->rx_got = 0;
     l->rx_len = 0;
+    l->rx_head = 0;
+    l->rx_tail = 0;
+    l->rx_gen++;
 }
 
 /*
@@ -475,6 +499,9 @@ static int pib_link_can_receive(void *opaque)
     PibState *s = PIB_HCA(opaque);
     PibLink *l = &s->link;
 
+    if (l->rx_sioc) {
+        return 0;               /* the device reads the socket itself */
+    }
     /* Backpressure: read on once pib_rx_run() made room. */
     if (l->rx_state != PIB_RX_DISCARD && s->rxq_len >= PIB_RXQ_MAX) {
         l->rx_throttled = true;
@@ -488,27 +515,29 @@ static int pib_link_can_receive(void *opaque)
 }
 
 /*
- * Feed bytes through the framing state machine.  Frames arrive split or merged
- * arbitrarily; every pass of the loop consumes at least one byte, so it ends
- * within `size` passes.  The packets that were completed are processed once
- * all bytes are in (pib_rx_run), so nothing they cause (an ACK that finds the
- * peer gone, a port event) can change the framing state under the loop.
- *
- * A socket chardev hands over at most CHR_READ_BUF_LEN (4 KiB) per main-loop
- * pass, less than one full-MTU frame: the link's receive rate is bounded by
- * how fast the main loop turns, so nothing here may cost a pass of its own.
+ * Feed bytes through the framing state machine, and return how many it took.
+ * Frames arrive split or merged arbitrarily; every pass of the loop consumes
+ * at least one byte, so it ends within `size` passes.  It stops early once a
+ * frame completed with max_queued packets waiting in the receive queue (the
+ * caller dispatches them, then feeds the rest), or when the stream was reset
+ * under it (a HELLO's port event can transmit, and a write that finds the
+ * peer gone closes the stream at once): the bytes left belong to a
+ * connection that is gone.  Completed packets are only queued here, so
+ * nothing they cause can change the framing state under the loop.
  */
-static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
+static uint32_t pib_link_rx_feed(PibState *s, const uint8_t *buf,
+                                 uint32_t size, uint32_t max_queued)
 {
-    PibState *s = opaque;
     PibLink *l = &s->link;
-    int off = 0;
-    uint32_t n;
+    uint32_t gen = l->rx_gen;
+    uint32_t off = 0, n;
+    bool frame;
 
     while (off < size) {
+        frame = false;
         switch (l->rx_state) {
         case PIB_RX_HDR:
-            n = MIN((uint32_t)(size - off), PIB_LINK_HDR_LEN - l->rx_got);
+            n = MIN(size - off, PIB_LINK_HDR_LEN - l->rx_got);
             memcpy((uint8_t *)&l->rx_hdr + l->rx_got, buf + off, n);
             off += n;
             l->rx_got += n;
@@ -524,25 +553,171 @@ static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
             }
             if (l->rx_len == 0) {
                 pib_link_rx_frame(s);
+                frame = true;
             }
             break;
         case PIB_RX_PAYLOAD:
-            n = MIN((uint32_t)(size - off), l->rx_len - l->rx_got);
+            n = MIN(size - off, l->rx_len - l->rx_got);
             memcpy((l->rx_pkt ? pib_packet_ib(l->rx_pkt) : l->rx_buf) +
                    l->rx_got, buf + off, n);
             off += n;
             l->rx_got += n;
             if (l->rx_got == l->rx_len) {
                 pib_link_rx_frame(s);
+                frame = true;
             }
             break;
         default:
             off = size;         /* DISCARD */
             break;
         }
+        if (l->rx_gen != gen) {
+            return size;        /* reset: the rest is of a dead stream */
+        }
+        if (frame && s->rxq_len >= max_queued) {
+            break;
+        }
     }
+    return off;
+}
+
+/*
+ * The chardev's read callback (the chardev path).  A socket chardev hands
+ * over at most CHR_READ_BUF_LEN (4 KiB) per main-loop pass, less than one
+ * full-MTU frame, and can_receive bounds it by the receive queue's room.
+ */
+static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
+{
+    PibState *s = opaque;
+
+    pib_link_rx_feed(s, buf, size, UINT32_MAX);
     if (!QSIMPLEQ_EMPTY(&s->rxq)) {
         pib_rx_run(s);
+    }
+}
+
+/*
+ * Direct receive
+ */
+
+/*
+ * The chardev's connected socket, if the device may read it directly: a
+ * socket chardev whose channel is the socket itself.  TLS and websocket wrap
+ * it in another channel, telnet interprets bytes: those go through the
+ * chardev's own reads.
+ */
+static QIOChannelSocket *pib_link_direct_socket(PibState *s)
+{
+    Chardev *chr = qemu_chr_fe_get_driver(&s->link.chr);
+    SocketChardev *sc;
+
+    if (!s->link.direct || !chr ||
+        !object_dynamic_cast(OBJECT(chr), TYPE_CHARDEV_SOCKET)) {
+        return NULL;
+    }
+    sc = SOCKET_CHARDEV(chr);
+    if (sc->state != TCP_CHARDEV_STATE_CONNECTED || !sc->sioc ||
+        sc->ioc != QIO_CHANNEL(sc->sioc) || sc->do_telnetopt) {
+        return NULL;
+    }
+    return sc->sioc;
+}
+
+static void pib_link_rx_direct(void *opaque);
+
+/*
+ * Start reading the socket directly (the stream opened).  The reference
+ * keeps the socket open until pib_link_direct_stop(), even once the chardev
+ * has let go of it: the fd handler can never see a closed or reused
+ * descriptor.
+ */
+static void pib_link_direct_start(PibState *s)
+{
+    PibLink *l = &s->link;
+    QIOChannelSocket *sioc = pib_link_direct_socket(s);
+
+    if (!sioc) {
+        trace_pib_link_rx_path(s->node_guid, "chardev");
+        return;
+    }
+    if (!l->rx_batch) {
+        l->rx_batch = g_malloc(PIB_LINK_RX_BATCH);
+    }
+    object_ref(OBJECT(sioc));
+    l->rx_sioc = sioc;
+    qemu_set_fd_handler(sioc->fd, pib_link_rx_direct, NULL, s);
+    trace_pib_link_rx_path(s->node_guid, "direct");
+}
+
+static void pib_link_direct_stop(PibState *s)
+{
+    PibLink *l = &s->link;
+
+    if (!l->rx_sioc) {
+        return;
+    }
+    qemu_set_fd_handler(l->rx_sioc->fd, NULL, NULL, NULL);
+    object_unref(OBJECT(l->rx_sioc));
+    l->rx_sioc = NULL;
+    qemu_bh_cancel(l->rx_more_bh);
+}
+
+/*
+ * The socket is readable (fd handler), or bytes read before are left
+ * (rx_more_bh).  Read and frame until the socket is empty or this pass took
+ * PIB_LINK_RX_PASS bytes; packets are dispatched PIB_RX_BUDGET at a time
+ * (pib_rx_run), so the receive queue stays bounded however many frames one
+ * read holds.  A read shorter than asked for emptied the socket: no second
+ * read only to learn EAGAIN.  End of stream or an error: the chardev drops
+ * the connection (from a bottom half) and reports CLOSED.
+ */
+static void pib_link_rx_direct(void *opaque)
+{
+    PibState *s = opaque;
+    PibLink *l = &s->link;
+    uint32_t gen = l->rx_gen, taken = 0;
+    bool drained = false;
+    ssize_t n;
+
+    while (l->rx_sioc) {
+        if (l->rx_head == l->rx_tail) {
+            if (drained || taken >= PIB_LINK_RX_PASS) {
+                return;         /* a readable socket calls again */
+            }
+            n = qio_channel_read(QIO_CHANNEL(l->rx_sioc), (char *)l->rx_batch,
+                                 PIB_LINK_RX_BATCH, NULL);
+            if (n == QIO_CHANNEL_ERR_BLOCK) {
+                return;
+            }
+            if (n <= 0) {
+                trace_pib_link_event(s->node_guid, n ? "read error" : "EOF");
+                pib_link_direct_stop(s);
+                qemu_bh_schedule(l->drop_bh);
+                return;
+            }
+            l->rx_reads++;
+            l->rx_head = 0;
+            l->rx_tail = n;
+            taken += n;
+            drained = n < PIB_LINK_RX_BATCH;
+        }
+        l->rx_head += pib_link_rx_feed(s, l->rx_batch + l->rx_head,
+                                       l->rx_tail - l->rx_head,
+                                       PIB_RX_BUDGET);
+        if (l->rx_gen != gen) {
+            return;             /* the stream was reset under the feed */
+        }
+        if (!QSIMPLEQ_EMPTY(&s->rxq)) {
+            pib_rx_run(s);      /* may close the stream: checked above */
+            if (l->rx_gen != gen) {
+                return;
+            }
+        }
+        if (l->rx_head != l->rx_tail && s->rxq_len >= PIB_RX_BUDGET) {
+            /* The queue did not drain (loopback traffic): next pass. */
+            qemu_bh_schedule(l->rx_more_bh);
+            return;
+        }
     }
 }
 
@@ -555,7 +730,9 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
     case CHR_EVENT_OPENED:
         trace_pib_link_event(s->node_guid, "opened");
         l->stream_open = true;
+        pib_link_direct_stop(s);        /* (a stream never seen closing) */
         pib_link_rx_reset(s);
+        pib_link_direct_start(s);
         pib_port_event(s, PIB_PEV_STREAM_UP);
         if (!s->port.disabled) {
             pib_link_send_hello(s);     /* a DISABLED port does not train */
@@ -564,6 +741,7 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
     case CHR_EVENT_CLOSED:
         trace_pib_link_event(s->node_guid, "closed");
         l->stream_open = false;
+        pib_link_direct_stop(s);
         qemu_bh_cancel(l->drop_bh);
         if (!l->tx_draining) {
             pib_link_purge(s);  /* else the drain loop does it */
@@ -586,6 +764,8 @@ void pib_link_realize(PibState *s)
 
     l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, s,
                                      &DEVICE(s)->mem_reentrancy_guard);
+    l->rx_more_bh = qemu_bh_new_guarded(pib_link_rx_direct, s,
+                                        &DEVICE(s)->mem_reentrancy_guard);
     QSIMPLEQ_INIT(&l->txq);
     pib_link_rx_reset(s);
     if (qemu_chr_fe_backend_connected(&l->chr)) {
@@ -598,9 +778,13 @@ void pib_link_realize(PibState *s)
 void pib_link_unrealize(PibState *s)
 {
     pib_link_purge(s);
+    pib_link_direct_stop(s);
     qemu_chr_fe_deinit(&s->link.chr, false);
     qemu_bh_delete(s->link.drop_bh);
+    qemu_bh_delete(s->link.rx_more_bh);
     pib_link_rx_reset(s);
+    g_free(s->link.rx_batch);
+    s->link.rx_batch = NULL;
 }
 
 /* Last, after every frame went back to the free list. */

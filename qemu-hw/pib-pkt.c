@@ -31,8 +31,6 @@
 #include "pib-internal.h"
 #include "trace.h"
 
-#define PIB_RX_BUDGET           64
-
 #define RC(x)   PIB_OP_RC_##x
 #define UC(x)   PIB_OP_UC_##x
 #define UD(x)   PIB_OP_UD_##x

@@ -664,6 +664,7 @@ static Property pib_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibState, node_guid, 0),
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
+    DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
     DEFINE_PROP_END_OF_LIST(),
 };
 

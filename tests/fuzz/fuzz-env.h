@@ -25,7 +25,13 @@
  *                    can_receive/receive/event callbacks; fz_link_feed()
  *                    delivers bytes in chunks no larger than can_receive
  *                    allows; qemu_chr_fe_write() checks every frame the
- *                    device transmits and can simulate a full socket
+ *                    device transmits and can simulate a full socket.
+ *                    With fz_link.direct, the chardev is a socket chardev
+ *                    the device reads itself (pib-link.c, "Direct
+ *                    receive"): fz_link_feed() calls the fd handler the
+ *                    device installed, and qio_channel_read() hands over
+ *                    the bytes, rx_chunk at most per read, then EAGAIN,
+ *                    or end of stream / an error (fz_link_eof())
  *   PCI, MSI-X, QOM  enough to run the device's class_init, realize and exit
  *   trace points     generated with tracetool's log backend; they format
  *                    into a scratch buffer only when fz_trace_enable(true)
@@ -94,6 +100,14 @@ typedef struct FzLink {
     IOEventHandler *event;
     void *opaque;
     bool connected;         /* the byte stream is open (OPENED delivered) */
+    /* direct receive: the device reads the socket from an fd handler */
+    bool direct;            /* the chardev is a plain socket chardev */
+    IOHandler *fd_read;     /* the device's fd handler, NULL if none */
+    void *fd_opaque;
+    int sock_refs;          /* the device's references to the socket */
+    const uint8_t *rx_data; /* bytes the socket holds for the device */
+    size_t rx_left;
+    int rx_end;             /* 0: EAGAIN when empty; 1: EOF; -1: an error */
     FzTxMode tx_mode;
     uint32_t tx_calls;
     uint32_t rx_chunk;      /* largest piece handed to read() at once */
@@ -115,6 +129,8 @@ extern FzLink fz_link;
 
 void fz_link_open(void);            /* CHR_EVENT_OPENED */
 void fz_link_close(void);           /* CHR_EVENT_CLOSED */
+/* Direct receive: the peer closes (end of stream) or the socket fails. */
+void fz_link_eof(bool error);
 /* Deliver bytes from the peer, respecting can_receive, as the chardev layer does. */
 void fz_link_feed(const uint8_t *buf, size_t len);
 /* The socket drained: fire the device's G_IO_OUT watch, if any. */

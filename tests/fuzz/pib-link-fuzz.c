@@ -151,6 +151,9 @@ typedef struct QEMU_PACKED FzConfig {
 #define FZ_CFG3_CQ_NOT_RAM  0x02    /* the receive CQ's ring is not RAM */
 #define FZ_CFG3_NO_LID      0x04    /* the port starts without a LID (INIT);
                                      * an SM sets it through the SMA */
+#define FZ_CFG3_CHARDEV     0x08    /* link-direct=off: the chardev's own
+                                     * reads (else the device reads the
+                                     * socket directly) */
 
 typedef struct Fz {
     PibState *s;
@@ -1039,7 +1042,10 @@ static void fz_setup(FzConfig cfg)
     fz_loop_reset();
     memset(&fz_link, 0, sizeof(fz_link));
     fz_link.tx_mode = (cfg.flags >> 4) & 3;
-    fz_link.rx_chunk = (cfg.flags & FZ_CFG_SMALL_READS) ? 1 + cfg.rx_chunk : 4096;
+    fz_link.direct = !(cfg.flags3 & FZ_CFG3_CHARDEV);
+    /* A socket read takes what is there; the chardev at most 4 KiB. */
+    fz_link.rx_chunk = (cfg.flags & FZ_CFG_SMALL_READS) ? 1 + cfg.rx_chunk :
+                       fz_link.direct ? UINT32_MAX : 4096;
 
     if (!fz_class) {
         fz_modules_init();
@@ -1060,6 +1066,7 @@ static void fz_setup(FzConfig cfg)
     }
     fz.s->node_guid = FZ_NODE_GUID;
     fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
+    fz.s->link.direct = true;           /* the property's default */
     fz_class->realize(pci, &err);
     if (fz_error_clear(&err)) {
         fz_bug("harness: the device refused to realize");
@@ -1731,8 +1738,12 @@ static void fz_op_link(uint8_t sel)
         fz_feed(NULL, 0);
         fz_peer_hello(PIB_LINK_PROTO_VERSION + (sel >> 3));
         break;
-    case 3:             /* the peer goes away */
-        fz_link_close();
+    case 3:             /* the peer goes away: the chardev sees it, or */
+        if (sel & 0x18) {   /* the device reads end of stream, or an error */
+            fz_link_eof(sel & 0x10);
+        } else {
+            fz_link_close();
+        }
         break;
     case 4:             /* reconnects, but says nothing yet (TRAINING) */
         fz_link_close();
@@ -2150,6 +2161,24 @@ static void fz_gen_seeds(const char *dir)
     seed_put(&sd, (uint8_t[]) { FZ_OP_RAW, 8, 0, 0x51, 2, 0, 4, 1, 2, 3, 4 },
              11);
     seed_write(dir, "link-framing", &sd);
+    /* The same through the chardev's own reads (link-direct=off), 7 bytes at a time */
+    cfg.flags3 |= FZ_CFG3_CHARDEV;
+    cfg.flags |= FZ_CFG_SMALL_READS;
+    cfg.rx_chunk = 6;
+    memcpy(sd.b, &cfg, sizeof(cfg));
+    seed_write(dir, "link-framing-chardev", &sd);
+    cfg = mtu1k;
+
+    /* Direct receive: the peer closes (end of stream), the socket fails, each under traffic */
+    for (v = 0; v < 2; v++) {
+        sd.n = 0;
+        seed_put(&sd, &cfg, sizeof(cfg));
+        p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+        seed_op(&sd, FZ_OP_STRUCT | FZ_OP_NORUN, &p[0], sizeof(p[0]));
+        seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 3 | (v ? 0x10 : 0x08) }, 2);
+        seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+        seed_write(dir, v ? "link-read-error" : "link-eof", &sd);
+    }
 
     /* A READ, then the MR goes while the responses are pending */
     sd.n = 0;

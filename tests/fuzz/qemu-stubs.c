@@ -25,6 +25,8 @@
 #include "hw/qdev-properties.h"
 #include "hw/qdev-properties-system.h"
 #include "chardev/char-fe.h"
+#include "chardev/char-socket.h"
+#include "io/channel-socket.h"
 #include "exec/memory.h"
 #include "trace/control.h"
 #include "trace/event-internal.h"
@@ -396,6 +398,9 @@ void fz_loop_check_empty(void)
         g_main_context_find_source_by_id(NULL, fz_link.watch_tag)) {
         fz_bug("the device's chardev watch is still installed after its exit");
     }
+    if (fz_link.fd_read || fz_link.sock_refs) {
+        fz_bug("the device still reads its socket after its exit");
+    }
 }
 
 void fz_loop_reset(void)
@@ -414,6 +419,19 @@ void fz_loop_reset(void)
 
 FzLink fz_link;
 
+/*
+ * With fz_link.direct the backend is a socket chardev, connected while the
+ * stream is open, whose channel is the socket itself: what the device needs
+ * to read it directly.  QOM casts are unchecked here (see below); only
+ * object_dynamic_cast() answers for real.
+ */
+#define FZ_SOCK_FD      1000        /* never a real descriptor */
+static QIOChannelSocket fz_sioc = { .fd = FZ_SOCK_FD };
+static SocketChardev fz_schr = {
+    .ioc = (QIOChannel *)&fz_sioc,
+    .sioc = &fz_sioc,
+};
+
 bool qemu_chr_fe_backend_connected(CharBackend *be)
 {
     return true;
@@ -421,7 +439,74 @@ bool qemu_chr_fe_backend_connected(CharBackend *be)
 
 Chardev *qemu_chr_fe_get_driver(CharBackend *be)
 {
+    if (!fz_link.direct) {
+        return NULL;
+    }
+    fz_schr.state = fz_link.connected ? TCP_CHARDEV_STATE_CONNECTED :
+                                        TCP_CHARDEV_STATE_DISCONNECTED;
+    return (Chardev *)&fz_schr;
+}
+
+Object *object_dynamic_cast(Object *obj, const char *typename)
+{
+    if (obj == (Object *)&fz_schr && g_str_equal(typename, TYPE_CHARDEV_SOCKET)) {
+        return obj;
+    }
     return NULL;
+}
+
+Object *object_ref(void *obj)
+{
+    if (obj != &fz_sioc) {
+        fz_bug("object_ref() of an object the harness does not know");
+    }
+    fz_link.sock_refs++;
+    return obj;
+}
+
+void object_unref(void *obj)
+{
+    if (obj != &fz_sioc || fz_link.sock_refs <= 0) {
+        fz_bug("object_unref() without a reference");
+    }
+    fz_link.sock_refs--;
+}
+
+void qemu_set_fd_handler(int fd, IOHandler *fd_read, IOHandler *fd_write,
+                         void *opaque)
+{
+    if (fd != FZ_SOCK_FD || fd_write) {
+        fz_bug("qemu_set_fd_handler() on fd %d (write handler %p)",
+               fd, fd_write);
+    }
+    if (fd_read && !fz_link.sock_refs) {
+        fz_bug("an fd handler on a socket the device holds no reference to");
+    }
+    fz_link.fd_read = fd_read;
+    fz_link.fd_opaque = opaque;
+}
+
+/* As QIOChannelSocket's: what the peer sent, then EAGAIN, EOF or an error. */
+ssize_t qio_channel_read(QIOChannel *ioc, char *buf, size_t buflen,
+                         Error **errp)
+{
+    FzLink *l = &fz_link;
+    size_t n;
+
+    if (ioc != (QIOChannel *)&fz_sioc || !l->sock_refs) {
+        fz_bug("qio_channel_read() on a socket the device does not hold");
+    }
+    if (!l->rx_left) {
+        if (l->rx_end) {
+            return l->rx_end > 0 ? 0 : -1;
+        }
+        return QIO_CHANNEL_ERR_BLOCK;
+    }
+    n = MIN(MIN(buflen, l->rx_left), (size_t)l->rx_chunk);
+    memcpy(buf, l->rx_data, n);
+    l->rx_data += n;
+    l->rx_left -= n;
+    return n;
 }
 
 void qemu_chr_fe_set_handlers(CharBackend *b, IOCanReadHandler *fd_can_read,
@@ -462,8 +547,13 @@ void fz_link_open(void)
         return;
     }
     fz_link.connected = true;
+    fz_link.rx_end = 0;
     fz_link_tx_reset();
     fz_link.event(fz_link.opaque, CHR_EVENT_OPENED);
+    if (fz_link.direct && !fz_link.fd_read) {
+        fz_bug("a plain socket chardev opened, and the device does not "
+               "read it directly");
+    }
 }
 
 void fz_link_close(void)
@@ -473,6 +563,11 @@ void fz_link_close(void)
     }
     fz_link.connected = false;
     fz_link.event(fz_link.opaque, CHR_EVENT_CLOSED);
+    if (fz_link.fd_read || fz_link.sock_refs) {
+        fz_bug("the stream closed, and the device still reads its socket "
+               "(handler %p, %d references)", fz_link.fd_read,
+               fz_link.sock_refs);
+    }
 }
 
 /* As tcp_chr_disconnect(): CLOSED reaches the frontend at once. */
@@ -618,12 +713,73 @@ void fz_link_writable(void)
  * it says 0, the main loop runs (bottom halves) and asks again.  A device that
  * says 0 with no work pending would never read again: the link is stuck.
  */
+/*
+ * Direct receive: while the socket holds bytes, the main loop calls the
+ * device's fd handler again and again, with bottom halves between; the
+ * device may take less than it could per call.  A connected device with
+ * bytes waiting must read them or have a bottom half under way that will.
+ */
+static void fz_link_feed_direct(const uint8_t *buf, size_t len)
+{
+    FzLink *l = &fz_link;
+    size_t before;
+    unsigned idle = 0, at_end = 0;
+
+    l->rx_data = buf;
+    l->rx_left = len;
+    while (l->connected && (l->rx_left || l->rx_end)) {
+        before = l->rx_left;
+        if (l->fd_read) {
+            l->fd_read(l->fd_opaque);
+        } else if (!fz_bhs_pending()) {
+            fz_bug("link stuck: the socket holds %zu bytes, the device has "
+                   "no fd handler and no bottom half scheduled", l->rx_left);
+        }
+        fz_run_bhs();
+        if (l->rx_left == before && !l->rx_end) {
+            if (++idle > 2) {
+                fz_bug("link stuck: the fd handler takes none of the %zu "
+                       "bytes the socket holds", l->rx_left);
+            }
+        } else {
+            idle = 0;
+        }
+        if (l->rx_end && !l->rx_left && l->connected && ++at_end > 2) {
+            fz_bug("end of stream read, and the device does not drop the "
+                   "connection");
+        }
+    }
+    l->rx_data = NULL;
+    l->rx_left = 0;         /* what a closed stream still held is lost */
+}
+
+void fz_link_eof(bool error)
+{
+    static const uint8_t none;
+
+    if (!fz_link.direct || !fz_link.connected) {
+        fz_link_close();
+        return;
+    }
+    fz_link.rx_end = error ? -1 : 1;
+    fz_link_feed_direct(&none, 0);
+    if (fz_link.connected) {
+        fz_bug("end of stream read, and the connection is still up");
+    }
+}
+
 void fz_link_feed(const uint8_t *buf, size_t len)
 {
     FzLink *l = &fz_link;
     size_t n;
     int room;
 
+    if (l->direct) {
+        if (len) {
+            fz_link_feed_direct(buf, len);
+        }
+        return;
+    }
     while (len && l->connected && l->read) {
         room = l->can_read(l->opaque);
         if (room <= 0) {
@@ -796,6 +952,7 @@ void object_class_property_set_description(ObjectClass *klass,
 const PropertyInfo qdev_prop_uint16;
 const PropertyInfo qdev_prop_uint64;
 const PropertyInfo qdev_prop_chr;
+const PropertyInfo qdev_prop_bool;
 
 /*
  * Errors: realize must not fail (the harness checks), a property setter may

@@ -5,13 +5,20 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * Only in GLib's perf mode (pib-bench -m perf): two HCAs in one QEMU, RC at
- * MTU 4096.  Each run reports wall-clock throughput and the CPU time the QEMU
- * process spent, read from /proc (the device's cost; the test itself runs on
- * another core and only polls).  Not part of `make qtest`.
+ * Only in GLib's perf mode (pib-bench -m perf).  Each run reports wall-clock
+ * throughput and the CPU time the QEMU process spent, read from /proc (the
+ * device's cost; the test itself runs on another core and mostly waits).
+ * Not part of `make qtest`.  Two benchmarks, each with the link's two
+ * receive paths (docs/hardware.md, "The link"): .../direct, the default,
+ * and .../chardev (link-direct=off), for before/after figures:
+ *
+ *   rc        two HCAs in one QEMU, RC at MTU 4096: WRITE, READ and SEND
+ *   link-rx   one HCA flooded with frames: this process is its link peer
+ *             and writes UC RDMA WRITEs of 4 KiB (full-MTU frames) into an
+ *             MR as fast as the device takes them, the receive path alone
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-bench \
- *          -m perf -p /x86_64/pib/bench/rc
+ *          -m perf -p /x86_64/pib/bench
  * PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures).
  */
 
@@ -198,11 +205,23 @@ static void bench_expect(PibDev *d, TestCq *cq, uint32_t n, uint8_t opcode,
     qtest_writel(qts(d), cq->ring + cq->ring_bytes, cq->ci);
 }
 
-static void test_bench(void)
+/* PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures). */
+static uint32_t bench_rounds(void)
 {
-    /* PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures). */
-    const char *rounds_env = g_getenv("PIB_BENCH_ROUNDS");
-    const uint32_t rounds = rounds_env ? MAX(atoi(rounds_env), 1) : 1;
+    const char *env = g_getenv("PIB_BENCH_ROUNDS");
+
+    return env ? MAX(atoi(env), 1) : 1;
+}
+
+/* The receive path a benchmark runs on: test data "direct" or "chardev". */
+static void bench_set_path(const void *path)
+{
+    pib_dev_props = g_str_equal(path, "chardev") ? ",link-direct=off" : "";
+}
+
+static void test_bench(const void *path)
+{
+    const uint32_t rounds = bench_rounds();
     const uint32_t big = 4 << 20, n_big = 16;
     const uint32_t mid = 64 << 10, n_mid = 256;
     const uint32_t n_small = 4096;
@@ -213,6 +232,7 @@ static void test_bench(void)
     uint32_t i, j;
     pid_t pid;
 
+    bench_set_path(path);
     dp_pair_up(&p);
     pid = bench_qemu_pid();
     dp_poll_interval_us = 2000;
@@ -223,7 +243,8 @@ static void test_bench(void)
     dp_fill(&p.a, x.buf, big, 5);
 
     /* RDMA WRITE, 4 MiB each, 16 in flight (one SQ's worth). */
-    g_test_message("bench: WRITE runs (QEMU pid %d)", (int)pid);
+    g_test_message("bench: rc, %s receive path (QEMU pid %d)",
+                   (const char *)path, (int)pid);
     bench_start(&c, pid);
     sge[0] = dp_sge(x.buf, big, x.key);
     for (j = 0; j < rounds; j++) {
@@ -292,12 +313,130 @@ static void test_bench(void)
     dp_pair_down(&p);
 }
 
+/*
+ * The receive path alone: this process is the device's link peer and floods
+ * it with UC RDMA WRITE ONLY frames of 4 KiB payload (4,136 bytes on the
+ * wire), LINK_RX_BATCH frames per write, PSNs in sequence, into a 4 MiB MR
+ * round and round.  UC sends no ACKs, so the device only receives; a SEND
+ * into a posted receive closes the run, and its CQE says that every frame
+ * before it was taken.  The counters then say none was dropped.
+ */
+#define LINK_RX_PAYLOAD     4096
+#define LINK_RX_BATCH       64
+#define LINK_RX_FRAMES      (64 * 1024)     /* 256 MiB of payload */
+#define LINK_RX_MR          (4 << 20)
+
+static uint32_t link_rx_frame(uint8_t *f, uint32_t psn, uint64_t va,
+                              uint32_t rkey, uint8_t fill)
+{
+    uint32_t len = 8 + 12 + 16 + LINK_RX_PAYLOAD;
+    uint8_t *b = f + PIB_LINK_HDR_LEN;
+
+    f[0] = PIB_LINK_MAGIC;
+    f[1] = PIB_FRAME_PACKET;
+    stw_be_p(f + 2, len);
+    b[0] = 0;
+    b[1] = PIB_LNH_IBA_LOCAL;
+    stw_be_p(b + 2, 1);                 /* DLID: the device */
+    stw_be_p(b + 4, len / 4);
+    stw_be_p(b + 6, WP_LID);
+    b[8] = PIB_OP_UC_RDMA_WRITE_ONLY;
+    b[9] = 0;
+    stw_be_p(b + 10, 0xffff);
+    stl_be_p(b + 12, wp_dqpn);
+    stl_be_p(b + 16, psn & PIB_PSN_MASK);
+    stq_be_p(b + 20, va);               /* RETH */
+    stl_be_p(b + 28, rkey);
+    stl_be_p(b + 32, LINK_RX_PAYLOAD);
+    memset(b + 36, fill, LINK_RX_PAYLOAD);
+    return PIB_LINK_HDR_LEN + len;
+}
+
+static void test_link_rx(const void *path)
+{
+    const uint32_t frames = LINK_RX_FRAMES * bench_rounds();
+    const uint32_t frame_len = PIB_LINK_HDR_LEN + 8 + 12 + 16 + LINK_RX_PAYLOAD;
+    g_autofree uint8_t *batch = g_malloc(LINK_RX_BATCH * frame_len);
+    uint64_t cnt[PIB_CNT_MAX];
+    struct pib_sge sge[1];
+    uint8_t page[64];
+    uint32_t i, j, psn = 0;
+    BenchClock c;
+    PeerLink l;
+    TestEnd x;
+    PibDev d;
+    pid_t pid;
+    int fd, c_id;
+
+    bench_set_path(path);
+    peer_boot(&l, 1);
+    pid = bench_qemu_pid();
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    dp_end(&d, &x, PIB_QPT_UC, LINK_RX_MR);
+    dp_connect_ex(&d, &x.qp, WP_LID, WP_QPN, BENCH_MTU_4096, 14, 7, 7);
+    wp_dqpn = x.qp.qpn;
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_recv(&d, &x.qp, 1, sge, 1);
+    for (i = 0; i < LINK_RX_BATCH; i++) {
+        link_rx_frame(batch + i * frame_len, 0, x.buf, x.key, 0x5a);
+    }
+
+    g_test_message("bench: link-rx, %s receive path (QEMU pid %d)",
+                   (const char *)path, (int)pid);
+    dp_poll_interval_us = 2000;
+    bench_start(&c, pid);
+    for (i = 0; i < frames; i += LINK_RX_BATCH) {
+        for (j = 0; j < LINK_RX_BATCH; j++) {
+            uint8_t *b = batch + j * frame_len + PIB_LINK_HDR_LEN;
+
+            stl_be_p(b + 16, psn++ & PIB_PSN_MASK);
+            stq_be_p(b + 20, x.buf + (uint64_t)((i + j) %
+                              (LINK_RX_MR / LINK_RX_PAYLOAD)) * LINK_RX_PAYLOAD);
+        }
+        peer_write(fd, batch, LINK_RX_BATCH * frame_len);
+    }
+    wp_send(fd, PIB_OP_UC_SEND_ONLY, psn, false, NULL, 0, "done", 4);
+    dp_expect(&d, &x.rcq, 1, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    bench_report(&c, "link-rx UC WRITE 4 KiB frames",
+                 (uint64_t)frames * LINK_RX_PAYLOAD, 0);
+    dp_poll_interval_us = 200;
+
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_PACKETS], ==, frames + 1);
+    for (c_id = PIB_CNT_RX_DROP_PORT_DOWN; c_id <= PIB_CNT_RX_DROP_VL15;
+         c_id++) {
+        g_assert_cmpuint(cnt[c_id], ==, 0);
+    }
+    qtest_memread(qts(&d), x.buf + LINK_RX_MR - sizeof(page), page,
+                  sizeof(page));
+    for (i = 0; i < sizeof(page); i++) {
+        g_assert_cmphex(page[i], ==, 0x5a);
+    }
+    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+    close(fd);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
+    static const char *const paths[] = { "direct", "chardev" };
+    int i;
+
     g_test_init(&argc, &argv, NULL);
 
     if (g_test_perf()) {
-        qtest_add_func("/pib/bench/rc", test_bench);
+        for (i = 0; i < ARRAY_SIZE(paths); i++) {
+            g_autofree char *rc = g_strdup_printf("/pib/bench/rc/%s", paths[i]);
+            g_autofree char *rx = g_strdup_printf("/pib/bench/link-rx/%s",
+                                                  paths[i]);
+
+            qtest_add_data_func(rc, paths[i], test_bench);
+            qtest_add_data_func(rx, paths[i], test_link_rx);
+        }
     } else {
         g_printerr("pib-bench: the benchmark runs in perf mode only "
                    "(-m perf)\n");

@@ -264,8 +264,8 @@ void peer_boot(PeerLink *l, uint16_t lid)
     l->path = g_build_filename(l->dir, "link.sock", NULL);
     args = g_strdup_printf(
         "-chardev socket,id=link,path=%s,server=on,wait=off "
-        "-device pib-hca,addr=4.0,chardev=link,lid=%u,node-guid=0x%" PRIx64,
-        l->path, lid, (uint64_t)TEST_NODE_GUID);
+        "-device pib-hca,addr=4.0,chardev=link,lid=%u,node-guid=0x%" PRIx64
+        "%s", l->path, lid, (uint64_t)TEST_NODE_GUID, pib_dev_props);
     l->qs = pib_boot(args);
 }
 
@@ -810,6 +810,7 @@ void dp_post_bind(PibDev *d, TestQp *qp, uint64_t wr_id, uint8_t type,
  * command that costs QEMU CPU time too; the benchmarks look less often.
  */
 gulong dp_poll_interval_us = 200;
+const char *pib_dev_props = "";
 
 /* The next CQE, by its phase bit; gives the slot back (CI record). */
 bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
@@ -921,8 +922,9 @@ void dp_pair_up(TestPair *p)
         "-m 256M "
         "-chardev socket,id=la,path=%s,server=on,wait=off "
         "-chardev socket,id=lb,path=%s,reconnect=1 "
-        "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1 "
-        "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2", p->path, p->path);
+        "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1%s "
+        "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2%s", p->path, p->path,
+        pib_dev_props, pib_dev_props);
     p->qs = pib_boot(args);
     pib_open(&p->a, p->qs, PIB_DEVFN_A);
     pib_open(&p->b, p->qs, PIB_DEVFN_B);

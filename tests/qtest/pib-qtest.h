@@ -189,6 +189,11 @@ typedef struct TestEnd {
 
 /* How long dp_poll sleeps between looks at a CQ (the benchmark raises it). */
 extern gulong dp_poll_interval_us;
+/*
+ * More properties for every pib-hca that dp_pair_up and peer_boot create
+ * (",name=value..."; the benchmark sets link-direct=off to compare).
+ */
+extern const char *pib_dev_props;
 
 /* Zeroed, page-aligned guest memory. */
 uint64_t dp_alloc(PibDev *d, size_t size);
