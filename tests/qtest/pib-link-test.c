@@ -8,7 +8,10 @@
  * The cable between two ports (include/pib_link.h): two devices in one QEMU
  * train their link and reach ACTIVE; then this test is the peer on a device's
  * socket and checks the framing rules, partial reads, loss of framing and
- * retraining.  The fixture (pib-qtest.h) has the peer's helpers.
+ * retraining, and a burst of frames far larger than one read, on both of the
+ * device's receive paths (docs/hardware.md, "The link": .../direct, the
+ * default, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
+ * the peer's helpers.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-link-test
  */
@@ -89,7 +92,13 @@ static void test_link_pair(void)
  * framing, retrain
  */
 
-static void test_link_framing(void)
+/* The receive path a test runs on: test data "direct" or "chardev". */
+static void link_set_path(const void *path)
+{
+    pib_dev_props = g_str_equal(path, "chardev") ? ",link-direct=off" : "";
+}
+
+static void test_link_framing(const void *path)
 {
     struct pib_port_attr attr;
     uint8_t junk[8] = { 0x51, PIB_FRAME_PACKET, 0, 4 };
@@ -105,7 +114,9 @@ static void test_link_framing(void)
     int fd;
     PeerLink l;
 
+    link_set_path(path);
     peer_boot(&l, 3);
+    pib_dev_props = "";
     pib_open(&d, l.qs, PIB_DEVFN_A);
     pib_enable(&d, 8, 16);
     g_assert_cmpuint(pib_query_port(&d, 1, &attr), ==, PIB_AQ_OK);
@@ -157,12 +168,92 @@ static void test_link_framing(void)
     peer_shutdown(&l);
 }
 
+/*
+ * A burst: 65,536 empty PACKET frames (256 KiB, more than one direct read
+ * and 64 chardev reads) in one write, then a full-size frame in three pieces
+ * split inside its header and its payload.  Every frame is taken, in order
+ * (each is malformed as a packet: counted, dropped), the receive queue stays
+ * bounded on the way, and the link stays up.
+ */
+#define BURST_FRAMES        65536
+
+static void test_link_burst(const void *path)
+{
+    g_autofree uint8_t *burst = g_malloc(BURST_FRAMES * PIB_LINK_HDR_LEN);
+    g_autofree uint8_t *big = g_malloc0(PIB_LINK_HDR_LEN +
+                                        PIB_LINK_MAX_PAYLOAD);
+    struct pib_link_hdr hdr = {
+        .magic = PIB_LINK_MAGIC,
+        .type = PIB_FRAME_PACKET,
+    };
+    struct pib_port_attr attr;
+    uint64_t cnt[PIB_CNT_MAX];
+    gint64 end;
+    PibDev d;
+    PeerLink l;
+    int fd, i;
+
+    link_set_path(path);
+    peer_boot(&l, 3);
+    pib_dev_props = "";
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 8, 16);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+
+    for (i = 0; i < BURST_FRAMES; i++) {
+        memcpy(burst + i * PIB_LINK_HDR_LEN, &hdr, sizeof(hdr));
+    }
+    peer_write(fd, burst, BURST_FRAMES * PIB_LINK_HDR_LEN);
+    hdr.length_be = cpu_to_be16(PIB_LINK_MAX_PAYLOAD);
+    memcpy(big, &hdr, sizeof(hdr));
+    peer_write(fd, big, 3);
+    g_usleep(20 * 1000);
+    peer_write(fd, big + 3, 1000);
+    g_usleep(20 * 1000);
+    peer_write(fd, big + 1003, PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD - 1003);
+
+    end = g_get_monotonic_time() + TIMEOUT_US;
+    do {
+        g_assert_cmpint(g_get_monotonic_time(), <, end);
+        g_usleep(10 * 1000);
+        dp_counters(&d, cnt);
+    } while (cnt[PIB_CNT_RX_PACKETS] < BURST_FRAMES + 1);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_PACKETS], ==, BURST_FRAMES + 1);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_MALFORMED], ==, BURST_FRAMES + 1);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_RXQ_FULL], ==, 0);
+    g_assert_cmpuint(cnt[PIB_CNT_LINK_FRAMING_ERRORS], ==, 0);
+    g_assert_cmpuint(pib_query_port(&d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(attr.state, ==, PIB_PORT_ACTIVE);
+    g_assert_cmpuint(le32_to_cpu(attr.link_downs), ==, 0);
+    g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
+
+    /* The peer goes away in the middle of a frame: the link goes down. */
+    peer_write(fd, big, 100);
+    close(fd);
+    peer_expect_down(&d, 1);
+
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
+    static const char *const paths[] = { "direct", "chardev" };
+    int i;
+
     g_test_init(&argc, &argv, NULL);
 
     qtest_add_func("/pib/link/pair", test_link_pair);
-    qtest_add_func("/pib/link/framing", test_link_framing);
+    for (i = 0; i < ARRAY_SIZE(paths); i++) {
+        g_autofree char *framing = g_strdup_printf("/pib/link/framing/%s",
+                                                   paths[i]);
+        g_autofree char *burst = g_strdup_printf("/pib/link/burst/%s",
+                                                 paths[i]);
+
+        qtest_add_data_func(framing, paths[i], test_link_framing);
+        qtest_add_data_func(burst, paths[i], test_link_burst);
+    }
 
     return g_test_run();
 }
