@@ -894,9 +894,15 @@ static void cmd_truncated(struct session *s)
 	session_close(s);
 }
 
-/* PACKET frames with no payload at all; the stream must stay in step. */
+/* PACKET frames with no payload at all, a few, then a burst of 65,536 (256 KiB) in one write:
+ * far more frames than one read of the device holds (it reads the socket up to 256 KiB at a
+ * time and dispatches 64 frames at a time, so the burst tests that its receive queue stays
+ * bounded).  The stream must stay in step, and every frame must be counted. */
+#define BURST_FRAMES 65536
 static void cmd_zero_length(struct session *s)
 {
+	static uint8_t burst[BURST_FRAMES * PIB_LINK_HDR_LEN];
+	const struct pib_link_hdr hdr = { .magic = PIB_LINK_MAGIC, .type = PIB_FRAME_PACKET };
 	const int n = 5;
 
 	if (session_open(s)) {
@@ -905,9 +911,16 @@ static void cmd_zero_length(struct session *s)
 	}
 	for (int i = 0; i < n; i++)
 		send_bytes(s, NULL, 0);
-	expect(PIB_CNT_RX_DROP_MALFORMED, n);
+	for (int i = 0; i < BURST_FRAMES; i++)
+		memcpy(burst + i * PIB_LINK_HDR_LEN, &hdr, sizeof(hdr));
+	if (send_all(s->l.fd, burst, sizeof(burst)))
+		die("the device closed the link during a burst (%s)", strerror(errno));
+	s->sent += BURST_FRAMES;
+	expect(PIB_CNT_RX_PACKETS, BURST_FRAMES);
+	expect(PIB_CNT_RX_DROP_MALFORMED, n + BURST_FRAMES);
 	expect(PIB_CNT_LINK_FRAMING_ERRORS, 0);
-	sync_probe(s, "after zero-length PACKET frames: the stream is still in step");
+	sync_probe(s, "after zero-length PACKET frames and a burst of 65536: the stream is still "
+		      "in step");
 	session_close(s);
 }
 
@@ -1389,7 +1402,7 @@ static void usage(FILE *f)
 "  garbage      random bytes: the device must drop the stream; the link must train again\n"
 "  bad-frames   bad frame type, oversized lengths, short HELLO, wrong protocol version\n"
 "  truncated    IB packets cut short or with a wrong LRH length; a frame cut by EOF\n"
-"  zero-length  PACKET frames with no payload\n"
+"  zero-length  PACKET frames with no payload, then a burst of 65536 in one write\n"
 "  bad-headers  wrong LVer/LNH/GRH/DLID/opcode/TVer/P_Key/QPN/transport/SLID; responses\n"
 "               to nothing outstanding\n"
 "  psn          requests ahead of and behind the PSN window\n"
