@@ -16,6 +16,8 @@
  *   link-rx   one HCA flooded with frames: this process is its link peer
  *             and writes UC RDMA WRITEs of 4 KiB (full-MTU frames) into an
  *             MR as fast as the device takes them, the receive path alone
+ *   link-tx   one HCA sending UC RDMA WRITEs of 4 MiB to this process,
+ *             which only reads them: the transmit path alone
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-bench \
  *          -m perf -p /x86_64/pib/bench
@@ -421,6 +423,95 @@ static void test_link_rx(const void *path)
     peer_shutdown(&l);
 }
 
+/*
+ * The transmit path alone: the device sends UC RDMA WRITEs of 4 MiB (1,024
+ * full-MTU frames each, no ACKs) to this process, its link peer, which only
+ * reads the socket and counts the bytes in a thread of its own.  A run ends
+ * when every byte of every frame has arrived.
+ */
+#define LINK_TX_MSG         (4 << 20)
+#define LINK_TX_MSGS        64              /* 256 MiB */
+#define LINK_TX_QUEUED      16
+
+typedef struct LinkTxSink {
+    int fd;
+    uint64_t want;
+    uint64_t got;
+} LinkTxSink;
+
+static gpointer link_tx_sink(gpointer opaque)
+{
+    LinkTxSink *k = opaque;
+    g_autofree uint8_t *buf = g_malloc(1 << 20);
+    ssize_t n;
+
+    while (k->got < k->want) {
+        n = read(k->fd, buf, 1 << 20);
+        if (n <= 0) {
+            break;
+        }
+        k->got += n;
+    }
+    return NULL;
+}
+
+static void test_link_tx(const void *path)
+{
+    const uint32_t msgs = LINK_TX_MSGS * bench_rounds();
+    /* Frame bytes of a message: 1,024 frames of a link header, LRH, BTH and
+     * 4 KiB, and the first one's RETH. */
+    const uint64_t msg_bytes = LINK_TX_MSG + (LINK_TX_MSG / 4096) *
+                               (PIB_LINK_HDR_LEN + 8 + 12) + 16;
+    struct pib_sge sge[1];
+    LinkTxSink sink;
+    GThread *th;
+    BenchClock c;
+    PeerLink l;
+    TestEnd x;
+    PibDev d;
+    pid_t pid;
+    uint32_t i;
+
+    bench_set_path(path);
+    peer_boot(&l, 1);
+    pid = bench_qemu_pid();
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    sink.fd = peer_connect(l.path);
+    peer_bring_up(&d, sink.fd, TEST_NODE_GUID);
+    dp_end(&d, &x, PIB_QPT_UC, LINK_TX_MSG);
+    dp_connect_ex(&d, &x.qp, WP_LID, WP_QPN, BENCH_MTU_4096, 14, 7, 7);
+    sink.want = msg_bytes * msgs;
+    sink.got = 0;
+
+    g_test_message("bench: link-tx, %s receive path (QEMU pid %d)",
+                   (const char *)path, (int)pid);
+    dp_poll_interval_us = 2000;
+    sge[0] = dp_sge(x.buf, LINK_TX_MSG, x.key);
+    bench_start(&c, pid);
+    th = g_thread_new("link-tx-sink", link_tx_sink, &sink);
+    for (i = 0; i < msgs; i++) {
+        if (i >= LINK_TX_QUEUED) {
+            dp_expect(&d, &x.scq, i - LINK_TX_QUEUED, PIB_WC_SUCCESS,
+                      PIB_CQE_RDMA_WRITE, NULL);
+        }
+        dp_post_send(&d, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, i,
+                     sge, 1, 0x100000, 0x1234);
+    }
+    for (i = msgs - MIN(msgs, LINK_TX_QUEUED); i < msgs; i++) {
+        dp_expect(&d, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+    g_thread_join(th);
+    bench_report(&c, "link-tx UC WRITE 4 MiB", (uint64_t)LINK_TX_MSG * msgs,
+                 0);
+    dp_poll_interval_us = 200;
+    g_assert_cmpuint(sink.got, ==, sink.want);
+    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+    close(sink.fd);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const paths[] = { "direct", "chardev" };
@@ -436,6 +527,9 @@ int main(int argc, char **argv)
 
             qtest_add_data_func(rc, paths[i], test_bench);
             qtest_add_data_func(rx, paths[i], test_link_rx);
+            g_free(rx);
+            rx = g_strdup_printf("/pib/bench/link-tx/%s", paths[i]);
+            qtest_add_data_func(rx, paths[i], test_link_tx);
         }
     } else {
         g_printerr("pib-bench: the benchmark runs in perf mode only "
