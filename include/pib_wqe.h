@@ -118,7 +118,8 @@ struct pib_send_wqe {
 	pib_u8  rsvd0;
 	pib_u32 imm_inv;        /* 0x04 immediate data (as on the wire) or rkey to invalidate  */
 	pib_u64 wr_id;          /* 0x08 returned in the CQE                                    */
-	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA                                */
+	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA (a UD QP: the GRH of the       */
+	                        /*      address vector here and at 0x20, struct pib_ud_wqe)     */
 	pib_u32 rkey;           /* 0x18 RDMA / atomic rkey                                     */
 	pib_u32 inline_len;     /* 0x1c bytes of inline payload                                */
 	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand               */
@@ -133,6 +134,37 @@ struct pib_send_wqe {
 	                        /*      their own (MODIFY_QP)                                  */
 	pib_u16 rsvd2;
 	/* 0x40: struct pib_sge sge[num_sge] or inline bytes */
+};
+
+/* ---- UD: the control segment of a send WQE on a UD QP, QP0 or QP1 (64 bytes) ------------
+ * The same WQE as struct pib_send_wqe, seen as a datagram's: the space RDMA and atomics use
+ * holds the GRH part of the address vector.  With PIB_UD_AV_F_GRH the packet carries a GRH
+ * (hop limit, traffic class, flow label, the SGID at sgid_index, dgid), as a multicast send
+ * must; the destination LID, QP, Q_Key and SL are at the offsets struct pib_send_wqe names.
+ */
+#define PIB_UD_AV_F_GRH        (1u << 0)
+struct pib_ud_wqe {
+	pib_u8  opcode;         /* 0x00 as in struct pib_send_wqe                              */
+	pib_u8  flags;
+	pib_u8  num_sge;
+	pib_u8  rsvd0;
+	pib_u32 imm_inv;        /* 0x04                                                        */
+	pib_u64 wr_id;          /* 0x08                                                        */
+	pib_u32 flow_label;     /* 0x10 GRH: [19:0] flow label                                 */
+	pib_u8  traffic_class;  /* 0x14 GRH                                                    */
+	pib_u8  hop_limit;      /* 0x15 GRH                                                    */
+	pib_u8  sgid_index;     /* 0x16 GRH: the source GID's index in the port's GID table    */
+	pib_u8  av_flags;       /* 0x17 PIB_UD_AV_F_*                                          */
+	pib_u32 rsvd1;          /* 0x18                                                        */
+	pib_u32 inline_len;     /* 0x1c as in struct pib_send_wqe                              */
+	pib_u8  dgid[16];       /* 0x20 GRH: the destination GID (a multicast group's MGID)     */
+	pib_u32 ud_qpn;         /* 0x30 as in struct pib_send_wqe (0xffffff: multicast)         */
+	pib_u32 ud_qkey;        /* 0x34                                                        */
+	pib_u16 ud_dlid;        /* 0x38                                                        */
+	pib_u8  ud_sl;          /* 0x3a                                                        */
+	pib_u8  rsvd2;
+	pib_u16 ud_pkey_index;  /* 0x3c                                                        */
+	pib_u16 rsvd3;
 };
 
 /* ---- BIND_MW: the control segment of a PIB_WQE_BIND_MW send WQE (64 bytes, no SGEs) -------
@@ -329,6 +361,7 @@ struct pib_ceqe {
 PIB_STATIC_ASSERT(sizeof(struct pib_sge) == 16, "SGE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 64, "send WQE control segment is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_bind_mw_wqe) == 64, "bind WQE is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_ud_wqe) == 64, "UD WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");

@@ -308,6 +308,9 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .local_ca_ack_delay  = 15,
         .phys_port_cnt       = PIB_NUM_PORTS,
         .num_uars            = cpu_to_le32(PIB_NUM_UARS),
+        .max_mcast_grp       = cpu_to_le32(PIB_MAX_MCAST_GRP),
+        .max_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_QP),
+        .max_total_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_GRP * PIB_MAX_MCAST_QP),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));

@@ -21,6 +21,7 @@
  *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
  *   pib-sma.c     the subnet management agent (pib-mgmt.h)
  *   pib-pma.c     the performance management agent (pib-mgmt.h)
+ *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
  *                 checks, BIND_MW, invalidation, DMA through MRs
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
@@ -338,6 +339,20 @@ typedef struct PibSge {
     uint32_t lkey;
 } PibSge;
 
+/* Address vector (primary path). */
+typedef struct PibAv {
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    bool grh;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    uint32_t flow_label;
+    uint8_t dgid[16];
+} PibAv;
+
 /* A send WQE as fetched and checked (host order). */
 typedef struct PibSendWqe {
     uint8_t opcode;         /* enum pib_wqe_opcode */
@@ -353,6 +368,8 @@ typedef struct PibSendWqe {
     uint16_t ud_dlid;
     uint8_t ud_sl;
     uint16_t ud_pkey_index;  /* GSI only */
+    bool ud_grh;             /* the address vector has a GRH: ud_av */
+    PibAv ud_av;             /* its GRH fields (and dlid, sl) */
     uint32_t num_sge;
     PibSge sge[PIB_MAX_SGE];
     uint32_t inline_len;
@@ -416,19 +433,6 @@ typedef struct PibWqeMeta {
 
 #define PIB_SQ_WINDOW           256
 
-/* Address vector (primary path). */
-typedef struct PibAv {
-    uint16_t dlid;
-    uint8_t sl;
-    uint8_t src_path_bits;
-    uint8_t static_rate;
-    bool grh;
-    uint8_t sgid_index;
-    uint8_t hop_limit;
-    uint8_t traffic_class;
-    uint32_t flow_label;
-    uint8_t dgid[16];
-} PibAv;
 
 /*
  * Requester (pib-req.c).  The meta ring is valid for SQ indices
@@ -580,6 +584,14 @@ typedef struct PibInject {
     PibIrqDelay irq[PIB_MSIX_VECTORS];
 } PibInject;
 
+/* A multicast group some QP of this HCA joined (pib-mcast.c); free while nqps is 0. */
+typedef struct PibMcastGroup {
+    uint8_t mgid[16];
+    uint16_t mlid;
+    uint32_t nqps;
+    uint32_t qpns[PIB_MAX_MCAST_QP];
+} PibMcastGroup;
+
 typedef QTAILQ_HEAD(, PibQp) PibQpList;
 typedef QTAILQ_HEAD(, PibCq) PibCqList;
 
@@ -633,6 +645,7 @@ struct PibState {
      */
     uint64_t counters[PIB_CNT_MAX];
 
+    PibMcastGroup mcast[PIB_MAX_MCAST_GRP];
     PibPort port;
     PibMgmtNode mgmt;       /* the node the management agents answer for */
     PibMgmtPort *mgmt_ports[PIB_NUM_PORTS + 1];
@@ -676,6 +689,11 @@ static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
 static inline bool pib_lid_is_unicast(uint16_t lid)
 {
     return lid >= 0x0001 && lid <= 0xbfff;
+}
+
+static inline bool pib_lid_is_multicast(uint16_t lid)
+{
+    return lid >= PIB_LID_MULTICAST_BASE && lid != PIB_LID_PERMISSIVE;
 }
 
 /* IB MTU enum (1..5) -> bytes */
@@ -918,6 +936,7 @@ void pib_rx_link(PibState *s, PibPacket *p);
 void pib_rx_run(PibState *s);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);
+void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi);
 
 /* pib-inject.c */
 void pib_inject_init(PibState *s);
@@ -958,5 +977,11 @@ bool pib_lid_is_ours(const PibState *s, uint16_t lid);
 uint16_t pib_port_pkey(const PibState *s, uint16_t idx);
 void pib_port_bad_pkey(PibState *s, const PibPktInfo *pi);
 void pib_port_gid(const PibState *s, uint8_t gid[16]);
+
+/* pib-mcast.c */
+void pib_mcast_detach_qp(PibState *s, uint32_t qpn);
+void pib_mcast_reset(PibState *s);
+bool pib_mcast_local(PibState *s, uint16_t mlid);
+enum pib_counter pib_mcast_deliver(PibState *s, PibPktInfo *pi);
 
 #endif /* HW_PIB_INTERNAL_H */

@@ -301,7 +301,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .src_path_bits = pib_qp_is_ud(qp) ? 0 : qp->av.src_path_bits,
         .vl15 = qp->type == PIB_QPT_SMI,
         .pkey = pib_req_pkey(qp, w),
-        .grh_av = !pib_qp_is_ud(qp) && qp->av.grh ? &qp->av : NULL,
+        .grh_av = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av : NULL) :
+                  qp->av.grh ? &qp->av : NULL,
     };
 
     switch (w->opcode) {

@@ -345,6 +345,7 @@ static void pib_objects_reset(PibState *s)
     pib_srq_reset_all(s);
     pib_cq_reset_all(s);
     pib_mr_reset_all(s);
+    pib_mcast_reset(s);
 }
 
 /*
