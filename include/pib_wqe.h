@@ -53,12 +53,14 @@ enum pib_wqe_opcode {
 	PIB_WQE_ATOMIC_FA      = 0x07, /* fetch and add                                        */
 	PIB_WQE_LOCAL_INV      = 0x08,
 	PIB_WQE_BIND_MW        = 0x09,
+	PIB_WQE_REG_MR         = 0x0a, /* fast registration: struct pib_reg_mr_wqe            */
 	PIB_WQE_OPCODE_MAX
 };
 
 /*
  * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
- * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV) on the connected ones;
+ * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV, REG_MR) on the
+ * connected ones;
  * SEND with invalidate, READ and atomics on RC alone (no UC packet carries an IETH).  The
  * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
  * request before writing it.
@@ -73,6 +75,7 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	case PIB_WQE_RDMA_WRITE_IMM:
 	case PIB_WQE_LOCAL_INV:
 	case PIB_WQE_BIND_MW:
+	case PIB_WQE_REG_MR:
 		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_UC;
 	case PIB_WQE_SEND_INV:
 	case PIB_WQE_RDMA_READ:
@@ -84,10 +87,11 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	}
 }
 
-/* BIND_MW and LOCAL_INV act on the local HCA only: no packet, no PSN, no data. */
+/* BIND_MW, LOCAL_INV and REG_MR act on the local HCA only: no packet, no PSN, no data. */
 static inline bool pib_wqe_is_local(pib_u32 opcode)
 {
-	return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV;
+	return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV ||
+	       opcode == PIB_WQE_REG_MR;
 }
 
 /* READ and atomics: the requests that take a responder resource (max_rd_atomic). */
@@ -191,6 +195,30 @@ struct pib_bind_mw_wqe {
 	pib_u8  rsvd1[20];
 };
 
+/* ---- REG_MR: the control segment of a fast registration (64 bytes, no SGEs) ---------------
+ * Registers the MR that ALLOC_MR made (a fast-registration MR, invalid until now) for
+ * [iova, iova + length) on npages 4 KiB pages, whose guest-physical addresses the device reads
+ * from pbl_addr (npages little-endian u64) when it executes the WQE, in send-queue order.  The
+ * MR's keys become key: its index must be the MR's, its low byte is the consumer's new key
+ * byte.  The MR must be in the QP's PD and invalid (a valid one is LOCAL_INV'ed first);
+ * npages may not pass the MR's max_num_sg; remote write or atomic access needs local write.
+ * Failures complete with LOC_PROT_ERR (LOC_LEN_ERR: too many pages) and change nothing.
+ */
+struct pib_reg_mr_wqe {
+	pib_u8  opcode;         /* 0x00 PIB_WQE_REG_MR                                         */
+	pib_u8  flags;          /* 0x01 PIB_WQE_F_*                                            */
+	pib_u8  page_shift;     /* 0x02 12: 4 KiB pages (the only size the device maps)        */
+	pib_u8  rsvd0;
+	pib_u32 key;            /* 0x04 the MR's new lkey/rkey                                 */
+	pib_u64 wr_id;          /* 0x08                                                        */
+	pib_u64 iova;           /* 0x10                                                        */
+	pib_u64 length;         /* 0x18                                                        */
+	pib_u64 pbl_addr;       /* 0x20 guest-physical address of the page list                */
+	pib_u32 npages;         /* 0x28                                                        */
+	pib_u32 access;         /* 0x2c PIB_ACCESS_*                                           */
+	pib_u8  rsvd1[16];
+};
+
 /* LOCAL_INV uses struct pib_send_wqe with imm_inv = the rkey to invalidate (MR or MW). */
 
 /* ---- Receive WQE: a 16-byte header followed by num_sge SGEs ------------------------------ */
@@ -285,6 +313,7 @@ enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode 
 	PIB_CQE_FETCH_ADD      = 0x04,
 	PIB_CQE_BIND_MW        = 0x05,
 	PIB_CQE_LOCAL_INV      = 0x06,
+	PIB_CQE_REG_MR         = 0x07,
 	PIB_CQE_RECV           = 0x80,
 	PIB_CQE_RECV_RDMA_IMM  = 0x81,
 };
@@ -362,6 +391,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_sge) == 16, "SGE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 64, "send WQE control segment is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_bind_mw_wqe) == 64, "bind WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ud_wqe) == 64, "UD WQE is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_reg_mr_wqe) == 64, "REG_MR WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");

@@ -23,7 +23,7 @@
  *   pib-pma.c     the performance management agent (pib-mgmt.h)
  *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
- *                 checks, BIND_MW, invalidation, DMA through MRs
+ *                 checks, BIND_MW, REG_MR, invalidation, DMA through MRs
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
  *                 completion events (CEQ)
  *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
@@ -264,7 +264,10 @@ typedef struct PibMr {
     uint64_t length;
     uint32_t npages;
     uint64_t *pages;        /* guest-physical 4 KiB pages, copied at REG_MR */
-    bool invalid;           /* LOCAL_INV / SEND_WITH_INV: its keys fail */
+    uint32_t max_pages;     /* page list entries it holds (the MTT budget) */
+    bool fast_reg;          /* ALLOC_MR: registered by REG_MR WQEs */
+    bool invalid;           /* LOCAL_INV / SEND_WITH_INV, or a fast-reg MR */
+                            /* not registered yet: its keys fail */
     uint32_t mw_bound;      /* windows bound to it: DEREG_MR says BUSY */
 } PibMr;
 
@@ -375,7 +378,10 @@ typedef struct PibSendWqe {
     uint32_t inline_len;
     uint8_t inline_data[PIB_MAX_INLINE_DATA];
     uint64_t length;        /* message length: SGE or inline bytes */
-    struct pib_bind_mw_wqe bind;    /* BIND_MW: the control segment, raw */
+    union {                 /* BIND_MW, REG_MR: the control segment, raw */
+        struct pib_bind_mw_wqe bind;
+        struct pib_reg_mr_wqe reg;
+    };
 } PibSendWqe;
 
 /* A receive WQE as fetched and checked (from the QP's RQ or its SRQ). */
@@ -428,7 +434,7 @@ typedef struct PibWqeMeta {
     uint8_t state;          /* PibWqeState */
     uint8_t status;         /* enum pib_cqe_status, for PIB_WQE_ERROR */
     bool rd_atomic;         /* counted in PibReq.rd_atomic */
-    bool local;             /* BIND_MW / LOCAL_INV: done at once, no PSN */
+    bool local;             /* BIND_MW / REG_MR / LOCAL_INV: at once, no PSN */
 } PibWqeMeta;
 
 #define PIB_SQ_WINDOW           256
@@ -784,6 +790,7 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir);
 uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
+uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
 bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t num_sge, uint64_t offset, void *buf,
