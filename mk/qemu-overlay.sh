@@ -1,4 +1,4 @@
-# Source this: the pib overlay on Debian's QEMU 7.2 tree, shared by every build of QEMU with our
+# Source this: the pib overlay on Debian's QEMU tree (7.2 or 10.0, mk/stack.sh), shared by every build of QEMU with our
 # device (qemu-hw/build.sh for the emulator and qtest, tests/fuzz/build-qemu-fuzz.sh for the
 # generic-fuzz binary).
 #
@@ -43,6 +43,7 @@ qemu_overlay() {
   # hw/pib/trace-events -> trace/trace-hw_pib.h (included by hw/pib/trace.h)
   hook_after "$src/meson.build" "    'hw/nvme'," "    'hw/pib',"
   copy_if_changed "$top/tests/qtest/pib-test.c" "$src/tests/qtest/pib-test.c"
+  for f in "$top"/tests/qtest/*.h; do copy_if_changed "$f" "$src/tests/qtest/$(basename "$f")"; done
   # must precede the foreach that turns qtests_<arch> into executables
   hook_after "$src/tests/qtest/meson.build" "qtests_x86_64 = qtests_i386" "qtests_x86_64 += ['pib-test']"
 }
