@@ -26,7 +26,7 @@
 #include "libqos/libqos-pc.h"
 #include "libqos/pci.h"
 #include "hw/pci/pci_regs.h"
-#include "qapi/qmp/qdict.h"
+#include "pib-qtest-compat.h"
 
 #include "hw/pib/include/pib_hw.h"
 #include "hw/pib/include/pib_wqe.h"
@@ -893,7 +893,7 @@ static void test_link_pair(void)
     g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
     g_autofree char *args = g_strdup_printf(
         "-chardev socket,id=la,path=%s,server=on,wait=off "
-        "-chardev socket,id=lb,path=%s,reconnect=1 "
+        "-chardev socket,id=lb,path=%s," PIB_CHR_RECONNECT_1S " "
         "-device pib-hca,addr=4.0,chardev=la,lid=1 "
         "-device pib-hca,addr=5.0,chardev=lb,lid=2", path, path);
     QOSState *qs = pib_boot(args);
@@ -1671,7 +1671,7 @@ static void dp_pair_up(TestPair *p)
     args = g_strdup_printf(
         "-m 256M "
         "-chardev socket,id=la,path=%s,server=on,wait=off "
-        "-chardev socket,id=lb,path=%s,reconnect=1 "
+        "-chardev socket,id=lb,path=%s," PIB_CHR_RECONNECT_1S " "
         "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1 "
         "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2", p->path, p->path);
     p->qs = pib_boot(args);
