@@ -6,6 +6,9 @@
 #   e2e:   two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
 #   all:   qtest, fuzz, e2e.
 #
+# PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests are up, so that test runs sharing a
+# machine never boot their guests at the same time (the builds and the qtests go on meanwhile).
+#
 # PIB_STACK (mk/stack.sh) picks the QEMU, kernel and image under test: build/ (bookworm) or
 # build/trixie/ (trixie), logs in <outputs>/test-logs.  The fuzzers build on QEMU 7.2's tree
 # only, so `all` on trixie is qtest and e2e.
@@ -51,6 +54,12 @@ run_fuzz_short() {
 }
 
 run_e2e() {
+  if [ -n "${PIB_GUEST_LOCK:-}" ]; then
+    local t0=$SECONDS
+    exec 8>"$PIB_GUEST_LOCK"
+    flock 8
+    echo "== e2e: waited $((SECONDS - t0)) s for $PIB_GUEST_LOCK"
+  fi
   echo "== e2e ($PIB_STACK): booting two guests"
   export PIBVM_DIR=$STACK_OUT/vm-test
   tools/pibvm down >/dev/null 2>&1 || true
@@ -69,6 +78,7 @@ run_e2e() {
     else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi
   done; done
   tools/pibvm down || true
+  [ -z "${PIB_GUEST_LOCK:-}" ] || exec 8>&-
 }
 
 case $what in
