@@ -16,7 +16,7 @@
 # The root is keyed by suite and package list ($PIB_CACHE/root/trixie-<hash>): another list
 # makes another root.  Its apt lists are kept, and they pick the Debian 13 kernel that the
 # trixie stack boots (mk/fetch.sh kernel), so one root always yields the same kernel.
-# First creation on the project's machine: about 95 MB downloaded, 70 s.
+# First creation on the project's machine: 92 MB downloaded, 55-75 s.
 #
 # `run` gives CMD the host's /dev, its own /proc and /tmp, the clone and the cache at their host
 # paths (bind mounts in a private mount namespace, gone when CMD exits), and a clean environment.
@@ -46,7 +46,7 @@ make_root() {
   command -v mmdebstrap >/dev/null || { say "mmdebstrap is missing (mk/deps.sh installs it)"; exit 1; }
   local uri t0 dl
   uri=$(bash "$TOP/mk/fetch.sh" archive-uri)
-  say "create the Debian 13 build root $ROOT (once: ~95 MB from $uri, about a minute)"
+  say "create the Debian 13 build root $ROOT (once: ~92 MB from $uri, about a minute)"
   t0=$(date +%s)
   rm -rf "$ROOT" "$ROOT.tmp"
   # Documentation is left out; the package lists and the downloaded .debs are kept until the
