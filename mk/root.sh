@@ -9,6 +9,7 @@
 # The host stays Debian 12; it only needs mmdebstrap (mk/deps.sh).
 #
 #   mk/root.sh path              create the root if it is missing; print its directory
+#   mk/root.sh exists            exit 0 if the root has been made (creates nothing)
 #   mk/root.sh run CMD...        run CMD inside it, in the current directory
 #   mk/root.sh wrap BIN WRAPPER  write WRAPPER, a script that runs BIN (built in the root) on
 #                                the host with the root's loader and libraries
