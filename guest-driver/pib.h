@@ -28,6 +28,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "pib_com.h"
+#include "pib_compat.h"
 #include "pib_wqe.h"
 
 #define PIB_DRV_NAME    "pib"
@@ -320,7 +321,7 @@ void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl);
 
 /* pib_cq.c */
 int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		  struct ib_udata *udata);
+		  struct pib_create_cq_arg *arg);
 int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);

@@ -145,8 +145,9 @@ static void pib_cq_fini(struct pib_dev *dev, struct pib_cq *cq)
 }
 
 int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		  struct ib_udata *udata)
+		  struct pib_create_cq_arg *arg)
 {
+	struct ib_udata *udata = pib_create_cq_udata(arg);
 	struct pib_dev *dev = to_pdev(ibcq->device);
 	struct pib_cq *cq = to_pcq(ibcq);
 	struct pib_ibv_create_cq_resp resp = {};

@@ -344,7 +344,7 @@ int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma)
 			err = -EPERM;
 			break;
 		}
-		vma->vm_flags &= ~VM_MAYEXEC;
+		vm_flags_clear(vma, VM_MAYEXEC);
 		err = rdma_user_mmap_io(ibucontext, vma, PHYS_PFN(entry->address),
 					rdma_entry->npages * PAGE_SIZE,
 					pgprot_noncached(vma->vm_page_prot), rdma_entry);

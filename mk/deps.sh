@@ -10,6 +10,8 @@ PKGS=(
   ninja-build meson libglib2.0-dev libpixman-1-dev flex bison libfdt-dev zlib1g-dev
   # QEMU firmware (we do not build it)
   qemu-system-data seabios
+  # PIB_STACK=trixie: the Debian 13 build root (mk/root.sh)
+  mmdebstrap
   # rdma-core 56.1 build
   cmake libnl-3-dev libnl-route-3-dev libudev-dev
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, llvm-cov/symbolizer

@@ -49,13 +49,11 @@
 #ifndef HW_PIB_INTERNAL_H
 #define HW_PIB_INTERNAL_H
 
-#include "hw/pci/pci.h"
-#include "chardev/char-fe.h"
 #include "qemu/log.h"
 #include "qemu/queue.h"
 #include "qemu/timer.h"
 #include "qom/object.h"
-#include "sysemu/dma.h"
+#include "pib-compat.h"         /* PCIDevice, DMA, chardev: per QEMU version */
 
 #include "include/pib_hw.h"
 #include "include/pib_wqe.h"
@@ -198,7 +196,7 @@ static inline uint32_t pib_packet_ib_len(const PibPacket *p)
 typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
 
 typedef struct PibLink {
-    CharBackend chr;
+    CharFrontend chr;
     bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
     QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
 
