@@ -6,8 +6,11 @@
 #   make demo     boot two guests linked by a socket and show the HCA in each
 #   make test     qtests of the device model, then end-to-end tests in booted guests
 #   make qtest    device-model tests only (no guest)
+#   make provider-test  the provider's unit test on the host (fake kernel and device)
 #   make e2e      end-to-end tests only
 #   make test-robust  hostile link peer, link faults and guest misuse (tests/e2e/4x-*)
+#   make soak     the fault and RC tests in a loop (SOAK_COUNT, SOAK_SECONDS, SOAK_TESTS), after
+#                 a guest-less soak of SOAK_CUTS link cuts (tests/soak.sh)
 #   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
 #   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
 #   make clean    remove build/ (the cache stays)
@@ -17,7 +20,7 @@ export PIB_CACHE ?= $(HOME)/.cache/pib
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest e2e test-robust hostile fuzz bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust hostile soak fuzz bench clean
 
 all: image qemu
 
@@ -48,6 +51,9 @@ demo: all
 qtest: qemu
 	@bash tests/run.sh qtest
 
+provider-test: provider
+	@bash tests/run.sh provider
+
 e2e: all hostile
 	@bash tests/run.sh e2e
 
@@ -61,6 +67,9 @@ test: all hostile
 	@bash tests/run.sh all
 
 FUZZ_SECONDS ?= 600
+soak: all hostile
+	@bash tests/soak.sh
+
 fuzz: qemu
 	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 

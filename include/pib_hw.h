@@ -586,6 +586,12 @@ enum pib_qp_attr_mask { PIB_QP_ATTRS(PIB_QP_ATTR_ENUM_ENTRY) };
 #undef PIB_QPS_ENUM_ENTRY
 #undef PIB_QP_ATTR_ENUM_ENTRY
 
+/* The datagram QPs: UD, and the special QPs 0 (SMI) and 1 (GSI), which are UD QPs too. */
+static inline bool pib_qp_type_is_ud(pib_u32 type)
+{
+	return type == PIB_QPT_UD || type == PIB_QPT_GSI || type == PIB_QPT_SMI;
+}
+
 /* Fields of struct pib_qp_attr (and of the IB wire: PSNs and QPNs are 24 bits). */
 #define PIB_PSN_MASK           0x00ffffffu
 #define PIB_QPN_MASK           0x00ffffffu

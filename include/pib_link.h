@@ -52,6 +52,8 @@ struct pib_link_hello {
  * The LRH packet length counts 4-byte words from the LRH to the end of the payload
  * (including pad).
  * ------------------------------------------------------------------------------------------ */
+#define PIB_LID_PERMISSIVE     0xffff /* LRH DLID of a directed-route SMP (QP0 only)     */
+#define PIB_LID_MULTICAST_BASE 0xc000 /* 0xc000..0xfffe: multicast LIDs                  */
 #define PIB_LNH_IBA_LOCAL      0x2  /* LRH:LNH, BTH follows the LRH                         */
 #define PIB_LNH_IBA_GLOBAL     0x3  /* LRH:LNH, a GRH follows the LRH                        */
 struct pib_lrh {

@@ -1,21 +1,22 @@
 # Source this: the pib overlay on Debian's QEMU 7.2 tree, shared by every build of QEMU with our
-# device (qemu-hw/build.sh for the emulator and qtest, tests/fuzz/build-qemu-fuzz.sh for the
+# device (qemu-hw/build.sh for the emulator and the qtests, tests/fuzz/build-qemu-fuzz.sh for the
 # generic-fuzz binary).
 #
 #   qemu_overlay TOP SRC
 #
 # takes a lock on the source tree (held on fd 9 until the caller exits, so the build that
 # follows sees one checkout's sources), makes SRC/hw/pib/ hold exactly TOP's qemu-hw/ files
-# and include/ headers (copied only when changed, so ninja stays incremental), copies the qtest,
-# and adds the one-line hooks: hw/meson.build, hw/Kconfig, the trace_events_subdirs list and
-# the x86_64 qtest list.  The caller defines say().
+# and include/ headers and SRC/tests/qtest/pib-* exactly TOP's qtests (copied only when
+# changed, so ninja stays incremental), and adds the one-line hooks: hw/meson.build,
+# hw/Kconfig, the trace_events_subdirs list, and the qtests (see qtest_hooks).  The caller
+# defines say().
 
 # copy_if_changed SRC DST: keep timestamps stable when nothing changed.
 copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
 # hook FILE LINE: append LINE to FILE once.
 hook() { grep -qxF "$2" "$1" || echo "$2" >> "$1"; }
 # hook_after FILE ANCHOR LINE: insert LINE after the line equal to ANCHOR, once.  For lists
-# that QEMU consumes before the end of the file (trace_events_subdirs, qtests_x86_64).
+# that QEMU consumes before the end of the file (trace_events_subdirs).
 hook_after() {
   grep -qxF "$3" "$1" && return 0
   grep -qxF "$2" "$1" || { say "hook anchor '$2' not found in $1"; exit 1; }
@@ -42,7 +43,43 @@ qemu_overlay() {
   hook "$src/hw/Kconfig" "source pib/Kconfig"
   # hw/pib/trace-events -> trace/trace-hw_pib.h (included by hw/pib/trace.h)
   hook_after "$src/meson.build" "    'hw/nvme'," "    'hw/pib',"
-  copy_if_changed "$top/tests/qtest/pib-test.c" "$src/tests/qtest/pib-test.c"
-  # must precede the foreach that turns qtests_<arch> into executables
-  hook_after "$src/tests/qtest/meson.build" "qtests_x86_64 = qtests_i386" "qtests_x86_64 += ['pib-test']"
+  # tests/qtest/pib-* holds exactly this checkout's qtest files.
+  for f in "$src"/tests/qtest/pib-*; do
+    [ -f "$f" ] || continue
+    [ -e "$top/tests/qtest/$(basename "$f")" ] || rm -f "$f"
+  done
+  for f in "$top"/tests/qtest/pib-*; do copy_if_changed "$f" "$src/tests/qtest/$(basename "$f")"; done
+  qtest_hooks "$top" "$src/tests/qtest/meson.build"
+}
+
+# pib_qtests TOP: the qtest executables, one per tests/qtest/pib-*.c but the fixture
+# pib-qtest.c that they all link.  Those named *-test are `make qtest`'s; pib-bench is not.
+pib_qtests() {
+  local f
+  for f in "$1"/tests/qtest/pib-*.c; do
+    f=$(basename "$f" .c)
+    [ "$f" = pib-qtest ] || echo "$f"
+  done
+}
+
+# qtest_hooks TOP MESON_BUILD: two lines in QEMU's tests/qtest/meson.build, rewritten to this
+# checkout's list of qtests (another checkout's are dropped): the names, added to
+# qtests_x86_64, and the extra source each one links (the `qtests` dictionary, as
+# migration-test and qos-test have theirs), both before the loop that makes the executables.
+# The file is replaced only when it changes, since any change makes meson reconfigure.
+qtest_hooks() {
+  local mb=$2 names="" extra="" t
+  for t in $(pib_qtests "$1"); do
+    names+="${names:+, }'$t'"
+    extra+="${extra:+, }'$t': files('pib-qtest.c')"
+  done
+  grep -qxF "qtests_x86_64 = qtests_i386" "$mb" && grep -qxF "qtest_executables = {}" "$mb" ||
+    { say "hook anchors not found in $mb"; exit 1; }
+  awk -v names="qtests_x86_64 += [$names]" -v extra="qtests += {$extra}" '
+    /^qtests_x86_64 \+= \[.pib-/ || /^qtests \+= \{.pib-/ { next }
+    $0 == "qtest_executables = {}" { print extra }
+    { print }
+    $0 == "qtests_x86_64 = qtests_i386" { print names }
+  ' "$mb" > "$mb.pib-tmp"
+  if cmp -s "$mb.pib-tmp" "$mb"; then rm -f "$mb.pib-tmp"; else mv "$mb.pib-tmp" "$mb"; fi
 }

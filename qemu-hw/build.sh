@@ -3,8 +3,9 @@
 #
 # The QEMU tree is Debian's source package, unpacked by mk/fetch.sh into the cache; our files
 # and one-line hooks go into it through mk/qemu-overlay.sh, under a lock on the tree.
-# Output: $OUT/qemu-system-x86_64 and $OUT/qtest/pib-test, copied out of the shared build tree,
-# so that another checkout building into the same cache cannot change them under running tests.
+# Output: $OUT/qemu-system-x86_64 and the qtests in $OUT/qtest/ (pib-ctrl-test, ..., pib-bench;
+# see pib_qtests), copied out of the shared build tree, so that another checkout building into
+# the same cache cannot change them under running tests.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$TOP/build}
@@ -21,7 +22,8 @@ if [ ! -f "$BLD/build.ninja" ]; then
   (cd "$BLD" && "$SRC/configure" --target-list=x86_64-softmmu --without-default-features \
       --disable-docs --disable-werror --disable-install-blobs >&2)
 fi
-targets=(qemu-system-x86_64 tests/qtest/pib-test)
+qtests=($(pib_qtests "$TOP"))
+targets=(qemu-system-x86_64 "${qtests[@]/#/tests/qtest/}")
 say "ninja ${targets[*]} (first build: ~1500 steps, a few minutes)"
 # Show errors and warnings in full, progress every 100 steps.  ninja's own exit status decides
 # (PIPESTATUS), not a dry run: qemu-version.h is always stale, so "-n" never says "no work".
@@ -39,5 +41,9 @@ install_if_changed() {
   cmp -s "$1" "$2" 2>/dev/null || { cp "$1" "$2.tmp" && mv -f "$2.tmp" "$2"; }
 }
 install_if_changed "$BLD/qemu-system-x86_64" "$OUT/qemu-system-x86_64"
-[ -f "$BLD/tests/qtest/pib-test" ] && install_if_changed "$BLD/tests/qtest/pib-test" "$OUT/qtest/pib-test"
+for t in "${qtests[@]}"; do install_if_changed "$BLD/tests/qtest/$t" "$OUT/qtest/$t"; done
+# $OUT/qtest/ holds exactly these qtests: none left over from an older layout would run.
+for f in "$OUT"/qtest/*; do
+  [[ " ${qtests[*]} " == *" $(basename "$f") "* ]] || rm -f "$f"
+done
 say "ok: $OUT/qemu-system-x86_64"

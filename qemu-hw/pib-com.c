@@ -34,13 +34,11 @@
 #include "trace.h"
 
 /*
- * Values QUERY_DEVICE and QUERY_PORT report.  The limits (pib-internal.h) are
+ * Values QUERY_DEVICE reports.  The limits (pib-internal.h) are
  * what the data path enforces.
  */
 #define PIB_FW_VER              ((uint64_t)1 << 32)     /* 1.0.0 */
 #define PIB_PAGE_SIZE_CAP       ((uint64_t)(4 * KiB))
-#define PIB_IB_MTU_4096         PIB_PORT_MTU_ENUM
-#define PIB_IB_WIDTH_4X         2
 
 /* device_cap_flags: exactly what the data path implements. */
 #define PIB_DEV_CAPS    (PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | \
@@ -48,7 +46,6 @@
                          PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
                          PIB_DEV_CAP_RC_RNR_NAK_GEN | \
                          PIB_DEV_CAP_MEM_WINDOW)
-#define PIB_IB_SPEED_QDR        4
 
 /*
  * Names for traces, from the lists in include/pib_hw.h
@@ -280,11 +277,6 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci)
  * or, for structures, to resp_addr.
  */
 
-static bool pib_port_num_valid(uint8_t port_num)
-{
-    return port_num >= 1 && port_num <= PIB_NUM_PORTS;
-}
-
 uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
                              PibAdminResult *res)
 {
@@ -321,119 +313,12 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
     return pib_admin_respond(s, cmd, &a, sizeof(a));
 }
 
-uint8_t pib_cmd_query_port(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res)
-{
-    struct pib_port_attr a;
-
-    if (!pib_port_num_valid(cmd->in.port.port_num)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-
-    a = (struct pib_port_attr) {
-        .subnet_prefix  = cpu_to_le64(PIB_DEFAULT_GID_PREFIX),
-        .port_guid      = cpu_to_le64(pib_port_guid(s)),
-        .port_cap_flags = cpu_to_le32(s->port.cap_flags),
-        .max_msg_sz     = cpu_to_le32(PIB_MAX_MSG_SZ),
-        .lid            = cpu_to_le16(s->port.lid),
-        .sm_lid         = cpu_to_le16(s->port.sm_lid),
-        .pkey_tbl_len   = cpu_to_le16(PIB_PKEY_TBL_LEN),
-        .gid_tbl_len    = cpu_to_le16(PIB_GID_TBL_LEN),
-        .state          = pib_port_ib_state(s),
-        .phys_state     = pib_port_phys_state(s),
-        .max_mtu        = PIB_IB_MTU_4096,
-        .active_mtu     = PIB_IB_MTU_4096,
-        .lmc            = s->port.lmc,
-        .sm_sl          = s->port.sm_sl,
-        .active_width   = PIB_IB_WIDTH_4X,
-        .active_speed   = PIB_IB_SPEED_QDR,
-        .link_downs     = cpu_to_le32(s->port.link_downs),
-        .bad_pkey_cntr  = cpu_to_le32(s->port.bad_pkey_cntr),
-        .qkey_viol_cntr = cpu_to_le32(s->port.qkey_viol_cntr),
-    };
-
-    return pib_admin_respond(s, cmd, &a, sizeof(a));
-}
-
-/*
- * SET_PORT: validate every field named in the mask first, then apply them all,
- * so a rejected command changes nothing.  Capability bits are set before they
- * are cleared (clear wins).
- */
-uint8_t pib_cmd_set_port(PibState *s, const struct pib_admin_cmd *cmd,
-                         PibAdminResult *res)
-{
-    const struct pib_cmd_set_port *p = &cmd->in.set_port;
-    uint32_t mask = le32_to_cpu(p->mask);
-    uint16_t lid = le16_to_cpu(p->lid);
-    uint16_t sm_lid = le16_to_cpu(p->sm_lid);
-    const uint32_t known = PIB_SET_PORT_LID | PIB_SET_PORT_SM |
-                           PIB_SET_PORT_CAPS;
-
-    if (!pib_port_num_valid(p->port_num) || (mask & ~known)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    if ((mask & PIB_SET_PORT_LID) && (!pib_lid_is_unicast(lid) || p->lmc > 7)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    if ((mask & PIB_SET_PORT_SM) &&
-        ((sm_lid != 0 && !pib_lid_is_unicast(sm_lid)) || p->sm_sl > 15)) {
-        return PIB_AQ_BAD_PARAM;
-    }
-
-    if (mask & PIB_SET_PORT_CAPS) {
-        s->port.cap_flags |= le32_to_cpu(p->cap_set);
-        s->port.cap_flags &= ~le32_to_cpu(p->cap_clr);
-    }
-    if (mask & PIB_SET_PORT_SM) {
-        s->port.sm_lid = sm_lid;
-        s->port.sm_sl = p->sm_sl;
-    }
-    if (mask & PIB_SET_PORT_LID) {
-        s->port.lmc = p->lmc;
-        if (lid != s->port.lid) {
-            s->port.lid = lid;
-            pib_aeq_post(s, PIB_AE_LID_CHANGE, PIB_PORT_NUM, lid);
-            pib_port_event(s, PIB_PEV_LID_CHANGED);
-        }
-    }
-    trace_pib_admin_set_port(mask, s->port.lid, s->port.sm_lid,
-                             s->port.cap_flags);
-    return PIB_AQ_OK;
-}
-
-uint8_t pib_cmd_query_pkey(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res)
-{
-    if (!pib_port_num_valid(cmd->in.port.port_num) ||
-        le32_to_cpu(cmd->in.port.index) >= PIB_PKEY_TBL_LEN) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    res->result0 = PIB_DEFAULT_PKEY;
-    return PIB_AQ_OK;
-}
-
-/* The one GID: subnet prefix and port GUID, big-endian as on the wire. */
-uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res)
-{
-    uint8_t gid[16];
-
-    if (!pib_port_num_valid(cmd->in.port.port_num) ||
-        le32_to_cpu(cmd->in.port.index) >= PIB_GID_TBL_LEN) {
-        return PIB_AQ_BAD_PARAM;
-    }
-    stq_be_p(gid, PIB_DEFAULT_GID_PREFIX);
-    stq_be_p(gid + 8, pib_port_guid(s));
-    return pib_admin_respond(s, cmd, gid, sizeof(gid));
-}
-
 /* Does any QP, CQ or SRQ still name this UAR page?  (DEALLOC_UAR: BUSY.) */
 static bool pib_uar_has_objects(PibState *s, uint32_t uar)
 {
     uint32_t i;
 
-    for (i = 1; i < PIB_QPN_LIMIT; i++) {
+    for (i = 0; i < PIB_QPN_LIMIT; i++) {
         if (s->qp[i] && s->qp[i]->uar == uar) {
             return true;
         }

@@ -14,9 +14,13 @@
  *   pib.c         the PCI function: BAR0 registers, CONTROL, reset, the DMA
  *                 helpers (ring entries, page lists), MSI-X, QOM glue
  *   pib-com.c     the admin queue engine, the AEQ and the CEQ, the commands
- *                 about the device itself (QUERY_DEVICE, SET_PORT, ...)
- *   pib-link.c    the link: chardev framing (HELLO/PACKET), the port state
- *                 machine, the transmit and receive packet queues
+ *                 about the device itself (QUERY_DEVICE, ALLOC_UAR, ...)
+ *   pib-link.c    the link: chardev framing (HELLO/PACKET), the transmit and
+ *                 receive packet queues
+ *   pib-port.c    the port: its state machine, and the port as the management
+ *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
+ *   pib-sma.c     the subnet management agent (pib-mgmt.h)
+ *   pib-pma.c     the performance management agent (pib-mgmt.h)
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
  *                 checks, BIND_MW, invalidation, DMA through MRs
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
@@ -55,6 +59,8 @@
 #include "include/pib_hw.h"
 #include "include/pib_wqe.h"
 #include "include/pib_link.h"
+#include "include/pib_mad.h"
+#include "pib-mgmt.h"
 
 #define TYPE_PIB_HCA "pib-hca"
 OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
@@ -85,10 +91,12 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 #define PIB_PORT_MTU_ENUM       5       /* IB MTU 4096 */
 
 /* QP numbers: 0 would be the SMI QP (none), 1 the GSI QP, then the rest. */
+#define PIB_QPN_SMI             0
 #define PIB_QPN_GSI             1
 #define PIB_QPN_FIRST           2
 #define PIB_QPN_LIMIT           (PIB_QPN_FIRST + PIB_MAX_QP)   /* exclusive */
 #define PIB_GSI_QKEY            0x80010000u
+#define PIB_SMI_QKEY            0
 
 /*
  * Link queues, in packets.  The requester stops when its queue is this full;
@@ -134,30 +142,26 @@ typedef struct PibAdminResult {
 } PibAdminResult;
 
 /*
- * Port/link state machine (pib-link.c).  One state combines what IBTA splits
- * into PortPhysicalState and PortState, because here the two move together:
- *
- *   POLLING --stream opened--> TRAINING --peer HELLO--> INIT (no LID)
- *                                                   or ACTIVE (LID set)
- *   INIT    --LID set--> ACTIVE
- *   any     --stream closed or framing lost--> POLLING
- *
- * There is no subnet manager: a port with a LID and a trained link is ACTIVE
- * (ARMED is skipped).
+ * The port state machine (pib-port.c, where the diagram is): PortState and
+ * PortPhysicalState in one, because here they move together.
  */
 typedef enum PibPortSmState {
-    PIB_PSM_POLLING,    /* no peer: PortState DOWN, phys POLLING */
+    PIB_PSM_POLLING,    /* no peer (or DISABLED): PortState DOWN */
     PIB_PSM_TRAINING,   /* stream open, HELLO sent, waiting for the peer's */
-    PIB_PSM_INIT,       /* link up, no LID: PortState INIT, phys LINKUP */
-    PIB_PSM_ACTIVE,     /* link up, LID: PortState ACTIVE, phys LINKUP */
+    PIB_PSM_INIT,       /* link up, waiting for an SM: SMPs only */
+    PIB_PSM_ARMED,      /* the SM armed it: SMPs out, anything in */
+    PIB_PSM_ACTIVE,     /* everything passes */
     PIB_PSM__MAX
 } PibPortSmState;
 
 typedef enum PibPortSmEvent {
     PIB_PEV_STREAM_UP,      /* chardev connected (CHR_EVENT_OPENED) */
     PIB_PEV_HELLO,          /* a valid HELLO arrived from the peer */
-    PIB_PEV_STREAM_DOWN,    /* chardev closed, or framing lost */
-    PIB_PEV_LID_CHANGED,    /* SET_PORT changed the LID */
+    PIB_PEV_STREAM_DOWN,    /* chardev closed, framing lost, or retrained */
+    PIB_PEV_LID_SET,        /* without an SM: SET_PORT gave the port a LID */
+    PIB_PEV_SM_ARM,         /* PortInfo Set PortState=ARMED */
+    PIB_PEV_SM_ACTIVATE,    /* PortInfo Set PortState=ACTIVE */
+    PIB_PEV_RX_DATA,        /* a data packet arrived (ARMED -> ACTIVE) */
     PIB_PEV__MAX
 } PibPortSmEvent;
 
@@ -231,14 +235,13 @@ typedef struct PibLink {
 
 typedef struct PibPort {
     PibPortSmState sm;
-    uint16_t lid;
-    uint16_t sm_lid;
-    uint8_t lmc;
-    uint8_t sm_sl;
-    uint32_t cap_flags;     /* PortInfo:CapabilityMask */
-    uint32_t link_downs;    /* times the link left INIT/ACTIVE since reset */
-    uint32_t bad_pkey_cntr; /* packets dropped for their P_Key (saturating) */
-    uint32_t qkey_viol_cntr;/* UD packets dropped for their Q_Key */
+    bool disabled;          /* PortPhysicalState DISABLED: the link does not train */
+    uint32_t link_downs;    /* times the link left INIT/ARMED/ACTIVE since reset */
+    /*
+     * What the SM sets and the SMA reports: LID, LMC, SM LID and SL, M_Key,
+     * the P_Key table, CapabilityMask, the violation counters (pib-mgmt.h).
+     */
+    PibMgmtPort mgmt;
 } PibPort;
 
 /*
@@ -349,6 +352,7 @@ typedef struct PibSendWqe {
     uint32_t ud_qkey;
     uint16_t ud_dlid;
     uint8_t ud_sl;
+    uint16_t ud_pkey_index;  /* GSI only */
     uint32_t num_sge;
     PibSge sge[PIB_MAX_SGE];
     uint32_t inline_len;
@@ -630,6 +634,8 @@ struct PibState {
     uint64_t counters[PIB_CNT_MAX];
 
     PibPort port;
+    PibMgmtNode mgmt;       /* the node the management agents answer for */
+    PibMgmtPort *mgmt_ports[PIB_NUM_PORTS + 1];
     PibLink link;
     PibInject inject;
 
@@ -730,14 +736,7 @@ bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
 /* pib-link.c */
 void pib_link_realize(PibState *s);
 void pib_link_unrealize(PibState *s);
-void pib_port_reset(PibState *s);
-void pib_port_event(PibState *s, PibPortSmEvent ev);
-void pib_port_announce(PibState *s);
-uint8_t pib_port_ib_state(const PibState *s);
-uint8_t pib_port_phys_state(const PibState *s);
-bool pib_port_link_up(const PibState *s);
-bool pib_port_active(const PibState *s);
-bool pib_lid_is_ours(const PibState *s, uint16_t lid);
+void pib_link_retrain(PibState *s, const char *why);
 PibPacket *pib_packet_new(PibState *s, uint32_t ib_len);
 void pib_packet_free(PibState *s, PibPacket *p);
 void pib_link_free_buffers(PibState *s);
@@ -851,6 +850,7 @@ typedef struct PibPktInfo {
     uint16_t dlid;
     uint16_t slid;
     uint8_t sl;
+    uint8_t vl;             /* LRH: 15 for SMPs, 0 otherwise */
     bool has_grh;
     struct pib_grh grh;     /* raw, as on the wire */
     uint8_t opcode;
@@ -859,6 +859,7 @@ typedef struct PibPktInfo {
     bool ackreq;
     uint8_t pad;
     uint16_t pkey;
+    uint8_t pkey_index;     /* the table entry it matched (QP0: 0) */
     uint32_t dqpn;
     uint32_t psn;
     uint64_t va;            /* RETH or AtomicETH */
@@ -887,6 +888,9 @@ typedef struct PibPktFields {
     uint16_t dlid;
     uint8_t sl;
     uint8_t src_path_bits;
+    bool vl15;              /* an SMP: VL15, and a permissive DLID gets a */
+                            /* permissive SLID */
+    uint16_t pkey;          /* BTH P_Key */
     const PibAv *grh_av;    /* non-NULL: add a GRH for this address vector */
     uint64_t va;            /* RETH / AtomicETH */
     uint32_t rkey;
@@ -938,5 +942,21 @@ void pib_resp_reset(PibQp *qp);
 /* pib-comp.c */
 void pib_comp_recv(PibQp *qp, const PibPktInfo *pi);
 void pib_comp_run(PibQp *qp);
+
+/* pib-port.c */
+void pib_port_realize(PibState *s);
+void pib_port_unrealize(PibState *s);
+void pib_port_reset(PibState *s);
+void pib_port_event(PibState *s, PibPortSmEvent ev);
+void pib_port_announce(PibState *s);
+uint8_t pib_port_ib_state(const PibState *s);
+uint8_t pib_port_phys_state(const PibState *s);
+bool pib_port_link_up(const PibState *s);
+bool pib_port_active(const PibState *s);
+bool pib_port_no_sm(const PibState *s);
+bool pib_lid_is_ours(const PibState *s, uint16_t lid);
+uint16_t pib_port_pkey(const PibState *s, uint16_t idx);
+void pib_port_bad_pkey(PibState *s, const PibPktInfo *pi);
+void pib_port_gid(const PibState *s, uint8_t gid[16]);
 
 #endif /* HW_PIB_INTERNAL_H */

@@ -1,5 +1,5 @@
 /*
- * pib HCA device model - the link and the port
+ * pib HCA device model - the link
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -7,18 +7,16 @@
  *
  * The port's "cable" is a chardev, normally a socket shared with another
  * pib-hca (in this or another QEMU).  The byte stream carries frames
- * (include/pib_link.h): a 4-byte header and a payload.  Two explicit state
- * machines live here:
+ * (include/pib_link.h): a 4-byte header and a payload.  The receive side is
+ * an explicit state machine:
  *
- *   receive framing  HDR -> PAYLOAD -> HDR ...; DISCARD once framing is lost
- *                    (bad magic, type or length, malformed HELLO).  Losing
- *                    framing drops the connection, from a bottom half, so
- *                    the link retrains as a physical link that lost symbol
- *                    lock would.
+ *   HDR -> PAYLOAD -> HDR ...; DISCARD once framing is lost (bad magic, type
+ *   or length, malformed HELLO).  Losing framing drops the connection, from a
+ *   bottom half, so the link retrains as a physical link that lost symbol
+ *   lock would.
  *
- *   port             POLLING -> TRAINING -> INIT / ACTIVE, back to POLLING
- *                    when the stream closes.  Transitions raise the async
- *                    events the driver sees.
+ * The stream's events (connected, HELLO, closed) drive the port's state
+ * machine (pib-port.c), which decides what may pass.
  *
  * Transmit never blocks the main loop: frames wait in a queue that is
  * drained with non-blocking writes, many frames per write; when the socket
@@ -41,20 +39,6 @@
 #include "pib-internal.h"
 #include "trace.h"
 
-static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
-    [PIB_PSM_POLLING]  = "POLLING",
-    [PIB_PSM_TRAINING] = "TRAINING",
-    [PIB_PSM_INIT]     = "INIT",
-    [PIB_PSM_ACTIVE]   = "ACTIVE",
-};
-
-static const char *const pib_port_ev_names[PIB_PEV__MAX] = {
-    [PIB_PEV_STREAM_UP]   = "STREAM_UP",
-    [PIB_PEV_HELLO]       = "HELLO",
-    [PIB_PEV_STREAM_DOWN] = "STREAM_DOWN",
-    [PIB_PEV_LID_CHANGED] = "LID_CHANGED",
-};
-
 static const char *pib_frame_type_name(uint8_t type)
 {
     switch (type) {
@@ -62,159 +46,6 @@ static const char *pib_frame_type_name(uint8_t type)
     case PIB_FRAME_PACKET: return "PACKET";
     default:               return "UNKNOWN";
     }
-}
-
-/*
- * Port state machine
- */
-
-uint8_t pib_port_ib_state(const PibState *s)
-{
-    switch (s->port.sm) {
-    case PIB_PSM_INIT:   return PIB_PORT_INIT;
-    case PIB_PSM_ACTIVE: return PIB_PORT_ACTIVE;
-    default:             return PIB_PORT_DOWN;
-    }
-}
-
-uint8_t pib_port_phys_state(const PibState *s)
-{
-    return pib_port_link_up(s) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
-}
-
-bool pib_port_link_up(const PibState *s)
-{
-    return s->port.sm == PIB_PSM_INIT || s->port.sm == PIB_PSM_ACTIVE;
-}
-
-/* Packets flow only through an ACTIVE port, loopback included. */
-bool pib_port_active(const PibState *s)
-{
-    return s->port.sm == PIB_PSM_ACTIVE;
-}
-
-/* Is lid one of ours (the port's LID, with its LMC path bits)? */
-bool pib_lid_is_ours(const PibState *s, uint16_t lid)
-{
-    uint16_t mask = ~((1u << s->port.lmc) - 1);
-
-    return s->port.lid && (lid & mask) == (s->port.lid & mask);
-}
-
-/* Where a trained link settles: with no SM, a port with a LID is ACTIVE. */
-static PibPortSmState pib_port_trained_state(const PibState *s)
-{
-    return s->port.lid ? PIB_PSM_ACTIVE : PIB_PSM_INIT;
-}
-
-/*
- * The transition table, one state at a time.  Events that do not apply leave
- * the state as it is.
- */
-static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
-{
-    PibPortSmState cur = s->port.sm;
-
-    switch (cur) {
-    case PIB_PSM_POLLING:
-        if (ev == PIB_PEV_STREAM_UP) {
-            return PIB_PSM_TRAINING;
-        }
-        break;
-    case PIB_PSM_TRAINING:
-        if (ev == PIB_PEV_HELLO) {
-            return pib_port_trained_state(s);
-        }
-        if (ev == PIB_PEV_STREAM_DOWN) {
-            return PIB_PSM_POLLING;
-        }
-        break;
-    case PIB_PSM_INIT:
-    case PIB_PSM_ACTIVE:
-        if (ev == PIB_PEV_LID_CHANGED || ev == PIB_PEV_HELLO) {
-            return pib_port_trained_state(s);
-        }
-        if (ev == PIB_PEV_STREAM_DOWN) {
-            return PIB_PSM_POLLING;
-        }
-        break;
-    default:
-        break;
-    }
-    return cur;
-}
-
-/*
- * Enter a new state: mirror it in LINK_STATE, count link downs, raise the
- * async events.
- */
-static void pib_port_set_state(PibState *s, PibPortSmState next,
-                               PibPortSmEvent ev)
-{
-    PibPortSmState prev = s->port.sm;
-    bool was_up = pib_port_link_up(s);
-
-    if (next == prev) {
-        return;
-    }
-    trace_pib_port_state(s->node_guid, pib_port_sm_names[prev],
-                         pib_port_sm_names[next], pib_port_ev_names[ev]);
-    s->port.sm = next;
-    s->regs.link_state = pib_port_link_up(s) ? PIB_LINK_UP : PIB_LINK_DOWN;
-
-    if (was_up && !pib_port_link_up(s)) {
-        s->port.link_downs++;
-        pib_count(s, PIB_CNT_LINK_DOWNS, 1);
-    }
-    if (prev == PIB_PSM_ACTIVE) {
-        pib_aeq_post(s, PIB_AE_PORT_ERR, PIB_PORT_NUM, 0);
-    }
-    if (next == PIB_PSM_ACTIVE) {
-        pib_aeq_post(s, PIB_AE_PORT_ACTIVE, PIB_PORT_NUM, 0);
-    } else if (next == PIB_PSM_INIT && !was_up) {
-        pib_aeq_post(s, PIB_AE_LINK_UP, PIB_PORT_NUM, 0);
-    }
-}
-
-void pib_port_event(PibState *s, PibPortSmEvent ev)
-{
-    pib_port_set_state(s, pib_port_next_state(s, ev), ev);
-}
-
-/*
- * At CONTROL.ENABLE: report the state the port is already in, as if it had
- * just got there, so a driver never has to race the link.
- */
-void pib_port_announce(PibState *s)
-{
-    if (s->port.sm == PIB_PSM_ACTIVE) {
-        pib_aeq_post(s, PIB_AE_PORT_ACTIVE, PIB_PORT_NUM, 0);
-    } else if (s->port.sm == PIB_PSM_INIT) {
-        pib_aeq_post(s, PIB_AE_LINK_UP, PIB_PORT_NUM, 0);
-    }
-}
-
-/*
- * Function reset: port attributes return to their defaults and the `lid`
- * property.  The link stays trained if it was; only the LID-dependent
- * INIT/ACTIVE choice is re-made.  No events: after a reset there is no AEQ.
- */
-void pib_port_reset(PibState *s)
-{
-    PibPort *p = &s->port;
-
-    p->lid = s->prop_lid;
-    p->sm_lid = 0;
-    p->lmc = 0;
-    p->sm_sl = 0;
-    p->cap_flags = 0;
-    p->link_downs = 0;
-    p->bad_pkey_cntr = 0;
-    p->qkey_viol_cntr = 0;
-    if (pib_port_link_up(s)) {
-        p->sm = pib_port_trained_state(s);
-    }
-    s->regs.link_state = pib_port_link_up(s) ? PIB_LINK_UP : PIB_LINK_DOWN;
 }
 
 /*
@@ -460,9 +291,11 @@ bool pib_xmit_room(PibState *s, uint16_t dlid)
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
 {
     bool loop = pib_lid_is_ours(s, dlid);
+    bool smp = pib_packet_ib(p)[0] >> 4 == 15;      /* LRH VL */
     enum pib_counter why = PIB_CNT_MAX;
 
-    if (!pib_port_active(s)) {
+    /* An ACTIVE port sends anything; INIT and ARMED send SMPs only. */
+    if (!pib_port_active(s) && !(smp && pib_port_link_up(s))) {
         why = PIB_CNT_TX_DROP_PORT_DOWN;
     } else if ((loop ? s->rxq_len : s->link.txq_len) >= PIB_QUEUE_HARD_MAX) {
         why = PIB_CNT_TX_DROP_TXQ_FULL;
@@ -543,6 +376,21 @@ static void pib_link_drop_bh(void *opaque)
 
     trace_pib_link_drop(s->node_guid);
     qemu_chr_fe_disconnect(&s->link.chr);
+}
+
+/*
+ * Take the link down and let it train again (an SM's PortInfo Set: PortState DOWN, or a new
+ * PortPhysicalState): the port is DOWN at once, the connection is dropped from a bottom half,
+ * and the chardev's reconnect (ours or the peer's) brings the cable back.
+ */
+void pib_link_retrain(PibState *s, const char *why)
+{
+    trace_pib_link_retrain(s->node_guid, why);
+    pib_port_event(s, PIB_PEV_STREAM_DOWN);
+    if (s->link.stream_open) {
+        s->link.rx_state = PIB_RX_DISCARD;
+        qemu_bh_schedule(s->link.drop_bh);
+    }
 }
 
 static void pib_link_rx_hello(PibState *s)
@@ -709,7 +557,9 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         l->stream_open = true;
         pib_link_rx_reset(s);
         pib_port_event(s, PIB_PEV_STREAM_UP);
-        pib_link_send_hello(s);
+        if (!s->port.disabled) {
+            pib_link_send_hello(s);     /* a DISABLED port does not train */
+        }
         break;
     case CHR_EVENT_CLOSED:
         trace_pib_link_event(s->node_guid, "closed");

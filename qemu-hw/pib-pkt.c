@@ -166,13 +166,6 @@ void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi)
  * Build
  */
 
-/* The GID of our one port: subnet prefix and port GUID, wire order. */
-static void pib_our_gid(PibState *s, uint8_t gid[16])
-{
-    stq_be_p(gid, PIB_DEFAULT_GID_PREFIX);
-    stq_be_p(gid + 8, pib_port_guid(s));
-}
-
 /*
  * A frame (link header and IB packet) for these header fields and payload.
  * The caller checked that the payload fits the path MTU.  With payload NULL
@@ -191,17 +184,22 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
     PibPacket *p = pib_packet_new(s, len);
     uint8_t *b = pib_packet_ib(p);
     struct pib_lrh *lrh = (struct pib_lrh *)b;
+    const PibMgmtPort *m = &s->port.mgmt;
+    uint16_t slid = m->lid | (f->src_path_bits & ((1u << m->lmc) - 1));
     struct pib_bth *bth;
     uint8_t *e;
 
+    /* A directed-route SMP goes to the permissive LID, and comes from it. */
+    if (f->vl15 && f->dlid == PIB_LID_PERMISSIVE) {
+        slid = PIB_LID_PERMISSIVE;
+    }
     *lrh = (struct pib_lrh) {
-        .vl_lver = 0,
+        .vl_lver = f->vl15 ? 15 << 4 : 0,
         .sl_lnh = (f->sl & 0xf) << 4 |
                   (f->grh_av ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL),
         .dlid_be = cpu_to_be16(f->dlid),
         .pktlen_be = cpu_to_be16(len / 4),
-        .slid_be = cpu_to_be16(s->port.lid |
-                               (f->src_path_bits & ((1u << s->port.lmc) - 1))),
+        .slid_be = cpu_to_be16(slid),
     };
     e = b + sizeof(*lrh);
     if (f->grh_av) {
@@ -213,7 +211,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
         grh->paylen_be = cpu_to_be16(len - sizeof(*lrh) - sizeof(*grh));
         grh->next_hdr = 0x1b;
         grh->hop_limit = av->hop_limit;
-        pib_our_gid(s, grh->sgid);
+        pib_port_gid(s, grh->sgid);
         memcpy(grh->dgid, av->dgid, sizeof(grh->dgid));
         e += sizeof(*grh);
     }
@@ -221,7 +219,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
     *bth = (struct pib_bth) {
         .opcode = f->opcode,
         .flags = (f->se ? PIB_BTH_SE : 0) | pad << PIB_BTH_PAD_SHIFT,
-        .pkey_be = cpu_to_be16(PIB_DEFAULT_PKEY),
+        .pkey_be = cpu_to_be16(f->pkey),
         .dqpn_be = cpu_to_be32(f->dqpn & PIB_QPN_MASK),
         .psn_be = cpu_to_be32((f->psn & PIB_PSN_MASK) |
                               (f->ackreq ? PIB_BTH_ACKREQ : 0)),
@@ -307,6 +305,7 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
     /* LRH: LVer 0, IBA transport, and the length it claims is the frame's. */
     lnh = lrh->sl_lnh & 3;
     pi->sl = lrh->sl_lnh >> 4;
+    pi->vl = lrh->vl_lver >> 4;
     pi->dlid = be16_to_cpu(lrh->dlid_be);
     pi->slid = be16_to_cpu(lrh->slid_be);
     if ((lrh->vl_lver & 0xf) != 0 ||
@@ -314,12 +313,6 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
         (be16_to_cpu(lrh->pktlen_be) & 0x7ff) * 4 != len ||
         (be16_to_cpu(lrh->pktlen_be) & 0xf800)) {
         return PIB_CNT_RX_DROP_MALFORMED;
-    }
-    if (!pib_port_active(s)) {
-        return PIB_CNT_RX_DROP_PORT_DOWN;
-    }
-    if (!pib_lid_is_ours(s, pi->dlid)) {
-        return PIB_CNT_RX_DROP_DLID;
     }
     if (lnh == PIB_LNH_IBA_GLOBAL) {
         if (len < off + sizeof(struct pib_grh) + sizeof(*bth)) {
@@ -331,7 +324,7 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
             be16_to_cpu(pi->grh.paylen_be) != len - off - sizeof(pi->grh)) {
             return PIB_CNT_RX_DROP_MALFORMED;
         }
-        pib_our_gid(s, gid);
+        pib_port_gid(s, gid);
         if (memcmp(pi->grh.dgid, gid, sizeof(gid))) {
             return PIB_CNT_RX_DROP_DLID;
         }
@@ -353,13 +346,6 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
     pi->op = pib_op_info(pi->opcode);
     if (!pi->op || tver != 0) {
         return PIB_CNT_RX_DROP_OPCODE;
-    }
-    /* Our one P_Key, 0xffff: accept full and limited members of it. */
-    if ((pi->pkey & 0x7fff) != (PIB_DEFAULT_PKEY & 0x7fff)) {
-        if (s->port.bad_pkey_cntr != UINT32_MAX) {
-            s->port.bad_pkey_cntr++;
-        }
-        return PIB_CNT_RX_DROP_PKEY;
     }
 
     mask = pi->op->mask;
@@ -414,6 +400,41 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
     return PIB_CNT_MAX;
 }
 
+/*
+ * What the port lets in (docs/hardware.md, "Port"), for a packet whose headers parsed:
+ * the port's state, the DLID, VL15 for QP0 and only for QP0, and the P_Key against the
+ * table (QP0 is exempt).  Returns PIB_CNT_MAX, or the rx_drop_* reason.  A data packet that
+ * passes in ARMED activates the port (IBTA 7.2.5).
+ */
+static enum pib_counter pib_pkt_admit(PibState *s, PibPktInfo *pi)
+{
+    bool smp = pi->dqpn == PIB_QPN_SMI;
+    int idx;
+
+    if (!pib_port_link_up(s) || (!smp && s->port.sm == PIB_PSM_INIT)) {
+        return PIB_CNT_RX_DROP_PORT_DOWN;
+    }
+    if (!pib_lid_is_ours(s, pi->dlid) &&
+        !(smp && pi->dlid == PIB_LID_PERMISSIVE)) {
+        return PIB_CNT_RX_DROP_DLID;
+    }
+    if (smp != (pi->vl == 15)) {
+        return PIB_CNT_RX_DROP_VL15;
+    }
+    if (!smp) {
+        idx = pib_mgmt_pkey_find(&s->port.mgmt, pi->pkey);
+        if (idx < 0) {
+            pib_port_bad_pkey(s, pi);
+            return PIB_CNT_RX_DROP_PKEY;
+        }
+        pi->pkey_index = idx;
+        if (s->port.sm == PIB_PSM_ARMED) {
+            pib_port_event(s, PIB_PEV_RX_DATA);
+        }
+    }
+    return PIB_CNT_MAX;
+}
+
 /* The transport an opcode belongs to must be the destination QP's. */
 static bool pib_transport_ok(uint8_t opcode, uint8_t qp_type)
 {
@@ -423,7 +444,7 @@ static bool pib_transport_ok(uint8_t opcode, uint8_t qp_type)
     case 1:
         return qp_type == PIB_QPT_UC;
     case 3:
-        return qp_type == PIB_QPT_UD || qp_type == PIB_QPT_GSI;
+        return pib_qp_type_is_ud(qp_type);
     default:
         return false;
     }
@@ -441,6 +462,9 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
     PibQp *qp;
 
     why = pib_pkt_parse(s, b, len, &pi);
+    if (why == PIB_CNT_MAX) {
+        why = pib_pkt_admit(s, &pi);
+    }
     if (why != PIB_CNT_MAX) {
         pib_pkt_drop(s, why, &pi);
         return;
@@ -472,10 +496,16 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
         pib_pkt_drop(s, PIB_CNT_RX_DROP_SLID, &pi);
         return;
     }
-    if ((qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) &&
-        pi.qkey != qp->qkey) {
-        if (s->port.qkey_viol_cntr != UINT32_MAX) {
-            s->port.qkey_viol_cntr++;
+    /* QP1 takes any partition of the port; other QPs only their own (IBTA 10.9.3). */
+    if (qp->type != PIB_QPT_SMI && qp->type != PIB_QPT_GSI &&
+        !pib_mgmt_pkey_match(pib_port_pkey(s, qp->pkey_index), pi.pkey)) {
+        pib_port_bad_pkey(s, &pi);
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_PKEY, &pi);
+        return;
+    }
+    if (pib_qp_type_is_ud(qp->type) && pi.qkey != qp->qkey) {
+        if (s->port.mgmt.qkey_violations != UINT16_MAX) {
+            s->port.mgmt.qkey_violations++;
         }
         pib_pkt_drop(s, PIB_CNT_RX_DROP_QKEY, &pi);
         return;

@@ -60,25 +60,30 @@ bool pib_qp_is_connected(const PibQp *qp)
 
 PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
 {
-    return qpn >= 1 && qpn < PIB_QPN_LIMIT ? s->qp[qpn] : NULL;
+    return qpn < PIB_QPN_LIMIT ? s->qp[qpn] : NULL;
 }
 
-/* A QPN for a new QP of this type, or 0.  QPNs rotate: stale ones fail. */
-static uint32_t pib_qpn_alloc(PibState *s, uint8_t type)
+/*
+ * A QPN for a new QP of this type: QP0 and QP1 for the special QPs (one each), else the
+ * next free one; QPNs rotate, so stale ones fail.  False if there is none.
+ */
+static bool pib_qpn_alloc(PibState *s, uint8_t type, uint32_t *qpn)
 {
-    uint32_t i, qpn;
+    uint32_t i, n;
 
-    if (type == PIB_QPT_GSI) {
-        return s->qp[PIB_QPN_GSI] ? 0 : PIB_QPN_GSI;
+    if (type == PIB_QPT_SMI || type == PIB_QPT_GSI) {
+        *qpn = type == PIB_QPT_SMI ? PIB_QPN_SMI : PIB_QPN_GSI;
+        return !s->qp[*qpn];
     }
     for (i = 0; i < PIB_MAX_QP; i++) {
-        qpn = PIB_QPN_FIRST + (s->next_qpn + i) % PIB_MAX_QP;
-        if (!s->qp[qpn]) {
-            s->next_qpn = (qpn - PIB_QPN_FIRST + 1) % PIB_MAX_QP;
-            return qpn;
+        n = PIB_QPN_FIRST + (s->next_qpn + i) % PIB_MAX_QP;
+        if (!s->qp[n]) {
+            s->next_qpn = (n - PIB_QPN_FIRST + 1) % PIB_MAX_QP;
+            *qpn = n;
+            return true;
         }
     }
-    return 0;
+    return false;
 }
 
 static void pib_qp_free(PibState *s, PibQp *qp)
@@ -147,9 +152,10 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     case PIB_QPT_RC:
     case PIB_QPT_UC:
     case PIB_QPT_UD:
+    case PIB_QPT_SMI:
     case PIB_QPT_GSI:
         break;
-    default:        /* SMI: there is no subnet management agent */
+    default:
         return pib_cmd_reject("CREATE_QP", "unsupported type", c.type,
                               PIB_AQ_BAD_PARAM);
     }
@@ -201,8 +207,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_QP", "UAR not allocated", uar,
                               PIB_AQ_BAD_PARAM);
     }
-    qpn = pib_qpn_alloc(s, c.type);
-    if (!qpn) {
+    if (!pib_qpn_alloc(s, c.type, &qpn)) {
         return pib_cmd_reject("CREATE_QP", "no free QPN", c.type,
                               PIB_AQ_NO_RESOURCES);
     }
@@ -247,6 +252,8 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     qp->path_mtu = PIB_PORT_MTU_ENUM;
     if (qp->type == PIB_QPT_GSI) {
         qp->qkey = PIB_GSI_QKEY;
+    } else if (qp->type == PIB_QPT_SMI) {
+        qp->qkey = PIB_SMI_QKEY;
     }
     pib_qp_init_engines(qp);
 
@@ -719,8 +726,9 @@ uint8_t pib_cmd_modify_qp(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_modify_reject(qp, "no such transition", next,
                                  PIB_AQ_BAD_STATE);
     }
-    req = t->req[qp->type];
-    opt = t->opt[qp->type];
+    /* QP0 follows QP1's rules (IBTA 11.2.5.3 lists them together). */
+    req = t->req[qp->type == PIB_QPT_SMI ? PIB_QPT_GSI : qp->type];
+    opt = t->opt[qp->type == PIB_QPT_SMI ? PIB_QPT_GSI : qp->type];
     if ((mask & req) != req) {
         return pib_modify_reject(qp, "required attributes missing",
                                  req & ~mask, PIB_AQ_BAD_PARAM);
@@ -801,7 +809,7 @@ void pib_qp_reset_all(PibState *s)
 {
     uint32_t i;
 
-    for (i = 1; i < PIB_QPN_LIMIT; i++) {
+    for (i = 0; i < PIB_QPN_LIMIT; i++) {
         if (s->qp[i]) {
             pib_qp_free(s, s->qp[i]);
         }

@@ -78,7 +78,23 @@ static PibWqeMeta *pib_req_meta(PibQp *qp, uint32_t idx)
 
 static bool pib_qp_is_ud(const PibQp *qp)
 {
-    return qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI;
+    return pib_qp_type_is_ud(qp->type);
+}
+
+/*
+ * The BTH P_Key: QP0's is the default (SMPs are not partitioned), QP1 names a table entry
+ * per send, every other QP uses its own entry.
+ */
+static uint16_t pib_req_pkey(const PibQp *qp, const PibSendWqe *w)
+{
+    switch (qp->type) {
+    case PIB_QPT_SMI:
+        return PIB_DEFAULT_PKEY;
+    case PIB_QPT_GSI:
+        return pib_port_pkey(qp->s, w->ud_pkey_index);
+    default:
+        return pib_port_pkey(qp->s, qp->pkey_index);
+    }
 }
 
 /* Where the QP's packets go. */
@@ -283,6 +299,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .dlid = pib_req_dlid(qp, w),
         .sl = pib_qp_is_ud(qp) ? w->ud_sl : qp->av.sl,
         .src_path_bits = pib_qp_is_ud(qp) ? 0 : qp->av.src_path_bits,
+        .vl15 = qp->type == PIB_QPT_SMI,
+        .pkey = pib_req_pkey(qp, w),
         .grh_av = !pib_qp_is_ud(qp) && qp->av.grh ? &qp->av : NULL,
     };
 

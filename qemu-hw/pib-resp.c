@@ -111,6 +111,7 @@ static PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
     f->sl = qp->av.sl;
     f->src_path_bits = qp->av.src_path_bits;
     f->grh_av = qp->av.grh ? &qp->av : NULL;
+    f->pkey = pib_port_pkey(qp->s, qp->pkey_index);
     f->msn = qp->resp.msn;
     return pib_pkt_build(qp->s, f, NULL, paylen);
 }
@@ -667,7 +668,11 @@ static PibRespStep pib_resp_error(PibRespCtx *c, PibRespStep step)
     return RESP_DONE;
 }
 
-/* UD (and GSI): one packet, one message. */
+/*
+ * UD (and QP0, QP1): one packet, one message.  The special QPs carry MADs, 256 bytes each
+ * (IBTA 13.4.1); any other length is a malformed MAD, dropped before it can cost QP0 or QP1
+ * a receive WQE, or put them in ERR and cut the port off from its SM.
+ */
 static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
 {
     PibResp *r = &qp->resp;
@@ -676,19 +681,25 @@ static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
     };
     struct pib_cqe cqe = {
         .byte_len = cpu_to_le32(PIB_GRH_SPACE + pi->paylen),
-        .src_qp = cpu_to_le32(pi->src_qpn),
+        .qpn = cpu_to_le32((uint32_t)pi->pkey_index << 24),
+        .src_qp = cpu_to_le32((pi->src_qpn & PIB_QPN_MASK) |
+                              (uint32_t)(pi->dlid &
+                                         ((1u << qp->s->port.mgmt.lmc) - 1)) << 24),
         .slid = cpu_to_le16(pi->slid),
         .opcode = PIB_CQE_RECV,
         .sl = pi->sl,
     };
+    bool mad_qp = qp->type == PIB_QPT_SMI || qp->type == PIB_QPT_GSI;
     PibMemErr err = PIB_MEM_OK;
 
-    if (pi->paylen > pib_mtu_bytes(PIB_PORT_MTU_ENUM)) {
+    if (pi->paylen > pib_mtu_bytes(PIB_PORT_MTU_ENUM) ||
+        (mad_qp && pi->paylen != PIB_MAD_SIZE)) {
         pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_LENGTH, pi);
         return;
     }
     if (!pib_resp_get_rwqe(&c)) {
-        pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_NO_RECV_WQE, pi);
+        pib_pkt_drop(qp->s, qp->type == PIB_QPT_SMI ? PIB_CNT_RX_DROP_VL15 :
+                            PIB_CNT_RX_DROP_NO_RECV_WQE, pi);
         return;
     }
     if (c.rq_status == PIB_WC_SUCCESS &&
@@ -737,7 +748,7 @@ void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
     PibRespStep step = RESP_CHK_PSN;
     unsigned n;
 
-    if (qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) {
+    if (pib_qp_type_is_ud(qp->type)) {
         pib_resp_ud(qp, pi);
         return;
     }

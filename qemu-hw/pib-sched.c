@@ -248,7 +248,7 @@ void pib_qp_kick_waiters(PibState *s)
 {
     uint32_t i;
 
-    for (i = 1; i < PIB_QPN_LIMIT; i++) {
+    for (i = 0; i < PIB_QPN_LIMIT; i++) {
         if (s->qp[i] && s->qp[i]->req.wait_tx) {
             s->qp[i]->req.wait_tx = false;
             pib_qp_schedule(s->qp[i]);

@@ -87,6 +87,7 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     w->ud_qkey = le32_to_cpu(raw.ud_qkey);
     w->ud_dlid = le16_to_cpu(raw.ud_dlid);
     w->ud_sl = raw.ud_sl;
+    w->ud_pkey_index = le16_to_cpu(raw.ud_pkey_index);
     trace_pib_wqe_fetch(qp->qpn, "SQ", idx, w->wr_id, w->opcode, w->flags);
 
     if (!pib_wqe_opcode_allowed(qp->type, w->opcode)) {
@@ -100,6 +101,10 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     if ((w->flags & PIB_WQE_F_INLINE) && !pib_wqe_inline_allowed(w->opcode)) {
         return pib_wqe_bad(qp, "send", idx, "inline with this opcode",
                            w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
+    }
+    if (qp->type == PIB_QPT_GSI && w->ud_pkey_index >= PIB_PKEY_TBL_LEN) {
+        return pib_wqe_bad(qp, "send", idx, "ud_pkey_index", w->ud_pkey_index,
+                           PIB_WC_LOC_QP_OP_ERR, status);
     }
     if (pib_wqe_is_local(w->opcode)) {
         memcpy(&w->bind, &raw, sizeof(w->bind));
@@ -136,7 +141,7 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
         *status = PIB_WC_LOC_LEN_ERR;
         return false;
     }
-    if ((qp->type == PIB_QPT_UD || qp->type == PIB_QPT_GSI) &&
+    if (pib_qp_type_is_ud(qp->type) &&
         w->length > pib_mtu_bytes(PIB_PORT_MTU_ENUM)) {
         *status = PIB_WC_LOC_LEN_ERR;
         return false;
@@ -215,7 +220,8 @@ void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
 /* A receive completion; the caller set wqe_index (RQ or SRQ slot). */
 void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited)
 {
-    cqe->qpn = cpu_to_le32(qp->qpn);
+    /* [23:0] the QPN; [31:24], a UD receive's P_Key index, the caller's. */
+    cqe->qpn = cpu_to_le32((le32_to_cpu(cqe->qpn) & ~PIB_QPN_MASK) | qp->qpn);
     pib_cq_post(qp->s, qp->rcq, cqe, solicited);
 }
 

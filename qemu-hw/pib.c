@@ -625,6 +625,7 @@ static void pib_realize(PCIDevice *pci, Error **errp)
         s->node_guid = pib_derive_node_guid(s);
     }
     pib_inject_realize(s);
+    pib_port_realize(s);
 
     pib_reset(s, "realize");
     pib_link_realize(s);        /* last: the link may come up right away */
@@ -642,6 +643,7 @@ static void pib_exit(PCIDevice *pci)
     qemu_bh_delete(s->work_bh);
     qemu_bh_delete(s->rx_bh);
     pib_inject_unrealize(s);
+    pib_port_unrealize(s);
     g_free(s->uar_bitmap);
     msix_unuse_all_vectors(pci);
     msix_uninit_exclusive_bar(pci);

@@ -1,9 +1,12 @@
 #!/bin/bash
-# The test runner behind `make test`, `make qtest` and `make e2e`.
+# The test runner behind `make test`, `make qtest`, `make provider-test` and `make e2e`.
 #
-#   qtest: the device model alone, driven by QEMU's qtest (no guest): tests/qtest/pib-test.c.
-#   fuzz:  the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
-#   e2e:   two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
+#   qtest:    the device model alone, driven by QEMU's qtest (no guest): every
+#             tests/qtest/pib-*-test.c, one executable each.
+#   provider: the provider's unit test on the host, with a fake kernel and device
+#             (guest-provider/test/provider-test.c).
+#   fuzz:     the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
+#   e2e:      two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
 #
 # Each e2e script is a test: exit 0 is a pass.  PIB_E2E_GLOB picks a subset (default [0-9]*,
 # e.g. PIB_E2E_GLOB='4[0-9]-*' for the robustness tests).  It may call `check` (tests/e2e/lib.sh) many
@@ -17,18 +20,34 @@ failed=()
 log_dir=$TOP/build/test-logs
 mkdir -p "$log_dir"
 
+# Each test case is counted ("ok" or "not ok" in the TAP output), over all the executables.  An
+# executable that is missing, or that ran no test, is a failure of its own.
 run_qtest() {
-  local bin=$TOP/build/qtest/pib-test
-  [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=(qtest-build); return; }
-  echo "== qtest: $bin"
-  # The test passes the firmware paths (-L) itself.
-  QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$log_dir/qtest.tap"
-  local ok notok
-  ok=$(grep -c '^ok ' "$log_dir/qtest.tap")
-  notok=$(grep -c '^not ok ' "$log_dir/qtest.tap")
-  pass=$((pass + ok)); fail=$((fail + notok))
-  [ "$notok" -eq 0 ] || failed+=(qtest)
-  [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("qtest ran no test"); }
+  local src name bin tap ok notok
+  for src in tests/qtest/pib-*-test.c; do
+    name=$(basename "$src" .c)
+    bin=$TOP/build/qtest/$name
+    [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=("$name (not built)"); continue; }
+    echo "== qtest: $bin"
+    tap=$log_dir/$name.tap
+    # The tests pass the firmware paths (-L) themselves.
+    QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$tap"
+    ok=$(grep -c '^ok ' "$tap")
+    notok=$(grep -c '^not ok ' "$tap")
+    pass=$((pass + ok)); fail=$((fail + notok))
+    [ "$notok" -eq 0 ] || failed+=("$name")
+    [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("$name ran no test"); }
+  done
+}
+
+# The provider's unit test counts as one test: it passes when it made checks and none failed.
+run_provider() {
+  echo "== provider: guest-provider/test/run.sh"
+  bash guest-provider/test/run.sh 2>&1 | tee "$log_dir/provider-test.log"
+  local rc=${PIPESTATUS[0]} checks
+  checks=$(sed -n 's/^provider-test: \([0-9]*\) checks, 0 failures$/\1/p' "$log_dir/provider-test.log")
+  if [ "$rc" -eq 0 ] && [ "${checks:-0}" -gt 0 ]; then pass=$((pass + 1))
+  else fail=$((fail + 1)); failed+=("provider-test (exit $rc)"); fi
 }
 
 # The fuzzers' short, fixed-seed run (tests/fuzz/run.sh --short): seeds and saved crashes
@@ -65,10 +84,11 @@ run_e2e() {
 
 case $what in
   qtest) run_qtest ;;
+  provider) run_provider ;;
   e2e) run_e2e ;;
   fuzz) run_fuzz_short ;;
-  all) run_qtest; run_fuzz_short; run_e2e ;;
-  *) echo "usage: $0 qtest|fuzz|e2e|all"; exit 2 ;;
+  all) run_qtest; run_provider; run_fuzz_short; run_e2e ;;
+  *) echo "usage: $0 qtest|provider|fuzz|e2e|all"; exit 2 ;;
 esac
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -1,11 +1,17 @@
 #!/bin/bash
-# Build and run the provider's host-side unit test (provider-test.c).
+# Build and run the provider's host-side unit test (provider-test.c); `make test` runs it
+# through tests/run.sh.
 #
 #   guest-provider/test/run.sh
 #
 # The test links the provider's own cq.c, qp.c, srq.c and verbs.c with a fake kernel and a fake
 # device, against the libibverbs of the rdma-core build that guest-provider/build.sh makes
 # (run first, incrementally), with the same warnings and -Werror as the provider.
+#
+# Everything of ours comes from this checkout, not from the rdma-core tree in the cache (which
+# another checkout may overlay at any time): the sources, the shared headers, and the kernel
+# ABI wrapper that rdma-core's make_abi_structs.py makes from include/pib-abi.h.  Only
+# rdma-core's own headers and libibverbs come from the cache.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,12 +20,14 @@ bash "$ROOT/guest-provider/build.sh" >/dev/null
 SRC=$(bash "$ROOT/mk/fetch.sh" rdma-core)
 BLD=$CACHE/build/$(basename "$SRC")
 OUT=$ROOT/build/provider-test
+GEN=$ROOT/build/provider-test.include
 
-# The sources as build.sh placed them in providers/pib (with the shared headers beside them).
-P=$SRC/providers/pib
+mkdir -p "$GEN/kernel-abi"
+python3 "$SRC/buildlib/make_abi_structs.py" "$ROOT/include/pib-abi.h" "$GEN/kernel-abi/pib-abi.h"
+P=$ROOT/guest-provider
 cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Wshadow \
    -Wmissing-prototypes -Wstrict-prototypes -Werror \
-   -I"$BLD/include" -I"$P" \
-   -o "$OUT" "$ROOT/guest-provider/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/srq.c" "$P/verbs.c" \
+   -I"$GEN" -I"$P" -I"$ROOT/include" -I"$BLD/include" \
+   -o "$OUT" "$P/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/srq.c" "$P/verbs.c" \
    -L"$BLD/lib" -Wl,-rpath,"$BLD/lib" -libverbs -lpthread
 "$OUT"

@@ -150,7 +150,7 @@ typedef struct QEMU_PACKED FzConfig {
 #define FZ_CFG3_TINY_CQ     0x01    /* CQs of 4 entries: they overflow */
 #define FZ_CFG3_CQ_NOT_RAM  0x02    /* the receive CQ's ring is not RAM */
 #define FZ_CFG3_NO_LID      0x04    /* the port starts without a LID (INIT);
-                                     * the driver sets it with SET_PORT */
+                                     * an SM sets it through the SMA */
 
 typedef struct Fz {
     PibState *s;
@@ -324,6 +324,114 @@ static uint8_t fz_reg_mr(FzMrId id)
         m->registered = true;
     }
     return st;
+}
+
+/*
+ * One MAD through MAD_IFC, as the driver's process_mad hands it over: the firmware's answer
+ * (PIB_MAD_IFC_*) in *result, its response in out (with REPLY).
+ */
+static uint8_t fz_mad_ifc(const void *mad, uint32_t *result, void *out)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MAD_IFC };
+    struct pib_mad_ifc_in in = { .port_num = PIB_PORT_NUM };
+    uint8_t st;
+
+    memcpy(in.mad, mad, PIB_MAD_SIZE);
+    memcpy(fz_ram_ptr(fz.mbox, sizeof(in)), &in, sizeof(in));
+    cmd.in.mbox = (struct pib_cmd_mbox) {
+        .addr = cpu_to_le64(fz.mbox), .len = cpu_to_le32(sizeof(in)),
+    };
+    cmd.resp_addr = cpu_to_le64(fz.resp);
+    cmd.resp_len = cpu_to_le32(PIB_MAD_SIZE);
+    st = fz_admin(&cmd, result, NULL);
+    if (st == PIB_AQ_OK && out) {
+        memcpy(out, fz_ram_ptr(fz.resp, PIB_MAD_SIZE), PIB_MAD_SIZE);
+    }
+    return st;
+}
+
+/*
+ * PortInfo Set of the LID, SM LID, LMC and a PortState, as an SM sends it.  Returns whether
+ * the SMA took it.
+ */
+static bool fz_sm_port_set(uint16_t lid, uint16_t sm_lid, uint8_t lmc, uint8_t state)
+{
+    struct pib_smp smp = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_SUBN_LID,
+            .class_version = PIB_SMP_CLASS_VERSION,
+            .method = PIB_MAD_METHOD_SET,
+            .attr_id_be = cpu_to_be16(PIB_SMP_ATTR_PORT_INFO),
+            .attr_mod_be = cpu_to_be32(PIB_PORT_NUM),
+        },
+    };
+    struct pib_port_info *pi = (struct pib_port_info *)smp.data;
+    uint32_t result = 0;
+    struct pib_smp resp;
+
+    pi->lid_be = cpu_to_be16(lid);
+    pi->sm_lid_be = cpu_to_be16(sm_lid);
+    pi->mkeyprot_lmc = lmc;
+    pi->speed_state = state;
+    pi->mtu_smsl = 5 << 4;
+    return fz_mad_ifc(&smp, &result, &resp) == PIB_AQ_OK &&
+           (result & PIB_MAD_IFC_REPLY) && resp.hdr.status_be == 0;
+}
+
+/*
+ * What an SM's sweep does for a port it finds in INIT (FZ_CFG3_NO_LID, after the link came
+ * up): arm it, then activate it.  Inputs may have changed the SMA's state (an M_Key, a
+ * LID): then the port stays where it is, as it would for a real SM without the key.
+ */
+static void fz_sm_sweep(void)
+{
+    const PibMgmtPort *m = &fz.s->port.mgmt;
+
+    if (m->lid && pib_port_ib_state(fz.s) == PIB_PORT_INIT) {
+        fz_sm_port_set(m->lid, m->sm_lid, m->lmc, PIB_PORT_ARMED);
+    }
+    if (m->lid && pib_port_ib_state(fz.s) == PIB_PORT_ARMED) {
+        fz_sm_port_set(m->lid, m->sm_lid, m->lmc, PIB_PORT_ACTIVE);
+    }
+}
+
+/*
+ * A MAD from the input through MAD_IFC, as any SM or performance manager could send one.
+ * sel [1:0] chooses how much of the header to keep sane (the class, the versions), so that
+ * the fuzzer reaches the agents' attribute handlers as well as their checks.  The oracle: the
+ * command is accepted, the answer is one of the three, and a response answers the request
+ * (the same class and TID, a GetResp).
+ */
+static void fz_op_mad(uint8_t sel, const uint8_t *raw)
+{
+    static const uint8_t classes[] = {
+        PIB_MGMT_CLASS_SUBN_LID, PIB_MGMT_CLASS_SUBN_DR, PIB_MGMT_CLASS_PERF,
+    };
+    uint8_t mad[PIB_MAD_SIZE], out[PIB_MAD_SIZE];
+    uint32_t result = 0;
+    uint8_t st;
+
+    memcpy(mad, raw, sizeof(mad));
+    if (sel & 3) {
+        mad[0] = PIB_MAD_BASE_VERSION;
+        mad[1] = classes[(sel & 3) - 1];
+        mad[2] = 1;
+        mad[3] &= 0x7f;                 /* a request */
+    }
+    st = fz_mad_ifc(mad, &result, out);
+    if (st == 0xff || st == 0xfe) {
+        return;                         /* not READY, or dead: other oracles judge */
+    }
+    if (st != PIB_AQ_OK || (result & ~(PIB_MAD_IFC_REPLY | PIB_MAD_IFC_CONSUMED))) {
+        fz_bug("MAD_IFC: status 0x%x result 0x%x", st, result);
+    }
+    if ((result & PIB_MAD_IFC_REPLY) &&
+        (out[1] != mad[1] || out[3] != PIB_MAD_METHOD_GET_RESP ||
+         memcmp(out + 8, mad + 8, 8))) {
+        fz_bug("MAD_IFC: a response that does not answer the request "
+               "(class 0x%x method 0x%x)", out[1], out[3]);
+    }
 }
 
 static uint8_t fz_modify(FzQp *q, uint8_t state, uint32_t mask,
@@ -850,7 +958,14 @@ static void fz_objects(void)
             fz_post_recv(t, 8, 0);
         }
     }
-    if (fz.cfg.flags2 & FZ_CFG2_LMC || fz.s->port.lid != FZ_LID) {
+    if (fz.cfg.flags3 & FZ_CFG3_NO_LID) {
+        /* An SM gives the port its LID; fz_sm_sweep() arms it once the link is up. */
+        if (!fz_sm_port_set(FZ_LID, FZ_PEER_LID, (fz.cfg.flags2 & FZ_CFG2_LMC) ? 2 : 0,
+                            PIB_PORTINFO_STATE_NOP)) {
+            fz_bug("harness setup: PortInfo Set of the LID refused");
+        }
+        fz_sm_sweep();
+    } else if (fz.cfg.flags2 & FZ_CFG2_LMC) {
         cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_SET_PORT };
         cmd.in.set_port.port_num = PIB_PORT_NUM;
         cmd.in.set_port.mask = cpu_to_le32(PIB_SET_PORT_LID);
@@ -1290,7 +1405,7 @@ static void fz_pkt_build(const FzPktRec *r)
     b[1] = (grh ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL) ^
            ((r->mut & FZ_MUT_LNH) ? 2 : 0);
     stw_be_p(b + 2, (r->mut & FZ_MUT_DLID) ? le32_to_cpu(r->raw32) :
-                    fz.s->port.lid + ((r->ext >> 4) & 3));
+                    fz.s->port.mgmt.lid + ((r->ext >> 4) & 3));
     stw_be_p(b + 4, (len / 4 + !!(r->mut & FZ_MUT_PKTLEN)) & 0x7ff);
     stw_be_p(b + 6, (r->mut & FZ_MUT_SLID) ? le32_to_cpu(r->raw32) >> 16 :
                     slid);
@@ -1656,6 +1771,7 @@ typedef enum FzOp {
                          * 2 HELLO of another version, 3 drop */
     FZ_OP_MMIO,         /* FzMmioRec */
     FZ_OP_INJECT,       /* FzInjectRec */
+    FZ_OP_MAD,          /* u8 sel, 256 bytes: a MAD through MAD_IFC */
     FZ_OP__MAX
 } FzOp;
 
@@ -1750,9 +1866,17 @@ static void fz_op(FzIn *in)
         in_read(in, &ir, sizeof(ir));
         fz_op_inject(&ir);
         break;
+    case FZ_OP_MAD:
+        b0 = in_u8(in);
+        in_read(in, buf, PIB_MAD_SIZE);
+        fz_op_mad(b0, buf);
+        break;
     }
     if (!(op & FZ_OP_NORUN)) {
         fz_run_bhs();
+    }
+    if (fz.cfg.flags3 & FZ_CFG3_NO_LID) {
+        fz_sm_sweep();
     }
 }
 
@@ -2069,6 +2193,39 @@ static void fz_gen_seeds(const char *dir)
     v = 0x90;
     seed_op(&sd, FZ_OP_TICK, &v, 1);
     seed_write(dir, "inject", &sd);
+
+    /* MADs: NodeInfo, PortInfo (LID-routed and directed route), PortCounters */
+    {
+        static const struct { uint8_t sel; uint16_t attr; uint8_t method; } mads[] = {
+            { 1, PIB_SMP_ATTR_NODE_INFO, PIB_MAD_METHOD_GET },
+            { 2, PIB_SMP_ATTR_PORT_INFO, PIB_MAD_METHOD_GET },
+            { 1, PIB_SMP_ATTR_PKEY_TABLE, PIB_MAD_METHOD_SET },
+            { 1, PIB_SMP_ATTR_PORT_INFO, PIB_MAD_METHOD_SET },
+            { 3, PIB_PMA_ATTR_PORT_COUNTERS, PIB_MAD_METHOD_GET },
+            { 3, PIB_PMA_ATTR_PORT_COUNTERS_EXT, PIB_MAD_METHOD_SET },
+        };
+        uint8_t mad[1 + PIB_MAD_SIZE];
+        unsigned k;
+
+        sd.n = 0;
+        cfg = (FzConfig) { .flags = 2, .flags3 = FZ_CFG3_NO_LID };
+        seed_put(&sd, &cfg, sizeof(cfg));
+        for (k = 0; k < ARRAY_SIZE(mads); k++) {
+            memset(mad, 0, sizeof(mad));
+            mad[0] = mads[k].sel;
+            mad[1 + 3] = mads[k].method;
+            stw_be_p(mad + 1 + 16, mads[k].attr);
+            stl_be_p(mad + 1 + 20, 1);
+            stl_be_p(mad + 1 + 12, k);
+            if (mads[k].attr == PIB_SMP_ATTR_PORT_INFO) {
+                stw_be_p(mad + 1 + 64 + 16, FZ_LID);    /* LID */
+                mad[1 + 64 + 36] = 5 << 4;              /* NeighborMTU */
+            }
+            mad[1 + 64 + 1] = 1;                        /* PortSelect */
+            seed_op(&sd, FZ_OP_MAD, mad, sizeof(mad));
+        }
+        seed_write(dir, "mads", &sd);
+    }
 }
 
 /*

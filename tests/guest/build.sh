@@ -6,8 +6,11 @@
 # They are plain libibverbs programs, compiled against the rdma-core 56.1 that the guest runs
 # (build/rdma-root, a DESTDIR install made by guest-provider/build.sh), never against the host's.
 #
-# Incremental, make-style: a program is rebuilt only when its source, a tests/guest/*.h, the
-# verbs headers or this script are newer than the binary.  PIB_FORCE=1 rebuilds anyway.
+# They report through tests/common/pib_report.h, the PASS/FAIL lines the e2e scripts read.
+#
+# Incremental, make-style: a program is rebuilt only when its source, a tests/guest/*.h or
+# tests/common/*.h, the verbs headers or this script are newer than the binary.  PIB_FORCE=1
+# rebuilds anyway.
 #
 # Environment: RDMA_ROOT (default build/rdma-root), CC (default gcc).
 set -euo pipefail
@@ -31,7 +34,7 @@ mkdir -p "$OUT"
 
 # Everything besides its own source that a program depends on.
 deps=("$0" "$INCDIR/infiniband/verbs.h" "$TOP"/include/*.h)
-for h in "$SRC"/*.h; do [ -e "$h" ] && deps+=("$h"); done
+for h in "$SRC"/*.h "$TOP"/tests/common/*.h; do [ -e "$h" ] && deps+=("$h"); done
 
 built=0
 for c in "$SRC"/*.c; do
@@ -43,7 +46,7 @@ for c in "$SRC"/*.c; do
   [ "$stale" = 0 ] && continue
   say "cc $(basename "$c") -> build/guest-tests/$(basename "$bin")"
   # -rpath-link: libibverbs' own dependencies (libnl) resolve from rdma-root first, then the host.
-  "$CC" "${CFLAGS[@]}" -I"$INCDIR" -I"$TOP/include" -o "$bin.tmp" "$c" \
+  "$CC" "${CFLAGS[@]}" -I"$INCDIR" -I"$TOP/include" -I"$TOP/tests/common" -o "$bin.tmp" "$c" \
     -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" -libverbs
   mv "$bin.tmp" "$bin"
   built=$((built + 1))

@@ -64,6 +64,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "pib_report.h"
 #include "pib_test_util.h"
 
 #define DEFAULT_TCP_PORT 18600
@@ -94,71 +95,14 @@ struct opts {
 	const char *peer;	/* client: the server's host name */
 };
 
-static const char *role_name;	/* "server" or "client", for the output */
-static int n_pass, n_fail;
+/* "fa-counter/server" or "fa-counter/client": who speaks in the output (pib_report.h). */
+static const char *who;
 static int64_t run_deadline;	/* now_ms() at which the whole run gives up (-T) */
 
-static void out(const char *tag, const char *fmt, va_list ap)
-{
-	char msg[1024];
-
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	printf("%-5s fa-counter/%s: %s\n", tag, role_name, msg);
-}
-
-/* check(): count and print one assertion.  Returns ok. */
-static bool __attribute__((format(printf, 2, 3)))
-check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(ok ? "PASS" : "FAIL", fmt, ap);
-	va_end(ap);
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
-	return ok;
-}
-
-/* check_why(): a check whose details (why_fmt) are printed only when it fails. */
-static bool __attribute__((format(printf, 3, 4)))
-check_why(bool ok, const char *what, const char *why_fmt, ...)
-{
-	char why[512];
-	va_list ap;
-
-	if (ok)
-		return check(true, "%s", what);
-	va_start(ap, why_fmt);
-	vsnprintf(why, sizeof(why), why_fmt, ap);
-	va_end(ap);
-	return check(false, "%s: %s", what, why);
-}
-
-/* fail(): a failed step that stops the run.  Returns -1. */
-static int __attribute__((format(printf, 1, 2)))
-fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out("FAIL", fmt, ap);
-	va_end(ap);
-	n_fail++;
-	return -1;
-}
-
-static void __attribute__((format(printf, 1, 2)))
-info(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out("info", fmt, ap);
-	va_end(ap);
-}
+#define check(ok, ...)			report_check(who, ok, __VA_ARGS__)
+#define check_why(ok, what, ...)	report_check_why(who, ok, what, __VA_ARGS__)
+#define fail(...)			report_fail(who, __VA_ARGS__)
+#define info(...)			report_info(who, __VA_ARGS__)
 
 /* =============================================================================================
  * The TCP channel: text lines ("word args...\n") and one binary block, read through a buffer
@@ -905,7 +849,7 @@ static int server(const struct opts *o)
 	check_qp_quiet(&lb);
 	check_qp_quiet(&la);
 	check_no_async_events(&d);
-	ok = n_fail == 0;
+	ok = report_failed == 0;
 	/* The client checks our verdict too, so its exit status alone tells the whole story. */
 	if (chan_send(&ch, "verdict %s %" PRIu64, ok ? "ok" : "bad", final))
 		goto out;
@@ -1030,21 +974,6 @@ static void usage(FILE *f)
 		DEFAULT_TCP_PORT, DEFAULT_ITERS, DEFAULT_DEPTH);
 }
 
-static int watchdog_seconds;
-
-/* A hung verb (say, a destroy that never returns) must not hang the test run. */
-static void watchdog(int sig)
-{
-	char msg[128];
-	int n = snprintf(msg, sizeof(msg), "FAIL  fa-counter/%s: watchdog: no result after %d s, "
-			 "giving up\n", role_name, watchdog_seconds);
-
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, n) < 0)
-		_exit(1);
-	_exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	struct opts o = { .ib_port = 1, .gid_idx = -1, .tcp_port = DEFAULT_TCP_PORT,
@@ -1078,19 +1007,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o.peer = is_server ? NULL : argv[optind + 1];
-	role_name = is_server ? "server" : "client";
+	who = is_server ? "fa-counter/server" : "fa-counter/client";
 
 	setvbuf(stdout, NULL, _IOLBF, 0);	/* lines in order even through a pipe */
 	signal(SIGPIPE, SIG_IGN);		/* a vanished peer is an error return, not a kill */
-	signal(SIGALRM, watchdog);
 	run_deadline = now_ms() + o.total * 1000LL;
 	/* The run's own deadline comes first; the watchdog only catches a verb that hangs. */
-	watchdog_seconds = o.total + 2 * o.timeout;
-	alarm(watchdog_seconds);
+	report_watchdog(who, o.total + 2 * o.timeout);
 	ret = is_server ? server(&o) : client(&o);
-	alarm(0);
-	if (ret && !n_fail)
-		n_fail++;
-	printf("== fa-counter/%s: %d passed, %d failed\n", role_name, n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	report_watchdog(who, 0);
+	if (ret && !report_failed)
+		report_fail(who, "stopped on an error that no check reported");
+	return report_summary(who);
 }

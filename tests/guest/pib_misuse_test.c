@@ -49,6 +49,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "pib_report.h"
 #include "pib_test_util.h"
 
 #define PAGE 4096
@@ -59,49 +60,13 @@
  */
 
 static const char *case_name = "setup";
-static int n_pass, n_fail;
 static int timeout_ms = 30000;	/* for any one completion or event (-t) */
 
-static bool __attribute__((format(printf, 2, 3))) check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%-5s %s: ", ok ? "PASS" : "FAIL", case_name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
-	return ok;
-}
-
-static void __attribute__((format(printf, 1, 2))) info(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("info  %s: ", case_name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
-
-/* A setup step failed: the case cannot go on. */
-static int __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("FAIL  %s: ", case_name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	n_fail++;
-	return -1;
-}
+/* Output (tests/common/pib_report.h): every line names the case. */
+#define check(ok, ...)	report_check(case_name, ok, __VA_ARGS__)
+#define info(...)	report_info(case_name, __VA_ARGS__)
+/* A setup step failed: the case cannot go on.  Returns -1. */
+#define fail(...)	report_fail(case_name, __VA_ARGS__)
 
 static const char *st(enum ibv_wc_status s)
 {
@@ -1168,6 +1133,5 @@ int main(int argc, char **argv)
 	case_name = "misuse";
 	ibv_dealloc_pd(d.pd);
 	ibv_close_device(d.ctx);
-	printf("== misuse: %d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return report_summary("misuse");
 }

@@ -21,12 +21,12 @@
 #include <rdma/ib_user_ioctl_verbs.h>
 #include "pib-abi.h"
 #include "pib_hw.h"
+#include "pib_report.h"
 
-static int fd, fails, passes;
+static int fd;
 
-#define CHECK(cond, ...) do { \
-	if (cond) { passes++; printf("PASS  "); } else { fails++; printf("FAIL  "); } \
-	printf(__VA_ARGS__); printf("\n"); } while (0)
+/* One check, one line (tests/common/pib_report.h). */
+#define CHECK(cond, ...) report_check("uverbs-hostile", cond, __VA_ARGS__)
 
 /* One write() command: header, then the command (response pointer first), then driver data. */
 static int cmd(uint32_t command, const void *in, size_t inlen, size_t outlen)
@@ -375,8 +375,7 @@ out:
 		err = destroy_cq(cq_handle);
 		CHECK(!err, "destroy_cq: %d", err);
 	}
-	printf("%d passed, %d failed\n", passes, fails);
 	/* Everything else goes with the file. */
 	close(fd);
-	return fails ? 1 : 0;
+	return report_summary("uverbs-hostile");
 }

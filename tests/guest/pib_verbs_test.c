@@ -34,7 +34,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +49,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "pib_report.h"
 #include "pib_test_util.h"
 
 #define DEFAULT_TCP_PORT 18515	/* ibv_rc_pingpong's port; subtest k listens on this + k */
@@ -75,8 +75,7 @@ struct opts {
 
 /* One side of a subtest, with everything it opened. */
 struct role {
-	const char *test;	/* subtest name, for the output */
-	const char *name;	/* "server" or "client" */
+	char who[64];		/* "subtest/server" or "subtest/client", for the output */
 	const struct opts *o;
 	int sock;		/* channel to the other role (TCP or socketpair) */
 	unsigned short seed[3];	/* for nrand48: PSNs */
@@ -92,98 +91,16 @@ struct role {
 	bool is_rxe;		/* Soft-RoCE, whose known deviations are XFAIL, not FAIL */
 };
 
-static atomic_int n_fail;
-static atomic_int n_pass;
-
-static void out(struct role *r, const char *tag, const char *fmt, va_list ap)
-{
-	char msg[1024];
-
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	/* One fprintf per line: stdio locks the stream, so loopback threads do not interleave. */
-	fprintf(stdout, "%-5s %s/%s: %s\n", tag, r->test, r->name, msg);
-}
-
-/* check(): count and print one assertion.  Returns ok, so callers can chain on it. */
-static bool __attribute__((format(printf, 3, 4)))
-check(struct role *r, bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(r, ok ? "PASS" : "FAIL", fmt, ap);
-	va_end(ap);
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
-	return ok;
-}
-
 /*
- * check_why(): a check whose details matter only when it fails.  PASS prints what; FAIL prints
- * what and the details (why_fmt).
+ * The checks' output (tests/common/pib_report.h): every line names the role that speaks,
+ * "subtest/role".
  */
-static bool __attribute__((format(printf, 4, 5)))
-check_why(struct role *r, bool ok, const char *what, const char *why_fmt, ...)
-{
-	char why[768];
-	va_list ap;
-
-	if (ok)
-		return check(r, true, "%s", what);
-	va_start(ap, why_fmt);
-	vsnprintf(why, sizeof(why), why_fmt, ap);
-	va_end(ap);
-	return check(r, false, "%s: %s", what, why);
-}
-
-/*
- * xfail(): an outcome that the IBTA forbids but that a known device (Soft-RoCE) produces: printed,
- * not counted as a failure, so that the rest of a subtest can still validate on that device.
- */
-static void __attribute__((format(printf, 2, 3)))
-xfail(struct role *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(r, "XFAIL", fmt, ap);
-	va_end(ap);
-}
-
-/* fail(): a failure that stops the role (a setup step that did not work).  Returns -1. */
-static int __attribute__((format(printf, 2, 3)))
-fail(struct role *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(r, "FAIL", fmt, ap);
-	va_end(ap);
-	n_fail++;
-	return -1;
-}
-
-static void __attribute__((format(printf, 2, 3)))
-info(struct role *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(r, "info", fmt, ap);
-	va_end(ap);
-}
-
-static void __attribute__((format(printf, 2, 3)))
-skip(struct role *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	out(r, "SKIP", fmt, ap);
-	va_end(ap);
-}
+#define check(r, ok, ...)		report_check((r)->who, ok, __VA_ARGS__)
+#define check_why(r, ok, what, ...)	report_check_why((r)->who, ok, what, __VA_ARGS__)
+#define xfail(r, ...)			report_xfail((r)->who, __VA_ARGS__)
+#define fail(r, ...)			report_fail((r)->who, __VA_ARGS__)
+#define info(r, ...)			report_info((r)->who, __VA_ARGS__)
+#define skip(r, ...)			report_skip((r)->who, __VA_ARGS__)
 
 static void sleep_ms(int ms)
 {
@@ -3024,9 +2941,6 @@ static void usage(FILE *f)
 	fprintf(f, "  all               every subtest in turn\n");
 }
 
-/* --- TCP --- */
-
-/* Connect, retrying for up to timeout_s: the server may not be listening yet. */
 /* --- running the roles --- */
 
 struct role_run {
@@ -3053,8 +2967,7 @@ static void role_init(struct role_run *run, const struct opts *o, const struct s
 		      bool server, int sock)
 {
 	memset(run, 0, sizeof(*run));
-	run->r.test = t->name;
-	run->r.name = server ? "server" : "client";
+	snprintf(run->r.who, sizeof(run->r.who), "%s/%s", t->name, server ? "server" : "client");
 	run->r.o = o;
 	run->r.sock = sock;
 	run->r.seed[0] = (unsigned short)getpid();
@@ -3075,57 +2988,32 @@ static void run_subtest(const struct opts *o, size_t idx)
 		pthread_t th;
 
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
-			perror("socketpair");
-			n_fail++;
+			report_fail(t->name, "socketpair: %s", strerror(errno));
 			return;
 		}
 		role_init(&server, o, t, true, sv[0]);
 		role_init(&client, o, t, false, sv[1]);
-		if (pthread_create(&th, NULL, role_main, &server)) {
-			perror("pthread_create");
-			n_fail++;
+		if ((errno = pthread_create(&th, NULL, role_main, &server))) {
+			report_fail(t->name, "pthread_create: %s", strerror(errno));
 			return;
 		}
 		role_main(&client);
 		pthread_join(th, NULL);
 	} else if (o->peer) {
-		int fd = tcp_connect(o->peer, port, o->timeout);
-
-		if (fd < 0) {
-			printf("FAIL  %s/client: cannot connect to %s port %d\n", t->name, o->peer,
-			       port);
-			n_fail++;
+		role_init(&client, o, t, false, tcp_connect(o->peer, port, o->timeout));
+		if (client.r.sock < 0) {
+			fail(&client.r, "cannot connect to %s port %d", o->peer, port);
 			return;
 		}
-		role_init(&client, o, t, false, fd);
 		role_main(&client);
 	} else {
-		int fd = tcp_listen_accept(port, o->timeout);
-
-		if (fd < 0) {
-			printf("FAIL  %s/server: no client on port %d: %s\n", t->name, port,
-			       strerror(errno));
-			n_fail++;
+		role_init(&server, o, t, true, tcp_listen_accept(port, o->timeout));
+		if (server.r.sock < 0) {
+			fail(&server.r, "no client on port %d: %s", port, strerror(errno));
 			return;
 		}
-		role_init(&server, o, t, true, fd);
 		role_main(&server);
 	}
-}
-
-static int watchdog_seconds;
-
-/* A hung verb (say, a destroy that never returns) must not hang the test run. */
-static void watchdog(int sig)
-{
-	char msg[128];
-	int n = snprintf(msg, sizeof(msg), "FAIL  watchdog: no result after %d s, giving up\n",
-			 watchdog_seconds);
-
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, n) < 0)
-		_exit(1);
-	_exit(1);
 }
 
 int main(int argc, char **argv)
@@ -3175,14 +3063,11 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);	/* lines in order even through a pipe */
 	signal(SIGPIPE, SIG_IGN);		/* a vanished peer is an error return, not a kill */
-	signal(SIGALRM, watchdog);
 	for (size_t i = first; i <= last; i++) {
 		/* Every subtest is a handful of waits; none should take 10 of them. */
-		watchdog_seconds = 10 * o.timeout;
-		alarm(watchdog_seconds);
+		report_watchdog(subtests[i].name, 10 * o.timeout);
 		run_subtest(&o, i);
 	}
-	alarm(0);
-	printf("== %s: %d passed, %d failed\n", which, n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	report_watchdog(which, 0);
+	return report_summary(which);
 }

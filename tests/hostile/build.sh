@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build the host-side hostile link peer: tests/hostile/pib_hostile.c -> build/hostile/pib-hostile.
 # It includes the hardware contract (include/pib_link.h, include/pib_hw.h) like every other
-# layer, and needs nothing but a C compiler.  Incremental: rebuilt only when the source, the
+# layer, and the PASS/FAIL reporter of the test programs (tests/common/pib_report.h); it needs
+# nothing but a C compiler.  Incremental: rebuilt only when the source, the
 # headers or this script are newer than the binary (PIB_FORCE=1 rebuilds anyway).
 #
 # Environment: CC (default gcc).
@@ -16,7 +17,7 @@ CC=${CC:-gcc}
 mkdir -p "$OUT"
 stale=${PIB_FORCE:-0}
 [ -x "$BIN" ] || stale=1
-for f in "$SRC" "$0" "$TOP"/include/pib_link.h "$TOP"/include/pib_hw.h; do
+for f in "$SRC" "$0" "$TOP"/include/pib_link.h "$TOP"/include/pib_hw.h "$TOP"/tests/common/*.h; do
   [ "$f" -nt "$BIN" ] && stale=1
 done
 if [ "$stale" = 0 ]; then
@@ -24,5 +25,5 @@ if [ "$stale" = 0 ]; then
   exit 0
 fi
 printf '[hostile] cc pib_hostile.c -> build/hostile/pib-hostile\n' >&2
-"$CC" -O2 -g -Wall -Wextra -Werror -std=gnu11 -I"$TOP/include" -o "$BIN.tmp" "$SRC"
+"$CC" -O2 -g -Wall -Wextra -Werror -std=gnu11 -I"$TOP/include" -I"$TOP/tests/common" -o "$BIN.tmp" "$SRC"
 mv "$BIN.tmp" "$BIN"

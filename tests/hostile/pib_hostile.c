@@ -50,6 +50,7 @@
 
 #include "pib_link.h"
 #include "pib_mad.h"
+#include "pib_report.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -73,33 +74,10 @@
  */
 
 static const char *cmd_name = "?";
-static int n_pass, n_fail;
 
-static void __attribute__((format(printf, 2, 3))) check(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%-5s %s: ", ok ? "PASS" : "FAIL", cmd_name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (ok)
-		n_pass++;
-	else
-		n_fail++;
-}
-
-static void __attribute__((format(printf, 1, 2))) info(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("info  %s: ", cmd_name);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
+/* One line per check, named after the command (tests/common/pib_report.h). */
+#define check(ok, ...)	report_check(cmd_name, ok, __VA_ARGS__)
+#define info(...)	report_info(cmd_name, __VA_ARGS__)
 
 static void __attribute__((format(printf, 1, 2), noreturn)) die(const char *fmt, ...)
 {
@@ -2053,6 +2031,5 @@ int main(int argc, char **argv)
 	if (all)
 		cmd_name = "all";
 	print_expectations();
-	printf("== %s: %d passed, %d failed\n", cmd_name, n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return report_summary(cmd_name);
 }

@@ -1,0 +1,189 @@
+/*
+ * pib firmware - the management agents: the subnet management agent (SMA, pib-sma.c) and the
+ * performance management agent (PMA, pib-pma.c)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The agents answer MADs (include/pib_mad.h) for a node: an HCA (one port) or a switch
+ * (port 0, its management port, and its external ports).  They own the management state of
+ * each port: the PortInfo fields an SM sets, the P_Key table, the M_Key and its lease, the
+ * violation counters, the PMA's counter baselines, the trap in flight.  What only the node
+ * itself can do (change the port's state, take a link down, raise an event for the driver,
+ * transmit a trap, read its packet counters) it does through PibMgmtOps.  So the same agents
+ * serve the HCA (pib.c glue, pib-link.c port state) and the switch.
+ *
+ * Nothing here trusts a MAD: every field is checked before it is used, a bad one gets the
+ * IBTA status in the response (or, for a wrong M_Key, no response, a counted violation and
+ * a trap), and no MAD can make an agent touch memory outside the 256 bytes it was given.
+ */
+#ifndef HW_PIB_MGMT_H
+#define HW_PIB_MGMT_H
+
+#include "qemu/timer.h"
+#include "include/pib_mad.h"
+
+/* What the ports advertise and accept. */
+#define PIB_MGMT_GUID_CAP       1       /* GUIDInfo entries: the port GUID only */
+#define PIB_MGMT_MTU_CAP        5       /* MTUCap: 4096 */
+#define PIB_MGMT_VL_CAP         1       /* VLCap: VL0 only (and VL15) */
+#define PIB_MGMT_WIDTH_4X       2       /* LinkWidthSupported/Active: 4X */
+#define PIB_MGMT_SPEED_QDR      4       /* LinkSpeedSupported/Active: QDR (10 Gb/s) */
+#define PIB_MGMT_RESP_TIME      18      /* RespTimeValue: 4.096 us * 2^18, about 1 s */
+#define PIB_MGMT_TRAP_SENDS     4       /* a trap is sent this often without a repress */
+
+/* Why a port's management state changed: what the node tells its driver (PibMgmtOps). */
+#define PIB_MGMT_CHG_LID        (1u << 0)   /* LID or LMC */
+#define PIB_MGMT_CHG_SM         (1u << 1)   /* MasterSMLID or MasterSMSL */
+#define PIB_MGMT_CHG_PKEY       (1u << 2)   /* the P_Key table */
+#define PIB_MGMT_CHG_REREG      (1u << 3)   /* ClientReregister: re-register with the SA */
+#define PIB_MGMT_CHG_GID        (1u << 4)   /* GidPrefix */
+
+typedef struct PibMgmtNode PibMgmtNode;
+typedef struct PibMgmtPort PibMgmtPort;
+
+/*
+ * A port's packet counters as the node counts them, for the PMA: 64-bit, since the node was
+ * reset.  Data counts octets, LRH to ICRC.
+ */
+typedef struct PibMgmtCounters {
+    uint64_t xmit_data, rcv_data;
+    uint64_t xmit_pkts, rcv_pkts;
+    uint64_t uni_xmit_pkts, uni_rcv_pkts;
+    uint64_t multi_xmit_pkts, multi_rcv_pkts;
+    uint64_t symbol_errors;         /* link framing lost */
+    uint64_t link_recovery;         /* link retrained after a framing error */
+    uint64_t link_downed;
+    uint64_t rcv_errors;            /* malformed, bad DLID, unknown opcode */
+    uint64_t xmit_discards;         /* port down, queue full */
+    uint64_t rcv_constraint;        /* partition enforcement (P_Key) */
+    uint64_t vl15_dropped;          /* SMPs with nowhere to go */
+} PibMgmtCounters;
+
+/* The PMA's counters of one port: values = raw - base, saturating at the IBTA width. */
+#define PIB_PMA_CTRS(X)                                                     \
+    X(XMIT_DATA, xmit_data) X(RCV_DATA, rcv_data)                           \
+    X(XMIT_PKTS, xmit_pkts) X(RCV_PKTS, rcv_pkts)                           \
+    X(UNI_XMIT_PKTS, uni_xmit_pkts) X(UNI_RCV_PKTS, uni_rcv_pkts)           \
+    X(MULTI_XMIT_PKTS, multi_xmit_pkts) X(MULTI_RCV_PKTS, multi_rcv_pkts)   \
+    X(SYMBOL_ERRORS, symbol_errors) X(LINK_RECOVERY, link_recovery)         \
+    X(LINK_DOWNED, link_downed) X(RCV_ERRORS, rcv_errors)                   \
+    X(XMIT_DISCARDS, xmit_discards) X(RCV_CONSTRAINT, rcv_constraint)       \
+    X(VL15_DROPPED, vl15_dropped)
+#define PIB_PMA_CTR_ENUM_ENTRY(id, field) PIB_PMA_CTR_##id,
+enum pib_pma_ctr {
+    PIB_PMA_CTRS(PIB_PMA_CTR_ENUM_ENTRY)
+    PIB_PMA_CTR_MAX
+};
+#undef PIB_PMA_CTR_ENUM_ENTRY
+
+typedef struct PibMgmtOps {
+    /* IBTA PortState (PIB_PORT_*) and PortPhysicalState (PIB_PHYS_*) of port p now. */
+    uint8_t (*port_state)(PibMgmtPort *p);
+    uint8_t (*phys_state)(PibMgmtPort *p);
+    /*
+     * An SM asked for a new PortState (DOWN, ARMED or ACTIVE) or PortPhysicalState (POLLING
+     * or DISABLED), already checked against the IBTA's transitions.
+     */
+    void (*set_port_state)(PibMgmtPort *p, uint8_t state);
+    void (*set_phys_state)(PibMgmtPort *p, uint8_t phys);
+    /* The SM changed what PIB_MGMT_CHG_* says (after the Set is applied). */
+    void (*changed)(PibMgmtPort *p, unsigned what);
+    /* Send a trap SMP (LID-routed, QP0 to QP0) out of port p to dlid on sl. */
+    void (*send_trap)(PibMgmtPort *p, const struct pib_smp *smp, uint16_t dlid,
+                      uint8_t sl);
+    void (*read_counters)(PibMgmtPort *p, PibMgmtCounters *c);
+} PibMgmtOps;
+
+/* A trap the SMA sends until the SM represses it (IBTA 13.4.9, 14.2.5.1). */
+typedef struct PibMgmtTrap {
+    bool pending;
+    struct pib_smp smp;
+    uint16_t dlid;
+    uint8_t sl;
+    unsigned sends;             /* times sent so far */
+    QEMUTimer *timer;           /* the next resend */
+} PibMgmtTrap;
+
+struct PibMgmtPort {
+    PibMgmtNode *node;
+    uint8_t num;                /* port number: 1.., a switch's management port 0 */
+    uint64_t guid;
+
+    /* PortInfo fields the SM sets (the others come from PibMgmtOps or are constants). */
+    uint64_t mkey;
+    uint64_t gid_prefix;
+    uint16_t lid;
+    uint16_t sm_lid;
+    uint32_t cap_mask;          /* IB_PORT_* bits: the node's, plus what the driver set */
+    uint16_t mkey_lease;        /* seconds, 0: the lease never runs out */
+    uint8_t mkey_protect;       /* M_KeyProtectBits 0..3 */
+    uint8_t lmc;
+    uint8_t sm_sl;
+    uint8_t neighbor_mtu;
+    uint8_t subnet_timeout;
+    uint8_t link_width_enabled;
+    uint8_t link_speed_enabled;
+    uint8_t link_down_default;
+    uint8_t vl_high_limit;
+    uint8_t operational_vls;
+    uint8_t hoq_life;
+    uint8_t enforce;            /* opvls_enforce [3:0]: partition/raw filtering bits */
+    uint8_t phy_overrun_thresh; /* LocalPhyErrors, OverrunErrors thresholds */
+    uint16_t mkey_violations;
+    uint16_t pkey_violations;
+    uint16_t qkey_violations;
+    uint16_t pkeys[PIB_PKEY_TBL_LEN];
+    uint8_t sl2vl[PIB_SL2VL_BYTES];
+    QEMUTimer *mkey_lease_timer;    /* runs after a violation, while lease > 0 */
+
+    /* PMA: the raw counter values at the last reset of each counter */
+    uint64_t pma_base[PIB_PMA_CTR_MAX];
+
+    PibMgmtTrap trap;
+};
+
+struct PibMgmtNode {
+    const PibMgmtOps *ops;
+    void *opaque;               /* the node's own state, for the ops */
+    uint8_t node_type;          /* PIB_NODE_TYPE_* */
+    uint8_t num_ports;          /* external ports; a switch also has port 0 */
+    uint64_t node_guid;
+    uint64_t sys_image_guid;
+    uint16_t device_id;
+    uint32_t revision;
+    uint32_t vendor_id;         /* OUI */
+    char node_desc[PIB_SMP_DATA_SIZE];
+    uint64_t next_tid;          /* transaction IDs of our traps */
+    PibMgmtPort **ports;        /* [0 .. num_ports]; an HCA has no port 0 (NULL) */
+};
+
+/* Where a MAD came from, as its receive completion (or the driver) says. */
+typedef struct PibMadCtx {
+    uint8_t port;               /* the port it arrived on */
+    bool wire;                  /* from the wire: slid and the rest are valid */
+    bool ignore_mkey;           /* a local, trusted kernel agent */
+    uint16_t slid;
+    uint8_t sl;
+} PibMadCtx;
+
+/* pib-sma.c */
+void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
+void pib_mgmt_port_reset(PibMgmtPort *p);
+void pib_mgmt_port_fini(PibMgmtPort *p);
+uint32_t pib_sma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
+                         uint8_t *out);
+bool pib_sma_trap(PibMgmtPort *p, uint8_t type, uint16_t trap_num,
+                  const void *details, size_t len);
+void pib_sma_cap_changed(PibMgmtPort *p, bool node_desc);
+int pib_mgmt_pkey_find(const PibMgmtPort *p, uint16_t pkey);
+bool pib_mgmt_pkey_match(uint16_t a, uint16_t b);
+const char *pib_smp_attr_name(uint16_t attr);
+
+/* pib-pma.c */
+uint32_t pib_pma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
+                         uint8_t *out);
+const char *pib_pma_attr_name(uint16_t attr);
+
+#endif /* HW_PIB_MGMT_H */

@@ -1,0 +1,761 @@
+/*
+ * pib firmware - the subnet management agent (SMA)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * Answers subnet management packets (IBTA 14.2) for a node's ports, as one pass over the MAD:
+ *
+ *   CHECK     base and class version; a response, a Trap or SMInfo is not ours: pass it on
+ *             to the MAD agents (SMInfo belongs to the SM, if one runs behind the port)
+ *   M_KEY     the management key (IBTA 14.2.4): a Set, a TrapRepress, or (protection level 2
+ *             and up) a Get with the wrong key is dropped, counted in M_KeyViolations, starts
+ *             the M_Key lease and raises trap 256
+ *   METHOD    Get and Set go to the attribute's handler; TrapRepress ends a trap's resends;
+ *             anything else is answered with "unsupported method"
+ *   ATTRIBUTE one handler per attribute (the table below, made from PIB_SMP_ATTRS): a Set is
+ *             checked whole and applied only if every field is valid, else nothing changes
+ *             and the status says "invalid value" (0x1c); either way the response carries
+ *             the attribute as it now stands
+ *   RESPOND   GetResp, with the D bit for directed-route SMPs (the kernel's smi.c walks the
+ *             directed-route path on a CA; a switch does that itself)
+ *
+ * Traps (IBTA 13.4.9): the SMA sends a trap to the port's master SM and sends it again, after
+ * the subnet timeout, until the SM represses it or PIB_MGMT_TRAP_SENDS sends went unanswered.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/timer.h"
+
+#include "pib-mgmt.h"
+#include "trace.h"
+
+/* Link widths and speeds (PortInfo encodings): 1X or 4X, SDR/DDR/QDR; running at 4X QDR. */
+#define SMA_WIDTH_SUPPORTED     3
+#define SMA_SPEED_SUPPORTED     7
+#define SMA_VL_STALL_COUNT      7
+#define SMA_LINK_DOWN_POLLING   2
+
+const char *pib_smp_attr_name(uint16_t attr)
+{
+    switch (attr) {
+#define PIB_SMP_ATTR_NAME(id, value, name) case value: return name;
+    PIB_SMP_ATTRS(PIB_SMP_ATTR_NAME)
+#undef PIB_SMP_ATTR_NAME
+    default:
+        return "unknown";
+    }
+}
+
+/* One SMP being answered. */
+typedef struct SmaReq {
+    PibMgmtNode *n;
+    const PibMadCtx *ctx;
+    PibMgmtPort *mport;         /* the port whose M_Key guards the node: CA the arrival */
+                                /* port, switch port 0 */
+    struct pib_smp *smp;        /* the response, a copy of the request at first */
+    bool set;
+    bool mkey_ok;               /* the SMP offered the right M_Key (or none was needed) */
+} SmaReq;
+
+/*
+ * Helpers
+ */
+
+static uint64_t sma_mkey(const struct pib_smp *smp)
+{
+    return ldq_be_p(&smp->mkey_hi_be);
+}
+
+static uint32_t sma_attr_mod(const SmaReq *r)
+{
+    return be32_to_cpu(r->smp->hdr.attr_mod_be);
+}
+
+static bool sma_lid_unicast(uint16_t lid)
+{
+    return lid >= 0x0001 && lid <= 0xbfff;
+}
+
+/*
+ * The port an attribute modifier names (PortInfo, P_KeyTable on a switch, SL2VL ...): 0 is
+ * the port the SMP arrived on for a CA, the management port for a switch.
+ */
+static PibMgmtPort *sma_port(const SmaReq *r, uint32_t num)
+{
+    PibMgmtNode *n = r->n;
+
+    if (num == 0) {
+        return n->node_type == PIB_NODE_TYPE_SWITCH ? n->ports[0] :
+               n->ports[r->ctx->port];
+    }
+    return num <= n->num_ports ? n->ports[num] : NULL;
+}
+
+/* Is a link width or speed Set value acceptable (0 and "all supported" included)? */
+static bool sma_enable_ok(uint8_t val, uint8_t all, uint8_t supported)
+{
+    return val == 0 || val == all || (val & ~supported) == 0;
+}
+
+/* The resend interval of a trap: the subnet timeout plus our response time, at least 10 ms. */
+static int64_t sma_trap_interval_ns(const PibMgmtPort *p)
+{
+    int64_t ns = 4096LL << p->subnet_timeout;
+
+    return MAX(ns + (4096LL << PIB_MGMT_RESP_TIME), 10 * SCALE_MS);
+}
+
+/*
+ * Port state, reset, lifetime
+ */
+
+static void sma_mkey_lease_expired(void *opaque)
+{
+    PibMgmtPort *p = opaque;
+
+    /* IBTA 14.2.4.3: the protection goes, so a new SM can read the M_Key. */
+    trace_pib_sma_mkey_lease(p->node->node_guid, p->num, "expired");
+    p->mkey_protect = 0;
+}
+
+static void sma_trap_resend(void *opaque);
+
+void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid)
+{
+    p->node = n;
+    p->num = num;
+    p->guid = guid;
+    p->mkey_lease_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, sma_mkey_lease_expired, p);
+    p->trap.timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, sma_trap_resend, p);
+    pib_mgmt_port_reset(p);
+}
+
+void pib_mgmt_port_fini(PibMgmtPort *p)
+{
+    timer_free(p->mkey_lease_timer);
+    timer_free(p->trap.timer);
+    p->mkey_lease_timer = NULL;
+    p->trap.timer = NULL;
+}
+
+/*
+ * What a port looks like before any SM touched it: no LID, no key, the default partition
+ * (P_Key 0xffff at index 0, IBTA 10.9.1.1), the largest MTU, one data VL.
+ */
+void pib_mgmt_port_reset(PibMgmtPort *p)
+{
+    PibMgmtTrap *t = &p->trap;
+
+    p->mkey = 0;
+    p->gid_prefix = PIB_DEFAULT_GID_PREFIX;
+    p->lid = 0;
+    p->sm_lid = 0;
+    p->cap_mask = PIB_PORT_CAP_FIRMWARE;
+    p->mkey_lease = 0;
+    p->mkey_protect = 0;
+    p->lmc = 0;
+    p->sm_sl = 0;
+    p->neighbor_mtu = PIB_MGMT_MTU_CAP;
+    p->subnet_timeout = 0;
+    p->link_width_enabled = SMA_WIDTH_SUPPORTED;
+    p->link_speed_enabled = SMA_SPEED_SUPPORTED;
+    p->link_down_default = SMA_LINK_DOWN_POLLING;
+    p->vl_high_limit = 0;
+    p->operational_vls = PIB_MGMT_VL_CAP;
+    p->hoq_life = 0;
+    p->enforce = 0;
+    p->phy_overrun_thresh = 0;
+    p->mkey_violations = 0;
+    p->pkey_violations = 0;
+    p->qkey_violations = 0;
+    memset(p->pkeys, 0, sizeof(p->pkeys));
+    p->pkeys[0] = PIB_DEFAULT_PKEY;
+    memset(p->sl2vl, 0, sizeof(p->sl2vl));
+    memset(p->pma_base, 0, sizeof(p->pma_base));
+    timer_del(p->mkey_lease_timer);
+    timer_del(t->timer);
+    t->pending = false;
+    t->sends = 0;
+}
+
+/*
+ * Partitions (IBTA 10.9): two P_Keys match when their 15-bit keys are equal and not both
+ * are limited members.  Keys 0x0000 and 0x8000 are invalid and match nothing.
+ */
+bool pib_mgmt_pkey_match(uint16_t a, uint16_t b)
+{
+    return (a & PIB_PKEY_BASE_MASK) != 0 &&
+           (a & PIB_PKEY_BASE_MASK) == (b & PIB_PKEY_BASE_MASK) &&
+           ((a | b) & PIB_PKEY_FULL_MEMBER);
+}
+
+/* The index of the first table entry a packet's P_Key matches, or -1. */
+int pib_mgmt_pkey_find(const PibMgmtPort *p, uint16_t pkey)
+{
+    int i;
+
+    for (i = 0; i < PIB_PKEY_TBL_LEN; i++) {
+        if (pib_mgmt_pkey_match(p->pkeys[i], pkey)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Traps
+ */
+
+static void sma_trap_send(PibMgmtPort *p)
+{
+    PibMgmtTrap *t = &p->trap;
+
+    t->sends++;
+    trace_pib_sma_trap(p->node->node_guid, p->num,
+                       be16_to_cpu(((struct pib_notice *)t->smp.data)->trap_num_be),
+                       t->dlid, t->sends);
+    p->node->ops->send_trap(p, &t->smp, t->dlid, t->sl);
+    if (t->sends < PIB_MGMT_TRAP_SENDS) {
+        timer_mod(t->timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                            sma_trap_interval_ns(p));
+    } else {
+        t->pending = false;         /* given up: the SM will find out by sweeping */
+    }
+}
+
+static void sma_trap_resend(void *opaque)
+{
+    PibMgmtPort *p = opaque;
+
+    if (p->trap.pending) {
+        sma_trap_send(p);
+    }
+}
+
+/*
+ * Send a trap (a Notice with the given DataDetails) from port p to its master SM.  Only a port
+ * an SM has configured (it knows the SM's LID, and it is at least ARMED) can reach the SM.  A
+ * newer trap replaces one still being resent.  Returns whether it went out.
+ */
+bool pib_sma_trap(PibMgmtPort *p, uint8_t type, uint16_t trap_num,
+                  const void *details, size_t len)
+{
+    PibMgmtNode *n = p->node;
+    PibMgmtPort *mp = n->node_type == PIB_NODE_TYPE_SWITCH ? n->ports[0] : p;
+    PibMgmtTrap *t = &mp->trap;
+    struct pib_notice *notice;
+    uint8_t state = n->ops->port_state(p);
+
+    if (mp->sm_lid == 0 || !(mp->cap_mask & PIB_PORT_CAP_TRAP) ||
+        (state != PIB_PORT_ARMED && state != PIB_PORT_ACTIVE)) {
+        trace_pib_sma_trap_unsent(n->node_guid, p->num, trap_num, mp->sm_lid, state);
+        return false;
+    }
+    memset(&t->smp, 0, sizeof(t->smp));
+    t->smp.hdr = (struct pib_mad_hdr) {
+        .base_version = PIB_MAD_BASE_VERSION,
+        .mgmt_class = PIB_MGMT_CLASS_SUBN_LID,
+        .class_version = PIB_SMP_CLASS_VERSION,
+        .method = PIB_MAD_METHOD_TRAP,
+        .tid_hi_be = cpu_to_be32(0x70696200),      /* "pib" */
+        .tid_lo_be = cpu_to_be32((uint32_t)++n->next_tid),
+        .attr_id_be = cpu_to_be16(PIB_SMP_ATTR_NOTICE),
+    };
+    stq_be_p(&t->smp.mkey_hi_be, mp->mkey);
+    notice = (struct pib_notice *)t->smp.data;
+    notice->generic_type = PIB_NOTICE_GENERIC | type;
+    notice->producer_lo_be = cpu_to_be16(n->node_type);
+    notice->trap_num_be = cpu_to_be16(trap_num);
+    notice->issuer_lid_be = cpu_to_be16(mp->lid);
+    memcpy(notice->details, details, MIN(len, sizeof(notice->details)));
+    t->dlid = mp->sm_lid;
+    t->sl = mp->sm_sl;
+    t->pending = true;
+    t->sends = 0;
+    timer_del(t->timer);
+    sma_trap_send(mp);
+    return true;
+}
+
+/* Trap 144: the port's CapabilityMask (or, node_desc, the NodeDescription) changed. */
+void pib_sma_cap_changed(PibMgmtPort *p, bool node_desc)
+{
+    struct pib_trap144 d = {
+        .lid_be = cpu_to_be16(p->lid),
+        .local_changes = node_desc ? 1 : 0,
+        .cap_mask_hi_be = cpu_to_be16(p->cap_mask >> 16),
+        .cap_mask_lo_be = cpu_to_be16(p->cap_mask & 0xffff),
+        .change_flags = node_desc ? PIB_TRAP144_NODE_DESC : 0,
+    };
+
+    if (p->cap_mask & (node_desc ? PIB_PORT_CAP_OTHER_LOCAL_CHG :
+                                   PIB_PORT_CAP_CAP_MASK_NOTICE)) {
+        pib_sma_trap(p, PIB_NOTICE_TYPE_INFO, PIB_TRAP_CAP_MASK_CHANGE, &d,
+                     sizeof(d));
+    }
+}
+
+/* TrapRepress: the SM has the trap with this TID; stop resending it. */
+static uint32_t sma_trap_repress(SmaReq *r)
+{
+    PibMgmtTrap *t = &r->mport->trap;
+    struct pib_mad_hdr *h = &r->smp->hdr;
+
+    if (be16_to_cpu(h->attr_id_be) == PIB_SMP_ATTR_NOTICE && t->pending &&
+        h->tid_hi_be == t->smp.hdr.tid_hi_be && h->tid_lo_be == t->smp.hdr.tid_lo_be) {
+        trace_pib_sma_trap_repressed(r->n->node_guid, r->mport->num, t->sends);
+        t->pending = false;
+        timer_del(t->timer);
+    }
+    return PIB_MAD_IFC_CONSUMED;        /* a TrapRepress has no response */
+}
+
+/*
+ * M_Key (IBTA 14.2.4): returns false if the SMP must be dropped as a violation.
+ */
+static bool sma_check_mkey(SmaReq *r)
+{
+    PibMgmtPort *p = r->mport;
+    struct pib_smp *smp = r->smp;
+    uint8_t method = smp->hdr.method;
+    struct pib_trap256 d;
+    uint8_t hops;
+
+    r->mkey_ok = r->ctx->ignore_mkey || p->mkey == 0 || p->mkey == sma_mkey(smp);
+    if (r->mkey_ok) {
+        timer_del(p->mkey_lease_timer);     /* a valid key ends the lease countdown */
+        return true;
+    }
+    if (method == PIB_MAD_METHOD_GET && p->mkey_protect < 2) {
+        return true;                        /* not a violation below level 2 */
+    }
+    if (p->mkey_violations != UINT16_MAX) {
+        p->mkey_violations++;
+    }
+    trace_pib_sma_mkey_violation(r->n->node_guid, p->num, method,
+                                 be16_to_cpu(smp->hdr.attr_id_be), p->mkey_violations);
+    if (p->mkey_lease && !timer_pending(p->mkey_lease_timer)) {
+        trace_pib_sma_mkey_lease(r->n->node_guid, p->num, "started");
+        timer_mod(p->mkey_lease_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                                       p->mkey_lease * NANOSECONDS_PER_SECOND);
+    }
+    memset(&d, 0, sizeof(d));
+    d.lid_be = cpu_to_be16(p->lid);
+    d.method = method;
+    d.attr_id_be = smp->hdr.attr_id_be;
+    d.attr_mod_hi_be = cpu_to_be16(sma_attr_mod(r) >> 16);
+    d.attr_mod_lo_be = cpu_to_be16(sma_attr_mod(r) & 0xffff);
+    memcpy(d.mkey_be, &smp->mkey_hi_be, sizeof(d.mkey_be));
+    if (smp->hdr.mgmt_class == PIB_MGMT_CLASS_SUBN_DR) {
+        hops = be16_to_cpu(smp->hdr.class_spec_be) & 0x3f;
+        d.dr_slid_be = smp->dr_slid_be;
+        d.dr_trunc_hop = 0x80 | (hops > sizeof(d.dr_return_path) ? 0x40 : 0) | hops;
+        memcpy(d.dr_return_path, smp->return_path, sizeof(d.dr_return_path));
+    }
+    pib_sma_trap(p, PIB_NOTICE_TYPE_SECURITY, PIB_TRAP_BAD_MKEY, &d, sizeof(d));
+    return false;
+}
+
+/*
+ * Attributes.  A handler checks and (for a Set) applies; it returns a MAD status.  After it,
+ * the Get handler of the same attribute fills the response.
+ */
+
+/* NodeDescription (IBTA 14.2.5.2): read-only through SMPs. */
+static uint16_t sma_node_desc(SmaReq *r)
+{
+    if (r->set) {
+        return PIB_MAD_STATUS_UNSUP_ATTR;
+    }
+    if (sma_attr_mod(r) != 0) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    memcpy(r->smp->data, r->n->node_desc, sizeof(r->smp->data));
+    return PIB_MAD_STATUS_OK;
+}
+
+/* NodeInfo (IBTA 14.2.5.3): read-only; PortGUID and LocalPortNum are the arrival port's. */
+static uint16_t sma_node_info(SmaReq *r)
+{
+    PibMgmtNode *n = r->n;
+    struct pib_node_info *ni = (struct pib_node_info *)r->smp->data;
+    PibMgmtPort *p = n->node_type == PIB_NODE_TYPE_SWITCH ? n->ports[0] :
+                     n->ports[r->ctx->port];
+
+    if (r->set) {
+        return PIB_MAD_STATUS_UNSUP_ATTR;
+    }
+    if (sma_attr_mod(r) != 0) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    ni->base_version = PIB_MAD_BASE_VERSION;
+    ni->class_version = PIB_SMP_CLASS_VERSION;
+    ni->node_type = n->node_type;
+    ni->num_ports = n->num_ports;
+    stq_be_p(&ni->sys_image_guid_hi_be, n->sys_image_guid);
+    stq_be_p(&ni->node_guid_hi_be, n->node_guid);
+    stq_be_p(&ni->port_guid_hi_be, p->guid);
+    ni->partition_cap_be = cpu_to_be16(PIB_PKEY_TBL_LEN);
+    ni->device_id_be = cpu_to_be16(n->device_id);
+    ni->revision_be = cpu_to_be32(n->revision);
+    ni->port_vendor_be = cpu_to_be32((uint32_t)r->ctx->port << 24 |
+                                     (n->vendor_id & 0xffffff));
+    return PIB_MAD_STATUS_OK;
+}
+
+/*
+ * GUIDInfo (IBTA 14.2.5.5): block 0 holds the port GUID (read-only) and GUIDCap - 1 alias
+ * GUIDs, of which pib has none: a Set of block 0 changes nothing, and says so by echoing it.
+ */
+static uint16_t sma_guid_info(SmaReq *r)
+{
+    PibMgmtPort *p = sma_port(r, 0);
+
+    if (sma_attr_mod(r) != 0) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    memset(r->smp->data, 0, sizeof(r->smp->data));
+    stq_be_p(r->smp->data, p->guid);
+    return PIB_MAD_STATUS_OK;
+}
+
+static void sma_port_info_fill(SmaReq *r, PibMgmtPort *p)
+{
+    const PibMgmtOps *ops = r->n->ops;
+    struct pib_port_info *pi = (struct pib_port_info *)r->smp->data;
+    bool show_mkey = !(r->smp->hdr.method == PIB_MAD_METHOD_GET && !r->mkey_ok &&
+                       p->mkey_protect == 1);
+
+    memset(pi, 0, sizeof(*pi));
+    stq_be_p(&pi->mkey_hi_be, show_mkey ? p->mkey : 0);
+    stq_be_p(&pi->gid_prefix_hi_be, p->gid_prefix);
+    pi->lid_be = cpu_to_be16(p->lid);
+    pi->sm_lid_be = cpu_to_be16(p->sm_lid);
+    pi->cap_mask_be = cpu_to_be32(p->cap_mask);
+    pi->mkey_lease_be = cpu_to_be16(p->mkey_lease);
+    pi->local_port_num = r->ctx->port;
+    pi->link_width_enabled = p->link_width_enabled;
+    pi->link_width_supported = SMA_WIDTH_SUPPORTED;
+    pi->link_width_active = PIB_MGMT_WIDTH_4X;
+    pi->speed_state = SMA_SPEED_SUPPORTED << 4 | ops->port_state(p);
+    pi->phys_down = ops->phys_state(p) << 4 | p->link_down_default;
+    pi->mkeyprot_lmc = p->mkey_protect << 6 | p->lmc;
+    pi->speed_active_enabled = PIB_MGMT_SPEED_QDR << 4 | p->link_speed_enabled;
+    pi->mtu_smsl = p->neighbor_mtu << 4 | p->sm_sl;
+    pi->vlcap_inittype = PIB_MGMT_VL_CAP << 4;
+    pi->vl_high_limit = p->vl_high_limit;
+    pi->inittypereply_mtucap = PIB_MGMT_MTU_CAP;
+    pi->vlstall_hoqlife = SMA_VL_STALL_COUNT << 5 | p->hoq_life;
+    pi->opvls_enforce = p->operational_vls << 4 | p->enforce;
+    pi->mkey_violations_be = cpu_to_be16(p->mkey_violations);
+    pi->pkey_violations_be = cpu_to_be16(p->pkey_violations);
+    pi->qkey_violations_be = cpu_to_be16(p->qkey_violations);
+    pi->guid_cap = PIB_MGMT_GUID_CAP;
+    pi->rereg_subnet_timeout = p->subnet_timeout;   /* ClientReregister reads as 0 */
+    pi->resp_time = PIB_MGMT_RESP_TIME;
+    pi->phy_overrun_errors = p->phy_overrun_thresh;
+}
+
+/*
+ * PortInfo Set: every field is checked first (the port's state transition included, IBTA
+ * 14.2.5.6 table 148: INIT -> ARMED -> ACTIVE, any state -> DOWN); then all are applied, the
+ * node is asked for the state changes, and told what changed so it can raise the events.
+ */
+static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
+{
+    const PibMgmtOps *ops = r->n->ops;
+    const struct pib_port_info *pi = (const struct pib_port_info *)r->smp->data;
+    uint16_t lid = be16_to_cpu(pi->lid_be);
+    uint16_t sm_lid = be16_to_cpu(pi->sm_lid_be);
+    uint8_t state = pi->speed_state & 0xf;
+    uint8_t phys = pi->phys_down >> 4;
+    uint8_t link_down = pi->phys_down & 0xf;
+    uint8_t lse = pi->speed_active_enabled & 0xf;
+    uint8_t mtu = pi->mtu_smsl >> 4;
+    uint8_t opvls = pi->opvls_enforce >> 4;
+    uint8_t cur = ops->port_state(p);
+    uint64_t gid_prefix = ldq_be_p(&pi->gid_prefix_hi_be);
+    const char *bad = NULL;
+    unsigned changed = 0;
+
+    if (!sma_lid_unicast(lid)) {
+        bad = "LID";
+    } else if (sm_lid != 0 && !sma_lid_unicast(sm_lid)) {
+        bad = "MasterSMLID";
+    } else if (!(state == PIB_PORTINFO_STATE_NOP || state == PIB_PORT_DOWN ||
+                 (state == PIB_PORT_ARMED && cur == PIB_PORT_INIT) ||
+                 (state == PIB_PORT_ACTIVE && cur == PIB_PORT_ARMED))) {
+        bad = "PortState transition";
+    } else if (phys != PIB_PORTINFO_PHYS_NOP && phys != PIB_PHYS_POLLING &&
+               phys != PIB_PHYS_DISABLED) {
+        bad = "PortPhysicalState";
+    } else if (link_down != 0 && link_down != SMA_LINK_DOWN_POLLING) {
+        bad = "LinkDownDefaultState";
+    } else if (!sma_enable_ok(pi->link_width_enabled, 0xff, SMA_WIDTH_SUPPORTED)) {
+        bad = "LinkWidthEnabled";
+    } else if (!sma_enable_ok(lse, 0xf, SMA_SPEED_SUPPORTED)) {
+        bad = "LinkSpeedEnabled";
+    } else if (mtu < 1 || mtu > PIB_MGMT_MTU_CAP) {
+        bad = "NeighborMTU";
+    } else if (opvls > PIB_MGMT_VL_CAP) {
+        bad = "OperationalVLs";
+    }
+    if (bad) {
+        trace_pib_sma_set_refused(r->n->node_guid, p->num, bad, cur, state);
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+
+    if (lid != p->lid || (pi->mkeyprot_lmc & 7) != p->lmc) {
+        changed |= PIB_MGMT_CHG_LID;
+    }
+    if (sm_lid != p->sm_lid || (pi->mtu_smsl & 0xf) != p->sm_sl) {
+        changed |= PIB_MGMT_CHG_SM;
+    }
+    if (gid_prefix != p->gid_prefix) {
+        changed |= PIB_MGMT_CHG_GID;
+    }
+    if (pi->rereg_subnet_timeout & 0x80) {
+        changed |= PIB_MGMT_CHG_REREG;
+    }
+    p->mkey = ldq_be_p(&pi->mkey_hi_be);
+    p->gid_prefix = gid_prefix;
+    p->lid = lid;
+    p->sm_lid = sm_lid;
+    p->mkey_lease = be16_to_cpu(pi->mkey_lease_be);
+    p->mkey_protect = pi->mkeyprot_lmc >> 6;
+    p->lmc = pi->mkeyprot_lmc & 7;
+    p->sm_sl = pi->mtu_smsl & 0xf;
+    p->neighbor_mtu = mtu;
+    p->subnet_timeout = pi->rereg_subnet_timeout & 0x1f;
+    if (pi->link_width_enabled) {
+        p->link_width_enabled = pi->link_width_enabled == 0xff ?
+                                SMA_WIDTH_SUPPORTED : pi->link_width_enabled;
+    }
+    if (lse) {
+        p->link_speed_enabled = lse == 0xf ? SMA_SPEED_SUPPORTED : lse;
+    }
+    if (link_down) {
+        p->link_down_default = link_down;
+    }
+    p->vl_high_limit = pi->vl_high_limit;
+    if (opvls) {
+        p->operational_vls = opvls;
+    }
+    p->hoq_life = pi->vlstall_hoqlife & 0x1f;
+    p->enforce = pi->opvls_enforce & 0xf;
+    p->phy_overrun_thresh = pi->phy_overrun_errors;
+    p->mkey_violations = be16_to_cpu(pi->mkey_violations_be);
+    p->pkey_violations = be16_to_cpu(pi->pkey_violations_be);
+    p->qkey_violations = be16_to_cpu(pi->qkey_violations_be);
+    trace_pib_sma_port_set(r->n->node_guid, p->num, p->lid, p->sm_lid, cur, state, phys);
+
+    if (phys != PIB_PORTINFO_PHYS_NOP) {
+        ops->set_phys_state(p, phys);
+    }
+    if (state != PIB_PORTINFO_STATE_NOP) {
+        ops->set_port_state(p, state);
+    }
+    if (changed) {
+        ops->changed(p, changed);
+    }
+    return PIB_MAD_STATUS_OK;
+}
+
+/* PortInfo (IBTA 14.2.5.6): the modifier names the port. */
+static uint16_t sma_port_info(SmaReq *r)
+{
+    PibMgmtPort *p = sma_port(r, sma_attr_mod(r));
+    uint16_t status = PIB_MAD_STATUS_OK;
+
+    if (!p) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    if (r->set) {
+        status = sma_port_info_set(r, p);
+    }
+    sma_port_info_fill(r, p);
+    return status;
+}
+
+/*
+ * P_KeyTable (IBTA 14.2.5.7): [15:0] of the modifier is the block of 32 entries; on a switch
+ * [31:16] is the port.  A Set replaces the whole block.
+ */
+static uint16_t sma_pkey_table(SmaReq *r)
+{
+    uint32_t mod = sma_attr_mod(r);
+    uint32_t block = mod & 0xffff;
+    uint32_t first = block * PIB_PKEY_BLOCK_ENTRIES;
+    PibMgmtPort *p = sma_port(r, r->n->node_type == PIB_NODE_TYPE_SWITCH ? mod >> 16 : 0);
+    uint16_t *data = (uint16_t *)r->smp->data;
+    bool changed = false;
+    uint16_t key;
+    int i;
+
+    if (!p || first >= PIB_PKEY_TBL_LEN ||
+        (r->n->node_type != PIB_NODE_TYPE_SWITCH && (mod >> 16) != 0)) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    for (i = 0; i < PIB_PKEY_BLOCK_ENTRIES; i++) {
+        if (r->set) {
+            key = lduw_be_p(&data[i]);
+            changed |= key != p->pkeys[first + i];
+            p->pkeys[first + i] = key;
+        }
+        stw_be_p(&data[i], p->pkeys[first + i]);
+    }
+    if (changed) {
+        trace_pib_sma_pkey_set(r->n->node_guid, p->num, block);
+        r->n->ops->changed(p, PIB_MGMT_CHG_PKEY);
+    }
+    return PIB_MAD_STATUS_OK;
+}
+
+/*
+ * SLtoVLMappingTable (IBTA 14.2.5.8): with one data VL every SL maps to VL0, or to VL15 (the
+ * SL's packets are dropped).  Kept and reported as the SM set it.
+ */
+static uint16_t sma_sl2vl(SmaReq *r)
+{
+    PibMgmtPort *p = sma_port(r, r->n->node_type == PIB_NODE_TYPE_SWITCH ?
+                                 (sma_attr_mod(r) >> 8) & 0xff : 0);
+    uint16_t status = PIB_MAD_STATUS_OK;
+    int i;
+
+    if (!p || (r->n->node_type != PIB_NODE_TYPE_SWITCH && sma_attr_mod(r) != 0)) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    for (i = 0; r->set && i < 2 * PIB_SL2VL_BYTES; i++) {
+        uint8_t vl = (r->smp->data[i / 2] >> (i & 1 ? 0 : 4)) & 0xf;
+
+        if (vl >= PIB_MGMT_VL_CAP && vl != 15) {
+            status = PIB_MAD_STATUS_INVALID_VALUE;
+        }
+    }
+    if (r->set && status == PIB_MAD_STATUS_OK) {
+        memcpy(p->sl2vl, r->smp->data, sizeof(p->sl2vl));
+    }
+    /* The table as it now stands, after a refused Set too. */
+    memset(r->smp->data, 0, sizeof(r->smp->data));
+    memcpy(r->smp->data, p->sl2vl, sizeof(p->sl2vl));
+    return status;
+}
+
+/*
+ * VLArbitrationTable (IBTA 14.2.5.9): with one data VL there is nothing to arbitrate, so both
+ * capacities are 0 and every block reads as empty; a Set has nothing to change.
+ */
+static uint16_t sma_vlarb(SmaReq *r)
+{
+    uint32_t sel = sma_attr_mod(r) >> 16;
+
+    if (sel < 1 || sel > 4) {
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    memset(r->smp->data, 0, sizeof(r->smp->data));
+    return PIB_MAD_STATUS_OK;
+}
+
+typedef uint16_t (*SmaHandler)(SmaReq *r);
+
+typedef struct SmaAttr {
+    uint16_t id;
+    SmaHandler handler;
+    bool switch_only;
+} SmaAttr;
+
+/* The attributes a CA's SMA answers; pib-switch.c adds SwitchInfo, LFT and MFT. */
+static const SmaAttr sma_attrs[] = {
+    { PIB_SMP_ATTR_NODE_DESC,   sma_node_desc },
+    { PIB_SMP_ATTR_NODE_INFO,   sma_node_info },
+    { PIB_SMP_ATTR_GUID_INFO,   sma_guid_info },
+    { PIB_SMP_ATTR_PORT_INFO,   sma_port_info },
+    { PIB_SMP_ATTR_PKEY_TABLE,  sma_pkey_table },
+    { PIB_SMP_ATTR_SL2VL_TABLE, sma_sl2vl },
+    { PIB_SMP_ATTR_VLARB_TABLE, sma_vlarb },
+};
+
+/* GetResp, with the D bit on a directed-route SMP. */
+static uint32_t sma_respond(SmaReq *r, uint16_t status)
+{
+    struct pib_smp *smp = r->smp;
+    uint16_t st = status;
+
+    if (smp->hdr.mgmt_class == PIB_MGMT_CLASS_SUBN_DR) {
+        st |= PIB_SMP_STATUS_DIRECTION;
+    }
+    smp->hdr.method = PIB_MAD_METHOD_GET_RESP;
+    smp->hdr.status_be = cpu_to_be16(st);
+    trace_pib_sma_respond(r->n->node_guid, r->ctx->port,
+                          pib_smp_attr_name(be16_to_cpu(smp->hdr.attr_id_be)),
+                          sma_attr_mod(r), status);
+    return PIB_MAD_IFC_REPLY;
+}
+
+/*
+ * Answer one SMP.  in and out are PIB_MAD_SIZE bytes (out may be in); ctx->port must be a
+ * port of the node.  Returns PIB_MAD_IFC_* (out holds the response with REPLY).
+ */
+uint32_t pib_sma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
+                         uint8_t *out)
+{
+    struct pib_smp *smp = (struct pib_smp *)out;
+    SmaReq r = {
+        .n = n,
+        .ctx = ctx,
+        .smp = smp,
+        .mport = n->node_type == PIB_NODE_TYPE_SWITCH ? n->ports[0] : n->ports[ctx->port],
+    };
+    uint16_t attr;
+    size_t i;
+
+    if (out != in) {
+        memcpy(out, in, PIB_MAD_SIZE);
+    }
+    attr = be16_to_cpu(smp->hdr.attr_id_be);
+    trace_pib_sma_mad(n->node_guid, ctx->port, smp->hdr.mgmt_class, smp->hdr.method,
+                      pib_smp_attr_name(attr), be32_to_cpu(smp->hdr.attr_mod_be));
+
+    /* CHECK */
+    if (smp->hdr.method & PIB_MAD_METHOD_RESP || smp->hdr.method == PIB_MAD_METHOD_TRAP) {
+        return 0;                       /* for an SM behind this port, if any */
+    }
+    if (smp->hdr.base_version != PIB_MAD_BASE_VERSION ||
+        smp->hdr.class_version != PIB_SMP_CLASS_VERSION) {
+        return sma_respond(&r, PIB_MAD_STATUS_BAD_VERSION);
+    }
+    if (attr == PIB_SMP_ATTR_SM_INFO) {
+        return 0;                       /* the SM's own attribute (IBTA 14.4.1) */
+    }
+
+    /* M_KEY */
+    if ((smp->hdr.method == PIB_MAD_METHOD_GET || smp->hdr.method == PIB_MAD_METHOD_SET ||
+         smp->hdr.method == PIB_MAD_METHOD_TRAP_REPRESS) && !sma_check_mkey(&r)) {
+        return PIB_MAD_IFC_CONSUMED;
+    }
+
+    /* METHOD */
+    switch (smp->hdr.method) {
+    case PIB_MAD_METHOD_GET:
+        break;
+    case PIB_MAD_METHOD_SET:
+        r.set = true;
+        break;
+    case PIB_MAD_METHOD_TRAP_REPRESS:
+        return sma_trap_repress(&r);
+    default:
+        return sma_respond(&r, PIB_MAD_STATUS_UNSUP_METHOD);
+    }
+
+    /* ATTRIBUTE */
+    for (i = 0; i < ARRAY_SIZE(sma_attrs); i++) {
+        if (sma_attrs[i].id == attr &&
+            (!sma_attrs[i].switch_only || n->node_type == PIB_NODE_TYPE_SWITCH)) {
+            return sma_respond(&r, sma_attrs[i].handler(&r));
+        }
+    }
+    return sma_respond(&r, PIB_MAD_STATUS_UNSUP_ATTR);
+}

@@ -1,0 +1,1140 @@
+/*
+ * QTest testcase for the pib InfiniBand HCA: the management plane
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * A device with no `lid` property, as on a fabric with a subnet manager: its port comes up in
+ * INIT and only the SMA moves it on.  This test plays both the driver (it hands MADs to the
+ * firmware with MAD_IFC, as process_mad does, and owns QP0 and QP1 as ib_mad would) and the
+ * fabric: the peer at the other end of the link is the SM, at LID MG_SM_LID.
+ *
+ *   /pib/mgmt/port-states  INIT -> ARMED -> ACTIVE (by Set, and by a data packet in ARMED),
+ *                          refused transitions and values (0x1c, nothing applied), the
+ *                          events, DOWN and DISABLED taking the link down
+ *   /pib/mgmt/attributes   every attribute the SMA answers, and the statuses of what it
+ *                          does not: unknown attribute, method, class version
+ *   /pib/mgmt/mkey         protection levels, violations counted and dropped, trap 256 on the
+ *                          wire, the lease, TrapRepress
+ *   /pib/mgmt/special-qps  QP0 on VL15 only, the permissive LID, SMPs in INIT, MAD length,
+ *                          the CQE fields; trap 144 when the capabilities or the node
+ *                          description change
+ *   /pib/mgmt/partitions   the P_Key table through the SMA, full and limited members, the
+ *                          QP's own partition, QP1 taking any, violations and trap 257
+ *   /pib/mgmt/pma          ClassPortInfo, PortCounters and PortCountersExtended: counting,
+ *                          clearing, bad PortSelect
+ */
+
+#include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <poll.h>
+#include <glib/gstdio.h>
+
+#include "pib-qtest.h"
+
+#define MG_SM_LID       9           /* the peer: the subnet manager */
+#define MG_LID          5           /* what the SM gives the device */
+#define MG_PEER_QPN     0x55        /* the peer's UD QP */
+#define MG_QKEY         0x1234
+
+/* The device on a link to this process, no `lid` property: SM mode. */
+typedef struct Mg {
+    QOSState *qs;
+    char *dir, *path;
+    PibDev d;
+    int fd;
+    TestCq cq;
+    uint32_t pdn;
+    uint64_t buf;
+    uint32_t key;
+} Mg;
+
+static void mg_connect(Mg *m, bool expect_hello)
+{
+    m->fd = peer_connect(m->path);
+    if (expect_hello) {
+        peer_expect_hello(m->fd, TEST_NODE_GUID);
+        peer_send_hello(m->fd);
+    }
+}
+
+static void mg_boot(Mg *m)
+{
+    g_autofree char *args = NULL;
+
+    memset(m, 0, sizeof(*m));
+    m->dir = g_dir_make_tmp("pib-mgmt-XXXXXX", NULL);
+    m->path = g_build_filename(m->dir, "link.sock", NULL);
+    args = g_strdup_printf("-chardev socket,id=link,path=%s,server=on,wait=off "
+                           "-device pib-hca,addr=4.0,chardev=link,node-guid=0x%" PRIx64,
+                           m->path, (uint64_t)TEST_NODE_GUID);
+    m->qs = pib_boot(args);
+    pib_open(&m->d, m->qs, PIB_DEVFN_A);
+    pib_enable(&m->d, 16, 64);
+    mg_connect(m, true);
+    pib_wait_port_state(&m->d, PIB_PORT_INIT);
+    g_assert_true(pib_aeq_find(&m->d, PIB_AE_LINK_UP, TIMEOUT_US));
+    m->pdn = dp_create_pd(&m->d);
+    m->buf = dp_alloc(&m->d, 64 * 1024);
+    m->key = dp_reg_mr(&m->d, m->pdn, DP_ALL_ACCESS, m->buf, 64 * 1024);
+    dp_create_cq(&m->d, 256, &m->cq);
+}
+
+static void mg_shutdown(Mg *m)
+{
+    g_assert_cmpuint(dp_err_count(&m->d), ==, 0);
+    close(m->fd);
+    pib_close(&m->d);
+    qtest_shutdown(m->qs);
+    g_unlink(m->path);
+    g_rmdir(m->dir);
+    g_free(m->path);
+    g_free(m->dir);
+}
+
+/*
+ * MADs through MAD_IFC, as the driver's process_mad
+ */
+
+/* Hand a MAD to the firmware; the answer (PIB_MAD_IFC_*) comes back, the response in out. */
+static uint32_t mg_mad_ifc(Mg *m, const void *mad, void *out, bool ignore_mkey)
+{
+    uint64_t mbox = dp_alloc(&m->d, 4096);
+    struct pib_mad_ifc_in in = {
+        .flags = cpu_to_le32(ignore_mkey ? PIB_MAD_IFC_F_IGNORE_MKEY : 0),
+        .port_num = 1,
+    };
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_MAD_IFC,
+        .resp_addr = cpu_to_le64(m->d.resp),
+        .resp_len = cpu_to_le32(PIB_MAD_SIZE),
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(in)) },
+    };
+    struct pib_admin_cqe cqe;
+
+    memcpy(in.mad, mad, PIB_MAD_SIZE);
+    qtest_memwrite(qts(&m->d), mbox, &in, sizeof(in));
+    g_assert_cmpuint(pib_cmd(&m->d, &cmd, &cqe), ==, PIB_AQ_OK);
+    if (le32_to_cpu(cqe.result0) & PIB_MAD_IFC_REPLY) {
+        qtest_memread(qts(&m->d), m->d.resp, out, PIB_MAD_SIZE);
+    }
+    return le32_to_cpu(cqe.result0);
+}
+
+static struct pib_smp mg_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
+                                 uint32_t mod)
+{
+    static uint32_t tid = 0x100;
+
+    return (struct pib_smp) {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = mgmt_class,
+            .class_version = PIB_SMP_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(tid++),
+            .attr_id_be = cpu_to_be16(attr),
+            .attr_mod_be = cpu_to_be32(mod),
+        },
+    };
+}
+
+/*
+ * One SMP round trip that must be answered: the response's status (without the D bit),
+ * its data in *resp.  The response answers the request: same TID, GetResp.
+ */
+static uint16_t mg_smp_ex(Mg *m, struct pib_smp *req, struct pib_smp *resp,
+                          bool ignore_mkey)
+{
+    g_assert_cmpuint(mg_mad_ifc(m, req, resp, ignore_mkey), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp->hdr.tid_lo_be, ==, req->hdr.tid_lo_be);
+    g_assert_cmphex(resp->hdr.mgmt_class, ==, req->hdr.mgmt_class);
+    if (req->hdr.mgmt_class == PIB_MGMT_CLASS_SUBN_DR) {
+        g_assert_cmphex(be16_to_cpu(resp->hdr.status_be) & PIB_SMP_STATUS_DIRECTION, ==,
+                        PIB_SMP_STATUS_DIRECTION);
+    }
+    return be16_to_cpu(resp->hdr.status_be) & ~PIB_SMP_STATUS_DIRECTION;
+}
+
+static uint16_t mg_get(Mg *m, uint16_t attr, uint32_t mod, struct pib_smp *resp)
+{
+    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, attr, mod);
+
+    return mg_smp_ex(m, &req, resp, false);
+}
+
+static struct pib_port_info mg_port_info(Mg *m)
+{
+    struct pib_smp resp;
+
+    g_assert_cmpuint(mg_get(m, PIB_SMP_ATTR_PORT_INFO, 1, &resp), ==, PIB_MAD_STATUS_OK);
+    return *(struct pib_port_info *)resp.data;
+}
+
+/* PortInfo Set: the current values with the changes the caller made in pi. */
+static uint16_t mg_port_set(Mg *m, const struct pib_port_info *pi, uint64_t mkey,
+                            struct pib_port_info *now)
+{
+    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+                                    PIB_SMP_ATTR_PORT_INFO, 1);
+    struct pib_smp resp;
+    uint16_t status;
+
+    stq_be_p(&req.mkey_hi_be, mkey);
+    memcpy(req.data, pi, sizeof(*pi));
+    status = mg_smp_ex(m, &req, &resp, false);
+    if (now) {
+        memcpy(now, resp.data, sizeof(*now));
+    }
+    return status;
+}
+
+/* What an SM sets first: LID, SM LID, MTU, subnet timeout; PortState as given. */
+static struct pib_port_info mg_pi_sm(Mg *m, uint8_t state)
+{
+    struct pib_port_info pi = mg_port_info(m);
+
+    pi.lid_be = cpu_to_be16(MG_LID);
+    pi.sm_lid_be = cpu_to_be16(MG_SM_LID);
+    pi.speed_state = (pi.speed_state & 0xf0) | state;
+    pi.phys_down &= 0x0f;               /* PortPhysicalState: no change */
+    pi.mtu_smsl = 5 << 4;
+    pi.rereg_subnet_timeout = 10;       /* 4 ms: traps are resent every ~1 s */
+    return pi;
+}
+
+/* Bring the port to ACTIVE as an SM does: LID, then ARMED, then ACTIVE. */
+static void mg_activate(Mg *m)
+{
+    struct pib_port_info pi = mg_pi_sm(m, PIB_PORTINFO_STATE_NOP);
+
+    g_assert_cmpuint(mg_port_set(m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    pi = mg_pi_sm(m, PIB_PORT_ARMED);
+    g_assert_cmpuint(mg_port_set(m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    pi = mg_pi_sm(m, PIB_PORT_ACTIVE);
+    g_assert_cmpuint(mg_port_set(m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    pib_wait_port_state(&m->d, PIB_PORT_ACTIVE);
+}
+
+/*
+ * UD packets on the wire (the peer's side)
+ */
+
+typedef struct MgPkt {
+    uint8_t vl, sl;
+    uint16_t dlid, slid, pkey;
+    uint8_t opcode;
+    uint32_t dqpn, sqpn, qkey;
+    uint8_t payload[4096];
+    uint32_t paylen;
+} MgPkt;
+
+static void mg_send(Mg *m, const MgPkt *p)
+{
+    uint8_t frame[4 + 8 + 12 + 8 + 4096] = { 0 };
+    uint32_t pad = -p->paylen & 3;
+    uint32_t len = 8 + 12 + 8 + p->paylen + pad;
+    uint8_t *b = frame + 4;
+
+    frame[0] = PIB_LINK_MAGIC;
+    frame[1] = PIB_FRAME_PACKET;
+    stw_be_p(frame + 2, len);
+    b[0] = p->vl << 4;
+    b[1] = p->sl << 4 | PIB_LNH_IBA_LOCAL;
+    stw_be_p(b + 2, p->dlid);
+    stw_be_p(b + 4, len / 4);
+    stw_be_p(b + 6, p->slid);
+    b[8] = p->opcode ? p->opcode : PIB_OP_UD_SEND_ONLY;
+    b[9] = pad << PIB_BTH_PAD_SHIFT;
+    stw_be_p(b + 10, p->pkey);
+    stl_be_p(b + 12, p->dqpn);
+    stl_be_p(b + 16, 0);
+    stl_be_p(b + 20, p->qkey);
+    stl_be_p(b + 24, p->sqpn);
+    memcpy(b + 28, p->payload, p->paylen);
+    peer_write(m->fd, frame, 4 + len);
+}
+
+/* The next UD packet from the device, or false if none comes within timeout_ms. */
+static bool mg_recv(Mg *m, MgPkt *p, int timeout_ms)
+{
+    struct pollfd pfd = { .fd = m->fd, .events = POLLIN };
+    struct pib_link_hdr hdr;
+    uint8_t b[4352];
+    uint32_t len;
+
+    if (poll(&pfd, 1, timeout_ms) != 1) {
+        return false;
+    }
+    len = peer_read_frame(m->fd, &hdr, b, sizeof(b));
+    g_assert_cmphex(hdr.type, ==, PIB_FRAME_PACKET);
+    g_assert_cmpuint(b[1] & 3, ==, PIB_LNH_IBA_LOCAL);
+    memset(p, 0, sizeof(*p));
+    p->vl = b[0] >> 4;
+    p->sl = b[1] >> 4;
+    p->dlid = lduw_be_p(b + 2);
+    p->slid = lduw_be_p(b + 6);
+    p->opcode = b[8];
+    p->pkey = lduw_be_p(b + 10);
+    p->dqpn = ldl_be_p(b + 12) & PIB_QPN_MASK;
+    g_assert_cmpuint(p->opcode, ==, PIB_OP_UD_SEND_ONLY);
+    p->qkey = ldl_be_p(b + 20);
+    p->sqpn = ldl_be_p(b + 24) & PIB_QPN_MASK;
+    p->paylen = len - 28 - ((b[9] >> PIB_BTH_PAD_SHIFT) & 3);
+    memcpy(p->payload, b + 28, p->paylen);
+    return true;
+}
+
+/* A trap from the device to the SM: QP0 to QP0 on VL15, a Notice; its trap number. */
+static uint16_t mg_expect_trap(Mg *m, struct pib_smp *trap)
+{
+    MgPkt p;
+
+    g_assert_true(mg_recv(m, &p, TIMEOUT_US / 1000));
+    g_assert_cmpuint(p.vl, ==, 15);
+    g_assert_cmpuint(p.dlid, ==, MG_SM_LID);
+    g_assert_cmpuint(p.slid, ==, MG_LID);
+    g_assert_cmpuint(p.dqpn, ==, 0);
+    g_assert_cmpuint(p.sqpn, ==, 0);
+    g_assert_cmpuint(p.paylen, ==, PIB_MAD_SIZE);
+    memcpy(trap, p.payload, sizeof(*trap));
+    g_assert_cmphex(trap->hdr.mgmt_class, ==, PIB_MGMT_CLASS_SUBN_LID);
+    g_assert_cmphex(trap->hdr.method, ==, PIB_MAD_METHOD_TRAP);
+    g_assert_cmphex(be16_to_cpu(trap->hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
+    return be16_to_cpu(((struct pib_notice *)trap->data)->trap_num_be);
+}
+
+/* TrapRepress for a trap: no response, and no more resends. */
+static void mg_repress(Mg *m, const struct pib_smp *trap)
+{
+    struct pib_smp req = *trap;
+    struct pib_smp resp;
+
+    req.hdr.method = PIB_MAD_METHOD_TRAP_REPRESS;
+    g_assert_cmpuint(mg_mad_ifc(m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+}
+
+/* A UD QP (or QP0/QP1) of the device, RTS, with 16 receives posted. */
+static void mg_ud_qp(Mg *m, uint8_t type, uint16_t pkey_index, uint32_t qkey, TestQp *qp)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_PKEY_INDEX | PIB_QP_QKEY |
+                                 (type == PIB_QPT_UD ? PIB_QP_PORT : 0)),
+        .qp_state = PIB_QPS_INIT,
+        .port_num = 1,
+        .pkey_index = cpu_to_le16(pkey_index),
+        .qkey = cpu_to_le32(qkey),
+    };
+    struct pib_sge sge;
+    int i;
+
+    g_assert_cmpuint(dp_create_qp_ex(&m->d, type, m->pdn, &m->cq, &m->cq, 16, 16, DP_UAR,
+                                     PIB_SRQN_NONE, qp), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_modify(&m->d, qp->qpn, &a), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_modify_state(&m->d, qp->qpn, PIB_QPS_RTR), ==, PIB_AQ_OK);
+    a = (struct pib_qp_attr) {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN),
+        .qp_state = PIB_QPS_RTS,
+    };
+    g_assert_cmpuint(dp_modify(&m->d, qp->qpn, &a), ==, PIB_AQ_OK);
+    for (i = 0; i < 16; i++) {
+        sge = dp_sge(m->buf + (qp->qpn % 4) * 16384 + (i % 4) * 4096, 4096, m->key);
+        dp_post_recv(&m->d, qp, 0x100 * qp->qpn + i, &sge, 1);
+    }
+}
+
+/* A UD send from the device's QP: 256 bytes, to dlid/dqpn. */
+static void mg_ud_send(Mg *m, TestQp *qp, uint16_t dlid, uint32_t dqpn, uint32_t qkey,
+                       uint16_t pkey_index)
+{
+    struct pib_sge sge = dp_sge(m->buf + 60000, PIB_MAD_SIZE, m->key);
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(0x5e4d),
+        .ud_qpn = cpu_to_le32(dqpn),
+        .ud_qkey = cpu_to_le32(qkey),
+        .ud_dlid = cpu_to_le16(dlid),
+        .ud_pkey_index = cpu_to_le16(pkey_index),
+    };
+
+    dp_post_send_raw(&m->d, qp, &w, &sge, sizeof(sge), true);
+    dp_expect(&m->d, &m->cq, 0x5e4d, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+}
+
+static uint64_t mg_counter(Mg *m, enum pib_counter c)
+{
+    uint64_t all[PIB_CNT_MAX];
+
+    dp_counters(&m->d, all);
+    return all[c];
+}
+
+/* Wait until counter c reaches at least value (the packet went through the device). */
+static void mg_wait_counter(Mg *m, enum pib_counter c, uint64_t value)
+{
+    gint64 end = g_get_monotonic_time() + TIMEOUT_US;
+
+    while (mg_counter(m, c) < value) {
+        g_assert_cmpint(g_get_monotonic_time(), <, end);
+        g_usleep(1000);
+    }
+}
+
+/*
+ * 1. The port's states
+ */
+
+static void test_port_states(void)
+{
+    struct pib_port_info pi, now;
+    struct pib_port_attr attr;
+    struct pib_aeqe e;
+    TestQp ud;
+    MgPkt p = { 0 };
+    uint64_t drops;
+    Mg m;
+
+    mg_boot(&m);
+    pi = mg_port_info(&m);
+    g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
+    g_assert_cmpuint(pi.phys_down >> 4, ==, PIB_PHYS_LINKUP);
+    g_assert_cmpuint(be16_to_cpu(pi.lid_be), ==, 0);
+
+    /* The LID is the SM's: SET_PORT refuses it in this mode. */
+    g_assert_cmpuint(pib_set_lid(&m.d, 3), ==, PIB_AQ_BAD_STATE);
+
+    /* Refused Sets change nothing, not even their valid fields. */
+    pi = mg_pi_sm(&m, PIB_PORT_ACTIVE);     /* ACTIVE from INIT: no */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, &now), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(be16_to_cpu(now.lid_be), ==, 0);
+    g_assert_cmpuint(now.speed_state & 0xf, ==, PIB_PORT_INIT);
+    pi = mg_pi_sm(&m, PIB_PORT_INIT);       /* INIT cannot be set */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    pi = mg_pi_sm(&m, 0);
+    pi.lid_be = cpu_to_be16(0xc000);        /* a multicast LID */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    pi = mg_pi_sm(&m, 0);
+    pi.mtu_smsl = 6 << 4;                   /* NeighborMTU beyond MTUCap */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    pi = mg_pi_sm(&m, 0);
+    pi.opvls_enforce = 2 << 4;              /* OperationalVLs beyond VLCap */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    pi = mg_pi_sm(&m, 0);
+    pi.link_width_enabled = 8;              /* 12X: not supported */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    pi = mg_pi_sm(&m, 0);
+    pi.phys_down = 7 << 4;                  /* PortPhysicalState 7: not settable */
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(le16_to_cpu(attr.lid), ==, 0);
+
+    /* The LID and SM: events, QUERY_PORT; still INIT. */
+    pi = mg_pi_sm(&m, PIB_PORTINFO_STATE_NOP);
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, &now), ==, PIB_MAD_STATUS_OK);
+    g_assert_cmpuint(be16_to_cpu(now.lid_be), ==, MG_LID);
+    g_assert_true(pib_aeq_next(&m.d, &e, TIMEOUT_US));
+    g_assert_cmpuint(e.type, ==, PIB_AE_LID_CHANGE);
+    g_assert_cmpuint(le64_to_cpu(e.data), ==, MG_LID);
+    g_assert_true(pib_aeq_next(&m.d, &e, TIMEOUT_US));
+    g_assert_cmpuint(e.type, ==, PIB_AE_SM_CHANGE);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(le16_to_cpu(attr.lid), ==, MG_LID);
+    g_assert_cmpuint(le16_to_cpu(attr.sm_lid), ==, MG_SM_LID);
+    g_assert_cmpuint(attr.subnet_timeout, ==, 10);
+    g_assert_cmpuint(attr.state, ==, PIB_PORT_INIT);
+
+    /* In INIT a data packet is refused; in ARMED it is taken, and activates the port. */
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &ud);
+    p = (MgPkt) {
+        .dlid = MG_LID, .slid = MG_SM_LID, .pkey = 0xffff, .dqpn = ud.qpn,
+        .sqpn = MG_PEER_QPN, .qkey = MG_QKEY, .paylen = 64,
+    };
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_PORT_DOWN);
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_PORT_DOWN, drops + 1);
+    pi = mg_pi_sm(&m, PIB_PORT_ARMED);
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    g_assert_cmpuint(mg_port_info(&m).speed_state & 0xf, ==, PIB_PORT_ARMED);
+    /* ARMED sends no data: a UD send completes and is dropped at the port. */
+    drops = mg_counter(&m, PIB_CNT_TX_DROP_PORT_DOWN);
+    mg_ud_send(&m, &ud, MG_SM_LID, MG_PEER_QPN, MG_QKEY, 0);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_TX_DROP_PORT_DOWN), ==, drops + 1);
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100 * ud.qpn, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    pib_wait_port_state(&m.d, PIB_PORT_ACTIVE);
+    g_assert_true(pib_aeq_find(&m.d, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
+    /* ... and now it does send. */
+    mg_ud_send(&m, &ud, MG_SM_LID, MG_PEER_QPN, MG_QKEY, 0);
+    g_assert_true(mg_recv(&m, &p, TIMEOUT_US / 1000));
+    g_assert_cmpuint(p.vl, ==, 0);
+    g_assert_cmpuint(p.dqpn, ==, MG_PEER_QPN);
+    g_assert_cmpuint(p.slid, ==, MG_LID);
+
+    /* PortState DOWN: the link goes down and trains again; the LID stays. */
+    pi = mg_pi_sm(&m, PIB_PORT_DOWN);
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    g_assert_true(pib_aeq_find(&m.d, PIB_AE_PORT_ERR, TIMEOUT_US));
+    peer_expect_eof(m.fd);
+    close(m.fd);
+    mg_connect(&m, true);
+    pib_wait_port_state(&m.d, PIB_PORT_INIT);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(le16_to_cpu(attr.lid), ==, MG_LID);
+    g_assert_cmpuint(le32_to_cpu(attr.link_downs), ==, 1);
+
+    /* DISABLED: down, and no HELLO when the peer dials again; POLLING enables it. */
+    pi = mg_pi_sm(&m, PIB_PORTINFO_STATE_NOP);
+    pi.phys_down = PIB_PHYS_DISABLED << 4;
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    peer_expect_eof(m.fd);
+    close(m.fd);
+    mg_connect(&m, false);
+    {
+        struct pollfd pfd = { .fd = m.fd, .events = POLLIN };
+
+        g_assert_cmpint(poll(&pfd, 1, 300), ==, 0);     /* no HELLO */
+    }
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(attr.state, ==, PIB_PORT_DOWN);
+    g_assert_cmpuint(attr.phys_state, ==, PIB_PHYS_DISABLED);
+    pi = mg_pi_sm(&m, PIB_PORTINFO_STATE_NOP);
+    pi.phys_down = PIB_PHYS_POLLING << 4;
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+    peer_expect_eof(m.fd);                  /* retrain */
+    close(m.fd);
+    mg_connect(&m, true);
+    pib_wait_port_state(&m.d, PIB_PORT_INIT);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(attr.phys_state, ==, PIB_PHYS_LINKUP);
+    mg_shutdown(&m);
+}
+
+/*
+ * 2. What the SMA answers
+ */
+
+static void test_attributes(void)
+{
+    uint8_t desc[PIB_SMP_DATA_SIZE] = "node0 pib_0";
+    struct pib_smp req, resp;
+    struct pib_node_info *ni = (struct pib_node_info *)resp.data;
+    struct pib_port_info *pi = (struct pib_port_info *)resp.data;
+    struct pib_port_attr attr;
+    struct pib_admin_cmd cmd;
+    struct pib_aeqe e;
+    uint64_t mbox;
+    Mg m;
+
+    mg_boot(&m);
+
+    /* NodeInfo: a CA with one port, its GUIDs, 64 P_Keys, the arrival port. */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_INFO, 0, &resp), ==, 0);
+    g_assert_cmpuint(ni->node_type, ==, PIB_NODE_TYPE_CA);
+    g_assert_cmpuint(ni->num_ports, ==, 1);
+    g_assert_cmphex(ldq_be_p(&ni->node_guid_hi_be), ==, TEST_NODE_GUID);
+    g_assert_cmphex(ldq_be_p(&ni->port_guid_hi_be), ==, TEST_NODE_GUID + 1);
+    g_assert_cmphex(ldq_be_p(&ni->sys_image_guid_hi_be), ==, TEST_NODE_GUID);
+    g_assert_cmpuint(be16_to_cpu(ni->partition_cap_be), ==, PIB_PKEY_TBL_LEN);
+    g_assert_cmpuint(be16_to_cpu(ni->device_id_be), ==, PIB_PCI_DEVICE_ID);
+    g_assert_cmphex(be32_to_cpu(ni->port_vendor_be), ==, 1u << 24 | PIB_VENDOR_OUI);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+
+    /* NodeDescription: the firmware's, then the driver's (SET_NODE_DESC). */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_DESC, 0, &resp), ==, 0);
+    g_assert_cmpstr((char *)resp.data, ==, "pib-hca");
+    mbox = dp_alloc(&m.d, 4096);
+    qtest_memwrite(qts(&m.d), mbox, desc, sizeof(desc));
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_SET_NODE_DESC,
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(desc)) },
+    };
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_DESC, 0, &resp), ==, 0);
+    g_assert_cmpmem(resp.data, sizeof(desc), desc, sizeof(desc));
+    cmd.in.mbox.len = cpu_to_le32(10);      /* shorter than a NodeDescription */
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_NODE_DESC, 0);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+
+    /* GUIDInfo: block 0 is the port GUID; there is no block 1. */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_GUID_INFO, 0, &resp), ==, 0);
+    g_assert_cmphex(ldq_be_p(resp.data), ==, TEST_NODE_GUID + 1);
+    g_assert_cmphex(ldq_be_p(resp.data + 8), ==, 0);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_GUID_INFO, 1, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+
+    /* PortInfo: what the port is and can do; port 0 is the arrival port, 2 is none. */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 0, &resp), ==, 0);
+    g_assert_cmpuint(pi->local_port_num, ==, 1);
+    g_assert_cmphex(ldq_be_p(&pi->gid_prefix_hi_be), ==, PIB_DEFAULT_GID_PREFIX);
+    g_assert_cmphex(be32_to_cpu(pi->cap_mask_be), ==, PIB_PORT_CAP_FIRMWARE);
+    g_assert_cmpuint(pi->link_width_active, ==, 2);             /* 4X */
+    g_assert_cmpuint(pi->speed_active_enabled >> 4, ==, 4);     /* QDR */
+    g_assert_cmpuint(pi->inittypereply_mtucap & 0xf, ==, 5);    /* 4096 */
+    g_assert_cmpuint(pi->vlcap_inittype >> 4, ==, 1);
+    g_assert_cmpuint(pi->guid_cap, ==, 1);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+    /* Directed route: the same, with the D bit in the response. */
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_DR, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req.dr_slid_be = req.dr_dlid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmpuint(pi->local_port_num, ==, 1);
+
+    /* P_KeyTable: block 0 has the default P_Key; block 1 set by the SM; no block 2. */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 0, &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0xffff);
+    g_assert_cmphex(lduw_be_p(resp.data + 2), ==, 0);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PKEY_TABLE, 1);
+    stw_be_p(req.data, 0x8001);
+    stw_be_p(req.data + 62, 0x0002);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0x8001);
+    g_assert_true(dp_aeq_find(&m.d, PIB_AE_PKEY_CHANGE, 1));
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_QUERY_PKEY,
+        .in.port = { .port_num = 1, .index = cpu_to_le32(63) },
+    };
+    {
+        struct pib_admin_cqe cqe;
+
+        g_assert_cmpuint(pib_cmd(&m.d, &cmd, &cqe), ==, PIB_AQ_OK);
+        g_assert_cmphex(le32_to_cpu(cqe.result0), ==, 0x0002);
+    }
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 2, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 1u << 16, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);     /* a CA has no port field */
+
+    /* SLtoVLMappingTable: VL0 or VL15 only; VLArbitrationTable: empty, 4 blocks. */
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_SL2VL_TABLE,
+                     0);
+    req.data[7] = 0x0f;                     /* SL15 -> VL15 */
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmphex(resp.data[7], ==, 0x0f);
+    req.data[0] = 0x10;                     /* SL0 -> VL1: no such VL */
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(resp.data[0], ==, 0);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, 1u << 16, &resp), ==, 0);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, 5u << 16, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+
+    /* Never silence: a status for what is not there. */
+    g_assert_cmpuint(mg_get(&m, 0x0042, 0, &resp), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==,
+                     PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_LFT, 0, &resp), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SEND, PIB_SMP_ATTR_NODE_INFO, 0);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_UNSUP_METHOD);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_version = 2;
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_BAD_VERSION);
+
+    /* Not the SMA's: SMInfo, responses and traps go on to the MAD agents; SA MADs too. */
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_SM_INFO, 0);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET_RESP,
+                     PIB_SMP_ATTR_NODE_INFO, 0);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_TRAP, PIB_SMP_ATTR_NOTICE, 0);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_ADM, PIB_MAD_METHOD_GET, 0x0011, 0);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+
+    /* MAD_IFC itself: a short mailbox, a response buffer too small, port 2. */
+    mbox = dp_alloc(&m.d, 4096);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_MAD_IFC,
+        .resp_addr = cpu_to_le64(m.d.resp),
+        .resp_len = cpu_to_le32(PIB_MAD_SIZE),
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(100) },
+    };
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.mbox.len = cpu_to_le32(sizeof(struct pib_mad_ifc_in));
+    cmd.resp_len = cpu_to_le32(PIB_MAD_SIZE - 1);
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.resp_len = cpu_to_le32(PIB_MAD_SIZE);
+    qtest_writeb(qts(&m.d), mbox + offsetof(struct pib_mad_ifc_in, port_num), 2);
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+
+    /* SET_PORT's capability bits: the driver's are added, the firmware's stay. */
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_SET_PORT,
+        .in.set_port = {
+            .port_num = 1,
+            .mask = cpu_to_le32(PIB_SET_PORT_CAPS),
+            .cap_set = cpu_to_le32(PIB_PORT_CAP_CM | PIB_PORT_CAP_SM),
+            .cap_clr = cpu_to_le32(PIB_PORT_CAP_TRAP),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_OK);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmphex(le32_to_cpu(attr.port_cap_flags), ==,
+                    PIB_PORT_CAP_FIRMWARE | PIB_PORT_CAP_CM | PIB_PORT_CAP_SM);
+    g_assert_false(pib_aeq_next(&m.d, &e, 10000));
+    mg_shutdown(&m);
+}
+
+/*
+ * 3. The M_Key
+ */
+
+/* PortInfo as an SM with this M_Key reads it. */
+static struct pib_port_info mg_port_info_key(Mg *m, uint64_t mkey)
+{
+    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET,
+                                    PIB_SMP_ATTR_PORT_INFO, 1);
+    struct pib_smp resp;
+
+    stq_be_p(&req.mkey_hi_be, mkey);
+    g_assert_cmpuint(mg_smp_ex(m, &req, &resp, false), ==, PIB_MAD_STATUS_OK);
+    return *(struct pib_port_info *)resp.data;
+}
+
+static void test_mkey(void)
+{
+    const uint64_t key = 0x1122334455667788ull;
+    struct pib_port_info pi, now;
+    struct pib_smp req, resp, trap;
+    struct pib_trap256 *d;
+    MgPkt p;
+    Mg m;
+
+    mg_boot(&m);
+    mg_activate(&m);
+
+    /* Level 2, no lease: Gets and Sets need the key. */
+    pi = mg_pi_sm(&m, 0);
+    stq_be_p(&pi.mkey_hi_be, key);
+    pi.mkeyprot_lmc = 2 << 6;
+    g_assert_cmpuint(mg_port_set(&m, &pi, 0, &now), ==, 0);
+    g_assert_cmphex(ldq_be_p(&now.mkey_hi_be), ==, key);
+
+    /* A Get without it: no answer, a violation, trap 256 to the SM. */
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    stq_be_p(&req.mkey_hi_be, 0x99);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
+    d = (struct pib_trap256 *)((struct pib_notice *)trap.data)->details;
+    g_assert_cmpuint(be16_to_cpu(d->lid_be), ==, MG_LID);
+    g_assert_cmpuint(d->method, ==, PIB_MAD_METHOD_GET);
+    g_assert_cmphex(be16_to_cpu(d->attr_id_be), ==, PIB_SMP_ATTR_PORT_INFO);
+    g_assert_cmphex(ldq_be_p(d->mkey_be), ==, 0x99);
+    g_assert_cmphex(ldq_be_p(&trap.mkey_hi_be), ==, key);   /* traps carry the M_Key */
+    g_assert_cmpuint(((struct pib_notice *)trap.data)->generic_type, ==,
+                     PIB_NOTICE_GENERIC | PIB_NOTICE_TYPE_SECURITY);
+    /* Not repressed: sent again after the subnet timeout; repressed: not again. */
+    qtest_clock_step(qts(&m.d), 1200 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
+    mg_repress(&m, &trap);
+    qtest_clock_step(qts(&m.d), 1200 * 1000 * 1000ll);
+    g_assert_false(mg_recv(&m, &p, 200));
+
+    /* With the key: answered; the violation was counted. */
+    now = mg_port_info_key(&m, key);
+    g_assert_cmpuint(be16_to_cpu(now.mkey_violations_be), ==, 1);
+    g_assert_cmpuint(now.mkeyprot_lmc >> 6, ==, 2);
+
+    /* A Set without it: refused, nothing changed... */
+    pi = now;
+    pi.lid_be = cpu_to_be16(7);
+    pi.speed_state &= 0xf0;
+    pi.phys_down &= 0x0f;
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO, 1);
+    memcpy(req.data, &pi, sizeof(pi));
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
+    mg_repress(&m, &trap);
+    now = mg_port_info_key(&m, key);
+    g_assert_cmpuint(be16_to_cpu(now.lid_be), ==, MG_LID);
+    /* ... but a trusted local agent may. */
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, true), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(((struct pib_port_info *)resp.data)->lid_be), ==, 7);
+    pi.lid_be = cpu_to_be16(MG_LID);
+    g_assert_cmpuint(mg_port_set(&m, &pi, key, NULL), ==, 0);
+
+    /*
+     * The lease (1 s): a violation starts it, and nothing with the right key comes (a
+     * TrapRepress with it would end the countdown): when it runs out, the protection goes.
+     * The trap is sent again in the meantime (at ~1.07 s).
+     */
+    pi.mkey_lease_be = cpu_to_be16(1);
+    g_assert_cmpuint(mg_port_set(&m, &pi, key, NULL), ==, 0);
+    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
+    qtest_clock_step(qts(&m.d), 900 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
+    qtest_clock_step(qts(&m.d), 200 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    now = *(struct pib_port_info *)resp.data;
+    g_assert_cmpuint(now.mkeyprot_lmc >> 6, ==, 0);
+    g_assert_cmphex(ldq_be_p(&now.mkey_hi_be), ==, key);    /* level 0: shown */
+    /* 1 (the SM wrote it back with the LID, it is RW), then the two of the lease */
+    g_assert_cmpuint(be16_to_cpu(now.mkey_violations_be), ==, 3);
+    mg_repress(&m, &trap);
+
+    /* Level 1: a Get without the key is answered, with the M_Key hidden. */
+    pi = now;
+    pi.speed_state &= 0xf0;
+    pi.phys_down &= 0x0f;
+    pi.mkeyprot_lmc = 1 << 6;
+    pi.mkey_lease_be = 0;
+    g_assert_cmpuint(mg_port_set(&m, &pi, key, NULL), ==, 0);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmphex(ldq_be_p(&((struct pib_port_info *)resp.data)->mkey_hi_be), ==, 0);
+    now = mg_port_info_key(&m, key);
+    g_assert_cmphex(ldq_be_p(&now.mkey_hi_be), ==, key);
+    mg_shutdown(&m);
+}
+
+/*
+ * 4. QP0 and QP1 on the wire, and trap 144
+ */
+
+static void test_special_qps(void)
+{
+    struct pib_port_attr attr;
+    struct pib_admin_cmd cmd;
+    struct pib_smp trap;
+    struct pib_cqe cqe;
+    TestQp qp0, qp1;
+    MgPkt p, q;
+    uint64_t drops, mbox;
+    uint8_t desc[PIB_SMP_DATA_SIZE] = "renamed";
+    Mg m;
+
+    mg_boot(&m);
+    mg_ud_qp(&m, PIB_QPT_SMI, 0, 0, &qp0);
+    mg_ud_qp(&m, PIB_QPT_GSI, 0, 0x80010000, &qp1);
+    g_assert_cmpuint(qp0.qpn, ==, 0);
+    g_assert_cmpuint(qp1.qpn, ==, 1);
+
+    /* In INIT, with no LID yet: a directed-route SMP to the permissive LID arrives. */
+    p = (MgPkt) {
+        .vl = 15, .dlid = PIB_LID_PERMISSIVE, .slid = PIB_LID_PERMISSIVE, .pkey = 0xffff,
+        .dqpn = 0, .sqpn = 0, .qkey = 0, .paylen = PIB_MAD_SIZE,
+    };
+    p.payload[1] = PIB_MGMT_CLASS_SUBN_DR;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le16_to_cpu(cqe.slid), ==, PIB_LID_PERMISSIVE);
+    g_assert_cmpuint(le32_to_cpu(cqe.src_qp) & PIB_QPN_MASK, ==, 0);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 40 + PIB_MAD_SIZE);
+    /* ... and QP0's answer to the permissive LID comes from it, on VL15. */
+    mg_ud_send(&m, &qp0, PIB_LID_PERMISSIVE, 0, 0, 0);
+    g_assert_true(mg_recv(&m, &q, TIMEOUT_US / 1000));
+    g_assert_cmpuint(q.vl, ==, 15);
+    g_assert_cmpuint(q.dlid, ==, PIB_LID_PERMISSIVE);
+    g_assert_cmpuint(q.slid, ==, PIB_LID_PERMISSIVE);
+    g_assert_cmphex(q.pkey, ==, 0xffff);
+    /* QP1 may not send in INIT. */
+    drops = mg_counter(&m, PIB_CNT_TX_DROP_PORT_DOWN);
+    mg_ud_send(&m, &qp1, MG_SM_LID, 1, 0x80010000, 0);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_TX_DROP_PORT_DOWN), ==, drops + 1);
+
+    /* VL15 is QP0's alone; the permissive LID too. */
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_VL15);
+    p.vl = 0;
+    mg_send(&m, &p);                        /* an SMP not on VL15 */
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_VL15, drops + 1);
+    mg_activate(&m);
+    p = (MgPkt) {
+        .vl = 15, .dlid = MG_LID, .slid = MG_SM_LID, .pkey = 0xffff, .dqpn = 1, .sqpn = 1,
+        .qkey = 0x80010000, .paylen = PIB_MAD_SIZE,
+    };
+    mg_send(&m, &p);                        /* VL15 to QP1 */
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_VL15, drops + 2);
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_DLID);
+    p.vl = 0;
+    p.dlid = PIB_LID_PERMISSIVE;
+    mg_send(&m, &p);                        /* permissive LID to QP1 */
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_DLID, drops + 1);
+
+    /* A MAD must be 256 bytes: a short one costs QP1 nothing. */
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_LENGTH);
+    p.dlid = MG_LID | 0;
+    p.paylen = 100;
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_LENGTH, drops + 1);
+    g_assert_cmpuint(dp_query_qp(&m.d, 1).qp_state, ==, PIB_QPS_RTS);
+    /* A good one arrives with its fields: SL, source QP, P_Key index. */
+    p.paylen = PIB_MAD_SIZE;
+    p.sl = 3;
+    p.sqpn = 0x77;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.qpn), ==, 1);          /* P_Key index 0 */
+    g_assert_cmpuint(le32_to_cpu(cqe.src_qp), ==, 0x77);
+    g_assert_cmpuint(cqe.sl, ==, 3);
+    g_assert_cmpuint(le16_to_cpu(cqe.slid), ==, MG_SM_LID);
+    /* QP1 sends with the P_Key of the entry its WQE names; a bad index fails the WQE. */
+    mg_ud_send(&m, &qp1, MG_SM_LID, 1, 0x80010000, 0);
+    g_assert_true(mg_recv(&m, &q, TIMEOUT_US / 1000));
+    g_assert_cmpuint(q.vl, ==, 0);
+    g_assert_cmphex(q.pkey, ==, 0xffff);
+    g_assert_cmphex(q.qkey, ==, 0x80010000);
+    g_assert_cmpuint(q.sqpn, ==, 1);
+
+    /* Trap 144: the driver changes the capabilities, then the node description. */
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_SET_PORT,
+        .in.set_port = {
+            .port_num = 1,
+            .mask = cpu_to_le32(PIB_SET_PORT_CAPS),
+            .cap_set = cpu_to_le32(PIB_PORT_CAP_CM),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_CAP_MASK_CHANGE);
+    {
+        struct pib_trap144 *d = (void *)((struct pib_notice *)trap.data)->details;
+
+        g_assert_cmphex(be16_to_cpu(d->cap_mask_hi_be) << 16 |
+                        be16_to_cpu(d->cap_mask_lo_be), ==,
+                        PIB_PORT_CAP_FIRMWARE | PIB_PORT_CAP_CM);
+        g_assert_cmpuint(d->change_flags, ==, 0);
+    }
+    mg_repress(&m, &trap);
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_OK);    /* no change: none */
+    g_assert_false(mg_recv(&m, &q, 200));
+    mbox = dp_alloc(&m.d, 4096);
+    qtest_memwrite(qts(&m.d), mbox, desc, sizeof(desc));
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_SET_NODE_DESC,
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(desc)) },
+    };
+    g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_CAP_MASK_CHANGE);
+    g_assert_cmpuint(((struct pib_trap144 *)
+                      ((struct pib_notice *)trap.data)->details)->change_flags, ==,
+                     PIB_TRAP144_NODE_DESC);
+    mg_repress(&m, &trap);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    mg_shutdown(&m);
+}
+
+/*
+ * 5. Partitions
+ */
+
+static void mg_set_pkeys(Mg *m, const uint16_t *keys, int n)
+{
+    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+                                    PIB_SMP_ATTR_PKEY_TABLE, 0);
+    struct pib_smp resp;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        stw_be_p(req.data + 2 * i, keys[i]);
+    }
+    g_assert_cmpuint(mg_smp_ex(m, &req, &resp, false), ==, 0);
+}
+
+static void test_partitions(void)
+{
+    /* 0: default (full), 1: 0x8001 full, 2: 0x0002 limited */
+    static const uint16_t keys[] = { 0xffff, 0x8001, 0x0002 };
+    uint64_t drops, viol;
+    struct pib_port_attr attr;
+    struct pib_smp trap;
+    struct pib_cqe cqe;
+    TestQp full, limited, qp1;
+    MgPkt p;
+    Mg m;
+
+    mg_boot(&m);
+    mg_activate(&m);
+    mg_set_pkeys(&m, keys, 3);
+    g_assert_true(dp_aeq_find(&m.d, PIB_AE_PKEY_CHANGE, 1));
+    mg_ud_qp(&m, PIB_QPT_UD, 1, MG_QKEY, &full);
+    mg_ud_qp(&m, PIB_QPT_UD, 2, MG_QKEY, &limited);
+    mg_ud_qp(&m, PIB_QPT_GSI, 0, 0x80010000, &qp1);
+
+    p = (MgPkt) {
+        .dlid = MG_LID, .slid = MG_SM_LID, .dqpn = full.qpn, .sqpn = MG_PEER_QPN,
+        .qkey = MG_QKEY, .paylen = 8,
+    };
+    /* The QP's own partition, full or limited members: in. */
+    p.pkey = 0x8001;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100 * full.qpn, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.qpn) >> 24, ==, 1);    /* matched entry 1 */
+    p.pkey = 0x0001;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100 * full.qpn + 1, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+
+    /* Another partition of the port, not the QP's: dropped at the QP, counted. */
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_PKEY);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    viol = le32_to_cpu(attr.bad_pkey_cntr);
+    p.pkey = 0xffff;
+    mg_send(&m, &p);
+    /* One in no partition of the port at all. */
+    p.pkey = 0x8003;
+    mg_send(&m, &p);
+    /* Two limited members: no. */
+    p.dqpn = limited.qpn;
+    p.pkey = 0x0002;
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_PKEY, drops + 3);
+    g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(le32_to_cpu(attr.bad_pkey_cntr), ==, viol + 3);
+    /* A full member to the limited QP: yes. */
+    p.pkey = 0x8002;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100 * limited.qpn, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    /* The device sends with the QP's own P_Key. */
+    mg_ud_send(&m, &limited, MG_SM_LID, MG_PEER_QPN, MG_QKEY, 0);
+    g_assert_true(mg_recv(&m, &p, TIMEOUT_US / 1000));
+    g_assert_cmphex(p.pkey, ==, 0x0002);
+
+    /* QP1 takes any partition of the port and says which... */
+    p = (MgPkt) {
+        .dlid = MG_LID, .slid = MG_SM_LID, .pkey = 0x8001, .dqpn = 1, .sqpn = 1,
+        .qkey = 0x80010000, .paylen = PIB_MAD_SIZE,
+    };
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmphex(le32_to_cpu(cqe.qpn), ==, 1u << 24 | 1);
+    /* ... but not one outside them: dropped, and trap 257 to the SM. */
+    p.pkey = 0x8005;
+    p.sqpn = 0x33;
+    mg_send(&m, &p);
+    g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_PKEY);
+    {
+        uint8_t *d = ((struct pib_notice *)trap.data)->details;
+
+        g_assert_cmpuint(lduw_be_p(d + 2), ==, MG_SM_LID);
+        g_assert_cmpuint(lduw_be_p(d + 4), ==, MG_LID);
+        g_assert_cmphex(ldl_be_p(d + 6), ==, 0x8005);
+        g_assert_cmphex(ldl_be_p(d + 10) & PIB_QPN_MASK, ==, 0x33);
+        g_assert_cmphex(ldl_be_p(d + 14), ==, 1);
+    }
+    mg_repress(&m, &trap);
+    mg_shutdown(&m);
+}
+
+/*
+ * 6. The PMA
+ */
+
+static uint16_t mg_pma(Mg *m, uint8_t method, uint16_t attr, uint8_t port_select,
+                       uint16_t counter_select, struct pib_pma_mad *resp)
+{
+    struct pib_pma_mad req = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_PERF,
+            .class_version = PIB_PMA_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(0x77),
+            .attr_id_be = cpu_to_be16(attr),
+        },
+    };
+
+    req.data[1] = port_select;
+    stw_be_p(req.data + 2, counter_select);
+    g_assert_cmpuint(mg_mad_ifc(m, &req, resp, false), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    return be16_to_cpu(resp->hdr.status_be);
+}
+
+static void test_pma(void)
+{
+    struct pib_pma_mad r;
+    struct pib_port_counters *pc = (struct pib_port_counters *)r.data;
+    struct pib_port_counters_ext *px = (struct pib_port_counters_ext *)r.data;
+    struct pib_class_port_info *cpi = (struct pib_class_port_info *)r.data;
+    uint64_t rx_pkts, rx_bytes, tx_pkts;
+    TestQp ud;
+    MgPkt p;
+    int i;
+    Mg m;
+
+    mg_boot(&m);
+    mg_activate(&m);
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &ud);
+
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
+                     ==, 0);
+    g_assert_cmphex(be16_to_cpu(cpi->cap_mask_be), ==, PIB_PMA_CAP_EXT_WIDTH);
+
+    /* Clear everything, then ten packets in and one out. */
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0xffff,
+                            &r), ==, 0);
+    g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, 0);
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0xff,
+                            &r), ==, 0);
+    rx_pkts = mg_counter(&m, PIB_CNT_RX_PACKETS);
+    rx_bytes = mg_counter(&m, PIB_CNT_RX_BYTES);
+    tx_pkts = mg_counter(&m, PIB_CNT_TX_PACKETS);
+    p = (MgPkt) {
+        .dlid = MG_LID, .slid = MG_SM_LID, .pkey = 0xffff, .dqpn = ud.qpn,
+        .sqpn = MG_PEER_QPN, .qkey = MG_QKEY, .paylen = 100,
+    };
+    for (i = 0; i < 10; i++) {
+        mg_send(&m, &p);
+        dp_expect(&m.d, &m.cq, 0x100 * ud.qpn + i, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    }
+    mg_ud_send(&m, &ud, MG_SM_LID, MG_PEER_QPN, MG_QKEY, 0);
+    g_assert_true(mg_recv(&m, &p, TIMEOUT_US / 1000));
+    rx_pkts = mg_counter(&m, PIB_CNT_RX_PACKETS) - rx_pkts;
+    rx_bytes = mg_counter(&m, PIB_CNT_RX_BYTES) - rx_bytes;
+    tx_pkts = mg_counter(&m, PIB_CNT_TX_PACKETS) - tx_pkts;
+    g_assert_cmpuint(rx_pkts, ==, 10);
+    g_assert_cmpuint(tx_pkts, ==, 1);
+
+    /* PortCounters (port 0: the arrival port): the packets, data in 4-octet words. */
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, rx_pkts);
+    g_assert_cmpuint(be32_to_cpu(pc->xmit_pkts_be), ==, tx_pkts);
+    g_assert_cmpuint(be32_to_cpu(pc->rcv_data_be), ==, (rx_bytes + 4 * rx_pkts) / 4);
+    /* PortCountersExtended: the same, 64 bits, unicast too. */
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0,
+                            &r), ==, 0);
+    g_assert_cmpuint(ldq_be_p(px->ctr_be[3]), ==, rx_pkts);         /* PortRcvPkts */
+    g_assert_cmpuint(ldq_be_p(px->ctr_be[5]), ==, rx_pkts);         /* unicast */
+    g_assert_cmpuint(ldq_be_p(px->ctr_be[1]), ==, (rx_bytes + 4 * rx_pkts) / 4);
+
+    /* A Set clears only what CounterSelect names. */
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1,
+                            PIB_PMA_SEL_RCV_PKTS, &r), ==, 0);
+    g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, 0);
+    g_assert_cmpuint(be32_to_cpu(pc->xmit_pkts_be), ==, tx_pkts);
+    g_assert_cmpuint(be32_to_cpu(pc->rcv_data_be), ==, (rx_bytes + 4 * rx_pkts) / 4);
+    /* The device's own counters (hw_counters) keep counting. */
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_RX_PACKETS), >=, rx_pkts);
+
+    /* Bad input: a port that is not there, all ports, an unknown attribute or method. */
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 2, 0, &r),
+                     ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0xff, 0,
+                            &r), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, 0x0010, 1, 0, &r), ==,
+                     PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_TRAP, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r),
+                     ==, PIB_MAD_STATUS_UNSUP_METHOD);
+    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
+                     ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    mg_shutdown(&m);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    qtest_add_func("/pib/mgmt/port-states", test_port_states);
+    qtest_add_func("/pib/mgmt/attributes", test_attributes);
+    qtest_add_func("/pib/mgmt/mkey", test_mkey);
+    qtest_add_func("/pib/mgmt/special-qps", test_special_qps);
+    qtest_add_func("/pib/mgmt/partitions", test_partitions);
+    qtest_add_func("/pib/mgmt/pma", test_pma);
+    return g_test_run();
+}
