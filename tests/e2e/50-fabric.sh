@@ -50,15 +50,15 @@ done
 dotted() { sed -n "s/^$1:\.*//p" <<<"$2" | head -n 1; }
 out=$(on 0 smpquery nodeinfo "$lid1")
 echo "--- node 0: smpquery nodeinfo $lid1"; echo "$out"
-check "smpquery nodeinfo by LID: node 1's GUID" test "$(dotted NodeGuid "$out")" = "$GUID1"
+check "smpquery nodeinfo by LID: node 1's GUID" test "$(dotted Guid "$out")" = "$GUID1"
 check "smpquery nodeinfo by LID: a Channel Adapter with 1 port" \
   test "$(dotted NodeType "$out")" = "Channel Adapter" -a "$(dotted NumPorts "$out")" = 1
 out=$(on 0 smpquery -D nodeinfo 0,1)
 echo "--- node 0: smpquery -D nodeinfo 0,1"; echo "$out"
-check "smpquery -D nodeinfo 0,1: node 1's GUID" test "$(dotted NodeGuid "$out")" = "$GUID1"
+check "smpquery -D nodeinfo 0,1: node 1's GUID" test "$(dotted Guid "$out")" = "$GUID1"
 out=$(on 1 smpquery -D nodeinfo 0,1)
 check "from node 1, smpquery -D nodeinfo 0,1: node 0's GUID" \
-  test "$(dotted NodeGuid "$out")" = "$GUID0"
+  test "$(dotted Guid "$out")" = "$GUID0"
 for how in "LID $lid1" "-D 0,1"; do
   if [ "$how" = "-D 0,1" ]; then out=$(on 0 smpquery -D portinfo 0,1)
   else out=$(on 0 smpquery portinfo "$lid1"); fi

@@ -37,7 +37,7 @@ wait_pkey() {
   return 1
 }
 # pkey_violations NODE: PortInfo:P_KeyViolations of NODE's port, through its own SMA.
-pkey_violations() { on "$1" smpquery -D portinfo 0 | sed -n 's/^P_KeyViolations:\.*//p'; }
+pkey_violations() { on "$1" smpquery -D portinfo 0 | sed -n 's/^PkeyViolations:\.*//p'; }
 
 on 0 sh -c "cat > $CONF" <<EOF
 Default=0x7fff, ipoib : ALL=full ;

@@ -32,7 +32,7 @@ log_lines=$(wc -l < "$RUN_DIR/node0.opensm.log" 2>/dev/null || echo 0)
 check "node 0: opensm stops" "$PIBVM" sm stop 0
 check "node 0: opensm with M_Key $KEY, protection level 1" "$PIBVM" sm start 0 -- -F "$CONF"
 # protected LID: node LID's port has the key and its protection bits (asked with the key).
-protected() { [ "$(pi MkeyProtBits -y "$KEY" portinfo "$1")" = 1 ]; }
+protected() { [ "$(pi ProtectBits -y "$KEY" portinfo "$1")" = 1 ]; }
 wait_protected() {
   local end=$((SECONDS + $2))
   while [ $SECONDS -le $end ]; do protected "$1" && return 0; sleep 0.5; done
@@ -41,17 +41,17 @@ wait_protected() {
 check "node 1's port is protected (ProtectBits 1)" wait_protected "$lid1" "$SM_ACTIVATE_S"
 check "node 0's port is protected" wait_protected "$lid0" "$SM_ACTIVATE_S"
 
-k=$(pi M_Key portinfo "$lid1")
+k=$(pi Mkey portinfo "$lid1")
 check "a Get without the key is answered, the M_Key hidden (got $k)" \
   test "$((k))" -eq 0
-k=$(pi M_Key -y "$KEY" portinfo "$lid1")
+k=$(pi Mkey -y "$KEY" portinfo "$lid1")
 check "a Get with the key shows it (got $k)" test "$((k))" -eq "$((KEY))"
 
-v_before=$(pi M_KeyViolations -y "$KEY" portinfo "$lid1")
+v_before=$(pi MkeyViolations -y "$KEY" portinfo "$lid1")
 out=$(on 0 ibportstate -t 1000 "$lid1" 1 lid "$lid1" 2>&1); rc=$?
 echo "--- ibportstate $lid1 1 lid $lid1 (no key): exit $rc"; echo "$out"
 check "a Set without the key fails (exit $rc)" test "$rc" -ne 0
-v_after=$(pi M_KeyViolations -y "$KEY" portinfo "$lid1")
+v_after=$(pi MkeyViolations -y "$KEY" portinfo "$lid1")
 dv=$((v_after - v_before))
 echo "node 1: M_KeyViolations $v_before -> $v_after"
 # libibmad sends an SMP up to 3 times (its retries) before it gives up.
@@ -61,7 +61,7 @@ check "node 1: port still ACTIVE, LID $lid1" \
 out=$(on 0 ibportstate -y "$KEY" "$lid1" 1 lid "$lid1" 2>&1); rc=$?
 echo "--- ibportstate -y KEY $lid1 1 lid $lid1: exit $rc"; echo "$out" | tail -n 5
 check "the same Set with the key succeeds (exit $rc)" test "$rc" -eq 0
-v_final=$(pi M_KeyViolations -y "$KEY" portinfo "$lid1")
+v_final=$(pi MkeyViolations -y "$KEY" portinfo "$lid1")
 check "node 1: ... and is no violation (M_KeyViolations still $v_after, got $v_final)" \
   test "$v_final" = "$v_after"
 # The SMA's trap 256 reached opensm, which logs the notices it gets.
@@ -73,7 +73,7 @@ echo "== the key off again"
 check "node 0: opensm stops; both ports' M_Key set to 0 with the key" unkey
 check "node 0: opensm without M_Key" "$PIBVM" sm start 0
 check "node 1's port: ProtectBits 0" \
-  sh -c "[ \"\$('$PIBVM' exec 0 -- smpquery portinfo $lid1 | sed -n 's/^MkeyProtBits:\.*//p')\" = 0 ]"
+  sh -c "[ \"\$('$PIBVM' exec 0 -- smpquery portinfo $lid1 | sed -n 's/^ProtectBits:\.*//p')\" = 0 ]"
 for n in 0 1; do check "node $n: port ACTIVE" wait_port $n ACTIVE "$SM_ACTIVATE_S"; done
 trap - EXIT
 finish
