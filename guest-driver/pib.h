@@ -124,11 +124,13 @@ struct pib_mw {
 	struct ib_mw ibmw;
 };
 
-/* A kernel AH: the device has no AH object, a UD send WQE carries the destination. */
+/*
+ * A kernel AH: the device has no AH object, a UD send WQE carries the destination.  The
+ * attributes are kept whole for query_ah, by which ib_mad matches a response to its request.
+ */
 struct pib_ah {
 	struct ib_ah ibah;
-	u16 dlid;
-	u8 sl;
+	struct rdma_ah_attr attr;       /* as created; grh.sgid_attr is ib_core's (NULL here) */
 };
 
 struct pib_cq {
@@ -310,6 +312,7 @@ int pib_dealloc_mw(struct ib_mw *ibmw);
 int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
+int pib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
 
 struct rdma_hw_stats *pib_alloc_hw_port_stats(struct ib_device *ibdev, u32 port);
 int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,

@@ -55,6 +55,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.poll_cq = pib_poll_cq,
 	.post_recv = pib_post_recv,
 	.post_send = pib_post_send,
+	.query_ah = pib_query_ah,
 	.query_device = pib_query_device,
 	.query_gid = pib_query_gid,
 	.query_pkey = pib_query_pkey,

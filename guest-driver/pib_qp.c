@@ -968,8 +968,8 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 		wqe->ud_qkey = ud->remote_qkey & PIB_QKEY_USE_QP ? READ_ONCE(qp->qkey) :
 							       ud->remote_qkey;
 		/* QP0 to the permissive LID: a directed-route SMP (the device sets the SLID). */
-		wqe->ud_dlid = ah->dlid;
-		wqe->ud_sl = ah->sl;
+		wqe->ud_dlid = rdma_ah_get_dlid(&ah->attr);
+		wqe->ud_sl = rdma_ah_get_sl(&ah->attr);
 		if (qp->ibqp.qp_type == IB_QPT_GSI)
 			wqe->ud_pkey_index = ud->pkey_index;
 	}

@@ -760,12 +760,22 @@ int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 	    rdma_ah_read_grh(attr)->sgid_index >= dev->gid_tbl_len)
 		return -EINVAL;
 
-	ah->dlid = rdma_ah_get_dlid(attr);
-	ah->sl = rdma_ah_get_sl(attr);
+	ah->attr = *attr;
+	ah->attr.grh.sgid_attr = NULL;
 	return 0;
 }
 
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
+	return 0;
+}
+
+/*
+ * ib_mad takes a response for a LID-routed request only from where the request went: it
+ * compares the request's AH (rdma_query_ah()) with the response's receive completion.
+ */
+int pib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
+{
+	*attr = to_pah(ibah)->attr;
 	return 0;
 }
