@@ -39,12 +39,11 @@ wait_pkey() {
 # pkey_violations NODE: PortInfo:P_KeyViolations of NODE's port, through its own SMA.
 pkey_violations() { on "$1" smpquery -D portinfo 0 | sed -n 's/^PkeyViolations:\.*//p'; }
 
-on 0 sh -c "cat > $CONF" <<EOF
-Default=0x7fff, ipoib : ALL=full ;
-shared=0x0001 : $PGUID0=full, $PGUID1=full ;
-only0=0x0002 : $PGUID0=full ;
-only1=0x0003 : $PGUID1=full ;
-EOF
+# (pibvm exec passes no standard input: the file is written by printf in the guest.)
+on 0 sh -c "printf '%s\n' 'Default=0x7fff, ipoib : ALL=full ;' \
+  'shared=0x0001 : $PGUID0=full, $PGUID1=full ;' 'only0=0x0002 : $PGUID0=full ;' \
+  'only1=0x0003 : $PGUID1=full ;' > $CONF"
+echo "--- $CONF"; on 0 cat "$CONF"
 check "node 0: opensm stops" "$PIBVM" sm stop 0
 check "node 0: opensm with $CONF" "$PIBVM" sm start 0 -- -P "$CONF"
 for p in 0x8001 0x8002; do check "node 0: P_Key $p in the table" wait_pkey 0 $p "$SM_ACTIVATE_S"; done

@@ -24,7 +24,8 @@ unkey() {
 cleanup() { unkey >/dev/null 2>&1; "$PIBVM" sm start 0 >/dev/null 2>&1; }
 trap cleanup EXIT
 
-# pi NODE-OPTION... : smpquery portinfo from node 0, one field (pi FIELD ARG...).
+# pi FIELD ARG...: one field of smpquery ARG... run on node 0 (-K: show the M_Key, which the
+# diags otherwise print as "<not displayed>").
 pi() { local f=$1; shift; on 0 smpquery "$@" | sed -n "s/^$f:\.*//p" | head -n 1; }
 
 on 0 sh -c "printf 'm_key $KEY\nm_key_protection_level 1\nm_key_lease_period 0\n' > $CONF"
@@ -41,10 +42,10 @@ wait_protected() {
 check "node 1's port is protected (ProtectBits 1)" wait_protected "$lid1" "$SM_ACTIVATE_S"
 check "node 0's port is protected" wait_protected "$lid0" "$SM_ACTIVATE_S"
 
-k=$(pi Mkey portinfo "$lid1")
+k=$(pi Mkey -K portinfo "$lid1")
 check "a Get without the key is answered, the M_Key hidden (got $k)" \
   test "$((k))" -eq 0
-k=$(pi Mkey -y "$KEY" portinfo "$lid1")
+k=$(pi Mkey -K -y "$KEY" portinfo "$lid1")
 check "a Get with the key shows it (got $k)" test "$((k))" -eq "$((KEY))"
 
 v_before=$(pi MkeyViolations -y "$KEY" portinfo "$lid1")
