@@ -1066,11 +1066,22 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     w->psn = ldl_be_p(b + 16) & PIB_PSN_MASK;
     w->ackreq = ldl_be_p(b + 16) & PIB_BTH_ACKREQ;
     off = 20;
-    if (w->opcode == PIB_OP_RC_RDMA_READ_REQUEST) {
+    switch (w->opcode) {
+    case PIB_OP_RC_RDMA_READ_REQUEST:
+    case PIB_OP_RC_RDMA_WRITE_FIRST:
+    case PIB_OP_RC_RDMA_WRITE_ONLY:
+    case PIB_OP_RC_RDMA_WRITE_ONLY_IMM:
+    case PIB_OP_UC_RDMA_WRITE_FIRST:
+    case PIB_OP_UC_RDMA_WRITE_ONLY:
+    case PIB_OP_UC_RDMA_WRITE_ONLY_IMM:
+        g_assert_cmpuint(off + 16, <=, len);    /* the RETH */
         w->va = ldq_be_p(b + off);
         w->rkey = ldl_be_p(b + off + 8);
         w->dmalen = ldl_be_p(b + off + 12);
         off += 16;
+        break;
+    default:
+        break;
     }
     switch (w->opcode) {
     case PIB_OP_RC_ACKNOWLEDGE:
@@ -1091,6 +1102,7 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     }
     g_assert_cmpuint(off + pad, <=, len);
     w->paylen = len - off - pad;
+    g_assert_cmpuint(w->paylen, <=, sizeof(w->payload));
     memcpy(w->payload, b + off, w->paylen);
     return true;
 }
