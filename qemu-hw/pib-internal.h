@@ -111,6 +111,11 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 /* Bytes of whole frames one chardev write carries at most. */
 #define PIB_LINK_TX_BATCH       (64 * 1024)
 /*
+ * Direct transmit (pib-link.c): frames one writev of the link's socket takes
+ * at most, straight from their buffers (64 full-MTU frames: 256 KiB).
+ */
+#define PIB_LINK_TX_IOV         64
+/*
  * Direct receive (pib-link.c): bytes one read of the link's socket takes at
  * most, and bytes the device takes from the socket in one main-loop pass.
  */
@@ -231,12 +236,15 @@ typedef struct PibLink {
     uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];   /* a HELLO's here */
 
     /*
-     * Transmit queue: frames wait here until the chardev takes them.  Writes
-     * never block: on a full socket the queue waits for G_IO_OUT.  Whole
-     * frames are staged in tx_buf so that one write carries many.
+     * Transmit queue: frames wait here until the link takes them.  Writes
+     * never block: on a full socket the queue waits for G_IO_OUT.  On the
+     * socket read directly, one writev carries up to PIB_LINK_TX_IOV frames
+     * from the queue itself; on any other chardev whole frames are staged in
+     * tx_buf so that one write carries many.
      */
     PibPacketQueue txq;
     uint32_t txq_len;
+    uint32_t tx_head_off;   /* bytes of the queue's head frame written */
     uint8_t tx_buf[PIB_LINK_TX_BATCH];
     uint32_t tx_len;        /* bytes staged */
     uint32_t tx_off;        /* bytes of them written */
@@ -253,6 +261,7 @@ typedef struct PibLink {
     uint64_t frames_rx;
     uint64_t bad_frames;
     uint64_t rx_reads;      /* direct reads of the socket that returned data */
+    uint64_t tx_writevs;    /* direct writevs of the socket that took data */
 } PibLink;
 
 typedef struct PibPort {

@@ -621,32 +621,76 @@ static void fz_link_tx_byte(uint8_t b)
     }
 }
 
+/*
+ * How many of len bytes the peer's socket takes now, by the transmit mode:
+ * all, a few, or none (EAGAIN) every other call.
+ */
+static int fz_link_tx_room(int len)
+{
+    FzLink *l = &fz_link;
+
+    l->tx_calls++;
+    switch (l->tx_mode) {
+    case FZ_TX_PARTIAL:
+        return MIN(len, 1 + (int)(l->tx_calls % 13));
+    case FZ_TX_EAGAIN:
+    case FZ_TX_NOWATCH:
+        return l->tx_calls & 1 ? 0 : len;
+    default:
+        return len;
+    }
+}
+
 int qemu_chr_fe_write(CharBackend *be, const uint8_t *buf, int len)
 {
     FzLink *l = &fz_link;
-    int i, n = len;
+    int i, n;
 
     if (!l->connected) {
         errno = EIO;
         return -1;
     }
-    l->tx_calls++;
-    switch (l->tx_mode) {
-    case FZ_TX_PARTIAL:
-        n = MIN(len, 1 + (int)(l->tx_calls % 13));
-        break;
-    case FZ_TX_EAGAIN:
-    case FZ_TX_NOWATCH:
-        if (l->tx_calls & 1) {
-            errno = EAGAIN;
-            return -1;
-        }
-        break;
-    default:
-        break;
+    n = fz_link_tx_room(len);
+    if (!n) {
+        errno = EAGAIN;
+        return -1;
     }
     for (i = 0; i < n; i++) {
         fz_link_tx_byte(buf[i]);
+    }
+    l->tx_bytes += n;
+    return n;
+}
+
+/* As QIOChannelSocket's: the device writes the socket it reads directly. */
+ssize_t qio_channel_writev(QIOChannel *ioc, const struct iovec *iov,
+                           size_t niov, Error **errp)
+{
+    FzLink *l = &fz_link;
+    size_t i, j, len = 0;
+    int n;
+
+    if (ioc != (QIOChannel *)&fz_sioc || !l->sock_refs) {
+        fz_bug("qio_channel_writev() on a socket the device does not hold");
+    }
+    if (!niov || niov > IOV_MAX) {
+        fz_bug("qio_channel_writev() of %zu buffers", niov);
+    }
+    if (!l->connected) {
+        return -1;
+    }
+    for (i = 0; i < niov; i++) {
+        len += iov[i].iov_len;
+    }
+    n = fz_link_tx_room(MIN(len, (size_t)INT_MAX));
+    if (!n) {
+        return QIO_CHANNEL_ERR_BLOCK;
+    }
+    len = n;
+    for (i = 0; i < niov && len; i++) {
+        for (j = 0; j < iov[i].iov_len && len; j++, len--) {
+            fz_link_tx_byte(((const uint8_t *)iov[i].iov_base)[j]);
+        }
     }
     l->tx_bytes += n;
     return n;

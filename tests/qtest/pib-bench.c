@@ -8,9 +8,10 @@
  * Only in GLib's perf mode (pib-bench -m perf).  Each run reports wall-clock
  * throughput and the CPU time the QEMU process spent, read from /proc (the
  * device's cost; the test itself runs on another core and mostly waits).
- * Not part of `make qtest`.  Two benchmarks, each with the link's two
- * receive paths (docs/hardware.md, "The link"): .../direct, the default,
- * and .../chardev (link-direct=off), for before/after figures:
+ * Not part of `make qtest`.  Three benchmarks, each on the link's two paths
+ * (docs/hardware.md, "The link"): .../direct, the default, where the device
+ * reads and writevs the socket itself, and .../chardev (link-direct=off),
+ * for before/after figures:
  *
  *   rc        two HCAs in one QEMU, RC at MTU 4096: WRITE, READ and SEND
  *   link-rx   one HCA flooded with frames: this process is its link peer
@@ -484,7 +485,7 @@ static void test_link_tx(const void *path)
     sink.want = msg_bytes * msgs;
     sink.got = 0;
 
-    g_test_message("bench: link-tx, %s receive path (QEMU pid %d)",
+    g_test_message("bench: link-tx, %s path (QEMU pid %d)",
                    (const char *)path, (int)pid);
     dp_poll_interval_us = 2000;
     sge[0] = dp_sge(x.buf, LINK_TX_MSG, x.key);

@@ -8,9 +8,10 @@
  * The cable between two ports (include/pib_link.h): two devices in one QEMU
  * train their link and reach ACTIVE; then this test is the peer on a device's
  * socket and checks the framing rules, partial reads, loss of framing and
- * retraining, and a burst of frames far larger than one read, on both of the
- * device's receive paths (docs/hardware.md, "The link": .../direct, the
- * default, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
+ * retraining, a burst of frames far larger than one read, and a transmit
+ * burst far larger than the socket holds, on both of the device's link paths
+ * (docs/hardware.md, "The link": .../direct, the default, where the device
+ * reads and writevs the socket itself, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
  * the peer's helpers.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-link-test
@@ -92,10 +93,19 @@ static void test_link_pair(void)
  * framing, retrain
  */
 
-/* The receive path a test runs on: test data "direct" or "chardev". */
-static void link_set_path(const void *path)
+/*
+ * A guest-less QEMU with one HCA at this LID, on the link path the test
+ * data names ("direct" or "chardev"), enabled with queues of these depths;
+ * this test is to be its link peer.
+ */
+static void link_boot(PeerLink *l, PibDev *d, const void *path, uint16_t lid,
+                      uint32_t depth, uint32_t aeq_depth)
 {
     pib_dev_props = g_str_equal(path, "chardev") ? ",link-direct=off" : "";
+    peer_boot(l, lid);
+    pib_dev_props = "";
+    pib_open(d, l->qs, PIB_DEVFN_A);
+    pib_enable(d, depth, aeq_depth);
 }
 
 static void test_link_framing(const void *path)
@@ -114,11 +124,7 @@ static void test_link_framing(const void *path)
     int fd;
     PeerLink l;
 
-    link_set_path(path);
-    peer_boot(&l, 3);
-    pib_dev_props = "";
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 8, 16);
+    link_boot(&l, &d, path, 3, 8, 16);
     g_assert_cmpuint(pib_query_port(&d, 1, &attr), ==, PIB_AQ_OK);
     g_assert_cmpuint(attr.state, ==, PIB_PORT_DOWN);
     g_assert_cmpuint(attr.phys_state, ==, PIB_PHYS_POLLING);
@@ -193,11 +199,7 @@ static void test_link_burst(const void *path)
     PeerLink l;
     int fd, i;
 
-    link_set_path(path);
-    peer_boot(&l, 3);
-    pib_dev_props = "";
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 8, 16);
+    link_boot(&l, &d, path, 3, 8, 16);
     fd = peer_connect(l.path);
     peer_bring_up(&d, fd, TEST_NODE_GUID);
 
@@ -237,6 +239,83 @@ static void test_link_burst(const void *path)
     peer_shutdown(&l);
 }
 
+/*
+ * Transmit: 8 UC RDMA WRITEs of 256 KiB (512 full-MTU frames, 2 MiB) queued
+ * at once while this peer reads nothing, so the socket fills: one writev (or
+ * chardev write) takes part of a frame and the rest waits for G_IO_OUT.  Then
+ * the whole stream is read back, frame by frame: every header is in step,
+ * the PSNs follow each other, the opcodes make whole messages and every
+ * payload byte is the sender's.
+ */
+#define TX_MSG              (256 * 1024)
+#define TX_MSGS             8
+#define TX_MTU_4096         5
+
+static void test_link_tx_burst(const void *path)
+{
+    g_autofree uint8_t *src = g_malloc(TX_MSG);
+    uint64_t cnt0[PIB_CNT_MAX], cnt[PIB_CNT_MAX];
+    struct pib_sge sge[1];
+    uint32_t i, off, psn = 0;
+    WirePkt w;
+    TestEnd x;
+    PeerLink l;
+    PibDev d;
+    int fd;
+
+    link_boot(&l, &d, path, 1, 16, 64);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    dp_end(&d, &x, PIB_QPT_UC, TX_MSG);
+    dp_fill(&d, x.buf, TX_MSG, 5);
+    qtest_memread(qts(&d), x.buf, src, TX_MSG);
+    dp_connect_ex(&d, &x.qp, WP_LID, WP_QPN, TX_MTU_4096, 14, 7, 7);
+
+    dp_counters(&d, cnt0);
+    sge[0] = dp_sge(x.buf, TX_MSG, x.key);
+    for (i = 0; i < TX_MSGS; i++) {
+        dp_post_send(&d, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, i,
+                     sge, 1, 0x100000 + i * TX_MSG, 0x1234);
+    }
+    g_usleep(200 * 1000);           /* the socket fills up meanwhile */
+
+    for (i = 0; i < TX_MSGS; i++) {
+        for (off = 0; off < TX_MSG; off += 4096) {
+            uint8_t op = off == 0 ? PIB_OP_UC_RDMA_WRITE_FIRST :
+                         off + 4096 == TX_MSG ? PIB_OP_UC_RDMA_WRITE_LAST :
+                         PIB_OP_UC_RDMA_WRITE_MIDDLE;
+
+            g_assert_true(wp_recv(fd, &w, TIMEOUT_US / 1000));
+            if (i == 0 && off == 0) {
+                psn = w.psn;
+            }
+            g_assert_cmphex(w.opcode, ==, op);
+            g_assert_cmpuint(w.psn, ==, psn);
+            psn = (psn + 1) & PIB_PSN_MASK;
+            if (op == PIB_OP_UC_RDMA_WRITE_FIRST) {
+                g_assert_cmphex(w.va, ==, 0x100000 + i * TX_MSG);
+                g_assert_cmphex(w.rkey, ==, 0x1234);
+                g_assert_cmpuint(w.dmalen, ==, TX_MSG);
+            }
+            g_assert_cmpmem(w.payload, w.paylen, src + off, 4096);
+        }
+    }
+    for (i = 0; i < TX_MSGS; i++) {
+        dp_expect(&d, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+    wp_expect_nothing(fd);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_PACKETS] - cnt0[PIB_CNT_TX_PACKETS], ==,
+                     TX_MSGS * TX_MSG / 4096);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_DROP_TXQ_FULL], ==, 0);
+    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+
+    close(fd);
+    peer_expect_down(&d, 1);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const paths[] = { "direct", "chardev" };
@@ -253,6 +332,9 @@ int main(int argc, char **argv)
 
         qtest_add_data_func(framing, paths[i], test_link_framing);
         qtest_add_data_func(burst, paths[i], test_link_burst);
+        g_free(burst);
+        burst = g_strdup_printf("/pib/link/tx-burst/%s", paths[i]);
+        qtest_add_data_func(burst, paths[i], test_link_tx_burst);
     }
 
     return g_test_run();
