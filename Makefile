@@ -14,11 +14,18 @@
 #   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
 #   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
 #   make clean    remove build/ (the cache stays)
+#
+# PIB_STACK picks the software stack under test (mk/stack.sh), e.g. `make test PIB_STACK=trixie`:
+#   bookworm  (default) Debian 12: QEMU 7.2, Linux 6.1, built on the host; outputs in build/
+#   trixie    Debian 13: QEMU 10.0, Linux 6.12, built in a Debian 13 root made in the cache
+#             (mk/root.sh); outputs in build/trixie/.  `make test` there is qtest and e2e (the
+#             fuzzers build on QEMU 7.2's tree only).
 
 SHELL := /bin/bash
 export PIB_CACHE ?= $(HOME)/.cache/pib
+export PIB_STACK ?= bookworm
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
-export PIB_KERNEL_ABI ?= $(shell bash mk/fetch.sh kernel-abi 2>/dev/null)
+export PIB_KERNEL_ABI ?= $(shell PIB_STACK=$(PIB_STACK) bash mk/fetch.sh kernel-abi 2>/dev/null)
 
 .PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust hostile soak fuzz bench clean
 
@@ -71,6 +78,7 @@ soak: all hostile
 	@bash tests/soak.sh
 
 fuzz: qemu
+	@[ "$(PIB_STACK)" = bookworm ] || { echo "make fuzz: the fuzzers build on QEMU 7.2 (PIB_STACK=bookworm)"; exit 2; }
 	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
 bench: all

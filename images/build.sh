@@ -1,15 +1,20 @@
 #!/bin/bash
-# Build the guest image: build/vmlinuz and build/initramfs.cpio.gz.
+# Build the guest image of the stack (mk/stack.sh): <out>/vmlinuz and <out>/initramfs.cpio.gz,
+# <out> being build/ (bookworm: Linux 6.1) or build/trixie/ (trixie: Linux 6.12).
 #
 # The guest is an initramfs and nothing else (no disk).  It holds:
-#   - the Debian kernel's modules that pib needs (virtio, the RDMA core, rxe) plus build/pib.ko,
+#   - the Debian kernel's modules that pib needs (virtio, the RDMA core, rxe) plus <out>/pib.ko,
 #     with a fresh modules.dep so that busybox modprobe resolves dependencies;
 #   - busybox (static) for the small tools, but dash as /bin/sh and bash for the console: busybox
 #     sh runs its own applets ahead of PATH, so `sh -c "ip ..."` would get busybox's ip;
 #   - rdma-core 56.1 with our provider, from build/rdma-root (a DESTDIR install);
 #   - a few Debian binaries from this host (qemu-ga, perftest's ib_* tools, ip, rdma), each with
 #     the closure of its shared libraries; libraries that rdma-root provides are taken from
-#     there, never from the host (the host has rdma-core 44.0, the guest must run 56.1);
+#     there, never from the host (the host has rdma-core 44.0, the guest must run 56.1).
+#     Both stacks take them from the Debian 12 host: the kernel's user ABI is stable, and the
+#     trixie stack is about QEMU 10 and Linux 6.12, not about a newer userland;
+#   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
+#     installed on the host), running on rdma-root's libibumad;
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
 #   - images/rootfs/ (a minimal /etc) and images/init, the guest's PID 1.
 #
@@ -19,13 +24,15 @@
 # Incremental: a stamp records the inputs (sizes and mtimes, plus the contents of images/); when
 # nothing changed the build is skipped.  PIB_FORCE=1 rebuilds anyway.
 #
-# Environment: PIB_CACHE (see mk/fetch.sh), RDMA_ROOT (default build/rdma-root).
+# Environment: PIB_STACK, PIB_CACHE (see mk/fetch.sh), RDMA_ROOT (default build/rdma-root, the
+# same for both stacks).
 set -euo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
+source "$TOP/mk/stack.sh"
 IMG=$TOP/images
-OUT=$TOP/build
-RDMA_ROOT=${RDMA_ROOT:-$OUT/rdma-root}
+OUT=$STACK_OUT
+RDMA_ROOT=${RDMA_ROOT:-$TOP/build/rdma-root}
 STAGE=$OUT/initramfs-root
 STAMP=$OUT/initramfs.stamp
 MULTIARCH=x86_64-linux-gnu
@@ -55,11 +62,12 @@ KROOT=$KDIR/root
 VMLINUZ=$KROOT/boot/vmlinuz-$ABI
 MODDIR=$KROOT/lib/modules/$ABI
 PIB_KO=$OUT/pib.ko
-GUEST_TESTS=$OUT/guest-tests
+GUEST_TESTS=$TOP/build/guest-tests
 [ -f "$VMLINUZ" ] || die "no kernel at $VMLINUZ"
 [ -d "$RDMA_ROOT" ] || die "no rdma-core install at $RDMA_ROOT (build the provider first)"
 [ -x /bin/busybox ] || die "busybox-static is not installed (mk/deps.sh)"
 mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
+OPENSM=$(bash "$TOP/mk/fetch.sh" opensm)/root
 [ ${#PERFTEST_BINS[@]} -gt 0 ] || die "perftest is not installed (mk/deps.sh)"
 
 # The stamp: anything that can change the image.  Host libraries are covered by dpkg's status
@@ -67,7 +75,7 @@ mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
 input_stamp() {
   {
     echo "abi $ABI rdma-root $RDMA_ROOT"
-    cat "$KDIR/.done"
+    cat "$KDIR/.done" "$OPENSM/../.done"
     stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
@@ -82,7 +90,7 @@ input_stamp() {
 want=$(input_stamp)
 if [ "${PIB_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] &&
    [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/initramfs.cpio.gz" ]; then
-  say "up to date: build/vmlinuz, build/initramfs.cpio.gz"
+  say "up to date: $OUT/vmlinuz, $OUT/initramfs.cpio.gz"
   exit 0
 fi
 rm -f "$STAMP"
@@ -126,6 +134,10 @@ module_path() {
 declare -A want_mod=()
 for m in "${MODULES[@]}"; do
   p=$(module_path "$m")
+  if [ -z "$p" ] && grep -q "/${m//[-_]/[-_]}\.ko\$" "$MODDIR/modules.builtin"; then
+    say "$m is built into the kernel"     # 6.12: virtio_pci, virtio_console
+    continue
+  fi
   [ -n "$p" ] || die "module $m not found in $MODDIR"
   want_mod[$p]=1
 done
@@ -234,6 +246,13 @@ done
 rm -f usr/bin/sh
 ln -s dash usr/bin/sh
 
+# opensm: its libraries go into the stage first, so that the closure below finds them there.
+say "opensm from $OPENSM"
+install_bin "$OPENSM/usr/sbin/opensm" usr/sbin
+ELFS+=(usr/sbin/opensm)
+cp -P "$OPENSM/usr/lib/$MULTIARCH"/lib*.so.* "usr/lib/$MULTIARCH/"
+mkdir -p etc/opensm var/cache/opensm var/log
+
 if [ -d "$GUEST_TESTS" ]; then
   for f in "$GUEST_TESTS"/*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
@@ -289,4 +308,4 @@ find . | LC_ALL=C sort |
 mv "$OUT/initramfs.cpio.gz.tmp" "$OUT/initramfs.cpio.gz"
 mv "$OUT/vmlinuz.tmp" "$OUT/vmlinuz"
 echo "$want" > "$STAMP"
-say "done: build/vmlinuz, build/initramfs.cpio.gz ($(du -h "$OUT/initramfs.cpio.gz" | cut -f1))"
+say "done: $OUT/vmlinuz, $OUT/initramfs.cpio.gz ($(du -h "$OUT/initramfs.cpio.gz" | cut -f1))"

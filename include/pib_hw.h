@@ -326,7 +326,13 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(MAD_IFC,        mad_ifc,        0x21) /* in.mbox -> struct pib_mad_ifc_in; resp:   */ \
 	                                        /*     the 256-byte response MAD; result0:   */ \
 	                                        /*     PIB_MAD_IFC_*                         */ \
-	X(SET_NODE_DESC,  set_node_desc,  0x22) /* in.mbox -> 64 bytes of NodeDescription    */
+	X(SET_NODE_DESC,  set_node_desc,  0x22) /* in.mbox -> 64 bytes of NodeDescription    */ \
+	/* Multicast. */                                                                       \
+	X(ATTACH_MCAST,   attach_mcast,   0x23) /* in.mcast: a UD QP joins a group           */ \
+	X(DETACH_MCAST,   detach_mcast,   0x24) /* in.mcast: ... leaves it (BAD_PARAM if it  */ \
+	                                        /*     was not attached)                     */ \
+	X(ALLOC_MR,       alloc_mr,       0x25) /* in.alloc_mr: a fast-registration MR;      */ \
+	                                        /*     result0: lkey, result1: rkey          */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -453,6 +459,30 @@ struct pib_cmd_alloc_mw {
 	pib_u32 type;           /* 1 or 2                                                      */
 };
 
+/*
+ * ATTACH_MCAST / DETACH_MCAST: the multicast group (its MGID, ff..., and MLID, 0xc000..0xfffe,
+ * as the SA assigned them) and the UD QP.  A packet to the MLID whose GRH names the MGID
+ * reaches every attached QP of this HCA, also one sent by this HCA (loopback).  Attaching twice
+ * is no error; detaching a QP that is not attached is BAD_PARAM.  Destroying a QP detaches it.
+ */
+struct pib_cmd_mcast {
+	pib_u32 qpn;
+	pib_u16 mlid;
+	pib_u16 rsvd;
+	pib_u8  mgid[16];
+};
+
+/*
+ * ALLOC_MR: a fast-registration MR (ib_alloc_mr's IB_MR_TYPE_MEM_REG) in a PD, for up to
+ * max_num_sg pages (at most max_fast_reg_pages): it has keys but no memory, and is invalid
+ * until a REG_MR WQE registers it (struct pib_reg_mr_wqe).  DEREG_MR frees it, named by any
+ * key with its index (the key byte last chosen may be a REG_MR's that never ran).
+ */
+struct pib_cmd_alloc_mr {
+	pib_u32 pdn;
+	pib_u32 max_num_sg;
+};
+
 /* A command whose input does not fit in 48 bytes points at a mailbox in guest memory. */
 struct pib_cmd_mbox {
 	pib_u64 addr;           /* guest-physical address of the input structure              */
@@ -479,6 +509,8 @@ struct pib_admin_cmd {
 		struct pib_cmd_create_srq create_srq;
 		struct pib_cmd_modify_srq modify_srq;
 		struct pib_cmd_alloc_mw alloc_mw;
+		struct pib_cmd_mcast mcast;
+		struct pib_cmd_alloc_mr alloc_mr;
 	} in;
 };
 
@@ -702,7 +734,11 @@ struct pib_device_attr {
 	pib_u8  local_ca_ack_delay;
 	pib_u8  phys_port_cnt;
 	pib_u32 num_uars;
-	pib_u32 rsvd[8];
+	pib_u32 max_mcast_grp;  /* multicast groups                                            */
+	pib_u32 max_mcast_qp_attach;   /* QPs attached to one group                            */
+	pib_u32 max_total_mcast_qp_attach; /* attachments in all                               */
+	pib_u32 max_fast_reg_pages; /* pages one REG_MR WQE may map (ALLOC_MR's max_num_sg)     */
+	pib_u32 rsvd[4];
 };
 
 struct pib_port_attr {
@@ -776,6 +812,10 @@ struct pib_port_attr {
 	X(RX_DROP_ACCESS,      rx_drop_access)       /* bad rkey/range/rights, NAK sent     */ \
 	X(RX_DROP_VL15,        rx_drop_vl15)         /* an SMP QP0 could not take, or a     */ \
 	                                             /* VL15 packet not for QP0             */ \
+	X(RX_DROP_MCAST,       rx_drop_mcast)        /* multicast: no GRH, not QP 0xffffff, */ \
+	                                             /* or a group no QP here joined        */ \
+	X(RX_MCAST_PACKETS,    rx_mcast_packets)     /* multicast packets taken             */ \
+	X(TX_MCAST_PACKETS,    tx_mcast_packets)     /* multicast packets sent              */ \
 	X(TX_DROP_PORT_DOWN,   tx_drop_port_down)    /* DOWN, or INIT/ARMED (SMPs only)     */ \
 	X(TX_DROP_TXQ_FULL,    tx_drop_txq_full)                                               \
 	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */
@@ -805,12 +845,18 @@ enum pib_counter {
 #define PIB_DEV_CAP_SRQ            (1u << 5)
 #define PIB_DEV_CAP_RC_RNR_NAK_GEN (1u << 6)  /* responder generates RNR NAKs              */
 #define PIB_DEV_CAP_MEM_WINDOW     (1u << 7)
+#define PIB_DEV_CAP_MEM_MGT_EXT    (1u << 8)  /* ALLOC_MR, REG_MR and LOCAL_INV WQEs,     */
+                                              /* SEND_INV (IB_DEVICE_MEM_MGT_EXTENSIONS) */
 
 /* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */
 #define PIB_MAX_SGE            16     /* SGEs in a WQE                                     */
 #define PIB_MAX_QP_WR          4096   /* ring depth                                        */
 #define PIB_MAX_CQE            65536
+#define PIB_MAX_MCAST_GRP      64     /* multicast groups the HCA joins                    */
+#define PIB_MAX_MCAST_QP       16     /* QPs attached to one group                         */
+#define PIB_MCAST_QPN          0xffffff /* BTH DestQP of a multicast packet                */
+#define PIB_MAX_FAST_REG_PAGES 512    /* a REG_MR WQE's pages (2 MiB in 4 KiB pages)       */
 
 #define PIB_NUM_PORTS          1
 #define PIB_PORT_NUM           1      /* the one port's number (IB counts ports from 1)      */
@@ -831,6 +877,8 @@ PIB_STATIC_ASSERT(sizeof(struct pib_port_attr) == 88, "port attr layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_reg_mr) <= 48, "reg_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_cq) <= 48, "create_cq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_srq) <= 48, "create_srq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_mcast) <= 48, "mcast fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_alloc_mr) <= 48, "alloc_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 

@@ -53,12 +53,14 @@ enum pib_wqe_opcode {
 	PIB_WQE_ATOMIC_FA      = 0x07, /* fetch and add                                        */
 	PIB_WQE_LOCAL_INV      = 0x08,
 	PIB_WQE_BIND_MW        = 0x09,
+	PIB_WQE_REG_MR         = 0x0a, /* fast registration: struct pib_reg_mr_wqe            */
 	PIB_WQE_OPCODE_MAX
 };
 
 /*
  * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
- * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV) on the connected ones;
+ * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV, REG_MR) on the
+ * connected ones;
  * SEND with invalidate, READ and atomics on RC alone (no UC packet carries an IETH).  The
  * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
  * request before writing it.
@@ -73,6 +75,7 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	case PIB_WQE_RDMA_WRITE_IMM:
 	case PIB_WQE_LOCAL_INV:
 	case PIB_WQE_BIND_MW:
+	case PIB_WQE_REG_MR:
 		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_UC;
 	case PIB_WQE_SEND_INV:
 	case PIB_WQE_RDMA_READ:
@@ -84,10 +87,11 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	}
 }
 
-/* BIND_MW and LOCAL_INV act on the local HCA only: no packet, no PSN, no data. */
+/* BIND_MW, LOCAL_INV and REG_MR act on the local HCA only: no packet, no PSN, no data. */
 static inline bool pib_wqe_is_local(pib_u32 opcode)
 {
-	return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV;
+	return opcode == PIB_WQE_BIND_MW || opcode == PIB_WQE_LOCAL_INV ||
+	       opcode == PIB_WQE_REG_MR;
 }
 
 /* READ and atomics: the requests that take a responder resource (max_rd_atomic). */
@@ -118,7 +122,8 @@ struct pib_send_wqe {
 	pib_u8  rsvd0;
 	pib_u32 imm_inv;        /* 0x04 immediate data (as on the wire) or rkey to invalidate  */
 	pib_u64 wr_id;          /* 0x08 returned in the CQE                                    */
-	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA                                */
+	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA (a UD QP: the GRH of the       */
+	                        /*      address vector here and at 0x20, struct pib_ud_wqe)     */
 	pib_u32 rkey;           /* 0x18 RDMA / atomic rkey                                     */
 	pib_u32 inline_len;     /* 0x1c bytes of inline payload                                */
 	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand               */
@@ -133,6 +138,37 @@ struct pib_send_wqe {
 	                        /*      their own (MODIFY_QP)                                  */
 	pib_u16 rsvd2;
 	/* 0x40: struct pib_sge sge[num_sge] or inline bytes */
+};
+
+/* ---- UD: the control segment of a send WQE on a UD QP, QP0 or QP1 (64 bytes) ------------
+ * The same WQE as struct pib_send_wqe, seen as a datagram's: the space RDMA and atomics use
+ * holds the GRH part of the address vector.  With PIB_UD_AV_F_GRH the packet carries a GRH
+ * (hop limit, traffic class, flow label, the SGID at sgid_index, dgid), as a multicast send
+ * must; the destination LID, QP, Q_Key and SL are at the offsets struct pib_send_wqe names.
+ */
+#define PIB_UD_AV_F_GRH        (1u << 0)
+struct pib_ud_wqe {
+	pib_u8  opcode;         /* 0x00 as in struct pib_send_wqe                              */
+	pib_u8  flags;
+	pib_u8  num_sge;
+	pib_u8  rsvd0;
+	pib_u32 imm_inv;        /* 0x04                                                        */
+	pib_u64 wr_id;          /* 0x08                                                        */
+	pib_u32 flow_label;     /* 0x10 GRH: [19:0] flow label                                 */
+	pib_u8  traffic_class;  /* 0x14 GRH                                                    */
+	pib_u8  hop_limit;      /* 0x15 GRH                                                    */
+	pib_u8  sgid_index;     /* 0x16 GRH: the source GID's index in the port's GID table    */
+	pib_u8  av_flags;       /* 0x17 PIB_UD_AV_F_*                                          */
+	pib_u32 rsvd1;          /* 0x18                                                        */
+	pib_u32 inline_len;     /* 0x1c as in struct pib_send_wqe                              */
+	pib_u8  dgid[16];       /* 0x20 GRH: the destination GID (a multicast group's MGID)     */
+	pib_u32 ud_qpn;         /* 0x30 as in struct pib_send_wqe (0xffffff: multicast)         */
+	pib_u32 ud_qkey;        /* 0x34                                                        */
+	pib_u16 ud_dlid;        /* 0x38                                                        */
+	pib_u8  ud_sl;          /* 0x3a                                                        */
+	pib_u8  rsvd2;
+	pib_u16 ud_pkey_index;  /* 0x3c                                                        */
+	pib_u16 rsvd3;
 };
 
 /* ---- BIND_MW: the control segment of a PIB_WQE_BIND_MW send WQE (64 bytes, no SGEs) -------
@@ -157,6 +193,30 @@ struct pib_bind_mw_wqe {
 	pib_u32 mr_lkey;        /* 0x24 the MR the window lies in (unused when length is 0)    */
 	pib_u32 access;         /* 0x28 PIB_ACCESS_REMOTE_* (+ zero-based: not supported)      */
 	pib_u8  rsvd1[20];
+};
+
+/* ---- REG_MR: the control segment of a fast registration (64 bytes, no SGEs) ---------------
+ * Registers the MR that ALLOC_MR made (a fast-registration MR, invalid until now) for
+ * [iova, iova + length) on npages 4 KiB pages, whose guest-physical addresses the device reads
+ * from pbl_addr (npages little-endian u64) when it executes the WQE, in send-queue order.  The
+ * MR's keys become key: its index must be the MR's, its low byte is the consumer's new key
+ * byte.  The MR must be in the QP's PD and invalid (a valid one is LOCAL_INV'ed first);
+ * npages may not pass the MR's max_num_sg; remote write or atomic access needs local write.
+ * Failures complete with LOC_PROT_ERR (LOC_LEN_ERR: too many pages) and change nothing.
+ */
+struct pib_reg_mr_wqe {
+	pib_u8  opcode;         /* 0x00 PIB_WQE_REG_MR                                         */
+	pib_u8  flags;          /* 0x01 PIB_WQE_F_*                                            */
+	pib_u8  page_shift;     /* 0x02 12: 4 KiB pages (the only size the device maps)        */
+	pib_u8  rsvd0;
+	pib_u32 key;            /* 0x04 the MR's new lkey/rkey                                 */
+	pib_u64 wr_id;          /* 0x08                                                        */
+	pib_u64 iova;           /* 0x10                                                        */
+	pib_u64 length;         /* 0x18                                                        */
+	pib_u64 pbl_addr;       /* 0x20 guest-physical address of the page list                */
+	pib_u32 npages;         /* 0x28                                                        */
+	pib_u32 access;         /* 0x2c PIB_ACCESS_*                                           */
+	pib_u8  rsvd1[16];
 };
 
 /* LOCAL_INV uses struct pib_send_wqe with imm_inv = the rkey to invalidate (MR or MW). */
@@ -253,6 +313,7 @@ enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode 
 	PIB_CQE_FETCH_ADD      = 0x04,
 	PIB_CQE_BIND_MW        = 0x05,
 	PIB_CQE_LOCAL_INV      = 0x06,
+	PIB_CQE_REG_MR         = 0x07,
 	PIB_CQE_RECV           = 0x80,
 	PIB_CQE_RECV_RDMA_IMM  = 0x81,
 };
@@ -313,6 +374,10 @@ struct pib_cqe {
 	pib_u16 wqe_index;      /* 0x1e index (mod 2^16) of the WQE this completes, so the      */
 	                        /*      consumer can retire SQ slots up to it                    */
 };
+/* The fields a datagram receive CQE packs next to the QPNs (qpn [31:24], src_qp [30:24]). */
+#define PIB_CQE_PKEY_INDEX_SHIFT    24
+#define PIB_CQE_PATH_BITS_SHIFT     24
+#define PIB_CQE_PATH_BITS_MASK      0x7fu
 
 /* ---- Completion event queue (CEQ) entry: 8 bytes ------------------------------------------
  * When a completion is written to an armed CQ (any completion for "next", a solicited or
@@ -329,6 +394,8 @@ struct pib_ceqe {
 PIB_STATIC_ASSERT(sizeof(struct pib_sge) == 16, "SGE is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 64, "send WQE control segment is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_bind_mw_wqe) == 64, "bind WQE is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_ud_wqe) == 64, "UD WQE is 64 bytes");
+PIB_STATIC_ASSERT(sizeof(struct pib_reg_mr_wqe) == 64, "REG_MR WQE is 64 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 16, "receive WQE header is 16 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 32, "CQE is 32 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");

@@ -10,12 +10,16 @@ PKGS=(
   ninja-build meson libglib2.0-dev libpixman-1-dev flex bison libfdt-dev zlib1g-dev
   # QEMU firmware (we do not build it)
   qemu-system-data seabios
+  # PIB_STACK=trixie: the Debian 13 build root (mk/root.sh)
+  mmdebstrap
   # rdma-core 56.1 build
   cmake libnl-3-dev libnl-route-3-dev libudev-dev
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, llvm-cov/symbolizer
   clang libclang-rt-14-dev llvm
   # guest userland taken from Debian 12 binaries
   busybox-static qemu-guest-agent perftest iproute2
+  # ... and a library of the guest's opensm (libwrap0 needs it; mk/fetch.sh opensm)
+  libnsl2
   # make bench: the bandwidth chart
   python3-matplotlib
 )

@@ -6,14 +6,21 @@
 #   mk/fetch.sh kernel    -> $PIB_CACHE/kernel/<abi>/root/       (linux-image + headers, dpkg -x)
 #   mk/fetch.sh kernel-abi -> the current linux-image-amd64 ABI (6.1.0-NN); the Makefile resolves
 #                            it once per run and passes it down as PIB_KERNEL_ABI
+#   mk/fetch.sh archive-uri -> the Debian archive that the machine's apt configuration uses
+#   mk/fetch.sh opensm    -> $PIB_CACHE/debs/opensm-<ver>-<sum>/root/  (Debian 12's opensm and
+#                            its libraries, dpkg -x: for the guest image, never the host)
+#
+# The QEMU version and the kernel follow the stack (PIB_STACK, mk/stack.sh): Debian 12's from
+# the host's apt, or Debian 13's from the apt lists of the Debian 13 root (mk/root.sh).
 #
 # Everything comes through apt: hashes are checked against Debian's signed indexes, and the
 # archive address is the one the machine's own apt configuration uses. A directory is only
 # trusted when its ".done" stamp (which records the sha256 of its inputs) exists.
 set -euo pipefail
 
+source "$(dirname "$0")/stack.sh"
 CACHE=${PIB_CACHE:-$HOME/.cache/pib}
-QEMU_VER=1:7.2+dfsg-7+deb12u18
+QEMU_VER=$STACK_QEMU_VER
 RDMA_VER=56.1-1
 DL=$CACHE/dl
 APTD=$CACHE/apt
@@ -28,12 +35,17 @@ papt() {
           -o Dir::State::Lists="$APTD/lists" -o Dir::Cache="$APTD/cache" \
           -o Debug::NoLocking=1 -o APT::Sandbox::User=root "$@"
 }
-papt_setup() {
-  [ -f "$APTD/.updated" ] && return 0
+archive_uri() {
   local uri
   uri=$(awk '/^URIs:/ {print $2}' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | grep -m1 debian || true)
   [ -n "$uri" ] || uri=$(awk '$1=="deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
   [ -n "$uri" ] || { say "cannot find the Debian archive in the apt configuration"; exit 1; }
+  echo "$uri"
+}
+papt_setup() {
+  [ -f "$APTD/.updated" ] && return 0
+  local uri
+  uri=$(archive_uri)
   mkdir -p "$APTD/etc" "$APTD/lists/partial" "$APTD/cache/archives/partial"
   cat > "$APTD/etc/pib.sources" <<SRC
 Types: deb-src
@@ -96,23 +108,30 @@ fetch_rdma_core() {
   echo "$dir"
 }
 
-# The kernel ABI (6.1.0-NN) moves with point releases: resolve it from linux-image-amd64.
+# kapt CMD...: apt-get/apt-cache for the stack's kernel: the host's for Debian 12, the Debian 13
+# root's (whose lists were taken when the root was made) for Debian 13.
+kapt() { stack_run "$@"; }
+
+# The kernel ABI (6.1.0-NN, 6.12.NN+deb13) moves with point releases: resolve it from
+# linux-image-amd64.  On trixie, nothing before the root exists (the Makefile asks at parse time).
 kernel_abi() {
-  apt-cache depends linux-image-amd64 2>/dev/null | awk -F'linux-image-' '/Depends: linux-image-[0-9]/ {sub("-amd64","",$2); print $2; exit}'
+  [ "$STACK_ROOT" = 1 ] && ! bash "$PIB_TOP/mk/root.sh" exists && return 0
+  kapt apt-cache depends linux-image-amd64 2>/dev/null | awk -F'linux-image-' '/Depends: linux-image-[0-9]/ {sub("-amd64","",$2); print $2; exit}'
 }
 
 fetch_kernel() {
+  [ "$STACK_ROOT" = 1 ] && bash "$PIB_TOP/mk/root.sh" path >/dev/null
   local abi=${PIB_KERNEL_ABI:-$(kernel_abi)}
-  [ -n "$abi" ] || { apt-get update -q >&2; abi=$(kernel_abi); }
+  [ -n "$abi" ] || [ "$STACK_ROOT" = 1 ] || { apt-get update -q >&2; abi=$(kernel_abi); }
   [ -n "$abi" ] || { say "cannot resolve linux-image-amd64"; exit 1; }
   local dir=$CACHE/kernel/$abi
   [ -f "$dir/.done" ] && { echo "$dir"; return; }
   local kbuild
-  kbuild=$(apt-cache depends "linux-headers-$abi-amd64" | awk '/Depends: linux-kbuild-/ {print $2; exit}')
+  kbuild=$(kapt apt-cache depends "linux-headers-$abi-amd64" | awk '/Depends: linux-kbuild-/ {print $2; exit}')
   local pkgs=("linux-image-$abi-amd64" "linux-headers-$abi-amd64" "linux-headers-$abi-common" "$kbuild")
   say "download ${pkgs[*]}"
   mkdir -p "$DL/kernel"
-  (cd "$DL/kernel" && apt-get download -q -o APT::Sandbox::User=root "${pkgs[@]}" >&2)   # apt checks the hashes
+  (cd "$DL/kernel" && kapt apt-get download -q -o APT::Sandbox::User=root "${pkgs[@]}" >&2)   # apt checks the hashes
   rm -rf "$dir"; mkdir -p "$dir/root"
   local p deb
   for p in "${pkgs[@]}"; do
@@ -120,6 +139,9 @@ fetch_kernel() {
     say "unpack $(basename "$deb")"
     dpkg-deb -x "$deb" "$dir/root"
   done
+  # Debian 13's packages are merged-/usr (usr/lib/modules); depmod -b and the image builder
+  # look in lib/modules.
+  [ -e "$dir/root/lib" ] || ln -s usr/lib "$dir/root/lib"
   # The headers' Makefile includes the common tree by absolute path; point it into the cache.
   sed -i "s|^include /usr/src/|include $dir/root/usr/src/|" "$dir/root/usr/src/linux-headers-$abi-amd64/Makefile"
   (cd "$DL/kernel" && for p in "${pkgs[@]}"; do sha256sum "${p}_"*.deb; done) > "$dir/.done"
@@ -127,10 +149,41 @@ fetch_kernel() {
   echo "$dir"
 }
 
+# The guest's subnet manager: Debian 12's opensm and the libraries of it that the host does not
+# have, unpacked.  It runs against the guest's libibumad (rdma-core 56.1, same soname).  The
+# directory is keyed by the version and by the packages' sha256 in the signed index, so a
+# rebuilt package with the same version gets a directory of its own.
+OPENSM_DEBS=(opensm libopensm9 libosmcomp5 libosmvendor5 libwrap0)
+fetch_opensm() {
+  local ver sum
+  ver=$(apt-cache show --no-all-versions opensm 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+  [ -n "$ver" ] || { apt-get update -q >&2; ver=$(apt-cache show --no-all-versions opensm | awk '/^Version:/ {print $2; exit}'); }
+  [ -n "$ver" ] || { say "opensm is not in the apt lists"; exit 1; }
+  sum=$(apt-cache show --no-all-versions "${OPENSM_DEBS[@]}" | awk '/^SHA256:/ {print $2}' |
+        sha256sum | cut -c1-12)
+  local dir=$CACHE/debs/opensm-$ver-$sum
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  say "download ${OPENSM_DEBS[*]}"
+  mkdir -p "$DL/debs"
+  (cd "$DL/debs" && apt-get download -q -o APT::Sandbox::User=root "${OPENSM_DEBS[@]}" >&2)   # apt checks the hashes
+  rm -rf "$dir"; mkdir -p "$dir/root"
+  local p deb
+  for p in "${OPENSM_DEBS[@]}"; do
+    deb=$(ls -t "$DL/debs/${p}_"*.deb | head -n1)
+    say "unpack $(basename "$deb")"
+    dpkg-deb -x "$deb" "$dir/root"
+    sha256sum "$deb" >> "$dir/.done.tmp"
+  done
+  mv "$dir/.done.tmp" "$dir/.done"
+  echo "$dir"
+}
+
 case ${1:-} in
+  archive-uri) archive_uri ;;
   kernel-abi) kernel_abi ;;
   qemu) fetch_qemu ;;
   rdma-core) fetch_rdma_core ;;
   kernel) fetch_kernel ;;
-  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi" >&2; exit 2 ;;
+  opensm) fetch_opensm ;;
+  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri|opensm" >&2; exit 2 ;;
 esac

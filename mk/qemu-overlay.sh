@@ -1,5 +1,6 @@
-# Source this: the pib overlay on Debian's QEMU 7.2 tree, shared by every build of QEMU with our
-# device (qemu-hw/build.sh for the emulator and the qtests, tests/fuzz/build-qemu-fuzz.sh for the
+# Source this: the pib overlay on Debian's QEMU tree (7.2 or 10.0, mk/stack.sh), shared by every
+# build of QEMU with our device (qemu-hw/build.sh for the emulator and the qtests,
+# tests/fuzz/build-qemu-fuzz.sh for the
 # generic-fuzz binary).
 #
 #   qemu_overlay TOP SRC

@@ -45,7 +45,7 @@
                          PIB_DEV_CAP_ATOMIC | PIB_DEV_CAP_UC | \
                          PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
                          PIB_DEV_CAP_RC_RNR_NAK_GEN | \
-                         PIB_DEV_CAP_MEM_WINDOW)
+                         PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT)
 
 /*
  * Names for traces, from the lists in include/pib_hw.h
@@ -308,6 +308,10 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .local_ca_ack_delay  = 15,
         .phys_port_cnt       = PIB_NUM_PORTS,
         .num_uars            = cpu_to_le32(PIB_NUM_UARS),
+        .max_mcast_grp       = cpu_to_le32(PIB_MAX_MCAST_GRP),
+        .max_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_QP),
+        .max_total_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_GRP * PIB_MAX_MCAST_QP),
+        .max_fast_reg_pages  = cpu_to_le32(PIB_MAX_FAST_REG_PAGES),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));

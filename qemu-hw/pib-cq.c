@@ -48,6 +48,8 @@ uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode)
         return PIB_CQE_LOCAL_INV;
     case PIB_WQE_BIND_MW:
         return PIB_CQE_BIND_MW;
+    case PIB_WQE_REG_MR:
+        return PIB_CQE_REG_MR;
     default:
         return PIB_CQE_SEND;
     }

@@ -21,8 +21,9 @@
  *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
  *   pib-sma.c     the subnet management agent (pib-mgmt.h)
  *   pib-pma.c     the performance management agent (pib-mgmt.h)
+ *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
- *                 checks, BIND_MW, invalidation, DMA through MRs
+ *                 checks, BIND_MW, REG_MR, invalidation, DMA through MRs
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
  *                 completion events (CEQ)
  *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
@@ -48,13 +49,11 @@
 #ifndef HW_PIB_INTERNAL_H
 #define HW_PIB_INTERNAL_H
 
-#include "hw/pci/pci.h"
-#include "chardev/char-fe.h"
 #include "qemu/log.h"
 #include "qemu/queue.h"
 #include "qemu/timer.h"
 #include "qom/object.h"
-#include "sysemu/dma.h"
+#include "pib-compat.h"         /* PCIDevice, DMA, chardev: per QEMU version */
 
 #include "include/pib_hw.h"
 #include "include/pib_wqe.h"
@@ -197,7 +196,7 @@ static inline uint32_t pib_packet_ib_len(const PibPacket *p)
 typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
 
 typedef struct PibLink {
-    CharBackend chr;
+    CharFrontend chr;
     bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
     QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
 
@@ -263,7 +262,10 @@ typedef struct PibMr {
     uint64_t length;
     uint32_t npages;
     uint64_t *pages;        /* guest-physical 4 KiB pages, copied at REG_MR */
-    bool invalid;           /* LOCAL_INV / SEND_WITH_INV: its keys fail */
+    uint32_t max_pages;     /* page list entries it holds (the MTT budget) */
+    bool fast_reg;          /* ALLOC_MR: registered by REG_MR WQEs */
+    bool invalid;           /* LOCAL_INV / SEND_WITH_INV, or a fast-reg MR */
+                            /* not registered yet: its keys fail */
     uint32_t mw_bound;      /* windows bound to it: DEREG_MR says BUSY */
 } PibMr;
 
@@ -338,6 +340,20 @@ typedef struct PibSge {
     uint32_t lkey;
 } PibSge;
 
+/* Address vector (primary path). */
+typedef struct PibAv {
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    bool grh;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    uint32_t flow_label;
+    uint8_t dgid[16];
+} PibAv;
+
 /* A send WQE as fetched and checked (host order). */
 typedef struct PibSendWqe {
     uint8_t opcode;         /* enum pib_wqe_opcode */
@@ -353,12 +369,17 @@ typedef struct PibSendWqe {
     uint16_t ud_dlid;
     uint8_t ud_sl;
     uint16_t ud_pkey_index;  /* GSI only */
+    bool ud_grh;             /* the address vector has a GRH: ud_av */
+    PibAv ud_av;             /* its GRH fields (and dlid, sl) */
     uint32_t num_sge;
     PibSge sge[PIB_MAX_SGE];
     uint32_t inline_len;
     uint8_t inline_data[PIB_MAX_INLINE_DATA];
     uint64_t length;        /* message length: SGE or inline bytes */
-    struct pib_bind_mw_wqe bind;    /* BIND_MW: the control segment, raw */
+    union {                 /* BIND_MW, REG_MR: the control segment, raw */
+        struct pib_bind_mw_wqe bind;
+        struct pib_reg_mr_wqe reg;
+    };
 } PibSendWqe;
 
 /* A receive WQE as fetched and checked (from the QP's RQ or its SRQ). */
@@ -411,24 +432,11 @@ typedef struct PibWqeMeta {
     uint8_t state;          /* PibWqeState */
     uint8_t status;         /* enum pib_cqe_status, for PIB_WQE_ERROR */
     bool rd_atomic;         /* counted in PibReq.rd_atomic */
-    bool local;             /* BIND_MW / LOCAL_INV: done at once, no PSN */
+    bool local;             /* BIND_MW / REG_MR / LOCAL_INV: at once, no PSN */
 } PibWqeMeta;
 
 #define PIB_SQ_WINDOW           256
 
-/* Address vector (primary path). */
-typedef struct PibAv {
-    uint16_t dlid;
-    uint8_t sl;
-    uint8_t src_path_bits;
-    uint8_t static_rate;
-    bool grh;
-    uint8_t sgid_index;
-    uint8_t hop_limit;
-    uint8_t traffic_class;
-    uint32_t flow_label;
-    uint8_t dgid[16];
-} PibAv;
 
 /*
  * Requester (pib-req.c).  The meta ring is valid for SQ indices
@@ -580,6 +588,14 @@ typedef struct PibInject {
     PibIrqDelay irq[PIB_MSIX_VECTORS];
 } PibInject;
 
+/* A multicast group some QP of this HCA joined (pib-mcast.c); free while nqps is 0. */
+typedef struct PibMcastGroup {
+    uint8_t mgid[16];
+    uint16_t mlid;
+    uint32_t nqps;
+    uint32_t qpns[PIB_MAX_MCAST_QP];
+} PibMcastGroup;
+
 typedef QTAILQ_HEAD(, PibQp) PibQpList;
 typedef QTAILQ_HEAD(, PibCq) PibCqList;
 
@@ -633,6 +649,7 @@ struct PibState {
      */
     uint64_t counters[PIB_CNT_MAX];
 
+    PibMcastGroup mcast[PIB_MAX_MCAST_GRP];
     PibPort port;
     PibMgmtNode mgmt;       /* the node the management agents answer for */
     PibMgmtPort *mgmt_ports[PIB_NUM_PORTS + 1];
@@ -676,6 +693,11 @@ static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
 static inline bool pib_lid_is_unicast(uint16_t lid)
 {
     return lid >= 0x0001 && lid <= 0xbfff;
+}
+
+static inline bool pib_lid_is_multicast(uint16_t lid)
+{
+    return lid >= PIB_LID_MULTICAST_BASE && lid != PIB_LID_PERMISSIVE;
 }
 
 /* IB MTU enum (1..5) -> bytes */
@@ -766,6 +788,7 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir);
 uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
+uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
 bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t num_sge, uint64_t offset, void *buf,
@@ -918,6 +941,7 @@ void pib_rx_link(PibState *s, PibPacket *p);
 void pib_rx_run(PibState *s);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);
+void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi);
 
 /* pib-inject.c */
 void pib_inject_init(PibState *s);
@@ -958,5 +982,11 @@ bool pib_lid_is_ours(const PibState *s, uint16_t lid);
 uint16_t pib_port_pkey(const PibState *s, uint16_t idx);
 void pib_port_bad_pkey(PibState *s, const PibPktInfo *pi);
 void pib_port_gid(const PibState *s, uint8_t gid[16]);
+
+/* pib-mcast.c */
+void pib_mcast_detach_qp(PibState *s, uint32_t qpn);
+void pib_mcast_reset(PibState *s);
+bool pib_mcast_local(PibState *s, uint16_t mlid);
+enum pib_counter pib_mcast_deliver(PibState *s, PibPktInfo *pi);
 
 #endif /* HW_PIB_INTERNAL_H */

@@ -316,6 +316,17 @@ void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
         pib_rx_enqueue(s, p);
         return;
     }
+    if (pib_lid_is_multicast(dlid)) {
+        pib_count(s, PIB_CNT_TX_MCAST_PACKETS, 1);
+        /* A group some QP here joined gets a copy too (IBTA 10.5.2.9 loopback). */
+        if (pib_mcast_local(s, dlid) && s->rxq_len < PIB_QUEUE_HARD_MAX) {
+            PibPacket *copy = pib_packet_new(s, pib_packet_ib_len(p));
+
+            memcpy(pib_packet_ib(copy), pib_packet_ib(p), pib_packet_ib_len(p));
+            trace_pib_pkt_loopback(s->node_guid, pib_packet_ib_len(p));
+            pib_rx_enqueue(s, copy);
+        }
+    }
     pib_link_enqueue(s, p);
 }
 

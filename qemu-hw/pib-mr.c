@@ -101,6 +101,30 @@ uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
  */
 
 /*
+ * A new MR at index idx of pd, holding a page list of max_pages entries (the
+ * MTT budget it takes), with a new key byte for every reuse of the index:
+ * stale keys fail.  Its keys are the command's result.
+ */
+static PibMr *pib_mr_install(PibState *s, uint32_t idx, PibPd *pd,
+                             uint64_t *pages, uint32_t max_pages,
+                             PibAdminResult *res)
+{
+    PibMr *mr = g_new0(PibMr, 1);
+
+    s->mr_key[idx]++;
+    mr->key = idx << 8 | s->mr_key[idx];
+    mr->pdn = pd->pdn;
+    mr->pages = pages;
+    mr->max_pages = max_pages;
+    s->mr[idx] = mr;
+    s->mtt_pages += max_pages;
+    pd->refcnt++;
+    res->result0 = mr->key;
+    res->result1 = mr->key;
+    return mr;
+}
+
+/*
  * REG_MR.  Every field is checked before anything is allocated: the page
  * count must be exactly what [iova, iova + length) spans, and it must fit the
  * device's page list budget.
@@ -174,23 +198,52 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
         return status;
     }
 
-    /* A new key byte for every reuse of the index: stale keys fail. */
-    s->mr_key[idx]++;
-    mr = g_new0(PibMr, 1);
-    mr->key = idx << 8 | s->mr_key[idx];
-    mr->pdn = pdn;
+    mr = pib_mr_install(s, idx, pd, pages, npages, res);
     mr->access = access;
     mr->flags = flags;
     mr->iova = iova;
     mr->length = length;
     mr->npages = npages;
-    mr->pages = pages;
-    s->mr[idx] = mr;
-    s->mtt_pages += npages;
-    pd->refcnt++;
     trace_pib_mr_reg(mr->key, pdn, access, iova, length, npages);
-    res->result0 = mr->key;
-    res->result1 = mr->key;
+    return PIB_AQ_OK;
+}
+
+/*
+ * ALLOC_MR: a fast-registration MR.  It reserves its page list (max_num_sg
+ * entries of the MTT budget) now, so that a REG_MR WQE never runs out of
+ * room; it is invalid until one registers it.
+ */
+uint8_t pib_cmd_alloc_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res)
+{
+    uint32_t pdn = le32_to_cpu(cmd->in.alloc_mr.pdn);
+    uint32_t max_pages = le32_to_cpu(cmd->in.alloc_mr.max_num_sg);
+    PibPd *pd = pib_pd_lookup(s, pdn);
+    uint32_t idx;
+    PibMr *mr;
+
+    if (!pd) {
+        return pib_cmd_reject("ALLOC_MR", "no such PD", pdn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (max_pages == 0 || max_pages > PIB_MAX_FAST_REG_PAGES) {
+        return pib_cmd_reject("ALLOC_MR", "bad max_num_sg", max_pages,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (max_pages > PIB_MAX_MTT_PAGES - s->mtt_pages) {
+        return pib_cmd_reject("ALLOC_MR", "page list budget exhausted",
+                              max_pages, PIB_AQ_NO_RESOURCES);
+    }
+    idx = pib_table_alloc((void **)s->mr, PIB_MAX_MR);
+    if (!idx) {
+        return pib_cmd_reject("ALLOC_MR", "table full", PIB_MAX_MR,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    mr = pib_mr_install(s, idx, pd, g_new0(uint64_t, max_pages), max_pages,
+                        res);
+    mr->fast_reg = true;
+    mr->invalid = true;
+    trace_pib_obj("create", "fast-reg MR", mr->key);
     return PIB_AQ_OK;
 }
 
@@ -201,7 +254,7 @@ static void pib_mr_free(PibState *s, PibMr *mr)
     if (pd) {
         pd->refcnt--;
     }
-    s->mtt_pages -= mr->npages;
+    s->mtt_pages -= mr->max_pages;
     s->mr[mr->key >> 8] = NULL;
     g_free(mr->pages);
     g_free(mr);
@@ -213,6 +266,14 @@ uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t key = le32_to_cpu(cmd->in.obj.num);
     PibMr *mr = pib_mr_lookup(s, key);
 
+    /*
+     * A fast-registration MR is named by its index: the key byte its
+     * consumer chose last may belong to a REG_MR that never ran.
+     */
+    if (!mr && (key >> 8) >= 1 && (key >> 8) <= PIB_MAX_MR &&
+        s->mr[key >> 8] && s->mr[key >> 8]->fast_reg) {
+        mr = s->mr[key >> 8];
+    }
     if (!mr) {
         return pib_cmd_reject("DEREG_MR", "no such key", key,
                               PIB_AQ_BAD_RESOURCE);
@@ -492,6 +553,95 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
     mw->qpn = qp->qpn;
     mr->mw_bound++;
     trace_pib_mw_bind(qp->qpn, new_rkey, mr->key, addr, length, access);
+    return PIB_WC_SUCCESS;
+}
+
+static uint8_t pib_fast_reg_fail(const PibQp *qp, const char *why,
+                                  uint64_t val, uint8_t status)
+{
+    trace_pib_mr_fast_reg_fail(qp->qpn, why, val);
+    return status;
+}
+
+/*
+ * REG_MR (struct pib_reg_mr_wqe): register the fast-registration MR whose
+ * index key names, in the QP's PD and invalid, for [iova, iova + length) on
+ * the WQE's page list, which the device reads now, in send-queue order (the
+ * driver may rewrite it once the WQE completed).  The MR's keys become key.
+ * Every check comes before any change: a failed REG_MR leaves the MR as it
+ * was.  Returns a completion status.
+ */
+uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
+{
+    PibState *s = qp->s;
+    uint32_t key = le32_to_cpu(r->key);
+    uint32_t idx = key >> 8;
+    uint32_t access = le32_to_cpu(r->access);
+    uint32_t npages = le32_to_cpu(r->npages);
+    uint64_t iova = le64_to_cpu(r->iova);
+    uint64_t length = le64_to_cpu(r->length);
+    PibMr *mr = idx >= 1 && idx <= PIB_MAX_MR ? s->mr[idx] : NULL;
+    g_autofree uint64_t *pages = NULL;
+    uint64_t need;
+    uint32_t i;
+
+    if (!mr || !mr->fast_reg) {
+        return pib_fast_reg_fail(qp, "no fast-registration MR", key,
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    if (mr->pdn != qp->pdn) {
+        return pib_fast_reg_fail(qp, "MR in another PD", mr->pdn,
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    if (!mr->invalid) {
+        return pib_fast_reg_fail(qp, "MR still valid", mr->key,
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    if (r->page_shift != PIB_PAGE_SHIFT) {
+        return pib_fast_reg_fail(qp, "page size", r->page_shift,
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    if ((access & ~PIB_ACCESS_ALL) ||
+        ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
+         !(access & PIB_ACCESS_LOCAL_WRITE))) {
+        return pib_fast_reg_fail(qp, "access bits", access,
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    if (npages > mr->max_pages) {
+        return pib_fast_reg_fail(qp, "more pages than max_num_sg", npages,
+                                 PIB_WC_LOC_LEN_ERR);
+    }
+    need = DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length, PIB_PAGE_SIZE);
+    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova ||
+        npages < need) {
+        return pib_fast_reg_fail(qp, "length outside the pages", length,
+                                 PIB_WC_LOC_LEN_ERR);
+    }
+    /* The page list, into a scratch copy: a bad one changes nothing. */
+    pages = g_new(uint64_t, npages);
+    if (!pib_dma_read(s, le64_to_cpu(r->pbl_addr), pages,
+                      (size_t)npages * sizeof(uint64_t), "REG_MR page list")) {
+        return pib_fast_reg_fail(qp, "page list unreadable",
+                                 le64_to_cpu(r->pbl_addr),
+                                 PIB_WC_LOC_PROT_ERR);
+    }
+    for (i = 0; i < npages; i++) {
+        pages[i] = le64_to_cpu(pages[i]);
+        if (pages[i] & (PIB_PAGE_SIZE - 1)) {
+            return pib_fast_reg_fail(qp, "unaligned page", pages[i],
+                                     PIB_WC_LOC_PROT_ERR);
+        }
+    }
+
+    memcpy(mr->pages, pages, (size_t)npages * sizeof(uint64_t));
+    mr->npages = npages;
+    mr->iova = iova;
+    mr->length = length;
+    mr->access = access;
+    mr->key = key;
+    s->mr_key[idx] = key & 0xff;
+    mr->invalid = false;
+    trace_pib_mr_reg(mr->key, mr->pdn, access, iova, length, npages);
     return PIB_WC_SUCCESS;
 }
 

@@ -325,7 +325,8 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
             return PIB_CNT_RX_DROP_MALFORMED;
         }
         pib_port_gid(s, gid);
-        if (memcmp(pi->grh.dgid, gid, sizeof(gid))) {
+        /* A multicast packet's DGID is its group's: pib_mcast_deliver() checks it. */
+        if (!pib_lid_is_multicast(pi->dlid) && memcmp(pi->grh.dgid, gid, sizeof(gid))) {
             return PIB_CNT_RX_DROP_DLID;
         }
         pi->has_grh = true;
@@ -409,12 +410,13 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
 static enum pib_counter pib_pkt_admit(PibState *s, PibPktInfo *pi)
 {
     bool smp = pi->dqpn == PIB_QPN_SMI;
+    bool mcast = pib_lid_is_multicast(pi->dlid);
     int idx;
 
     if (!pib_port_link_up(s) || (!smp && s->port.sm == PIB_PSM_INIT)) {
         return PIB_CNT_RX_DROP_PORT_DOWN;
     }
-    if (!pib_lid_is_ours(s, pi->dlid) &&
+    if (!pib_lid_is_ours(s, pi->dlid) && !mcast &&
         !(smp && pi->dlid == PIB_LID_PERMISSIVE)) {
         return PIB_CNT_RX_DROP_DLID;
     }
@@ -472,13 +474,29 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
     trace_pib_pkt_rx(s->node_guid, pib_op_name(pi.opcode), pi.slid, pi.dqpn,
                      pi.psn, pi.ackreq, pi.paylen);
 
+    if (pib_lid_is_multicast(pi.dlid)) {
+        why = pib_mcast_deliver(s, &pi);
+        if (why != PIB_CNT_MAX) {
+            pib_pkt_drop(s, why, &pi);
+        }
+        return;
+    }
     qp = pib_qp_lookup(s, pi.dqpn);
     if (!qp) {
         pib_pkt_drop(s, PIB_CNT_RX_DROP_NO_QP, &pi);
         return;
     }
-    if (!pib_transport_ok(pi.opcode, qp->type)) {
-        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_TYPE, &pi);
+    pib_pkt_to_qp(s, qp, &pi);
+}
+
+/*
+ * A packet for one QP: the checks that need the QP, then the responder (requests) or the
+ * completer (RC responses).  A multicast packet comes here once per attached QP.
+ */
+void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi)
+{
+    if (!pib_transport_ok(pi->opcode, qp->type)) {
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_TYPE, pi);
         return;
     }
     /* Only RTR and later receive: RESET, INIT and ERR drop. */
@@ -489,25 +507,25 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
     case PIB_QPS_SQE:
         break;
     default:
-        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, &pi);
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, pi);
         return;
     }
-    if (pib_qp_is_connected(qp) && pi.slid != qp->av.dlid) {
-        pib_pkt_drop(s, PIB_CNT_RX_DROP_SLID, &pi);
+    if (pib_qp_is_connected(qp) && pi->slid != qp->av.dlid) {
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_SLID, pi);
         return;
     }
     /* QP1 takes any partition of the port; other QPs only their own (IBTA 10.9.3). */
     if (qp->type != PIB_QPT_SMI && qp->type != PIB_QPT_GSI &&
-        !pib_mgmt_pkey_match(pib_port_pkey(s, qp->pkey_index), pi.pkey)) {
-        pib_port_bad_pkey(s, &pi);
-        pib_pkt_drop(s, PIB_CNT_RX_DROP_PKEY, &pi);
+        !pib_mgmt_pkey_match(pib_port_pkey(s, qp->pkey_index), pi->pkey)) {
+        pib_port_bad_pkey(s, pi);
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_PKEY, pi);
         return;
     }
-    if (pib_qp_type_is_ud(qp->type) && pi.qkey != qp->qkey) {
+    if (pib_qp_type_is_ud(qp->type) && pi->qkey != qp->qkey) {
         if (s->port.mgmt.qkey_violations != UINT16_MAX) {
             s->port.mgmt.qkey_violations++;
         }
-        pib_pkt_drop(s, PIB_CNT_RX_DROP_QKEY, &pi);
+        pib_pkt_drop(s, PIB_CNT_RX_DROP_QKEY, pi);
         return;
     }
     /* First packet in RTR: communication established (IBTA 11.6.3.1). */
@@ -515,14 +533,14 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
         qp->resp.comm_est = true;
         pib_aeq_post(s, PIB_AE_COMM_EST, qp->qpn, 0);
     }
-    if (pi.op->mask & PIB_OPM_RESP) {
+    if (pi->op->mask & PIB_OPM_RESP) {
         if (qp->state == PIB_QPS_RTR) {
-            pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, &pi);
+            pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_STATE, pi);
             return;
         }
-        pib_comp_recv(qp, &pi);
+        pib_comp_recv(qp, pi);
     } else {
-        pib_resp_recv(qp, &pi);
+        pib_resp_recv(qp, pi);
     }
 }
 

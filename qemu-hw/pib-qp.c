@@ -92,6 +92,7 @@ static void pib_qp_free(PibState *s, PibQp *qp)
 
     pib_qp_fini_engines(qp);
     pib_mw_unbind_qp(s, qp->qpn);
+    pib_mcast_detach_qp(s, qp->qpn);
     if (pd) {
         pd->refcnt--;
     }

@@ -13,9 +13,9 @@
  *             ring with the PSN range it will use
  *   CHECK     may a packet go now: SQD, fence, READ/atomic credits,
  *             outstanding PSNs, room in the transmit queue, budget
- *   LOCAL     BIND_MW and LOCAL_INV act on this HCA alone: done here, with
- *             no packet and no PSN (and skipped when go-back-N walks over
- *             them again)
+ *   LOCAL     BIND_MW, REG_MR and LOCAL_INV act on this HCA alone: done
+ *             here, with no packet and no PSN (and skipped when go-back-N
+ *             walks over them again)
  *   SEND_PKT  gather the payload, build the next packet (FIRST / MIDDLE /
  *             LAST / ONLY by position), transmit it
  *   WQE_DONE  all its packets are out: RC waits for the ACK (PENDING), UC
@@ -238,13 +238,15 @@ static PibReqStep pib_req_check(PibQp *qp, unsigned budget, uint8_t *status)
     return REQ_SEND_PKT;
 }
 
-/* LOCAL: bind a memory window, or invalidate a key. */
+/* LOCAL: bind a memory window, register an MR, or invalidate a key. */
 static PibReqStep pib_req_local(PibQp *qp, uint8_t *status)
 {
     const PibSendWqe *w = &qp->req.wqe;
 
     if (w->opcode == PIB_WQE_BIND_MW) {
         *status = pib_mw_bind(qp, &w->bind);
+    } else if (w->opcode == PIB_WQE_REG_MR) {
+        *status = pib_mr_fast_reg(qp, &w->reg);
     } else {
         *status = pib_key_invalidate(qp->s, qp, ldl_le_p(w->imm)) ?
                   PIB_WC_SUCCESS : PIB_WC_LOC_QP_OP_ERR;
@@ -253,8 +255,8 @@ static PibReqStep pib_req_local(PibQp *qp, uint8_t *status)
 }
 
 /*
- * A BIND_MW or LOCAL_INV that go-back-N walks over again was done already:
- * its effect stays, it is not done twice.
+ * A BIND_MW, REG_MR or LOCAL_INV that go-back-N walks over again was done
+ * already: its effect stays, it is not done twice.
  */
 static bool pib_req_done_locally(PibQp *qp)
 {
@@ -301,7 +303,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .src_path_bits = pib_qp_is_ud(qp) ? 0 : qp->av.src_path_bits,
         .vl15 = qp->type == PIB_QPT_SMI,
         .pkey = pib_req_pkey(qp, w),
-        .grh_av = !pib_qp_is_ud(qp) && qp->av.grh ? &qp->av : NULL,
+        .grh_av = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av : NULL) :
+                  qp->av.grh ? &qp->av : NULL,
     };
 
     switch (w->opcode) {

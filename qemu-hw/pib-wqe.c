@@ -57,6 +57,40 @@ static bool pib_read_sges(PibQp *qp, uint64_t addr, uint32_t n, PibSge *sge,
     return true;
 }
 
+/*
+ * A datagram's address vector: the GRH part, when there is one, sits where RC/UC WQEs keep
+ * RDMA and atomic operands (struct pib_ud_wqe).
+ */
+static bool pib_ud_av_fetch(PibQp *qp, uint32_t idx, const struct pib_send_wqe *raw,
+                            PibSendWqe *w, uint8_t *status)
+{
+    const struct pib_ud_wqe *ud = (const struct pib_ud_wqe *)raw;
+
+    if (ud->av_flags & ~PIB_UD_AV_F_GRH) {
+        return pib_wqe_bad(qp, "send", idx, "av_flags", ud->av_flags,
+                           PIB_WC_LOC_QP_OP_ERR, status);
+    }
+    w->ud_grh = ud->av_flags & PIB_UD_AV_F_GRH;
+    if (!w->ud_grh) {
+        return true;
+    }
+    if (ud->sgid_index >= PIB_GID_TBL_LEN) {
+        return pib_wqe_bad(qp, "send", idx, "sgid_index", ud->sgid_index,
+                           PIB_WC_LOC_QP_OP_ERR, status);
+    }
+    w->ud_av = (PibAv) {
+        .dlid = w->ud_dlid,
+        .sl = w->ud_sl,
+        .grh = true,
+        .sgid_index = ud->sgid_index,
+        .hop_limit = ud->hop_limit,
+        .traffic_class = ud->traffic_class,
+        .flow_label = le32_to_cpu(ud->flow_label) & PIB_FLOW_LABEL_MASK,
+    };
+    memcpy(w->ud_av.dgid, ud->dgid, sizeof(w->ud_av.dgid));
+    return true;
+}
+
 #define PIB_WQE_F_ALL   (PIB_WQE_F_SIGNALED | PIB_WQE_F_SOLICITED | \
                          PIB_WQE_F_INLINE | PIB_WQE_F_FENCE)
 
@@ -101,6 +135,9 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     if ((w->flags & PIB_WQE_F_INLINE) && !pib_wqe_inline_allowed(w->opcode)) {
         return pib_wqe_bad(qp, "send", idx, "inline with this opcode",
                            w->opcode, PIB_WC_LOC_QP_OP_ERR, status);
+    }
+    if (pib_qp_type_is_ud(qp->type) && !pib_ud_av_fetch(qp, idx, &raw, w, status)) {
+        return false;
     }
     if (qp->type == PIB_QPT_GSI && w->ud_pkey_index >= PIB_PKEY_TBL_LEN) {
         return pib_wqe_bad(qp, "send", idx, "ud_pkey_index", w->ud_pkey_index,

@@ -59,7 +59,6 @@
 #include "hw/qdev-properties-system.h"
 #include "migration/vmstate.h"
 #include "chardev/char.h"
-#include "sysemu/dma.h"
 
 #include "pib-internal.h"
 #include "trace.h"
@@ -345,6 +344,7 @@ static void pib_objects_reset(PibState *s)
     pib_srq_reset_all(s);
     pib_cq_reset_all(s);
     pib_mr_reset_all(s);
+    pib_mcast_reset(s);
 }
 
 /*
@@ -660,11 +660,11 @@ static void pib_qdev_reset(DeviceState *dev)
     pib_reset(PIB_HCA(dev), "device reset");
 }
 
-static Property pib_props[] = {
+static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibState, node_guid, 0),
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
-    DEFINE_PROP_END_OF_LIST(),
+    PIB_PROP_END
 };
 
 static const VMStateDescription pib_vmstate = {
@@ -672,7 +672,7 @@ static const VMStateDescription pib_vmstate = {
     .unmigratable = 1,
 };
 
-static void pib_class_init(ObjectClass *oc, void *data)
+static void pib_class_init(ObjectClass *oc, PibClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(oc);
     PCIDeviceClass *pc = PCI_DEVICE_CLASS(oc);
@@ -688,7 +688,7 @@ static void pib_class_init(ObjectClass *oc, void *data)
 
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
     dc->desc = "pib virtual InfiniBand HCA";
-    dc->reset = pib_qdev_reset;
+    device_class_set_legacy_reset(dc, pib_qdev_reset);
     dc->vmsd = &pib_vmstate;
     device_class_set_props(dc, pib_props);
     object_class_property_set_description(oc, "node-guid",

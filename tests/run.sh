@@ -7,17 +7,26 @@
 #             (guest-provider/test/provider-test.c).
 #   fuzz:     the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:      two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
+#   all:      qtest, provider, fuzz, e2e.
 #
-# Each e2e script is a test: exit 0 is a pass.  PIB_E2E_GLOB picks a subset (default [0-9]*,
-# e.g. PIB_E2E_GLOB='4[0-9]-*' for the robustness tests).  It may call `check` (tests/e2e/lib.sh) many
+# PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests are up, so that test runs sharing a
+# machine never boot their guests at the same time (the builds and the qtests go on meanwhile).
+#
+# PIB_STACK (mk/stack.sh) picks the QEMU, kernel and image under test: build/ (bookworm) or
+# build/trixie/ (trixie), logs in <outputs>/test-logs.  The fuzzers build on QEMU 7.2's tree
+# only, so `all` on trixie is qtest and e2e.
+#
+# Each e2e script is a test: exit 0 is a pass.  PIB_E2E_GLOB picks a subset: globs separated by
+# spaces (default [0-9]*, e.g. PIB_E2E_GLOB='4[0-9]-*' for the robustness tests).  It may call `check` (tests/e2e/lib.sh) many
 # times; every check is counted.  The last line is the plain "N passed, N failed" summary.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 cd "$TOP"
+source mk/stack.sh
 what=${1:-all}
 pass=0 fail=0
 failed=()
-log_dir=$TOP/build/test-logs
+log_dir=$STACK_OUT/test-logs
 mkdir -p "$log_dir"
 
 # Each test case is counted ("ok" or "not ok" in the TAP output), over all the executables.  An
@@ -26,12 +35,12 @@ run_qtest() {
   local src name bin tap ok notok
   for src in tests/qtest/pib-*-test.c; do
     name=$(basename "$src" .c)
-    bin=$TOP/build/qtest/$name
+    bin=$STACK_OUT/qtest/$name
     [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=("$name (not built)"); continue; }
-    echo "== qtest: $bin"
+    echo "== qtest ($PIB_STACK): $bin"
     tap=$log_dir/$name.tap
     # The tests pass the firmware paths (-L) themselves.
-    QTEST_QEMU_BINARY="$TOP/build/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$tap"
+    QTEST_QEMU_BINARY="$STACK_OUT/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$tap"
     ok=$(grep -c '^ok ' "$tap")
     notok=$(grep -c '^not ok ' "$tap")
     pass=$((pass + ok)); fail=$((fail + notok))
@@ -64,22 +73,31 @@ run_fuzz_short() {
 }
 
 run_e2e() {
-  echo "== e2e: booting two guests"
-  export PIBVM_DIR=$TOP/build/vm-test
+  if [ -n "${PIB_GUEST_LOCK:-}" ]; then
+    local t0=$SECONDS
+    exec 8>"$PIB_GUEST_LOCK"
+    flock 8
+    echo "== e2e: waited $((SECONDS - t0)) s for $PIB_GUEST_LOCK"
+  fi
+  echo "== e2e ($PIB_STACK): booting two guests"
+  export PIBVM_DIR=$STACK_OUT/vm-test
   tools/pibvm down >/dev/null 2>&1 || true
   if ! tools/pibvm up --nodes 2; then
     fail=$((fail + 1)); failed+=("pibvm up"); return
   fi
-  local t name rc
-  for t in tests/e2e/${PIB_E2E_GLOB:-[0-9]*}.sh; do
+  local t name rc g globs
+  read -ra globs <<<"${PIB_E2E_GLOB:-[0-9]*}"
+  for g in "${globs[@]}"; do for t in tests/e2e/$g.sh; do
+    [ -f "$t" ] || { fail=$((fail + 1)); failed+=("no e2e test $g"); continue; }
     name=$(basename "$t" .sh)
     echo "== e2e: $name"
     timeout 1200 bash "$t" > >(tee "$log_dir/$name.log") 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name"
     else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi
-  done
+  done; done
   tools/pibvm down || true
+  [ -z "${PIB_GUEST_LOCK:-}" ] || exec 8>&-
 }
 
 case $what in
@@ -87,7 +105,7 @@ case $what in
   provider) run_provider ;;
   e2e) run_e2e ;;
   fuzz) run_fuzz_short ;;
-  all) run_qtest; run_provider; run_fuzz_short; run_e2e ;;
+  all) run_qtest; run_provider; [ "$PIB_STACK" = bookworm ] && run_fuzz_short; run_e2e ;;
   *) echo "usage: $0 qtest|provider|fuzz|e2e|all"; exit 2 ;;
 esac
 

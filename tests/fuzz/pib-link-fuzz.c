@@ -13,7 +13,8 @@
  * Each input starts from a fresh device, set up the way a driver would: the
  * real realize, the link trained with a HELLO, BAR0 programmed, and objects
  * created with real admin commands through the admin queue in guest memory:
- * two PDs, seven MRs (enum FzMrId), two memory windows bound with BIND_MW
+ * two PDs, seven MRs (enum FzMrId), a fast-registration MR (registered by
+ * REG_MR WQEs the input posts), two memory windows bound with BIND_MW
  * WQEs, two CQs, an SRQ, and five QPs in RTS (RC, RC on the SRQ, UC, UD, GSI)
  * with receive WQEs posted.  The configuration bytes vary that setup (path
  * MTU, GRH, timers, loopback, ...).  The input then drives
@@ -58,6 +59,7 @@
 #define FZ_FRAME_MAX    (PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD + 256)
 #define FZ_BIG_PAGES    80
 #define FZ_OUTSIDE_RAM  0x100000000ull  /* 4 GiB: nothing there */
+#define FZ_FR_IOVA      0x7f1800000000ull /* where REG_MR WQEs map the fast-reg MR */
 
 /* The QPs every input starts with. */
 typedef enum FzTarget {
@@ -87,6 +89,7 @@ typedef enum FzKey {
     K_MW1,              /* the type 1 window */
     K_STALE,            /* M_RW's rkey with another key byte */
     K_RAW,              /* FzPktRec.raw32 */
+    K_FR,               /* the fast-registration MR (as last registered) */
     K__MAX
 } FzKey;
 
@@ -163,6 +166,7 @@ typedef struct Fz {
     FzMr mr[M__MAX];
     uint64_t mr_rw_pages[3];
     uint32_t mw2, mw1;      /* rkeys of the windows (as last bound) */
+    uint32_t fr;            /* the fast-reg MR's key (as last registered) */
     FzCq scq, rcq;
     uint32_t srqn;
     FzRing srq;
@@ -650,7 +654,8 @@ static void fz_post_send(const FzSendRec *r)
         break;
     case PIB_WQE_SEND_INV:
     case PIB_WQE_LOCAL_INV:
-        w->imm_inv = cpu_to_le32(len & 1 ? fz.mw2 : fz.mr[M_RW].key);
+        w->imm_inv = cpu_to_le32(len & 1 ? fz.mw2 : len & 2 ? fz.fr :
+                                 fz.mr[M_RW].key);
         break;
     case PIB_WQE_BIND_MW: {
         struct pib_bind_mw_wqe *b = (struct pib_bind_mw_wqe *)w;
@@ -672,6 +677,30 @@ static void fz_post_send(const FzSendRec *r)
         }
         break;
     }
+    case PIB_WQE_REG_MR: {
+        /*
+         * len picks: [0] M_RW's pages (out of order) or M_BAD's (not RAM),
+         * [1] a page list outside RAM, [3:2] 1-3 pages, [4] 5 pages (more
+         * than max_num_sg), [5] read-only, [6] remote write without local
+         * write, [9:7] the offset into the first page, [15] 8 KiB pages.
+         */
+        struct pib_reg_mr_wqe *m = (struct pib_reg_mr_wqe *)w;
+        uint32_t npages = len & 0x10 ? 5 : 1 + ((len >> 2) & 3) % 3;
+        uint64_t off = (len >> 7 & 7) * 0x200;
+
+        fz.fr = (fz.fr & ~0xffu) | ((fz.fr + 1) & 0xff);
+        m->page_shift = len & 0x8000 ? 13 : PIB_PAGE_SHIFT;
+        m->key = cpu_to_le32(fz.fr);
+        m->iova = cpu_to_le64(FZ_FR_IOVA + off);
+        m->length = cpu_to_le64((uint64_t)npages * PIB_PAGE_SIZE - off);
+        m->pbl_addr = cpu_to_le64(len & 2 ? FZ_OUTSIDE_RAM :
+                                  fz.mr[len & 1 ? M_BAD : M_RW].pbl);
+        m->npages = cpu_to_le32(npages);
+        m->access = cpu_to_le32(len & 0x40 ? PIB_ACCESS_REMOTE_WRITE :
+                                len & 0x20 ? PIB_ACCESS_REMOTE_READ :
+                                fz.mr[M_RW].access & ~PIB_ACCESS_MW_BIND);
+        break;
+    }
     default:
         break;
     }
@@ -679,7 +708,7 @@ static void fz_post_send(const FzSendRec *r)
         /* the slot holds 64 bytes of inline data (max_inline); more is an error */
         w->inline_len = cpu_to_le32(len);
         memset(sge, 0x3c, MIN(len, (1u << q->sq.stride_log) - sizeof(*w)));
-    } else if (op != PIB_WQE_BIND_MW && op != PIB_WQE_LOCAL_INV) {
+    } else if (!pib_wqe_is_local(op)) {
         nsge = r->num_sge ? r->num_sge : 1;
         w->num_sge = nsge;
         for (i = 0; i < MIN(nsge, 4u); i++) {
@@ -920,6 +949,11 @@ static void fz_objects(void)
     fz.mw2 = fz_admin_must(&cmd, "ALLOC_MW");
     cmd.in.alloc_mw.type = cpu_to_le32(1);
     fz.mw1 = fz_admin_must(&cmd, "ALLOC_MW");
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_ALLOC_MR };
+    cmd.in.alloc_mr = (struct pib_cmd_alloc_mr) {
+        .pdn = cpu_to_le32(fz.pd), .max_num_sg = cpu_to_le32(4),
+    };
+    fz.fr = fz_admin_must(&cmd, "ALLOC_MR");
     for (i = 0; i < 2; i++) {
         FzCq *cq = i ? &fz.rcq : &fz.scq;
 
@@ -1209,6 +1243,8 @@ static uint32_t fz_rkey_of(FzKey k, uint32_t raw)
         return fz.mr[M_RW].key ^ 0x40;
     case K_RAW:
         return raw;
+    case K_FR:
+        return fz.fr;
     default:
         return fz.mr[k - K_MR].key;
     }
@@ -1222,6 +1258,10 @@ static uint64_t fz_base_of(FzKey k, uint64_t *len)
     if (k == K_MW2 || k == K_MW1) {
         *len = 0x1000;              /* where fz_bind() put the windows */
         return fz.mr[M_RW].iova;
+    }
+    if (k == K_FR) {
+        *len = 3 * PIB_PAGE_SIZE;   /* the most a REG_MR maps there */
+        return FZ_FR_IOVA;
     }
     *len = m->flags ? FZ_RAM_SIZE : m->len;
     return m->flags ? 0 : m->iova;
@@ -2082,6 +2122,20 @@ static void fz_gen_seeds(const char *dir)
         seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
         seed_write(dir, v ? "rc-atomic-ack-prot" : "rc-read-resp-prot", &sd);
     }
+
+    /* Fast registration: REG_MR on M_RW's pages, a WRITE through it, LOCAL_INV, again */
+    sd.n = 0;
+    cfg = mtu1k;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { T_RC, PIB_WQE_REG_MR, 0, 0, 0x08, 0 },
+            sizeof(FzSendRec));
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_WRITE_ONLY, K_FR, right);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { T_RC, PIB_WQE_LOCAL_INV, 0, 0, 2, 0 },
+            sizeof(FzSendRec));
+    p[0].target |= 1 << 6;
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_write(dir, "rc-frwr", &sd);
 
     /* UD, GSI, UC */
     p[0] = seed_pkt(T_UD, PIB_OP_UD_SEND_ONLY, 0, 0x8000 | 500);

@@ -926,4 +926,5 @@ static void __exit kt_exit(void)
 
 module_init(kt_init);
 module_exit(kt_exit);
+MODULE_DESCRIPTION("pib kernel-consumer test: RC/UD traffic, CQ events, drain and SRQs over pib_0");
 MODULE_LICENSE("GPL");

@@ -52,7 +52,10 @@ static void test_dp_objects(void)
     g_assert_cmphex(le32_to_cpu(dev_attr.device_cap_flags), ==,
                     PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | PIB_DEV_CAP_ATOMIC |
                     PIB_DEV_CAP_UC | PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ |
-                    PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW);
+                    PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
+                    PIB_DEV_CAP_MEM_MGT_EXT);
+    g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
+                     PIB_MAX_FAST_REG_PAGES);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_srq), ==, 256);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_sge), ==, PIB_MAX_SGE);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_inline_data), ==,
@@ -1273,6 +1276,224 @@ static void test_dp_mw(void)
     dp_pair_down(&p);
 }
 
+/* A signalled REG_MR WQE, rung. */
+static void frwr_post(PibDev *d, TestQp *qp, uint64_t wr_id, uint32_t key,
+                      uint64_t iova, uint64_t length, uint64_t pbl,
+                      uint32_t npages, uint32_t access, uint8_t page_shift)
+{
+    struct pib_reg_mr_wqe r = {
+        .opcode = PIB_WQE_REG_MR,
+        .flags = PIB_WQE_F_SIGNALED,
+        .page_shift = page_shift,
+        .key = cpu_to_le32(key),
+        .wr_id = cpu_to_le64(wr_id),
+        .iova = cpu_to_le64(iova),
+        .length = cpu_to_le64(length),
+        .pbl_addr = cpu_to_le64(pbl),
+        .npages = cpu_to_le32(npages),
+        .access = cpu_to_le32(access),
+    };
+
+    dp_post_send_raw(d, qp, (struct pib_send_wqe *)&r, NULL, 0, true);
+}
+
+static uint8_t frwr_alloc(PibDev *d, uint32_t pdn, uint32_t max_num_sg,
+                          uint32_t *key)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_ALLOC_MR,
+        .in.alloc_mr.pdn = cpu_to_le32(pdn),
+        .in.alloc_mr.max_num_sg = cpu_to_le32(max_num_sg),
+    };
+    struct pib_admin_cqe acqe;
+    uint8_t status = pib_cmd(d, &cmd, &acqe);
+
+    if (key) {
+        *key = le32_to_cpu(acqe.result0);
+    }
+    return status;
+}
+
+/*
+ * Fast registration (FRWR, as NVMe-oF, NFS/RDMA, iSER and SRP use it):
+ * ALLOC_MR, then REG_MR WQEs on scattered pages at a made-up iova, remote
+ * access through the new key, LOCAL_INV, and every way a REG_MR can fail,
+ * each leaving the MR as it was.
+ */
+static void test_dp_frwr(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge[1];
+    uint32_t fr, k, pd2, fr2;
+    uint64_t pbl, bad_pbl;
+    const uint64_t iova = 0x7f0000000123ull;
+    const uint32_t rw = PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE |
+                        PIB_ACCESS_REMOTE_READ;
+    uint64_t page[2];
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 16384);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+
+    /* ALLOC_MR: a PD, and 1..max_fast_reg_pages pages. */
+    g_assert_cmpuint(frwr_alloc(&p.b, y.pdn, 0, NULL), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(frwr_alloc(&p.b, y.pdn, PIB_MAX_FAST_REG_PAGES + 1, NULL),
+                     ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(frwr_alloc(&p.b, 999, 4, NULL), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(frwr_alloc(&p.b, y.pdn, 4, &fr), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, y.pdn), ==,
+                     PIB_AQ_BUSY);
+
+    /* Not registered yet: its key grants nothing. */
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x1,
+                 sge, 1, iova, fr);
+    dp_expect(&p.a, &x.scq, 0x1, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    dp_relink(&x, 1, &y, 2);
+
+    /*
+     * Register two scattered pages, the fourth page of y's buffer then the
+     * second, at iova, with a new key byte.
+     */
+    page[0] = cpu_to_le64(y.buf + 3 * 4096);
+    page[1] = cpu_to_le64(y.buf + 1 * 4096);
+    pbl = dp_alloc(&p.b, 4096);
+    qtest_memwrite(qts(&p.b), pbl, page, sizeof(page));
+    k = mw_key_byte(fr, fr + 1);
+    frwr_post(&p.b, &y.qp, 0x2, k, iova, 2 * 4096 - 0x123, pbl, 2, rw, 12);
+    dp_expect(&p.b, &y.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_REG_MR, NULL);
+
+    /* The peer WRITEs 300 bytes across the page boundary, and READs them. */
+    dp_fill(&p.a, x.buf, 300, 51);
+    qtest_memset(qts(&p.b), y.buf, 0, 16384);
+    sge[0] = dp_sge(x.buf, 300, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x3,
+                 sge, 1, iova + 4091 - 0x123, k);
+    dp_expect(&p.a, &x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 3 * 4096 + 4091, 5);
+    dp_assert_same(&p.a, x.buf + 5, &p.b, y.buf + 1 * 4096, 295);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 2 * 4096), ==, 0);
+    sge[0] = dp_sge(x.buf + 4096, 300, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x4,
+                 sge, 1, iova + 4091 - 0x123, k);
+    dp_expect(&p.a, &x.scq, 0x4, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&p.a, x.buf, &p.a, x.buf + 4096, 300);
+    /* The old key, and past the registered length: access errors. */
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x5,
+                 sge, 1, iova, fr);
+    dp_expect(&p.a, &x.scq, 0x5, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_READ,
+              NULL);
+    dp_relink(&x, 1, &y, 2);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x6,
+                 sge, 1, iova + 2 * 4096 - 0x123 - 299, k);
+    dp_expect(&p.a, &x.scq, 0x6, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_READ,
+              NULL);
+    dp_relink(&x, 1, &y, 2);
+
+    /* A valid MR is not registered again: LOCAL_INV first. */
+    frwr_post(&p.b, &y.qp, 0x7, mw_key_byte(k, k + 1), iova, 4096, pbl, 1,
+              rw, 12);
+    dp_expect(&p.b, &y.scq, 0x7, PIB_WC_LOC_PROT_ERR, PIB_CQE_REG_MR, NULL);
+    dp_relink(&x, 1, &y, 2);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x8,
+                 sge, 1, iova + 4091 - 0x123, k);
+    dp_expect(&p.a, &x.scq, 0x8, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    {
+        struct pib_send_wqe inv = {
+            .opcode = PIB_WQE_LOCAL_INV,
+            .flags = PIB_WQE_F_SIGNALED,
+            .wr_id = cpu_to_le64(0x9),
+            .imm_inv = cpu_to_le32(k),
+        };
+        dp_post_send_raw(&p.b, &y.qp, &inv, NULL, 0, true);
+    }
+    dp_expect(&p.b, &y.scq, 0x9, PIB_WC_SUCCESS, PIB_CQE_LOCAL_INV, NULL);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0xa,
+                 sge, 1, iova + 4091 - 0x123, k);
+    dp_expect(&p.a, &x.scq, 0xa, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_READ,
+              NULL);
+    dp_relink(&x, 1, &y, 2);
+
+    /* Each bad REG_MR: the error, the QP in ERR, the MR still invalid. */
+    bad_pbl = dp_alloc(&p.b, 4096);
+    qtest_writeq(qts(&p.b), bad_pbl, y.buf + 100);          /* unaligned */
+    struct {
+        uint32_t key;
+        uint64_t length;
+        uint64_t pbl;
+        uint32_t npages, access;
+        uint8_t page_shift, status;
+    } bad[] = {
+        { y.key, 4096, pbl, 1, rw, 12, PIB_WC_LOC_PROT_ERR },  /* not fast-reg */
+        { k, 4096, pbl, 1, rw, 13, PIB_WC_LOC_PROT_ERR },      /* page size */
+        { k, 4096, pbl, 1, PIB_ACCESS_REMOTE_WRITE, 12,
+          PIB_WC_LOC_PROT_ERR },                               /* no local write */
+        { k, 4096, pbl, 1, 0x8000, 12, PIB_WC_LOC_PROT_ERR },  /* unknown access */
+        { k, 5 * 4096, pbl, 5, rw, 12, PIB_WC_LOC_LEN_ERR },   /* > max_num_sg */
+        { k, 2 * 4096, pbl, 1, rw, 12, PIB_WC_LOC_LEN_ERR },   /* past the pages */
+        { k, 0, pbl, 1, rw, 12, PIB_WC_LOC_LEN_ERR },          /* empty */
+        { k, 4096, bad_pbl, 1, rw, 12, PIB_WC_LOC_PROT_ERR },  /* unaligned page */
+        { k, 4096, 0xfff0000000000000ull, 1, rw, 12,
+          PIB_WC_LOC_PROT_ERR },                               /* list not RAM */
+    };
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        frwr_post(&p.b, &y.qp, 0x10 + i, bad[i].key, 0, bad[i].length,
+                  bad[i].pbl, bad[i].npages, bad[i].access, bad[i].page_shift);
+        dp_expect(&p.b, &y.scq, 0x10 + i, bad[i].status, PIB_CQE_REG_MR,
+                  NULL);
+        g_assert_cmpuint(dp_query_qp(&p.b, y.qp.qpn).qp_state, ==,
+                         PIB_QPS_ERR);
+        dp_relink(&x, 1, &y, 2);
+        dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED,
+                     0x30 + i, sge, 1, 0, k);
+        dp_expect(&p.a, &x.scq, 0x30 + i, PIB_WC_REM_ACCESS_ERR,
+                  PIB_CQE_RDMA_READ, NULL);
+        dp_relink(&x, 1, &y, 2);
+    }
+    /* The plain MR the first one named is untouched. */
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x40,
+                 sge, 1, y.buf, y.key);
+    dp_expect(&p.a, &x.scq, 0x40, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+
+    /* An MR of another PD is not this QP's to register. */
+    pd2 = dp_create_pd(&p.b);
+    g_assert_cmpuint(frwr_alloc(&p.b, pd2, 1, &fr2), ==, PIB_AQ_OK);
+    frwr_post(&p.b, &y.qp, 0x41, fr2, 0, 4096, pbl, 1, rw, 12);
+    dp_expect(&p.b, &y.scq, 0x41, PIB_WC_LOC_PROT_ERR, PIB_CQE_REG_MR, NULL);
+    dp_relink(&x, 1, &y, 2);
+
+    /* Registered again, read-only this time: a remote WRITE is refused. */
+    k = mw_key_byte(k, k + 1);
+    frwr_post(&p.b, &y.qp, 0x42, k, 0x1000, 4096, pbl, 1,
+              PIB_ACCESS_REMOTE_READ, 12);
+    dp_expect(&p.b, &y.scq, 0x42, PIB_WC_SUCCESS, PIB_CQE_REG_MR, NULL);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x43,
+                 sge, 1, 0x1000, k);
+    dp_expect(&p.a, &x.scq, 0x43, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    dp_relink(&x, 1, &y, 2);
+
+    /*
+     * DEREG_MR names a fast-reg MR by its index, whatever the key byte: the
+     * consumer's may be a REG_MR's that never ran.  Then the PD can go.
+     */
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mw_key_byte(k, k + 9)),
+                     ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, k), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, fr2), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, pd2), ==, PIB_AQ_OK);
+    /* The one guest error: the page list outside RAM. */
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 1);
+    g_assert_cmpuint(rd(&p.b, PIB_REG_ERR_LAST), ==, PIB_GERR_DMA);
+    dp_pair_down(&p);
+}
+
 /*
  * The wire: this test is the peer HCA (LID 9, QP 0x77) and speaks IB
  * packets to the device through its link, to check the transport rules
@@ -1817,6 +2038,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/mw", test_dp_mw);
+    qtest_add_func("/pib/data/frwr", test_dp_frwr);
     qtest_add_func("/pib/data/wire", test_dp_wire);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
 

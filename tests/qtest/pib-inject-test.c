@@ -15,7 +15,6 @@
 
 #include "qemu/osdep.h"
 #include "hw/pci/pci_regs.h"
-#include "qapi/qmp/qdict.h"
 
 #include "pib-qtest.h"
 

@@ -28,7 +28,7 @@ static void test_link_pair(void)
     g_autofree char *path = g_build_filename(dir, "link.sock", NULL);
     g_autofree char *args = g_strdup_printf(
         "-chardev socket,id=la,path=%s,server=on,wait=off "
-        "-chardev socket,id=lb,path=%s,reconnect=1 "
+        "-chardev socket,id=lb,path=%s," PIB_CHR_RECONNECT_1S " "
         "-device pib-hca,addr=4.0,chardev=la,lid=1 "
         "-device pib-hca,addr=5.0,chardev=lb,lid=2", path, path);
     QOSState *qs = pib_boot(args);

@@ -24,6 +24,9 @@
  *                          QP's own partition, QP1 taking any, violations and trap 257
  *   /pib/mgmt/pma          ClassPortInfo, PortCounters and PortCountersExtended: counting,
  *                          clearing, bad PortSelect
+ *   /pib/mgmt/multicast    groups joined with ATTACH_MCAST: a packet from the wire reaches
+ *                          every attached QP, our own sends go out and loop back, and a
+ *                          group nobody joined, a missing GRH or a GRH that lies are drops
  */
 
 #include "qemu/osdep.h"
@@ -223,6 +226,9 @@ static void mg_activate(Mg *m)
  */
 
 typedef struct MgPkt {
+    bool grh;               /* a GRH: SGID and DGID below */
+    uint8_t sgid[16], dgid[16];
+    int grh_len_delta;      /* sent: lie in the GRH's PayLen by this much */
     uint8_t vl, sl;
     uint16_t dlid, slid, pkey;
     uint8_t opcode;
@@ -233,19 +239,29 @@ typedef struct MgPkt {
 
 static void mg_send(Mg *m, const MgPkt *p)
 {
-    uint8_t frame[4 + 8 + 12 + 8 + 4096] = { 0 };
+    uint8_t frame[4 + 8 + 40 + 12 + 8 + 4096] = { 0 };
     uint32_t pad = -p->paylen & 3;
-    uint32_t len = 8 + 12 + 8 + p->paylen + pad;
+    uint32_t grh = p->grh ? 40 : 0;
+    uint32_t len = 8 + grh + 12 + 8 + p->paylen + pad;
     uint8_t *b = frame + 4;
 
     frame[0] = PIB_LINK_MAGIC;
     frame[1] = PIB_FRAME_PACKET;
     stw_be_p(frame + 2, len);
     b[0] = p->vl << 4;
-    b[1] = p->sl << 4 | PIB_LNH_IBA_LOCAL;
+    b[1] = p->sl << 4 | (p->grh ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL);
     stw_be_p(b + 2, p->dlid);
     stw_be_p(b + 4, len / 4);
     stw_be_p(b + 6, p->slid);
+    if (p->grh) {
+        stl_be_p(b + 8, 6u << 28);
+        stw_be_p(b + 12, len - 8 - 40 + p->grh_len_delta);
+        b[14] = 0x1b;
+        b[15] = 1;
+        memcpy(b + 16, p->sgid, 16);
+        memcpy(b + 32, p->dgid, 16);
+        b += 40;
+    }
     b[8] = p->opcode ? p->opcode : PIB_OP_UD_SEND_ONLY;
     b[9] = pad << PIB_BTH_PAD_SHIFT;
     stw_be_p(b + 10, p->pkey);
@@ -270,12 +286,22 @@ static bool mg_recv(Mg *m, MgPkt *p, int timeout_ms)
     }
     len = peer_read_frame(m->fd, &hdr, b, sizeof(b));
     g_assert_cmphex(hdr.type, ==, PIB_FRAME_PACKET);
-    g_assert_cmpuint(b[1] & 3, ==, PIB_LNH_IBA_LOCAL);
     memset(p, 0, sizeof(*p));
     p->vl = b[0] >> 4;
     p->sl = b[1] >> 4;
     p->dlid = lduw_be_p(b + 2);
     p->slid = lduw_be_p(b + 6);
+    if ((b[1] & 3) == PIB_LNH_IBA_GLOBAL) {
+        p->grh = true;
+        g_assert_cmpuint(ldl_be_p(b + 8) >> 28, ==, 6);
+        g_assert_cmpuint(lduw_be_p(b + 12), ==, len - 8 - 40);
+        memcpy(p->sgid, b + 16, 16);
+        memcpy(p->dgid, b + 32, 16);
+        memmove(b + 8, b + 48, len - 48);
+        len -= 40;
+    } else {
+        g_assert_cmpuint(b[1] & 3, ==, PIB_LNH_IBA_LOCAL);
+    }
     p->opcode = b[8];
     p->pkey = lduw_be_p(b + 10);
     p->dqpn = ldl_be_p(b + 12) & PIB_QPN_MASK;
@@ -1127,6 +1153,169 @@ static void test_pma(void)
     mg_shutdown(&m);
 }
 
+/*
+ * 7. Multicast
+ */
+
+static uint8_t mg_mcast(Mg *m, uint8_t opcode, uint32_t qpn, const uint8_t *mgid,
+                        uint16_t mlid)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = opcode,
+        .in.mcast = { .qpn = cpu_to_le32(qpn), .mlid = cpu_to_le16(mlid) },
+    };
+
+    memcpy(cmd.in.mcast.mgid, mgid, 16);
+    return pib_cmd(&m->d, &cmd, NULL);
+}
+
+/* The next receive completion of qp: a multicast one, its GRH in the buffer. */
+static void mg_expect_mcast(Mg *m, TestQp *qp, uint32_t idx, const uint8_t *mgid,
+                            uint32_t paylen)
+{
+    uint64_t buf = m->buf + (qp->qpn % 4) * 16384 + (idx % 4) * 4096;
+    struct pib_cqe cqe;
+    uint8_t grh[40];
+
+    dp_expect(&m->d, &m->cq, 0x100 * qp->qpn + idx, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.qpn) & PIB_QPN_MASK, ==, qp->qpn);
+    g_assert_true(cqe.flags & PIB_CQE_F_GRH);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 40 + paylen);
+    qtest_memread(qts(&m->d), buf, grh, sizeof(grh));
+    g_assert_cmpmem(grh + 24, 16, mgid, 16);
+}
+
+static void test_multicast(void)
+{
+    /* The IPoIB broadcast group of the default partition. */
+    static const uint8_t mgid[16] = {
+        0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+    };
+    static const uint8_t other[16] = { 0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 0, 0, 1 };
+    static const uint8_t unicast[16] = { 0xfe, 0x80 };
+    const uint16_t mlid = 0xc001;
+    uint8_t our_gid[16];
+    struct pib_sge sge;
+    struct pib_ud_wqe w;
+    TestQp a, b, c, qp1;
+    uint64_t base[PIB_CNT_MAX];
+    MgPkt p, q;
+    Mg m;
+
+    mg_boot(&m);
+    mg_activate(&m);
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &a);
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &b);
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &c);
+    mg_ud_qp(&m, PIB_QPT_GSI, 0, 0x80010000, &qp1);
+
+    /* Attaching: twice is no error; only UD QPs, real MGIDs and MLIDs, one MLID a group. */
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, a.qpn, mgid, mlid), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, a.qpn, mgid, mlid), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, b.qpn, mgid, mlid), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, qp1.qpn, mgid, mlid), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, c.qpn, unicast, mlid), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, c.qpn, mgid, 0x100), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, c.qpn, mgid, 0xc002), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_ATTACH_MCAST, 0x777, mgid, mlid), ==,
+                     PIB_AQ_BAD_RESOURCE);
+
+    /* From the wire: every attached QP gets it, with the GRH; c did not join. */
+    dp_counters(&m.d, base);
+    p = (MgPkt) {
+        .grh = true, .dlid = mlid, .slid = MG_SM_LID, .pkey = 0xffff,
+        .dqpn = PIB_MCAST_QPN, .sqpn = MG_PEER_QPN, .qkey = MG_QKEY, .paylen = 300,
+    };
+    memcpy(p.dgid, mgid, 16);
+    mg_send(&m, &p);
+    mg_expect_mcast(&m, &a, 0, mgid, 300);
+    mg_expect_mcast(&m, &b, 0, mgid, 300);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_RX_MCAST_PACKETS), ==,
+                     base[PIB_CNT_RX_MCAST_PACKETS] + 1);
+
+    /* Drops, each counted: no GRH, not to QP 0xffffff, a group nobody here joined, and a
+     * GRH that lies about the length. */
+    p.grh = false;
+    mg_send(&m, &p);
+    p.grh = true;
+    p.dqpn = a.qpn;
+    mg_send(&m, &p);
+    p.dqpn = PIB_MCAST_QPN;
+    memcpy(p.dgid, other, 16);
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_MCAST, base[PIB_CNT_RX_DROP_MCAST] + 3);
+    memcpy(p.dgid, mgid, 16);
+    p.grh_len_delta = 8;
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_MALFORMED, base[PIB_CNT_RX_DROP_MALFORMED] + 1);
+    p.grh_len_delta = 0;
+
+    /* Sent by a: out on the wire with its GRH, and looped back to a and b. */
+    memset(&w, 0, sizeof(w));
+    w.opcode = PIB_WQE_SEND;
+    w.flags = PIB_WQE_F_SIGNALED;
+    w.num_sge = 1;
+    w.wr_id = cpu_to_le64(0x5e4d);
+    w.av_flags = PIB_UD_AV_F_GRH;
+    w.hop_limit = 1;
+    memcpy(w.dgid, mgid, 16);
+    w.ud_qpn = cpu_to_le32(PIB_MCAST_QPN);
+    w.ud_qkey = cpu_to_le32(MG_QKEY);
+    w.ud_dlid = cpu_to_le16(mlid);
+    sge = dp_sge(m.buf + 60000, 200, m.key);
+    dp_post_send_raw(&m.d, &a, (struct pib_send_wqe *)&w, &sge, sizeof(sge), true);
+    /* (the loopback and the send completion may come in either order) */
+    g_assert_true(mg_recv(&m, &q, TIMEOUT_US / 1000));
+    g_assert_true(q.grh);
+    g_assert_cmpmem(q.dgid, 16, mgid, 16);
+    stq_be_p(our_gid, PIB_DEFAULT_GID_PREFIX);
+    stq_be_p(our_gid + 8, TEST_NODE_GUID + 1);
+    g_assert_cmpmem(q.sgid, 16, our_gid, 16);
+    g_assert_cmpuint(q.dlid, ==, mlid);
+    g_assert_cmpuint(q.dqpn, ==, PIB_MCAST_QPN);
+    g_assert_cmpuint(q.paylen, ==, 200);
+    {
+        struct pib_cqe cqe;
+        int got = 0, sends = 0, i;
+
+        for (i = 0; i < 3; i++) {
+            g_assert_true(dp_poll(&m.d, &m.cq, &cqe, TIMEOUT_US));
+            g_assert_cmpuint(cqe.status, ==, PIB_WC_SUCCESS);
+            if (cqe.opcode == PIB_CQE_SEND) {
+                sends++;
+            } else {
+                g_assert_true(cqe.flags & PIB_CQE_F_GRH);
+                got |= 1 << (le64_to_cpu(cqe.wr_id) == 0x100 * a.qpn + 1 ? 0 :
+                             le64_to_cpu(cqe.wr_id) == 0x100 * b.qpn + 1 ? 1 : 2);
+            }
+        }
+        g_assert_cmpint(sends, ==, 1);
+        g_assert_cmphex(got, ==, 3);
+    }
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_TX_MCAST_PACKETS), ==,
+                     base[PIB_CNT_TX_MCAST_PACKETS] + 1);
+
+    /* Detached, b gets nothing more; detaching it again: EINVAL's status. */
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_DETACH_MCAST, b.qpn, mgid, mlid), ==, PIB_AQ_OK);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_DETACH_MCAST, b.qpn, mgid, mlid), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(mg_mcast(&m, PIB_CMD_DETACH_MCAST, c.qpn, mgid, mlid), ==,
+                     PIB_AQ_BAD_PARAM);
+    mg_send(&m, &p);
+    mg_expect_mcast(&m, &a, 2, mgid, 300);
+    dp_expect_none(&m.d, &m.cq);
+    /* A destroyed QP leaves its groups: the group is empty, the packet a drop. */
+    g_assert_cmpuint(dp_modify_state(&m.d, a.qpn, PIB_QPS_RESET), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&m.d, PIB_CMD_DESTROY_QP, a.qpn), ==, PIB_AQ_OK);
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_MCAST, base[PIB_CNT_RX_DROP_MCAST] + 4);
+    mg_shutdown(&m);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1136,5 +1325,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/mgmt/special-qps", test_special_qps);
     qtest_add_func("/pib/mgmt/partitions", test_partitions);
     qtest_add_func("/pib/mgmt/pma", test_pma);
+    qtest_add_func("/pib/mgmt/multicast", test_multicast);
     return g_test_run();
 }

@@ -920,7 +920,7 @@ void dp_pair_up(TestPair *p)
     args = g_strdup_printf(
         "-m 256M "
         "-chardev socket,id=la,path=%s,server=on,wait=off "
-        "-chardev socket,id=lb,path=%s,reconnect=1 "
+        "-chardev socket,id=lb,path=%s," PIB_CHR_RECONNECT_1S " "
         "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1 "
         "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2", p->path, p->path);
     p->qs = pib_boot(args);

@@ -40,6 +40,7 @@
 #include "libqtest.h"
 #include "libqos/libqos-pc.h"
 #include "libqos/pci.h"
+#include "pib-qtest-compat.h"   /* QEMU 7.2 and 10.0: qdict, chardev reconnect */
 
 #include "hw/pib/include/pib_hw.h"
 #include "hw/pib/include/pib_wqe.h"
