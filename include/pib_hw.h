@@ -87,7 +87,7 @@ struct pib_regs {
 	pib_u32 caps;         /* 0x008 RO  PIB_CAP_* feature bits                             */
 	pib_u32 status;       /* 0x00c RO  PIB_STATUS_*                                       */
 	pib_u32 control;      /* 0x010 RW  PIB_CTRL_*                                         */
-	pib_u32 aq_depth;     /* 0x014 RW  admin queue entries, power of two 2..4096; 0 = off */
+	pib_u32 aq_depth;     /* 0x014 RW  admin queue entries, power of two 2..4096          */
 	pib_u32 aq_sq_lo;     /* 0x018 RW  admin command ring base, 4 KiB aligned, [31:0]     */
 	pib_u32 aq_sq_hi;     /* 0x01c RW                                         [63:32]     */
 	pib_u32 aq_cq_lo;     /* 0x020 RW  admin completion ring base, 4 KiB aligned          */
@@ -165,7 +165,8 @@ PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 4 * (0 PIB_REGS(PIB_REG_COUNT_ONE))
                                           /* only a reset clears it                       */
 
 /* control (RW) */
-#define PIB_CTRL_ENABLE        (1u << 0)  /* 0->1: latch AQ/AEQ config, start; 1->0: stop */
+#define PIB_CTRL_ENABLE        (1u << 0)  /* 0->1: latch AQ/AEQ/CEQ config, start         */
+                                          /* (ignored while FATAL); 1->0: stop            */
 #define PIB_CTRL_RESET         (1u << 1)  /* write 1: function-level reset; reads as 0    */
 
 /*
@@ -188,20 +189,27 @@ PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 4 * (0 PIB_REGS(PIB_REG_COUNT_ONE))
  */
 #define PIB_GUEST_ERRORS(X)                                                                    \
 	X(NONE,            0)                                                                  \
-	X(BAD_ACCESS,      1)  /* register access of the wrong size or offset                */ \
+	X(BAD_ACCESS,      1)  /* register access of the wrong size or alignment, or         */ \
+	                       /* outside the map; a write to a read-only register or to     */ \
+	                       /* CONTROL's reserved bits; AEQ_DB or CEQ_DB while that       */ \
+	                       /* queue is not running                                       */ \
 	X(BAD_CONFIG,      2)  /* ENABLE with bad depth or unaligned ring base               */ \
 	X(AQ_DB_DISABLED,  3)  /* admin doorbell while not READY                             */ \
-	X(AQ_DB_RANGE,     4)  /* admin doorbell more than depth ahead of consumer           */ \
+	X(AQ_DB_RANGE,     4)  /* admin doorbell more than depth ahead of the consumer,      */ \
+	                       /* or moving backwards                                        */ \
 	X(DMA,             5)  /* a DMA to or from guest memory failed                       */ \
-	X(UAR_DB_BAD_OBJ,  6)  /* UAR doorbell for a QP/CQ that does not exist or does not   */ \
-	                       /* belong to that UAR page                                    */ \
+	X(UAR_DB_BAD_OBJ,  6)  /* UAR doorbell for a QP/CQ/SRQ that does not exist or was    */ \
+	                       /* created on another UAR page (or an RQ doorbell for a QP    */ \
+	                       /* on an SRQ)                                                 */ \
 	X(UAR_DB_BAD_OFF,  7)  /* UAR access at an undefined offset or size                  */ \
 	X(AEQ_DB_RANGE,    8)  /* AEQ consumer index ahead of the producer                   */ \
 	X(CEQ_DB_RANGE,    9)  /* CEQ consumer index ahead of the producer                   */ \
-	X(WQE,             10) /* a malformed WQE (the QP also goes to ERROR)                */ \
-	X(UAR_DB_RANGE,    11) /* SQ/RQ doorbell producer index more than depth ahead of the */ \
-	                       /* device's consumer index, or moving backwards; CQ doorbell  */ \
-	                       /* consumer index past the producer                           */
+	X(WQE,             10) /* a malformed WQE (an opcode the QP type does not carry,     */ \
+	                       /* unknown flags, too many SGEs, inline data too long, ...);  */ \
+	                       /* the QP also goes to ERROR                                  */ \
+	X(UAR_DB_RANGE,    11) /* SQ/RQ/SRQ doorbell producer index more than depth ahead    */ \
+	                       /* of the device's consumer index, or moving backwards; CQ    */ \
+	                       /* doorbell consumer index past the producer                  */
 
 #define PIB_GERR_ENUM_ENTRY(id, value) PIB_GERR_##id = value,
 enum pib_guest_error {
@@ -285,6 +293,7 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	                                        /*     caps)                                 */ \
 	X(QUERY_PKEY,     query_pkey,     0x04) /* in: port_num, index; result0: P_Key       */ \
 	X(QUERY_GID,      query_gid,      0x05) /* in: port_num, index; resp: 16-byte GID    */ \
+	                                        /*     (prefix, then port GUID; big-endian)  */ \
 	X(ALLOC_UAR,      alloc_uar,      0x06) /* result0: UAR page index (1..num_uars-1)   */ \
 	X(DEALLOC_UAR,    dealloc_uar,    0x07) /* in: uar index                             */ \
 	X(NOP,            nop,            0x08) /* does nothing; result0 echoes in.nop.value */ \
