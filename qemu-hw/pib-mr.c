@@ -438,10 +438,24 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
 }
 
 /*
+ * What a window with these remote rights needs of the MR under it: LOCAL_WRITE
+ * when remote peers may write it (REMOTE_WRITE, REMOTE_ATOMIC; IBTA C10-74),
+ * nothing else.
+ */
+static uint32_t pib_mw_mr_access(uint32_t access)
+{
+    return access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC) ?
+           PIB_ACCESS_LOCAL_WRITE : 0;
+}
+
+/*
  * The remote side's check: an rkey names an MR or a bound memory window.  A
  * window passes if it lies in QP's PD, is bound (a type 2 one to this QP),
- * allows the access and holds the range; then the MR under it is checked
- * as for an MR rkey.  *mrp is the MR to access.
+ * allows the access and holds the range; then the MR under it must still be
+ * valid, in the PD and hold the range.  The window's rights are its own
+ * (IBTA C10-74): the MR need not grant the remote access itself, only the
+ * LOCAL_WRITE that a bind with remote write or atomic rights required.
+ * *mrp is the MR to access.
  */
 PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
                          uint64_t va, uint64_t len, uint32_t access,
@@ -469,7 +483,8 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len) {
         return PIB_MEM_RANGE;
     }
-    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len, access, mrp);
+    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len,
+                        pib_mw_mr_access(access), mrp);
 }
 
 static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
@@ -481,7 +496,13 @@ static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 /*
  * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
  * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
- * the MR allows; the window's rkey becomes new_rkey (same index).  Only the
+ * of its own; the window's rkey becomes new_rkey (same index).  The IBTA's
+ * rules, as rxe applies them: the MR must allow binds (MW_BIND, C10-73), and
+ * a window that remote peers may write (REMOTE_WRITE, REMOTE_ATOMIC) needs an
+ * MR with LOCAL_WRITE (C10-74); the MR's own remote rights do not limit the
+ * window's.  The local bits of access (LOCAL_WRITE, MW_BIND), which callers
+ * pass along with an MR's flags, are ignored; any other bit (zero-based
+ * windows) fails.  Only the
  * index counts: nothing updates the consumer's copy of a type 2 window's key
  * when the peer invalidates it, so that copy may be stale.  The window must
  * be in the QP's PD and of the type the WQE says.  A type 2 window must be
@@ -495,12 +516,14 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
     PibState *s = qp->s;
     uint32_t mw_rkey = le32_to_cpu(b->mw_rkey);
     uint32_t new_rkey = le32_to_cpu(b->new_rkey);
-    uint32_t access = le32_to_cpu(b->access);
+    uint32_t access = le32_to_cpu(b->access) &
+                      ~(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND);
     uint64_t addr = le64_to_cpu(b->addr);
     uint64_t length = le64_to_cpu(b->length);
     PibMw *mw = pib_mw_by_index(s, mw_rkey);
     PibMr *mr, *old;
     PibMemErr err;
+    uint32_t need;
 
     if (!mw) {
         return pib_bind_fail(qp, "no such window", mw_rkey);
@@ -526,12 +549,12 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
         trace_pib_mw_unbind(qp->qpn, new_rkey);
         return PIB_WC_SUCCESS;
     }
-    /* The MR: valid, ours, MW_BIND and the rights, the range. */
+    /* The MR: valid, ours, MW_BIND (and LOCAL_WRITE if needed), the range. */
     mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
+    need = PIB_ACCESS_MW_BIND | pib_mw_mr_access(access);
     err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
           mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :
-          (mr->access & (PIB_ACCESS_MW_BIND | access)) !=
-              (PIB_ACCESS_MW_BIND | access) ? PIB_MEM_ACCESS :
+          (mr->access & need) != need ? PIB_MEM_ACCESS :
           addr < mr->iova || length > mr->length ||
               addr - mr->iova > mr->length - length ? PIB_MEM_RANGE :
           PIB_MEM_OK;

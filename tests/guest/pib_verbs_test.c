@@ -2450,6 +2450,9 @@ static int srq_limit_client(struct role *r)
  *   type 1  E: ibv_bind_mw: WRITE: SUCCESS; ibv_bind_mw with length 0 unbinds; WRITE through
  *              the window's current rkey: REM_ACCESS_ERR.
  *           F: WRITE through the rkey it had while bound: REM_ACCESS_ERR.
+ * The MR has LOCAL_WRITE and MW_BIND only, and the binds ask for REMOTE_WRITE | LOCAL_WRITE:
+ * the windows grant remote write that the MR does not, and the local bit is ignored (IBTA
+ * C10-73, C10-74, as rdma-core's MWTest expects).
  * A type 2 window is bound to the server's QP, and an error moves the QPs to ERR, so every
  * round has its own QPs.
  */
@@ -2500,7 +2503,9 @@ static int mw2_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ib
 			.mw = mw, .rkey = new_key,
 			.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF,
 				       .length = MW_W_LEN,
-				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE },
+				       /* The local bit is ignored, as callers expect. */
+				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+							  IBV_ACCESS_LOCAL_WRITE },
 		},
 	}, *bad;
 	struct ibv_wc wc;
@@ -2529,7 +2534,8 @@ static int mw1_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ib
 	struct ibv_mw_bind bind = {
 		.wr_id = 0xb1e, .send_flags = IBV_SEND_SIGNALED,
 		.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF, .length = length,
-			       .mw_access_flags = length ? IBV_ACCESS_REMOTE_WRITE : 0 },
+			       .mw_access_flags = length ? IBV_ACCESS_REMOTE_WRITE |
+							   IBV_ACCESS_LOCAL_WRITE : 0 },
 	};
 	uint32_t old_key = mw->rkey;
 	struct ibv_wc wc;
@@ -2616,8 +2622,12 @@ static int mw_server(struct role *r)
 	if (!t1 && !t2)
 		return chan_sync(r, "end");
 
-	if (buf_alloc(r, &t, MW_T_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND) ||
+	/*
+	 * The MR grants nothing remote: a window's rights are its own (IBTA C10-74), and a
+	 * window with remote write needs only LOCAL_WRITE and MW_BIND on the MR, as rdma-core's
+	 * MWTest registers it.
+	 */
+	if (buf_alloc(r, &t, MW_T_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) ||
 	    buf_alloc(r, &rb, 4096, IBV_ACCESS_LOCAL_WRITE))
 		return -1;
 	fill_pattern(t.p, t.len, 0x3a3a);

@@ -1084,8 +1084,9 @@ static void test_dp_mw(void)
     dp_end(&p.a, &x, PIB_QPT_RC, 16384);
     dp_end(&p.b, &y, PIB_QPT_RC, 16384);
     dp_link_ends(&x, 1, &y, 2);
-    mr = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | rw |
-                   PIB_ACCESS_MW_BIND, y.buf, 16384);
+    /* The windows' rights are their own: the MR needs no remote rights. */
+    mr = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                   y.buf, 16384);
 
     /* Windows of type 1 and 2; unbound, their rkeys grant nothing. */
     cmd.in.alloc_mw.pdn = cpu_to_le32(y.pdn);
@@ -1271,6 +1272,135 @@ static void test_dp_mw(void)
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, y.key), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, y.pdn), ==,
                      PIB_AQ_OK);
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/* Allocate a memory window of this type in a PD; returns its rkey. */
+static uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };
+    struct pib_admin_cqe acqe;
+
+    cmd.in.alloc_mw.pdn = cpu_to_le32(pdn);
+    cmd.in.alloc_mw.type = cpu_to_le32(type);
+    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
+    return le32_to_cpu(acqe.result0);
+}
+
+/* A signalled LOCAL_INV of key, rung, and its successful completion. */
+static void mw_local_inv(PibDev *d, TestQp *qp, TestCq *scq, uint64_t wr_id,
+                         uint32_t key)
+{
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_LOCAL_INV,
+        .flags = PIB_WQE_F_SIGNALED,
+        .wr_id = cpu_to_le64(wr_id),
+        .imm_inv = cpu_to_le32(key),
+    };
+
+    dp_post_send_raw(d, qp, &wqe, NULL, 0, true);
+    dp_expect(d, scq, wr_id, PIB_WC_SUCCESS, PIB_CQE_LOCAL_INV, NULL);
+}
+
+/* A bind that must fail (MW_BIND_ERR); the QP is in ERR, so relink. */
+static void mw_bind_refused(TestEnd *x, TestEnd *y, uint64_t wr_id,
+                            uint32_t mw, uint32_t new_key, uint32_t mr,
+                            uint64_t addr, uint64_t len, uint32_t access)
+{
+    dp_post_bind(y->d, &y->qp, wr_id, 2, mw, new_key, mr, addr, len, access);
+    dp_expect(y->d, &y->scq, wr_id, PIB_WC_MW_BIND_ERR, PIB_CQE_BIND_MW, NULL);
+    dp_relink(x, 1, y, 2);
+}
+
+/*
+ * The bind rules of the IBTA (C10-73, C10-74), as rdma-core's MWTest uses
+ * them: the window's rights are its own, not limited by the MR's remote
+ * rights; the MR needs MW_BIND, and LOCAL_WRITE for a window that peers may
+ * write or use atomics on; the local bits of the bind's access are ignored.
+ */
+static void test_dp_mw_rules(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge[1];
+    uint32_t mr_lw, mr_ro, mw, k;
+    const uint32_t rw = PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 16384);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+    /* No remote rights on either MR: LOCAL_WRITE + MW_BIND, MW_BIND alone. */
+    mr_lw = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                      y.buf, 8192);
+    mr_ro = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_MW_BIND, y.buf + 8192, 8192);
+    mw = dp_alloc_mw(&p.b, y.pdn, 2);
+
+    /* Remote write and read over LOCAL_WRITE|MW_BIND, local bits passed. */
+    k = mw_key_byte(mw, mw + 1);
+    dp_post_bind(&p.b, &y.qp, 0x1, 2, mw, k, mr_lw, y.buf, 4096,
+                 rw | PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND);
+    dp_expect(&p.b, &y.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    dp_fill(&p.a, x.buf, 256, 7);
+    sge[0] = dp_sge(x.buf, 256, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x2,
+                 sge, 1, y.buf + 100, k);
+    dp_expect(&p.a, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 100, 256);
+    sge[0] = dp_sge(x.buf + 4096, 256, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x3,
+                 sge, 1, y.buf + 100, k);
+    dp_expect(&p.a, &x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&p.a, x.buf + 4096, &p.b, y.buf + 100, 256);
+
+    /* The MR's own key still grants nothing remote: memory untouched. */
+    qtest_memset(qts(&p.b), y.buf + 5000, 0x33, 64);
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x4,
+                 sge, 1, y.buf + 5000, mr_lw);
+    dp_expect(&p.a, &x.scq, 0x4, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 5000 + 63), ==, 0x33);
+    dp_relink(&x, 1, &y, 2);
+
+    /* A window with only read rights refuses a write, memory untouched. */
+    mw_local_inv(&p.b, &y.qp, &y.scq, 0x5, k);
+    k = mw_key_byte(mw, mw + 2);
+    dp_post_bind(&p.b, &y.qp, 0x6, 2, mw, k, mr_ro, y.buf + 8192, 4096,
+                 PIB_ACCESS_REMOTE_READ);
+    dp_expect(&p.b, &y.scq, 0x6, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    dp_fill(&p.b, y.buf + 8192, 128, 9);
+    sge[0] = dp_sge(x.buf, 128, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x7,
+                 sge, 1, y.buf + 8192, k);
+    dp_expect(&p.a, &x.scq, 0x7, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 8192, 128);
+    qtest_memset(qts(&p.b), y.buf + 8192, 0x44, 64);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x8,
+                 sge, 1, y.buf + 8192, k);
+    dp_expect(&p.a, &x.scq, 0x8, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 8192 + 63), ==, 0x44);
+    dp_relink(&x, 1, &y, 2);
+    mw_local_inv(&p.b, &y.qp, &y.scq, 0x9, k);
+
+    /* C10-74: remote write or atomic rights over an MR without LOCAL_WRITE. */
+    mw_bind_refused(&x, &y, 0xa, mw, mw_key_byte(mw, mw + 3), mr_ro,
+                    y.buf + 8192, 4096, PIB_ACCESS_REMOTE_WRITE);
+    mw_bind_refused(&x, &y, 0xb, mw, mw_key_byte(mw, mw + 4), mr_ro,
+                    y.buf + 8192, 4096, PIB_ACCESS_REMOTE_ATOMIC);
+    /* C10-73: no MW_BIND on the MR (y.key is the buffer's plain MR). */
+    mw_bind_refused(&x, &y, 0xc, mw, mw_key_byte(mw, mw + 5), y.key,
+                    y.buf, 4096, PIB_ACCESS_REMOTE_READ);
+    /* A bit that is neither remote nor local (zero-based, 0x20) fails. */
+    mw_bind_refused(&x, &y, 0xd, mw, mw_key_byte(mw, mw + 6), mr_lw,
+                    y.buf, 4096, PIB_ACCESS_REMOTE_READ | 0x20);
+
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr_lw), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr_ro), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
     dp_pair_down(&p);
@@ -2038,6 +2168,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/mw", test_dp_mw);
+    qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
     qtest_add_func("/pib/data/frwr", test_dp_frwr);
     qtest_add_func("/pib/data/wire", test_dp_wire);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
