@@ -66,8 +66,12 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->max_recv_sge = dev->max_sge;
 	props->max_sge_rd = dev->max_sge;
 	props->max_cq = dev->max_cq;
-	/* The deepest CQ: a CQ of depth d holds d - 1 CQEs, as in the provider. */
-	props->max_cqe = dev->max_cqe;
+	/*
+	 * The most CQEs a CQ holds: its ring is a power of two deep, at most dev->max_cqe, and
+	 * holds one less than its depth (pib_cq_init_kernel(), the provider's create_cq), so
+	 * every count up to max_cqe is creatable.
+	 */
+	props->max_cqe = dev->max_cqe - 1;
 	props->max_mr = pib_limit(a->max_mr);
 	props->max_pd = pib_limit(a->max_pd);
 	props->max_qp_rd_atom = pib_limit(a->max_qp_rd_atom);
