@@ -75,7 +75,7 @@ struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
 	err = pib_srq_size(ctx, &attr->attr, &srq->wq);
 	if (err)
 		goto err_free_srq;
-	err = pib_wq_init(&srq->wq);
+	err = pib_wq_init(&srq->wq, ibvpd, PIB_RES_TYPE_SRQ);
 	if (err)
 		goto err_free_srq;
 

@@ -63,15 +63,18 @@ static struct pib_create_qp last_create_qp;
 static struct pib_create_srq last_create_srq;
 static struct ibv_srq_attr last_srq_attr;	/* as CREATE/MODIFY_SRQ got it */
 
-int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
-		      struct ibv_comp_channel *channel, int comp_vector,
-		      struct ibv_cq *cq, struct ibv_create_cq *cmd,
-		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
-		      size_t resp_size)
+int ibv_cmd_create_cq_ex(struct ibv_context *context,
+			 const struct ibv_cq_init_attr_ex *attr,
+			 struct verbs_cq *vcq, struct ibv_create_cq_ex *cmd,
+			 size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
+			 size_t resp_size, uint32_t cmd_flags)
 {
-	struct pib_create_cq *c = container_of(cmd, struct pib_create_cq, ibv_cmd);
-	struct pib_create_cq_resp *r =
-		container_of(resp, struct pib_create_cq_resp, ibv_resp);
+	struct pib_create_cq_ex *c =
+		container_of(cmd, struct pib_create_cq_ex, ibv_cmd);
+	struct pib_create_cq_ex_resp *r =
+		container_of(resp, struct pib_create_cq_ex_resp, ibv_resp);
+	struct ibv_cq *cq = &vcq->cq;
+	int cqe = attr->cqe;
 
 	create_cq_calls++;
 	CHECK_EQ(cmd_size, sizeof(*c));
@@ -95,11 +98,14 @@ int ibv_cmd_destroy_cq(struct ibv_cq *cq)
 	return 0;
 }
 
-int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
-		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
-		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
-		      size_t resp_size)
+int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
+			 struct ibv_qp_init_attr_ex *attr,
+			 struct ibv_create_qp *cmd, size_t cmd_size,
+			 struct ib_uverbs_create_qp_resp *resp,
+			 size_t resp_size)
 {
+	struct ibv_qp *qp = &vqp->qp;
+	struct ibv_pd *pd = attr->pd;
 	struct pib_create_qp *c = container_of(cmd, struct pib_create_qp, ibv_cmd);
 	struct pib_create_qp_resp *r =
 		container_of(resp, struct pib_create_qp_resp, ibv_resp);
@@ -309,10 +315,13 @@ static struct pib_context *make_context(void)
 	ctx->uar = aligned_alloc(PIB_UAR_PAGE_SIZE, PIB_UAR_PAGE_SIZE);
 	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
 	ctx->uar_size = PIB_UAR_PAGE_SIZE;
-	/* The device's QUERY_DEVICE answer (qemu-hw/pib.c). */
+	/*
+	 * The driver's query_device answer (guest-driver/pib_verbs.c): max_cqe
+	 * is the deepest ring (PIB_MAX_CQE) less the slot a CQ keeps free.
+	 */
 	ctx->max_qp_wr = 4096;
 	ctx->max_sge = 16;
-	ctx->max_cqe = 65536;
+	ctx->max_cqe = PIB_MAX_CQE - 1;
 	ctx->max_srq_wr = 4096;
 	ctx->max_srq_sge = 16;
 	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
@@ -337,9 +346,15 @@ static void test_cq_sizing(struct pib_context *ctx)
 		 512 * 32);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 
-	cq = pib_create_cq(&ctx->ibvctx.context, 65535, NULL, 0);
+	/* max_cqe itself, and max_cqe / 2 (rdma-core's test_create_cq). */
+	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe, NULL, 0);
 	CHECK(cq);
 	CHECK_EQ(to_pib_cq(cq)->depth, 65536);
+	CHECK_EQ(cq->cqe, (int)ctx->max_cqe);
+	CHECK_EQ(pib_destroy_cq(cq), 0);
+	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe / 2, NULL, 0);
+	CHECK(cq);
+	CHECK_EQ(to_pib_cq(cq)->depth, 32768);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 
 	/* Beyond max_cqe, or negative: refused before the kernel is asked. */
@@ -1164,7 +1179,9 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	wr.send_flags = IBV_SEND_INLINE;
 	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
 	wr.send_flags = 0;
-	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_MW_BIND;
+	/* Zero-based windows are not implemented, with remote rights or not. */
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_ZERO_BASED |
+					       IBV_ACCESS_REMOTE_READ;
 	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
 	wr.bind_mw.bind_info.mw_access_flags = 0;
 	wr.bind_mw.bind_info.mr = NULL;			/* a range, no MR */
@@ -1212,8 +1229,15 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	/* A full SQ: ibv_bind_mw fails and the rkey stays. */
 	dev_send_cqe(&dev, qpn, 5, 0, PIB_CQE_SEND, PIB_WC_SUCCESS);
 	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	/* The local bits of a bind's access are ignored, not refused. */
+	mwb.bind_info = (struct ibv_mw_bind_info){
+		.mr = &mr, .addr = 0x10000, .length = 8,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND };
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	CHECK_EQ(le32toh(sq_bind_wqe(qp, 6)->access), PIB_ACCESS_REMOTE_WRITE);
 	mwb.bind_info = (struct ibv_mw_bind_info){ 0 };
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 3; i++)
 		CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
 	key = mw1->rkey;
 	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), ENOMEM);
@@ -1243,6 +1267,323 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
 }
 
+/*
+ * The extended send interface: ibv_wr_* write the same WQEs as post_send,
+ * ibv_wr_complete rings one doorbell for the batch, ibv_wr_abort and a bad
+ * request in the batch post nothing.
+ */
+static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr_ex attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 2,
+			 .max_recv_sge = 1, .max_inline_data = 32 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+				  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				  IBV_QP_EX_WITH_SEND_WITH_IMM,
+	};
+	struct ibv_sge sgl[2] = {
+		{ .addr = 0x1000, .length = 8, .lkey = 0x11 },
+		{ .addr = 0x2000, .length = 4, .lkey = 0x22 },
+	};
+	struct ibv_data_buf bufs[2] = {
+		{ .addr = "abcd", .length = 4 }, { .addr = "efgh", .length = 4 },
+	};
+	char big[300] = { 0 };	/* more than any slot holds inline */
+	struct pib_send_wqe *w;
+	struct pib_sge *ws;
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+	uint32_t qpn;
+
+	/* UD has no RDMA: asking for it is refused, as for XRC types. */
+	attr.qp_type = IBV_QPT_UD;
+	errno = 0;
+	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	attr.qp_type = IBV_QPT_RC;
+
+	ibvqp = pib_create_qp_ex(&ctx->ibvctx.context, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+	qpx = ibv_qp_to_qp_ex(ibvqp);
+	CHECK(qpx && qpx->wr_send && qpx->wr_atomic_fetch_add);
+	CHECK(!qpx->wr_rdma_read && !qpx->wr_set_ud_addr);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+
+	/* A batch of three: SEND (SGE list), inline WRITE, FETCH_ADD. */
+	ibv_wr_start(qpx);
+	qpx->wr_id = 1;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge_list(qpx, 2, sgl);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_rdma_write(qpx, 0x77, 0xabc000);
+	ibv_wr_set_inline_data_list(qpx, 2, bufs);
+	qpx->wr_id = 3;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_fetch_add(qpx, 0x88, 0xdef008, 5);
+	ibv_wr_set_sge(qpx, 0x33, 0x3000, 8);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);	/* nothing before complete */
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)3 << 32 | qpn);
+
+	w = sq_wqe(qp, 0);
+	CHECK_EQ(w->opcode, PIB_WQE_SEND);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED);
+	CHECK_EQ(le64toh(w->wr_id), 1);
+	CHECK_EQ(w->num_sge, 2);
+	ws = (struct pib_sge *)(w + 1);
+	CHECK_EQ(le64toh(ws[1].addr), 0x2000);
+	CHECK_EQ(le32toh(ws[1].lkey), 0x22);
+	w = sq_wqe(qp, 1);
+	CHECK_EQ(w->opcode, PIB_WQE_RDMA_WRITE);
+	CHECK_EQ(w->flags, PIB_WQE_F_FENCE | PIB_WQE_F_INLINE);
+	CHECK_EQ(le32toh(w->rkey), 0x77);
+	CHECK_EQ(le64toh(w->remote_addr), 0xabc000);
+	CHECK_EQ(le32toh(w->inline_len), 8);
+	CHECK_EQ(w->num_sge, 0);
+	CHECK(memcmp(w + 1, "abcdefgh", 8) == 0);
+	w = sq_wqe(qp, 2);
+	CHECK_EQ(w->opcode, PIB_WQE_ATOMIC_FA);
+	CHECK_EQ(le64toh(w->compare_add), 5);
+	CHECK_EQ(le64toh(w->remote_addr), 0xdef008);
+	CHECK_EQ(w->num_sge, 1);
+
+	/* Aborted: slot 3 written, but the producer index and doorbell stay. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 4;
+	ibv_wr_send_imm(qpx, htobe32(0x1234));
+	ibv_wr_abort(qpx);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 3);
+
+	/* Bad requests make the whole batch fail, and post nothing. */
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_set_inline_data(qpx, big, sizeof(big));	/* > max_inline */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 3);
+	ibv_wr_start(qpx);
+	ibv_wr_atomic_cmp_swp(qpx, 1, 8, 1, 2);
+	ibv_wr_set_inline_data(qpx, big, 8);		/* no inline atomics */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge_list(qpx, qp->sq.max_sge + 1, sgl);	/* too many SGEs */
+	ibv_wr_send(qpx);					/* ignored now */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	/* The ring holds 4: a batch that overfills it fails whole. */
+	ibv_wr_start(qpx);
+	for (int i = 0; i < 4; i++)
+		ibv_wr_send(qpx);
+	CHECK_EQ(ibv_wr_complete(qpx), ENOMEM);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
+/*
+ * The extended CQ interface: start/next/end_poll read the same CQEs as
+ * poll_cq, the read functions return their fields, the slots go back at
+ * end_poll only, and completions of a QP that is gone are skipped.
+ */
+static void test_cq_ex(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pattr = {};
+	struct ibv_qp_init_attr attr = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_cq_ex *cqx;
+	struct ibv_qp *ibvqp;
+	struct fake_cq dev;
+	struct pib_cqe c;
+	struct pib_cq *cq;
+	uint32_t qpn;
+
+	/* Fields the device cannot fill are refused. */
+	cattr.wc_flags = IBV_WC_EX_WITH_FLOW_TAG;
+	errno = 0;
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	cattr.wc_flags = IBV_WC_STANDARD_FLAGS;
+	cqx = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cqx);
+	cq = to_pib_cq(ibv_cq_ex_to_cq(cqx));
+	dev = (struct fake_cq){ .cq = cq };
+	CHECK_EQ(cq->depth, 8);
+	CHECK(cqx->read_byte_len && cqx->read_dlid_path_bits &&
+	      !cqx->read_completion_ts);
+
+	attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cqx);
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qpn = ibvqp->qp_num;
+
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), ENOENT);
+	/* A UD receive with immediate data and a GRH, then a flushed one. */
+	c = (struct pib_cqe){
+		.wr_id = htole64(0x51), .byte_len = htole32(140),
+		.imm_inv = htobe32(0xfeed), .qpn = htole32(qpn),
+		.src_qp = htole32(0x3000077), .slid = htole16(9),
+		.opcode = PIB_CQE_RECV, .flags = PIB_CQE_F_IMM | PIB_CQE_F_GRH,
+		.sl = 3,
+	};
+	dev_write_cqe(&dev, &c);
+	dev_recv_cqe(&dev, qpn, 1, 0x52, PIB_WC_WR_FLUSH_ERR);
+	/* A completion of a QP that does not exist: skipped. */
+	dev_send_cqe(&dev, 0x777, 0, 0x53, PIB_CQE_SEND, PIB_WC_SUCCESS);
+
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
+	CHECK_EQ(cqx->wr_id, 0x51);
+	CHECK_EQ(cqx->status, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_wc_read_opcode(cqx), IBV_WC_RECV);
+	CHECK_EQ(ibv_wc_read_byte_len(cqx), 140);
+	CHECK_EQ(be32toh(ibv_wc_read_imm_data(cqx)), 0xfeed);
+	CHECK_EQ(ibv_wc_read_qp_num(cqx), qpn);
+	CHECK_EQ(ibv_wc_read_src_qp(cqx), 0x77);
+	CHECK_EQ(ibv_wc_read_dlid_path_bits(cqx), 3);
+	CHECK_EQ(ibv_wc_read_slid(cqx), 9);
+	CHECK_EQ(ibv_wc_read_sl(cqx), 3);
+	CHECK_EQ(ibv_wc_read_wc_flags(cqx), IBV_WC_WITH_IMM | IBV_WC_GRH);
+	/* Read, but not given back before end_poll. */
+	CHECK_EQ(le32toh(*cq->ci_record), 0);
+	CHECK_EQ(ibv_next_poll(cqx), 0);
+	CHECK_EQ(cqx->wr_id, 0x52);
+	CHECK_EQ(cqx->status, IBV_WC_WR_FLUSH_ERR);
+	CHECK_EQ(ibv_next_poll(cqx), ENOENT);
+	ibv_end_poll(cqx);
+	CHECK_EQ(le32toh(*cq->ci_record), 3);
+	CHECK_EQ(atomic_load(&to_pib_qp(ibvqp)->rq.ci), 0);	/* nothing posted */
+
+	/* poll_cq on the same CQ still works. */
+	dev_send_cqe(&dev, qpn, 0, 0x54, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	{
+		struct ibv_wc wc;
+
+		CHECK_EQ(pib_poll_cq(ibv_cq_ex_to_cq(cqx), 1, &wc), 1);
+		CHECK_EQ(wc.wr_id, 0x54);
+	}
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+/* A parent domain's allocator: what it was asked for, and what it got back. */
+static int pad_allocs, pad_frees;
+static uint64_t pad_types;
+
+static void *pad_alloc(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type)
+{
+	void *p;
+
+	CHECK(pd_context == &pad_allocs);
+	CHECK_EQ(alignment, PIB_PAGE_SIZE);
+	pad_types |= 1ull << (resource_type & 63);
+	/* The CQ's ring is left to the provider. */
+	if (resource_type == PIB_RES_TYPE_CQ)
+		return IBV_ALLOCATOR_USE_DEFAULT;
+	if (posix_memalign(&p, alignment, size))
+		return NULL;
+	memset(p, 0xa5, size);		/* the provider must zero it */
+	pad_allocs++;
+	return p;
+}
+
+static void pad_free(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type)
+{
+	CHECK(resource_type != PIB_RES_TYPE_CQ);
+	pad_frees++;
+	free(ptr);
+}
+
+/*
+ * Thread and parent domains: a parent domain is the PD to the kernel (same
+ * handle), its allocator gives the QP's and SRQ's rings (zeroed, page
+ * aligned) and gets them back, and nothing goes before what uses it.
+ */
+static void test_parent_domain(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_td_init_attr tattr = {};
+	struct ibv_parent_domain_init_attr pattr = {
+		.pd = pd, .comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				       IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
+		.alloc = pad_alloc, .free = pad_free, .pd_context = &pad_allocs,
+	};
+	struct ibv_qp_init_attr_ex qattr = {
+		.qp_type = IBV_QPT_RC, .comp_mask = IBV_QP_INIT_ATTR_PD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 8, .wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+	};
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_pd *pad;
+	struct ibv_td *td;
+	struct ibv_cq_ex *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+
+	pd->handle = 0x5150;
+	tattr.comp_mask = 1;
+	CHECK(!pib_alloc_td(&ctx->ibvctx.context, &tattr));
+	tattr.comp_mask = 0;
+	td = pib_alloc_td(&ctx->ibvctx.context, &tattr);
+	CHECK(td);
+	pattr.td = td;
+	pad = pib_alloc_parent_domain(&ctx->ibvctx.context, &pattr);
+	CHECK(pad);
+	CHECK_EQ(pad->handle, 0x5150);
+	CHECK_EQ(pib_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(pib_dealloc_td(td), EBUSY);
+
+	/* A CQ with the parent domain; its allocator declines the ring. */
+	cattr.parent_domain = pad;
+	cq = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cq);
+	cattr.parent_domain = pd;	/* a plain PD is no parent domain */
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+
+	qattr.pd = pad;
+	qattr.send_cq = qattr.recv_cq = ibv_cq_ex_to_cq(cq);
+	qp = pib_create_qp_ex(&ctx->ibvctx.context, &qattr);
+	CHECK(qp);
+	CHECK_EQ(pad_allocs, 2);		/* SQ and RQ */
+	CHECK(to_pib_qp(qp)->sq.src.custom && to_pib_qp(qp)->rq.src.custom);
+	CHECK_EQ(((uint8_t *)to_pib_qp(qp)->sq.buf)[100], 0);
+	srq = pib_create_srq(pad, &sattr);
+	CHECK(srq);
+	CHECK_EQ(pad_allocs, 3);
+	CHECK_EQ(pad_types, 1ull << 1 | 1ull << 2 | 1ull << 3 | 1ull << 4);
+	CHECK_EQ(pib_dealloc_pd(pad), EBUSY);
+
+	CHECK_EQ(pib_destroy_qp(qp), 0);
+	CHECK_EQ(pib_destroy_srq(srq), 0);
+	CHECK_EQ(pad_frees, 3);
+	CHECK_EQ(pib_dealloc_pd(pad), EBUSY);	/* the CQ still uses it */
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	CHECK_EQ(pib_dealloc_pd(pad), 0);
+	CHECK_EQ(pib_dealloc_td(td), 0);
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
@@ -1261,6 +1602,10 @@ int main(void)
 	test_srq_data_path(ctx, &pd);
 	test_mw(ctx, &pd);
 	CHECK_EQ(destroy_qp_calls, 10);
+	test_qp_ex(ctx, &pd);
+	test_cq_ex(ctx, &pd);
+	CHECK_EQ(destroy_qp_calls, 12);
+	test_parent_domain(ctx, &pd);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);
