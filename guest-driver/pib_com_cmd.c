@@ -170,6 +170,15 @@ int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn)
 	return pib_cmd_obj(com, PIB_CMD_DESTROY_CQ, cqn);
 }
 
+/* BAD_PARAM (-EINVAL) when the CQEs not yet read do not fit the new ring. */
+int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *in)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_RESIZE_CQ };
+
+	cmd.in.resize_cq = *in;
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
+}
+
 int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn)
 {
 	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_QP };

@@ -83,6 +83,10 @@ static const struct ib_device_ops pib_srq_ops = {               /* PIB_DEV_CAP_S
 	INIT_RDMA_OBJ_SIZE(ib_srq, pib_srq, ibsrq),
 };
 
+static const struct ib_device_ops pib_resize_ops = {            /* PIB_DEV_CAP_RESIZE */
+	.resize_cq = pib_resize_cq,
+};
+
 static const struct ib_device_ops pib_mw_ops = {                /* PIB_DEV_CAP_MEM_WINDOW */
 	.alloc_mw = pib_alloc_mw,
 	.dealloc_mw = pib_dealloc_mw,
@@ -416,6 +420,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_srq_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		ib_set_device_ops(ibdev, &pib_mw_ops);
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE)
+		ib_set_device_ops(ibdev, &pib_resize_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
 

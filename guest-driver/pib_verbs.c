@@ -37,6 +37,19 @@ bool pib_udata_in_cleared(struct ib_udata *udata)
 	return !udata || !udata->inlen || ib_is_udata_cleared(udata, 0, udata->inlen);
 }
 
+/*
+ * A provider's request of size bytes: shorter is -EINVAL, longer only with zeroes past what
+ * this driver knows (a newer provider's unused fields), else -EOPNOTSUPP.
+ */
+int pib_udata_req(struct ib_udata *udata, void *req, size_t size)
+{
+	if (udata->inlen < size)
+		return -EINVAL;
+	if (udata->inlen > size && !ib_is_udata_cleared(udata, size, udata->inlen - size))
+		return -EOPNOTSUPP;
+	return ib_copy_from_udata(req, udata, size);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Device and port
  * ------------------------------------------------------------------------------------------ */
@@ -104,6 +117,9 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 */
 	if (a->device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	/* User SRQs (and CQs) move to a bigger or smaller ring, nothing lost (RESIZE). */
+	if ((a->device_cap_flags & PIB_DEV_CAP_RESIZE) && dev->max_srq)
+		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
 	return 0;
 }
 
