@@ -151,6 +151,67 @@ err_free_cq:
 	return NULL;
 }
 
+/*
+ * Resize: a new (zeroed) ring from the same source as the old, and RESIZE_CQ
+ * with the consumer index, under the CQ lock so that nothing polls meanwhile.
+ * The device copies the CQEs not yet read to the start of the new ring
+ * (pib_hw.h, RESIZE_CQ), so polling goes on at index 0 there, nothing lost or
+ * seen twice; if they do not fit, the command fails (EINVAL) and the CQ stays
+ * on its old ring.
+ */
+int pib_resize_cq(struct ibv_cq *ibvcq, int cqe)
+{
+	struct pib_context *ctx = to_pib_context(ibvcq->context);
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct pib_resize_cq_resp resp = {};
+	struct pib_resize_cq cmd = {};
+	struct pib_ring_src src = cq->src, old_src;
+	size_t ring_size, buf_size, old_size;
+	void *buf, *old_buf;
+	uint32_t depth;
+	int err;
+
+	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe)
+		return EINVAL;
+	depth = roundup_pow_of_two(max_t(uint32_t, cqe + 1, 2));
+	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
+		    << PIB_PAGE_SHIFT;
+	buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	buf = pib_alloc_ring(&src, buf_size);
+	if (!buf)
+		return errno;
+
+	pthread_spin_lock(&cq->lock);
+	cmd.depth = depth;
+	cmd.buf_addr = (uintptr_t)buf;
+	cmd.buf_size = buf_size;
+	cmd.ci = cq->ci;
+	err = ibv_cmd_resize_cq(ibvcq, depth - 1, &cmd.ibv_cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (!err && resp.depth != depth)
+		err = EPROTO;	/* cannot happen: the driver checked depth */
+	if (err) {
+		pthread_spin_unlock(&cq->lock);
+		pib_free_ring(&src, buf, buf_size);
+		return err;
+	}
+	/* The old ring goes: the device wrote its last CQE there before. */
+	old_buf = cq->buf;
+	old_size = cq->buf_size;
+	old_src = cq->src;
+	cq->buf = buf;
+	cq->buf_size = buf_size;
+	cq->src = src;
+	cq->ring = cq->buf;
+	cq->ci_record = (_Atomic(uint32_t) *)((uint8_t *)cq->buf + ring_size);
+	cq->depth = depth;
+	cq->ci = 0;
+	ibvcq->cqe = depth - 1;
+	pthread_spin_unlock(&cq->lock);
+	pib_free_ring(&old_src, old_buf, old_size);
+	return 0;
+}
+
 /* ibv_create_cq: the extended verb with the standard fields. */
 struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 			     struct ibv_comp_channel *channel, int comp_vector)

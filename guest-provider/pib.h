@@ -45,6 +45,11 @@ DECLARE_DRV_CMD(pib_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 /* CREATE_SRQ: the SRQ ring; srq_limit travels in the core command. */
 DECLARE_DRV_CMD(pib_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		pib_ibv_create_srq, pib_ibv_create_srq_resp);
+/* Resizing: the new ring, and (CQ) the consumer index the device goes on from. */
+DECLARE_DRV_CMD(pib_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		pib_ibv_resize_cq, pib_ibv_resize_cq_resp);
+DECLARE_DRV_CMD(pib_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,
+		pib_ibv_modify_srq, empty);
 
 /*
  * A CQE names the send WQE it completes by a 16-bit index; the full index is

@@ -44,6 +44,7 @@ struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 				   struct ibv_cq_init_attr_ex *attr);
 int pib_destroy_cq(struct ibv_cq *ibvcq);
+int pib_resize_cq(struct ibv_cq *ibvcq, int cqe);
 int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
 

@@ -52,6 +52,13 @@ static int checks;
 
 /* ---- The fake kernel --------------------------------------------------------------------- */
 
+/* The device's producer side of a CQ: index and the phase of each pass. */
+struct fake_cq {
+	struct pib_cq *cq;
+	uint32_t pi;
+};
+
+
 static uint32_t next_cqn = 5;
 static uint32_t next_qpn = 0x1234;
 static uint32_t next_srqn = 7;
@@ -196,12 +203,60 @@ int ibv_cmd_destroy_srq(struct ibv_srq *srq)
 	return destroy_srq_err;
 }
 
+static struct pib_modify_srq last_modify_srq;
+
 int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		       int srq_attr_mask, struct ibv_modify_srq *cmd,
 		       size_t cmd_size)
 {
 	modify_srq_calls++;
 	last_srq_attr = *srq_attr;
+	/* A resize carries the new ring; anything else carries nothing. */
+	if (srq_attr_mask & IBV_SRQ_MAX_WR) {
+		CHECK_EQ(cmd_size, sizeof(last_modify_srq));
+		last_modify_srq = *container_of(cmd, struct pib_modify_srq,
+						ibv_cmd);
+		CHECK_EQ(last_modify_srq.buf_addr % PIB_PAGE_SIZE, 0);
+	} else {
+		CHECK_EQ(cmd_size, sizeof(*cmd));
+	}
+	return 0;
+}
+
+/*
+ * RESIZE_CQ as the driver and device do it: the CQEs [ci, pi) of the fake
+ * device's CQ (resize_dev) copied to the start of the new (zeroed) ring with
+ * the first pass's phase bit, the device's index starting over after them;
+ * EINVAL if they do not fit.
+ */
+static struct fake_cq *resize_dev;
+
+int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct pib_resize_cq *c = container_of(cmd, struct pib_resize_cq, ibv_cmd);
+	struct pib_resize_cq_resp *r =
+		container_of(resp, struct pib_resize_cq_resp, ibv_resp);
+	struct pib_cqe *old = resize_dev->cq->ring, *ring = (void *)c->buf_addr;
+	uint32_t i;
+
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	CHECK_EQ((uint32_t)cqe, c->depth - 1);
+	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->buf_size, align(c->depth * 32, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
+	CHECK_EQ(le32toh(*(uint32_t *)((uint8_t *)ring +
+				       align(c->depth * 32, PIB_PAGE_SIZE))), 0);
+	if (resize_dev->pi - c->ci > c->depth)
+		return EINVAL;
+	for (i = 0; i != resize_dev->pi - c->ci; i++) {
+		ring[i] = old[(c->ci + i) & (resize_dev->cq->depth - 1)];
+		ring[i].flags |= PIB_CQE_F_PHASE;
+	}
+	resize_dev->pi = i;
+	cq->cqe = cqe;
+	r->depth = c->depth;
 	return 0;
 }
 
@@ -238,12 +293,6 @@ static uint64_t uar_read(struct pib_context *ctx, unsigned int offset)
 {
 	return le64toh(*(uint64_t *)((uint8_t *)ctx->uar + offset));
 }
-
-/* The device's producer side of a CQ: index and the phase of each pass. */
-struct fake_cq {
-	struct pib_cq *cq;
-	uint32_t pi;
-};
 
 static void dev_write_cqe(struct fake_cq *f, const struct pib_cqe *in)
 {
@@ -1013,9 +1062,9 @@ static void test_srq_data_path(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(atomic_load(&srq->wq.ci), 6);
 	CHECK_EQ(atomic_load(&srq->wq.pi), 6);
 
-	/* modify_srq: the limit only, and below the depth. */
+	/* modify_srq: max_wr within the device's, the limit below the depth. */
 	modify_srq_calls = 0;
-	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 8 },
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 5000 },
 				IBV_SRQ_MAX_WR), EINVAL);
 	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .srq_limit = 4 },
 				IBV_SRQ_LIMIT), EINVAL);
@@ -1584,28 +1633,133 @@ static void test_parent_domain(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_dealloc_td(td), 0);
 }
 
+/*
+ * Resizing a CQ: the CQEs not yet read move with it (as the device moves
+ * them), polling goes on at the same index in the new ring, a resize that
+ * cannot hold them fails and changes nothing.  Resizing an SRQ: the WQEs not
+ * yet retired are copied to their slots in the new ring before the command.
+ */
+static void test_resize(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	struct ibv_recv_wr rwr[6], *rbad;
+	struct ibv_srq_attr mattr;
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_wc wc[8];
+	struct ibv_qp *ibvqp;
+	struct ibv_srq *ibvsrq;
+	struct pib_srq *srq;
+	uint32_t qpn, i;
+
+	resize_dev = &dev;
+	ibvqp = pib_create_qp(pd, &attr);
+	qpn = ibvqp->qp_num;
+	for (i = 0; i < 5; i++)
+		dev_send_cqe(&dev, qpn, 0, 0x60 + i, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 2, wc), 2);
+	/* Three unread do not fit a CQ of 1 (depth 2). */
+	CHECK_EQ(pib_resize_cq(ibvcq, 1), EINVAL);
+	CHECK_EQ(cq->depth, 8);
+	CHECK_EQ(pib_resize_cq(ibvcq, 0), EINVAL);
+	CHECK_EQ(pib_resize_cq(ibvcq, ctx->max_cqe + 1), EINVAL);
+	/* Grow: the three unread come first, then new ones, then a wrap. */
+	CHECK_EQ(pib_resize_cq(ibvcq, 20), 0);
+	CHECK_EQ(cq->depth, 32);
+	CHECK_EQ(ibvcq->cqe, 31);
+	CHECK_EQ(cq->ci, 0);
+	for (i = 5; i < 34; i++)
+		dev_send_cqe(&dev, qpn, 0, 0x60 + i, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	for (i = 2; i < 34; i++) {
+		CHECK_EQ(pib_poll_cq(ibvcq, 1, wc), 1);
+		CHECK_EQ(wc[0].wr_id, 0x60 + i);
+	}
+	CHECK_EQ(pib_poll_cq(ibvcq, 1, wc), 0);
+	CHECK_EQ(le32toh(*cq->ci_record), 32);
+	/* Shrink with nothing unread. */
+	CHECK_EQ(pib_resize_cq(ibvcq, 1), 0);
+	CHECK_EQ(cq->depth, 2);
+	dev_send_cqe(&dev, qpn, 0, 0x99, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 0x99);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	/* SRQ of 4 (depth 8): five posted, one retired by a completion. */
+	ibvsrq = pib_create_srq(pd, &sattr);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(srq->wq.depth, 8);
+	attr.srq = ibvsrq;
+	ibvqp = pib_create_qp(pd, &attr);
+	qpn = ibvqp->qp_num;
+	for (i = 0; i < 6; i++)
+		rwr[i] = (struct ibv_recv_wr){ .wr_id = 0x70 + i,
+					       .sg_list = &sge, .num_sge = 1,
+					       .next = i < 4 ? &rwr[i + 1] : NULL };
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), 0);
+	dev_recv_cqe(&dev, qpn, 0, 0x70, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 1);
+	/* Grow to 20 (depth 32): the four outstanding go to their slots. */
+	mattr = (struct ibv_srq_attr){ .max_wr = 20 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(srq->wq.depth, 32);
+	CHECK_EQ(last_modify_srq.depth, 32);
+	CHECK(last_modify_srq.buf_addr == (uintptr_t)srq->wq.buf);
+	CHECK_EQ(last_modify_srq.buf_size, PIB_PAGE_SIZE);	/* 32 slots of 32 */
+	for (i = 1; i < 5; i++)
+		CHECK_EQ(le64toh(srq_wqe(srq, i)->wr_id), 0x70 + i);
+	/* Posting goes on at index 5. */
+	rwr[5].next = NULL;
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr[5], &rbad), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), (uint64_t)6 << 32 | srq->srqn);
+	CHECK_EQ(le64toh(srq_wqe(srq, 5)->wr_id), 0x75);
+	/* Too small for the five outstanding, or a limit not below: EINVAL. */
+	mattr = (struct ibv_srq_attr){ .max_wr = 2 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR), EINVAL);
+	mattr = (struct ibv_srq_attr){ .max_wr = 6, .srq_limit = 8 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT),
+		 EINVAL);
+	CHECK_EQ(srq->wq.depth, 32);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+	resize_dev = NULL;
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
-	struct ibv_pd pd = { .context = &ctx->ibvctx.context };
+	/* The provider's PD (pib_alloc_pd's struct), not a bare ibv_pd. */
+	struct pib_pd ppd = { .ibvpd = { .context = &ctx->ibvctx.context } };
+	struct ibv_pd *pd = &ppd.ibvpd;
 	struct ibv_cq *cq;
 
 	test_cq_sizing(ctx);
 	cq = pib_create_cq(&ctx->ibvctx.context, 16, NULL, 0);
-	test_qp_sizing(ctx, &pd, cq);
+	test_qp_sizing(ctx, pd, cq);
 	pib_destroy_cq(cq);
-	test_rc_data_path(ctx, &pd);
-	test_phase_wrap(ctx, &pd);
-	test_ud(ctx, &pd);
+	test_rc_data_path(ctx, pd);
+	test_phase_wrap(ctx, pd);
+	test_ud(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 5);
-	test_srq_sizing(ctx, &pd);
-	test_srq_data_path(ctx, &pd);
-	test_mw(ctx, &pd);
+	test_srq_sizing(ctx, pd);
+	test_srq_data_path(ctx, pd);
+	test_mw(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 10);
-	test_qp_ex(ctx, &pd);
-	test_cq_ex(ctx, &pd);
+	test_qp_ex(ctx, pd);
+	test_cq_ex(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 12);
-	test_parent_domain(ctx, &pd);
+	test_parent_domain(ctx, pd);
+	test_resize(ctx, pd);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);
