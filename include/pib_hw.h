@@ -325,7 +325,9 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(ALLOC_MR,       alloc_mr,       0x25) /* in.alloc_mr: a fast-registration MR;      */ \
 	                                        /*     result0: lkey, result1: rkey          */ \
 	X(RESIZE_CQ,      resize_cq,      0x26) /* in.resize_cq: the CQ moves to a new ring, */ \
-	                                        /*     unread CQEs with it                   */
+	                                        /*     unread CQEs with it                   */ \
+	X(REREG_MR,       rereg_mr,       0x27) /* in.rereg_mr: an MR's translation, PD or   */ \
+	                                        /*     access change; its keys stay          */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -405,6 +407,32 @@ struct pib_cmd_reg_mr {
 	pib_u64 pbl_addr;       /* guest-physical address of the page list                    */
 	pib_u32 npages;         /* entries in the page list                                   */
 	pib_u32 flags;          /* PIB_MR_F_*                                                 */
+};
+
+/*
+ * REREG_MR: change a registered MR (REG_MR's, not a fast-registration or physical one) in
+ * place: with PIB_REREG_TRANS its range and pages (iova, length, the page list, as REG_MR
+ * takes them), with PIB_REREG_PD its PD, with PIB_REREG_ACCESS its access (REG_MR's rules:
+ * remote write or atomic need local write).  Its lkey and rkey stay, so a peer that holds the
+ * rkey keeps it.  All changes apply together or none does: no such key is BAD_RESOURCE (so is
+ * no such PD), a window bound to the MR is BUSY, anything REG_MR would refuse is BAD_PARAM
+ * (NO_RESOURCES for the page list budget), an unreadable page list DMA_ERROR.  Work already
+ * executing may see the MR before or after the change (the IBTA leaves it undefined); the
+ * next access through the keys sees the new MR.
+ */
+#define PIB_REREG_TRANS        (1u << 0)
+#define PIB_REREG_PD           (1u << 1)
+#define PIB_REREG_ACCESS       (1u << 2)
+struct pib_cmd_rereg_mr {
+	pib_u32 key;            /* the MR's lkey                                              */
+	pib_u32 mask;           /* PIB_REREG_*, at least one                                  */
+	pib_u32 pdn;            /* PD: the new PD                                             */
+	pib_u32 access;         /* ACCESS: PIB_ACCESS_*                                       */
+	pib_u64 iova;           /* TRANS: as REG_MR's                                         */
+	pib_u64 length;
+	pib_u64 pbl_addr;
+	pib_u32 npages;
+	pib_u32 rsvd;
 };
 
 /* CREATE_CQ: a ring of depth CQEs (32 bytes each) followed by one page whose first u32 is the
@@ -540,6 +568,7 @@ struct pib_admin_cmd {
 		struct pib_cmd_mcast mcast;
 		struct pib_cmd_alloc_mr alloc_mr;
 		struct pib_cmd_resize_cq resize_cq;
+		struct pib_cmd_rereg_mr rereg_mr;
 	} in;
 };
 
@@ -911,6 +940,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_cmd_mcast) <= 48, "mcast fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_alloc_mr) <= 48, "alloc_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_modify_srq) <= 48, "modify_srq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_resize_cq) <= 48, "resize_cq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_rereg_mr) <= 48, "rereg_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 

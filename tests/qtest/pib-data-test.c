@@ -1676,6 +1676,154 @@ static void test_dp_mw_rules(void)
     dp_pair_down(&p);
 }
 
+/*
+ * REREG_MR of key: mask, then pdn, access, and [addr, addr + len) mapped 1:1
+ * (TRANS; pbl_addr 0: a page list made for it).
+ */
+static uint8_t dp_rereg_mr(PibDev *d, uint32_t key, uint32_t mask,
+                           uint32_t pdn, uint32_t access, uint64_t addr,
+                           uint64_t len, uint64_t pbl_addr)
+{
+    uint32_t npages = DIV_ROUND_UP((addr & 0xfff) + len, 4096);
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_REREG_MR,
+        .in.rereg_mr = {
+            .key = cpu_to_le32(key),
+            .mask = cpu_to_le32(mask),
+            .pdn = cpu_to_le32(pdn),
+            .access = cpu_to_le32(access),
+            .iova = cpu_to_le64(addr),
+            .length = cpu_to_le64(len),
+            .pbl_addr = cpu_to_le64(pbl_addr ? pbl_addr :
+                                    dp_pbl(d, addr & ~0xfffull, npages)),
+            .npages = cpu_to_le32(npages),
+        },
+    };
+
+    return pib_cmd(d, &cmd, NULL);
+}
+
+/* A signalled RDMA WRITE of 64 bytes x -> y at raddr through rkey, checked. */
+static void dp_write_expect(TestEnd *x, TestEnd *y, uint64_t wr_id,
+                            uint64_t raddr, uint32_t rkey, uint8_t status)
+{
+    struct pib_sge sge = dp_sge(x->buf, 64, x->key);
+
+    dp_fill(x->d, x->buf, 64, wr_id);
+    dp_post_send(x->d, &x->qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, wr_id,
+                 &sge, 1, raddr, rkey);
+    dp_expect(x->d, &x->scq, wr_id, status, PIB_CQE_RDMA_WRITE, NULL);
+    if (status == PIB_WC_SUCCESS) {
+        dp_assert_same(x->d, x->buf, y->d, raddr, 64);
+    } else {
+        dp_relink(x, 1, y, 2);
+    }
+}
+
+/*
+ * REREG_MR: an MR's access, translation and PD change in place under the same
+ * keys, and the next remote access sees exactly the new MR; anything invalid
+ * (or a bound window) changes nothing.
+ */
+static void test_dp_mr_rereg(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    uint32_t mr, mr2, pd2, mw, fr;
+    const uint32_t lw = PIB_ACCESS_LOCAL_WRITE;
+    const uint32_t rw = lw | PIB_ACCESS_REMOTE_WRITE;
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe acqe;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+    mr = dp_reg_mr(&p.b, y.pdn, rw | PIB_ACCESS_MW_BIND, y.buf, 4096);
+    dp_write_expect(&x, &y, 0x1, y.buf + 100, mr, PIB_WC_SUCCESS);
+
+    /* Access without remote write: the WRITE fails, memory untouched. */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_OK);
+    qtest_memset(qts(&p.b), y.buf + 200, 0x66, 64);
+    dp_write_expect(&x, &y, 0x2, y.buf + 200, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 200), ==, 0x66);
+
+    /* Access back and a new translation: the same keys, the new pages. */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS | PIB_REREG_TRANS,
+                                 0, rw | PIB_ACCESS_MW_BIND, y.buf + 8192,
+                                 4096, 0), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x3, y.buf + 8192 + 300, mr, PIB_WC_SUCCESS);
+    qtest_memset(qts(&p.b), y.buf + 300, 0x77, 64);
+    dp_write_expect(&x, &y, 0x4, y.buf + 300, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 300), ==, 0x77);
+
+    /* Another PD: the QP's PD no longer matches. */
+    pd2 = dp_create_pd(&p.b);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_PD, pd2, 0, 0, 0, 0), ==,
+                     PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x5, y.buf + 8192, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, pd2), ==,
+                     PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_PD, y.pdn, 0, 0, 0, 0),
+                     ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, pd2), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x6, y.buf + 8192, mr, PIB_WC_SUCCESS);
+
+    /* Refused, and the MR as it was (the last WRITE works again). */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr + 0x100, PIB_REREG_ACCESS, 0, lw, 0,
+                                 0, 0), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, 0, 0, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, 0x8, 0, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0,
+                                 PIB_ACCESS_REMOTE_WRITE, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS | PIB_REREG_PD,
+                                 y.pdn + 100, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_TRANS | PIB_REREG_ACCESS,
+                                 0, lw, y.buf, 0, 0), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_TRANS | PIB_REREG_ACCESS,
+                                 0, lw, y.buf, 4096, 1ull << 60), ==,
+                     PIB_AQ_DMA_ERROR);
+    dp_write_expect(&x, &y, 0x7, y.buf + 8192 + 8, mr, PIB_WC_SUCCESS);
+
+    /* A bound window holds the MR as it is; fast-registration MRs are not. */
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_ALLOC_MW,
+        .in.alloc_mw = { .pdn = cpu_to_le32(y.pdn), .type = cpu_to_le32(2) },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    mw = le32_to_cpu(acqe.result0);
+    dp_post_bind(&p.b, &y.qp, 0x8, 2, mw, mw_key_byte(mw, mw + 1), mr,
+                 y.buf + 8192, 64, PIB_ACCESS_REMOTE_WRITE);
+    dp_expect(&p.b, &y.scq, 0x8, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw), ==, PIB_AQ_OK);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_ALLOC_MR,
+        .in.alloc_mr = { .pdn = cpu_to_le32(y.pdn),
+                         .max_num_sg = cpu_to_le32(4) },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    fr = le32_to_cpu(acqe.result0);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, fr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, fr), ==, PIB_AQ_OK);
+
+    /* A second MR rereg'd to a two-page range: its budget follows. */
+    mr2 = dp_reg_mr(&p.b, y.pdn, rw, y.buf, 100);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr2, PIB_REREG_TRANS, 0, 0,
+                                 y.buf + 4000, 200, 0), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x9, y.buf + 4090, mr2, PIB_WC_SUCCESS);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr2), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr), ==, PIB_AQ_OK);
+    dp_pair_down(&p);
+}
+
 /* A signalled REG_MR WQE, rung. */
 static void frwr_post(PibDev *d, TestQp *qp, uint64_t wr_id, uint32_t key,
                       uint64_t iova, uint64_t length, uint64_t pbl,
@@ -2441,6 +2589,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/cq-resize", test_dp_cq_resize);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
+    qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);
     qtest_add_func("/pib/data/frwr", test_dp_frwr);
     qtest_add_func("/pib/data/wire", test_dp_wire);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
