@@ -115,6 +115,7 @@ struct pib_pbl {
 struct pib_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;           /* user MRs; NULL for the kernel's DMA MR */
+	int access;                     /* user MRs: IB_ACCESS_*, as registered */
 };
 
 /*
@@ -308,6 +309,9 @@ struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
 			      int access, struct ib_udata *udata);
 int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+				u64 virt_addr, int access, struct ib_pd *ibpd,
+				struct ib_udata *udata);
 
 int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int pib_dealloc_mw(struct ib_mw *ibmw);

@@ -62,6 +62,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.query_port = pib_query_port,
 	.query_qp = pib_query_qp,
 	.reg_user_mr = pib_reg_user_mr,
+	.rereg_user_mr = pib_rereg_user_mr,
 	.req_notify_cq = pib_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, pib_ah, ibah),
