@@ -66,6 +66,7 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.query_srq = pib_query_srq,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
+	.rereg_mr = pib_rereg_mr,
 	.resize_cq = pib_resize_cq,
 };
 

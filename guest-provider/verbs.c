@@ -301,6 +301,20 @@ struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * The device changes the MR in place (REREG_MR), so its keys stay: the kernel pins the new
+ * range, if any, and unpins the old one once the device has let it go.
+ */
+int pib_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *ibvpd, void *addr,
+		 size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr, access, ibvpd,
+				&cmd, sizeof(cmd), &resp, sizeof(resp));
+}
+
 int pib_dereg_mr(struct verbs_mr *vmr)
 {
 	int err;

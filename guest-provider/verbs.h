@@ -31,6 +31,8 @@ int pib_dealloc_td(struct ibv_td *ibvtd);
 struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			  uint64_t hca_va, int access);
 int pib_dereg_mr(struct verbs_mr *vmr);
+int pib_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *ibvpd, void *addr,
+		 size_t length, int access);
 
 struct ibv_mw *pib_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type);
 int pib_dealloc_mw(struct ibv_mw *mw);
