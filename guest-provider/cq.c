@@ -269,16 +269,18 @@ static struct pib_cqe *pib_cq_next_cqe(struct pib_cq *cq)
 }
 
 /*
- * destroy_qp of a QP on an SRQ, with the CQ lock held, before the QP leaves
- * the QPN table: retire one SRQ slot for each of the QP's receive
- * completions (its flush CQEs included) that the device has written and
- * poll_cq has not consumed.  poll_cq will drop them as the completions of a
- * QP that no longer exists, but the SRQ slots they stand for are free and
- * would otherwise be lost for good.  The device wrote them all before
- * DESTROY_QP completed; the walk stops at the first slot not yet written.
+ * modify_qp to RESET, and destroy_qp of a QP on an SRQ, with the CQ lock held
+ * (and, for destroy_qp, before the QP leaves the QPN table): the QP's
+ * completions that the device has written and poll_cq has not consumed are
+ * made completions of no QP, which poll_cq drops.  They get the QPN
+ * 0xffffff, the multicast QPN, which no QP has.  A receive completion of a QP
+ * on an SRQ gives its SRQ slot back first (srq: the QP's SRQ, or NULL), so that
+ * those slots, free now, are not lost for good.  The device wrote them all
+ * before MODIFY_QP or DESTROY_QP completed, and owned slots before the
+ * consumer index record are the provider's: the walk stops at the first slot
+ * not yet written.
  */
-void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
-			    struct pib_srq *srq)
+void pib_cq_drop_qp_cqes(struct pib_cq *cq, uint32_t qpn, struct pib_srq *srq)
 {
 	struct pib_cqe *cqe;
 	uint32_t i;
@@ -287,9 +289,11 @@ void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
 		cqe = pib_cq_cqe_at(cq, cq->ci + i);
 		if (!cqe)
 			break;
-		if ((cqe->opcode & PIB_CQE_RECV) &&
-		    (le32toh(cqe->qpn) & PIB_DB_OBJ_MASK) == qpn)
+		if ((le32toh(cqe->qpn) & PIB_DB_OBJ_MASK) != qpn)
+			continue;
+		if (srq && (cqe->opcode & PIB_CQE_RECV))
 			pib_srq_retire(srq);
+		cqe->qpn = htole32(PIB_DB_OBJ_MASK);
 	}
 }
 

@@ -187,7 +187,7 @@ struct pib_wq {
  * the SRQ.  So poll_cq retires one SRQ slot per such completion (wq.ci,
  * advanced atomically: two CQs may be polled at once), and destroy_qp
  * retires the slots of the QP's completions that nobody will poll
- * (pib_cq_retire_srq_cqes).
+ * (pib_cq_drop_qp_cqes).
  *
  * Depth: one slot more than the max_wr asked for, rounded up to a power of
  * two, so that any srq_limit up to that max_wr is below the depth, as the
@@ -303,8 +303,7 @@ int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 
 /* Retiring SRQ slots (srq.c, cq.c). */
 void pib_srq_retire(struct pib_srq *srq);
-void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
-			    struct pib_srq *srq);
+void pib_cq_drop_qp_cqes(struct pib_cq *cq, uint32_t qpn, struct pib_srq *srq);
 
 /*
  * Ring a doorbell: one 64-bit write to the context's UAR page, so that the

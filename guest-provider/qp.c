@@ -292,6 +292,7 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 	struct pib_create_qp_resp resp = {};
 	struct pib_create_qp cmd = {};
 	struct ibv_qp_cap want = attr->cap;
+	struct ibv_qp_init_attr_ex kattr;
 	struct pib_qp *qp;
 	int err;
 
@@ -325,7 +326,14 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 	cmd.rq_depth = qp->rq.depth;
 	cmd.sq_buf_size = qp->sq.buf_size;
 	cmd.rq_buf_size = qp->rq.buf_size;
-	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, attr, &cmd.ibv_cmd,
+	/*
+	 * create_flags is 0 by now (pib_check_qp_init_attr), and the command
+	 * refuses the mask bit that announces it: the kernel gets the QP
+	 * without it.
+	 */
+	kattr = *attr;
+	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &kattr, &cmd.ibv_cmd,
 				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err) {
 		verbs_err(&ctx->ibvctx, "Failed to create QP: %d\n", err);
@@ -418,7 +426,7 @@ int pib_destroy_qp(struct ibv_qp *ibvqp)
 		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
 
 		pthread_spin_lock(&rcq->lock);
-		pib_cq_retire_srq_cqes(rcq, ibvqp->qp_num, qp->srq);
+		pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
 		pib_qp_table_remove(ctx, qp);
 		pthread_spin_unlock(&rcq->lock);
 	} else {
@@ -459,8 +467,27 @@ int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 	if (err)
 		return err;
 
-	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
-		pib_qp_reset_indices(to_pib_qp(ibvqp));
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		struct pib_qp *qp = to_pib_qp(ibvqp);
+		struct pib_cq *scq = to_pib_cq(ibvqp->send_cq);
+		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
+
+		/*
+		 * The work the reset threw away has no completions left to
+		 * poll: its CQEs still unread in the CQs (the flush CQEs of a
+		 * QP that was in ERR, typically) go, as on the HCAs whose
+		 * providers clean their CQs here.
+		 */
+		pthread_spin_lock(&rcq->lock);
+		pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
+		pthread_spin_unlock(&rcq->lock);
+		if (scq != rcq) {
+			pthread_spin_lock(&scq->lock);
+			pib_cq_drop_qp_cqes(scq, ibvqp->qp_num, NULL);
+			pthread_spin_unlock(&scq->lock);
+		}
+		pib_qp_reset_indices(qp);
+	}
 	return 0;
 }
 
@@ -777,7 +804,10 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	first = pi = atomic_load_explicit(&sq->pi, memory_order_relaxed);
 	ci = atomic_load_explicit(&sq->ci, memory_order_acquire);
 
-	for (; wr; wr = wr->next) {
+	/* A QP in RESET takes no work requests (IBTA 10.3.1). */
+	if (ibvqp->state == IBV_QPS_RESET)
+		err = EINVAL;
+	for (; wr && !err; wr = wr->next) {
 		if (pib_wq_full(sq, pi, &ci)) {
 			err = ENOMEM;
 			break;
@@ -890,8 +920,11 @@ int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 {
 	struct pib_qp *qp = to_pib_qp(ibvqp);
 
-	/* A QP on an SRQ has no receive queue of its own. */
-	if (!qp->rq.depth) {
+	/*
+	 * A QP on an SRQ has no receive queue of its own, and a QP in RESET
+	 * takes no work requests (IBTA 10.3.1).
+	 */
+	if (!qp->rq.depth || ibvqp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
@@ -959,7 +992,8 @@ static void pib_wr_start(struct ibv_qp_ex *qpx)
 	qp->ex.first = qp->ex.pi = atomic_load_explicit(&qp->sq.pi,
 							memory_order_relaxed);
 	qp->ex.ci = atomic_load_explicit(&qp->sq.ci, memory_order_acquire);
-	qp->ex.err = 0;
+	/* A QP in RESET takes no work requests (IBTA 10.3.1): the batch is refused. */
+	qp->ex.err = qp->vqp.qp.state == IBV_QPS_RESET ? EINVAL : 0;
 	qp->ex.wqe = NULL;
 }
 

@@ -13,7 +13,7 @@
  * a QP on the SRQ stands for one slot the device no longer needs, whichever
  * QP and CQ it comes from: poll_cq retires one slot per completion
  * (pib_srq_retire), and destroy_qp retires those of the completions it
- * leaves behind in the CQ (pib_cq_retire_srq_cqes).
+ * leaves behind in the CQ (pib_cq_drop_qp_cqes).
  *
  * The limit (low watermark) is armed at create time through the core
  * command's srq_limit or later with modify_srq; the event arrives through the

@@ -119,6 +119,9 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 
 	CHECK_EQ(cmd_size, sizeof(*c));
 	CHECK_EQ(resp_size, sizeof(*r));
+	/* What libibverbs' ibv_cmd_create_qp_ex takes; anything else is EINVAL. */
+	CHECK_EQ(attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), 0);
 	last_create_qp = *c;
 	CHECK_EQ(c->sq_buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
@@ -138,6 +141,11 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 	qp->send_cq = attr->send_cq;
 	qp->recv_cq = attr->recv_cq;
 	qp->qp_num = next_qpn;
+	/*
+	 * libibverbs creates a QP in RESET and ibv_modify_qp() records each
+	 * state; the tests post as on a connected QP (test_qp_reset: RESET).
+	 */
+	qp->state = IBV_QPS_RTS;
 	r->qpn = next_qpn++;
 	r->max_inline = min_t(uint32_t, 256, (1u << c->sq_stride_log) - 64);
 	/* The kernel echoes caps; the provider must replace them with its own. */
@@ -1735,6 +1743,67 @@ static void test_resize(struct pib_context *ctx, struct ibv_pd *pd)
 	resize_dev = NULL;
 }
 
+/*
+ * A QP in RESET takes no work requests (EINVAL, bad_wr the first), and the move
+ * to RESET drops its completions still unread in the CQ (the flush CQEs of its
+ * time in ERR), and only its own: the next poll sees the other QP's.
+ */
+static void test_qp_reset(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 8, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	struct ibv_qp *a = pib_create_qp(pd, &attr), *b = pib_create_qp(pd, &attr);
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_send_wr sw = { .wr_id = 1, .opcode = IBV_WR_SEND }, *bad_s = NULL;
+	struct ibv_recv_wr rw = { .wr_id = 2 }, *bad_r = NULL;
+	struct ibv_wc wc[4];
+
+	CHECK(a && b);
+	dev_recv_cqe(&dev, a->qp_num, 0, 10, PIB_WC_WR_FLUSH_ERR);
+	dev_send_cqe(&dev, b->qp_num, 0, 20, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	dev_send_cqe(&dev, a->qp_num, 0, 11, PIB_CQE_SEND, PIB_WC_WR_FLUSH_ERR);
+	CHECK_EQ(pib_modify_qp(a, &reset, IBV_QP_STATE), 0);
+	a->state = IBV_QPS_RESET;	/* as ibv_modify_qp() records it */
+	CHECK_EQ(pib_poll_cq(ibvcq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 20);
+	CHECK_EQ(wc[0].qp_num, b->qp_num);
+	CHECK_EQ(cq->ci, dev.pi);
+
+	CHECK_EQ(pib_post_send(a, &sw, &bad_s), EINVAL);
+	CHECK(bad_s == &sw);
+	CHECK_EQ(pib_post_recv(a, &rw, &bad_r), EINVAL);
+	CHECK(bad_r == &rw);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->sq.pi), 0);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->rq.pi), 0);
+	/* Out of RESET, it posts again. */
+	a->state = IBV_QPS_INIT;
+	CHECK_EQ(pib_post_recv(a, &rw, &bad_r), 0);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->rq.pi), 1);
+
+	CHECK_EQ(pib_destroy_qp(a), 0);
+	CHECK_EQ(pib_destroy_qp(b), 0);
+
+	/* create_flags 0 under IBV_QP_INIT_ATTR_CREATE_FLAGS, as rdma-core's tests ask. */
+	{
+		struct ibv_qp_init_attr_ex ax = {
+			.qp_type = IBV_QPT_RC, .send_cq = ibvcq, .recv_cq = ibvcq, .pd = pd,
+			.cap = attr.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		};
+		struct ibv_qp *c = pib_create_qp_ex(&ctx->ibvctx.context, &ax);
+
+		CHECK(c);
+		CHECK_EQ(pib_destroy_qp(c), 0);
+	}
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
@@ -1760,6 +1829,7 @@ int main(void)
 	CHECK_EQ(destroy_qp_calls, 12);
 	test_parent_domain(ctx, pd);
 	test_resize(ctx, pd);
+	test_qp_reset(ctx, pd);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);
