@@ -115,6 +115,7 @@ struct pib_pbl {
 struct pib_mr {
 	struct ib_mr ibmr;
 	struct ib_umem *umem;           /* user MRs; NULL for the kernel's DMA MR */
+	int access;                     /* user MRs: IB_ACCESS_*, as registered */
 };
 
 /*
@@ -147,6 +148,7 @@ struct pib_cq {
 	u32 *ci_record;                 /* consumer index record, read by the device */
 	spinlock_t lock;                /* ci, the record and the arm doorbell; QP retirement */
 	u32 ci;                         /* next CQE to look at, free-running */
+	struct mutex resize_lock;       /* user CQ: one resize at a time */
 };
 
 /*
@@ -202,6 +204,7 @@ struct pib_srq {
 	bool user;
 	struct ib_umem *umem;           /* user SRQ: the ring, pinned */
 	struct pib_wq wq;               /* the geometry; for a kernel SRQ also the ring */
+	struct mutex resize_lock;       /* user SRQ: umem and wq.depth against a resize */
 };
 
 /* How an mmap offset handed to userspace is to be mapped. */
@@ -306,6 +309,9 @@ struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
 			      int access, struct ib_udata *udata);
 int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+				u64 virt_addr, int access, struct ib_pd *ibpd,
+				struct ib_udata *udata);
 
 int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int pib_dealloc_mw(struct ib_mw *ibmw);
@@ -320,6 +326,7 @@ int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 p
 		     int index);
 
 bool pib_udata_in_cleared(struct ib_udata *udata);
+int pib_udata_req(struct ib_udata *udata, void *req, size_t size);
 int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err);
 int pib_dma_buf_alloc(struct pib_dev *dev, size_t size, struct pib_dma_buf *buf);
 void pib_dma_buf_free(struct pib_dev *dev, struct pib_dma_buf *buf);
@@ -340,6 +347,7 @@ int pib_mad_probe(struct pib_dev *dev);
 int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct pib_create_cq_arg *arg);
 int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int pib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void pib_cq_comp_event(void *data, u32 cqn);

@@ -181,6 +181,16 @@ int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey)
 	return pib_cmd_obj(com, PIB_CMD_DEREG_MR, lkey);
 }
 
+/* As for REG_MR, the page list is the caller's again on return; the keys stay. */
+int pib_cmd_rereg_mr(struct pib_com_dev *com, const struct pib_cmd_rereg_mr *in)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REREG_MR };
+	struct pib_admin_cqe cqe;
+
+	cmd.in.rereg_mr = *in;
+	return pib_com_exec(com, &cmd, NULL, 0, &cqe);
+}
+
 /* As for REG_MR, the page list is the caller's again on return. */
 int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn)
 {
@@ -194,6 +204,15 @@ int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *i
 int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn)
 {
 	return pib_cmd_obj(com, PIB_CMD_DESTROY_CQ, cqn);
+}
+
+/* BAD_PARAM (-EINVAL) when the CQEs not yet read do not fit the new ring. */
+int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *in)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_RESIZE_CQ };
+
+	cmd.in.resize_cq = *in;
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
 }
 
 int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn)

@@ -33,8 +33,10 @@ int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn);
 int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
 		   u32 *lkey, u32 *rkey);
 int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey);
+int pib_cmd_rereg_mr(struct pib_com_dev *com, const struct pib_cmd_rereg_mr *in);
 int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn);
 int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn);
+int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *in);
 int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn);
 int pib_cmd_modify_qp(struct pib_com_dev *com, u32 qpn, const struct pib_qp_attr *attr);
 int pib_cmd_query_qp(struct pib_com_dev *com, u32 qpn, struct pib_qp_attr *attr);

@@ -166,6 +166,7 @@ int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		goto err_count;
 	}
 	spin_lock_init(&cq->lock);
+	mutex_init(&cq->resize_lock);
 
 	if (udata) {
 		uctx = rdma_udata_to_drv_context(udata, struct pib_ucontext, ibucontext);
@@ -248,6 +249,77 @@ int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	pib_cq_fini(dev, cq);
 	atomic_dec(&dev->num_cqs);
 	return 0;
+}
+
+/*
+ * resize_cq of a user CQ: the provider's new ring (struct pib_ibv_resize_cq), checked as at
+ * create, pinned, and handed to the device with the provider's consumer index (RESIZE_CQ): the
+ * device moves the CQEs not yet read into it at their own indices, so none is lost.  The old
+ * ring stays pinned until the command completed: the device reads it while it copies.  A
+ * kernel CQ is polled under a spinlock, across which an admin command cannot wait, and no
+ * kernel consumer resizes a CQ: -EOPNOTSUPP.
+ */
+int pib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibcq->device);
+	struct pib_cq *cq = to_pcq(ibcq);
+	struct pib_ibv_resize_cq_resp resp = {};
+	struct pib_cmd_resize_cq in = {};
+	struct pib_ibv_resize_cq req;
+	struct ib_umem *umem, *old;
+	struct pib_pbl pbl;
+	int err;
+
+	if (!cq->user || !udata)
+		return -EOPNOTSUPP;
+	err = pib_udata_req(udata, &req, sizeof(req));
+	if (err)
+		return err;
+	if (req.comp_mask)
+		return -EOPNOTSUPP;
+	if (cqe < 1 || cqe >= dev->max_cqe || !is_power_of_2(req.depth) || req.depth < 2 ||
+	    req.depth > dev->max_cqe || req.depth < (u64)cqe + 1 ||
+	    req.buf_size != (size_t)pib_cq_pages(req.depth) << PIB_PAGE_SHIFT ||
+	    !req.buf_addr || !IS_ALIGNED(req.buf_addr, PIB_PAGE_SIZE)) {
+		ibdev_dbg(&dev->ibdev, "resize_cq: bad ring %#llx size %u depth %u for %d CQEs\n",
+			  req.buf_addr, req.buf_size, req.depth, cqe);
+		return -EINVAL;
+	}
+
+	mutex_lock(&cq->resize_lock);
+	umem = ib_umem_get(&dev->ibdev, req.buf_addr, req.buf_size, IB_ACCESS_LOCAL_WRITE);
+	if (IS_ERR(umem)) {
+		err = PTR_ERR(umem);
+		goto out;
+	}
+	err = pib_pbl_from_umem(dev, umem, req.buf_size / PIB_PAGE_SIZE, &pbl);
+	if (err) {
+		ib_umem_release(umem);
+		goto out;
+	}
+	in.cqn = cq->cqn;
+	in.depth = req.depth;
+	in.npages = pbl.npages;
+	in.ci = req.ci;
+	in.pbl_addr = pbl.dma;
+	err = pib_cmd_resize_cq(&dev->com, &in);
+	pib_pbl_free(dev, &pbl);
+	if (err) {
+		/* Still on the old ring (too many CQEs unread: -EINVAL). */
+		ib_umem_release(umem);
+		goto out;
+	}
+	old = cq->umem;
+	cq->umem = umem;
+	cq->depth = req.depth;
+	ibcq->cqe = req.depth - 1;
+	ib_umem_release(old);
+
+	resp.depth = req.depth;
+	err = ib_copy_to_udata(udata, &resp, min(sizeof(resp), udata->outlen));
+out:
+	mutex_unlock(&cq->resize_lock);
+	return err;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.query_port = pib_query_port,
 	.query_qp = pib_query_qp,
 	.reg_user_mr = pib_reg_user_mr,
+	.rereg_user_mr = pib_rereg_user_mr,
 	.req_notify_cq = pib_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, pib_ah, ibah),
@@ -83,6 +84,10 @@ static const struct ib_device_ops pib_srq_ops = {               /* PIB_DEV_CAP_S
 	.query_srq = pib_query_srq,
 
 	INIT_RDMA_OBJ_SIZE(ib_srq, pib_srq, ibsrq),
+};
+
+static const struct ib_device_ops pib_resize_ops = {            /* PIB_DEV_CAP_RESIZE */
+	.resize_cq = pib_resize_cq,
 };
 
 static const struct ib_device_ops pib_mw_ops = {                /* PIB_DEV_CAP_MEM_WINDOW */
@@ -442,6 +447,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_srq_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		ib_set_device_ops(ibdev, &pib_mw_ops);
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE)
+		ib_set_device_ops(ibdev, &pib_resize_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
 	if (dev->mad)

@@ -457,6 +457,13 @@ int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 
 #define PIB_QP_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+/*
+ * IB_UVERBS_ACCESS_FLUSH_GLOBAL and _PERSISTENT (bits 8 and 9; named from Linux 6.2 on): a QP's
+ * rights to incoming RDMA FLUSH, an opcode the device does not execute (it answers one with an
+ * invalid request NAK whatever the rights), so they grant nothing and are ignored, as mlx5
+ * ignores them; rdma-core's tests ask for them on every RC QP.
+ */
+#define PIB_QP_ACCESS_IGNORED	(BIT(8) | BIT(9))
 
 /* The primary path (IB_QP_AV): LID routing, and a GRH when there is one. */
 static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,
@@ -505,9 +512,9 @@ static int pib_qp_attr_to_hw(struct pib_dev *dev, const struct ib_qp_attr *attr,
 	if ((mask & IB_QP_EN_SQD_ASYNC_NOTIFY) && !attr->en_sqd_async_notify)
 		hw->attr_mask &= ~PIB_QP_EN_SQD_ASYNC_NOTIFY;
 	if (mask & IB_QP_ACCESS_FLAGS) {
-		if (attr->qp_access_flags & ~PIB_QP_ACCESS)
+		if (attr->qp_access_flags & ~(PIB_QP_ACCESS | PIB_QP_ACCESS_IGNORED))
 			return -EINVAL;
-		hw->qp_access_flags = attr->qp_access_flags;
+		hw->qp_access_flags = attr->qp_access_flags & PIB_QP_ACCESS;
 	}
 	if (mask & IB_QP_PKEY_INDEX) {
 		if (attr->pkey_index >= dev->pkey_tbl_len)

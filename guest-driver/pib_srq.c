@@ -18,7 +18,12 @@
  *
  * The limit: with a limit > 0 the device raises SRQ_LIMIT (IB_EVENT_SRQ_LIMIT_REACHED) once
  * the WQEs posted but not yet taken fall below it, and disarms (the limit reads 0 again), as
- * IB specifies.  modify_srq re-arms it; the SRQ cannot be resized.
+ * IB specifies.  modify_srq re-arms it.
+ *
+ * Resizing (modify_srq with IB_SRQ_MAX_WR): a user SRQ moves to a new ring of the same stride
+ * that the provider allocated and copied its WQEs not yet completed into, each at its index;
+ * the device switches rings (MODIFY_SRQ's MAX_WR, include/pib_hw.h), and the old ring is
+ * unpinned once it did.  A kernel SRQ is posted to under a spinlock: no resize there.
  */
 #include <linux/log2.h>
 
@@ -116,6 +121,7 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 		return -EINVAL;
 	}
 	spin_lock_init(&srq->wq.lock);
+	mutex_init(&srq->resize_lock);
 
 	if (udata) {
 		err = pib_srq_init_user(dev, srq, attr, udata, &pbl);
@@ -215,29 +221,86 @@ int pib_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
  * Modify and query
  * ------------------------------------------------------------------------------------------ */
 
+/* The provider's new ring for IB_SRQ_MAX_WR, pinned and listed for the device. */
+static int pib_srq_resize_req(struct pib_dev *dev, struct pib_srq *srq, u32 max_wr,
+			      struct ib_udata *udata, u32 *depth, struct ib_umem **umem,
+			      struct pib_pbl *pbl)
+{
+	struct pib_ibv_modify_srq req;
+	int err;
+
+	if (!srq->user || !udata || !(dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE))
+		return -EOPNOTSUPP;
+	err = pib_udata_req(udata, &req, sizeof(req));
+	if (err)
+		return err;
+	if (req.comp_mask || req.reserved_14)
+		return -EOPNOTSUPP;
+	if (!pib_wq_req_ok(dev->max_srq_wr, req.depth, srq->wq.stride_log,
+			   PIB_RQ_STRIDE_LOG_MIN, max_wr, 0, req.buf_addr, req.buf_size)) {
+		ibdev_dbg(&dev->ibdev, "modify_srq: bad ring: depth %u ring %#llx size %u\n",
+			  req.depth, req.buf_addr, req.buf_size);
+		return -EINVAL;
+	}
+	*depth = req.depth;
+	return pib_wq_init_user(dev, umem, req.buf_addr, req.buf_size, pbl);
+}
+
 int pib_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 		   enum ib_srq_attr_mask attr_mask, struct ib_udata *udata)
 {
 	struct pib_dev *dev = to_pdev(ibsrq->device);
 	struct pib_srq *srq = to_psrq(ibsrq);
-	struct pib_cmd_modify_srq in = {
-		.srqn = srq->srqn,
-		.attr_mask = PIB_SRQ_ATTR_LIMIT,
-	};
+	struct pib_cmd_modify_srq in = { .srqn = srq->srqn };
+	struct ib_umem *umem = NULL;
+	struct pib_pbl pbl = {};
+	u32 depth;
+	int err;
 
-	if (!pib_udata_in_cleared(udata)) {
+	if (attr_mask & ~(IB_SRQ_LIMIT | IB_SRQ_MAX_WR))
+		return -EINVAL;
+	if (!(attr_mask & IB_SRQ_MAX_WR) && !pib_udata_in_cleared(udata)) {
 		ibdev_dbg(&dev->ibdev, "modify_srq: unknown request bytes\n");
 		return -EINVAL;
 	}
-	/* Resizing (IB_SRQ_MAX_WR) is not supported; arming the limit is all there is. */
-	if (attr_mask & ~IB_SRQ_LIMIT)
-		return -EINVAL;
 	if (!attr_mask)
 		return 0;
-	if (attr->srq_limit >= srq->wq.depth)
-		return -EINVAL;
-	in.limit = attr->srq_limit;
-	return pib_cmd_modify_srq(&dev->com, &in);
+
+	mutex_lock(&srq->resize_lock);
+	depth = srq->wq.depth;
+	if (attr_mask & IB_SRQ_MAX_WR) {
+		if (attr->max_wr < 1 || attr->max_wr > dev->max_srq_wr) {
+			err = -EINVAL;
+			goto out;
+		}
+		err = pib_srq_resize_req(dev, srq, attr->max_wr, udata, &depth, &umem, &pbl);
+		if (err)
+			goto out;
+		in.attr_mask |= PIB_SRQ_ATTR_MAX_WR;
+		in.max_wr = depth;
+		in.npages = pbl.npages;
+		in.pbl_addr = pbl.dma;
+	}
+	if (attr_mask & IB_SRQ_LIMIT) {
+		if (attr->srq_limit >= depth) {
+			err = -EINVAL;
+			goto out;
+		}
+		in.attr_mask |= PIB_SRQ_ATTR_LIMIT;
+		in.limit = attr->srq_limit;
+	}
+	err = pib_cmd_modify_srq(&dev->com, &in);
+	if (umem && !err) {
+		ib_umem_release(srq->umem);
+		srq->umem = umem;
+		srq->wq.depth = depth;
+		umem = NULL;
+	}
+out:
+	pib_pbl_free(dev, &pbl);
+	ib_umem_release(umem);
+	mutex_unlock(&srq->resize_lock);
+	return err;
 }
 
 /* The limit is the device's: it drops to 0 when the limit event fires. */
@@ -248,18 +311,21 @@ int pib_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 	u32 limit, depth;
 	int err;
 
+	/* Not while a resize moves the SRQ from one depth to another. */
+	mutex_lock(&srq->resize_lock);
 	err = pib_cmd_query_srq(&dev->com, srq->srqn, &limit, &depth);
-	if (err)
-		return err;
-	if (depth != srq->wq.depth) {
-		ibdev_err(&dev->ibdev, "QUERY_SRQ: SRQ %#x has depth %u, created with %u\n",
+	if (!err && depth != srq->wq.depth) {
+		ibdev_err(&dev->ibdev, "QUERY_SRQ: SRQ %#x has depth %u, the driver says %u\n",
 			  srq->srqn, depth, srq->wq.depth);
-		return -EIO;
+		err = -EIO;
 	}
-	attr->max_wr = srq->wq.depth;
-	attr->max_sge = srq->wq.max_sge;
-	attr->srq_limit = limit;
-	return 0;
+	if (!err) {
+		attr->max_wr = srq->wq.depth;
+		attr->max_sge = srq->wq.max_sge;
+		attr->srq_limit = limit;
+	}
+	mutex_unlock(&srq->resize_lock);
+	return err;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -38,6 +38,19 @@ bool pib_udata_in_cleared(struct ib_udata *udata)
 	return !udata || !udata->inlen || ib_is_udata_cleared(udata, 0, udata->inlen);
 }
 
+/*
+ * A provider's request of size bytes: shorter is -EINVAL, longer only with zeroes past what
+ * this driver knows (a newer provider's unused fields), else -EOPNOTSUPP.
+ */
+int pib_udata_req(struct ib_udata *udata, void *req, size_t size)
+{
+	if (udata->inlen < size)
+		return -EINVAL;
+	if (udata->inlen > size && !ib_is_udata_cleared(udata, size, udata->inlen - size))
+		return -EOPNOTSUPP;
+	return ib_copy_from_udata(req, udata, size);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Device and port
  * ------------------------------------------------------------------------------------------ */
@@ -67,8 +80,12 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->max_recv_sge = dev->max_sge;
 	props->max_sge_rd = dev->max_sge;
 	props->max_cq = dev->max_cq;
-	/* The deepest CQ: a CQ of depth d holds d - 1 CQEs, as in the provider. */
-	props->max_cqe = dev->max_cqe;
+	/*
+	 * The most CQEs a CQ holds: its ring is a power of two deep, at most dev->max_cqe, and
+	 * holds one less than its depth (pib_cq_init_kernel(), the provider's create_cq), so
+	 * every count up to max_cqe is creatable.
+	 */
+	props->max_cqe = dev->max_cqe - 1;
 	props->max_mr = pib_limit(a->max_mr);
 	props->max_pd = pib_limit(a->max_pd);
 	props->max_qp_rd_atom = pib_limit(a->max_qp_rd_atom);
@@ -101,6 +118,9 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 */
 	if (a->device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
+	/* User SRQs (and CQs) move to a bigger or smaller ring, nothing lost (RESIZE). */
+	if ((a->device_cap_flags & PIB_DEV_CAP_RESIZE) && dev->max_srq)
+		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
 	return 0;
 }
 
@@ -625,6 +645,25 @@ struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access)
  *     pbl[(va - (virt_addr & ~0xfff)) >> 12] + (va & 0xfff),
  * so start and virt_addr must have the same offset in their 4 KiB page.
  */
+/* A user MR's range: its page count (of 4 KiB device pages), or -EINVAL. */
+static int pib_mr_range(struct pib_dev *dev, u64 start, u64 length, u64 virt_addr, u64 *npages)
+{
+	/* Bounded first, so that the page count below cannot overflow. */
+	if (!length || length > dev->attr.max_mr_size ||
+	    length > (u64)PIB_PBL_MAX_PAGES * SZ_4K || virt_addr + length < virt_addr) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: bad length %#llx at iova %#llx\n",
+			  length, virt_addr);
+		return -EINVAL;
+	}
+	if ((start ^ virt_addr) & (SZ_4K - 1)) {
+		ibdev_dbg(&dev->ibdev, "reg_mr: address %#llx and iova %#llx differ in page offset\n",
+			  start, virt_addr);
+		return -EINVAL;
+	}
+	*npages = ((virt_addr & (SZ_4K - 1)) + length + SZ_4K - 1) / SZ_4K;
+	return *npages > PIB_PBL_MAX_PAGES ? -EINVAL : 0;
+}
+
 struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
 			      int access, struct ib_udata *udata)
 {
@@ -648,21 +687,9 @@ struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 vir
 		ibdev_dbg(&dev->ibdev, "reg_mr: access %#x not supported\n", access);
 		return ERR_PTR(err);
 	}
-	/* Bounded first, so that the page count below cannot overflow. */
-	if (!length || length > dev->attr.max_mr_size ||
-	    length > (u64)PIB_PBL_MAX_PAGES * SZ_4K || virt_addr + length < virt_addr) {
-		ibdev_dbg(&dev->ibdev, "reg_mr: bad length %#llx at iova %#llx\n",
-			  length, virt_addr);
-		return ERR_PTR(-EINVAL);
-	}
-	if ((start ^ virt_addr) & (SZ_4K - 1)) {
-		ibdev_dbg(&dev->ibdev, "reg_mr: address %#llx and iova %#llx differ in page offset\n",
-			  start, virt_addr);
-		return ERR_PTR(-EINVAL);
-	}
-	npages = ((virt_addr & (SZ_4K - 1)) + length + SZ_4K - 1) / SZ_4K;
-	if (npages > PIB_PBL_MAX_PAGES)
-		return ERR_PTR(-EINVAL);
+	err = pib_mr_range(dev, start, length, virt_addr, &npages);
+	if (err)
+		return ERR_PTR(err);
 
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
@@ -681,12 +708,89 @@ struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 vir
 	pib_pbl_free(dev, &pbl);
 	if (err)
 		goto err_release;
+	mr->access = access;
 	return &mr->ibmr;
 
 err_release:
 	ib_umem_release(mr->umem);
 err_free:
 	kfree(mr);
+	return ERR_PTR(err);
+}
+
+/*
+ * ibv_rereg_mr.  The device changes the MR in place (REREG_MR), so its keys stay and NULL tells
+ * ib_uverbs so (it then moves the ib_mr's PD, iova and length itself).  A new range is pinned
+ * before the command and the old one unpinned only after it: the device never holds a page
+ * that is not pinned.  Access that makes a read-only MR writable pins its range again, for
+ * writing: pages pinned for reading may be shared copy-on-write.
+ */
+struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+				u64 virt_addr, int access, struct ib_pd *ibpd,
+				struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibmr->device);
+	struct pib_mr *mr = to_pmr(ibmr);
+	struct pib_cmd_rereg_mr in = { .key = ibmr->lkey };
+	struct ib_umem *umem = NULL;
+	struct pib_pbl pbl;
+	u64 npages;
+	int err;
+
+	if (!pib_udata_in_cleared(udata) || !mr->umem || (flags & ~IB_MR_REREG_SUPPORTED))
+		return ERR_PTR(-EINVAL);
+	if (flags & IB_MR_REREG_ACCESS) {
+		err = pib_mr_access(dev, access, &in.access);
+		if (err)
+			return ERR_PTR(err);
+		in.mask |= PIB_REREG_ACCESS;
+		if (!(flags & IB_MR_REREG_TRANS) && ib_access_writable(access) &&
+		    !mr->umem->writable) {
+			flags |= IB_MR_REREG_TRANS;
+			start = mr->umem->address;
+			length = ibmr->length;
+			virt_addr = ibmr->iova;
+		}
+	} else {
+		access = mr->access;
+	}
+	if (flags & IB_MR_REREG_PD) {
+		in.pdn = to_ppd(ibpd)->pdn;
+		in.mask |= PIB_REREG_PD;
+	}
+	if (flags & IB_MR_REREG_TRANS) {
+		err = pib_mr_range(dev, start, length, virt_addr, &npages);
+		if (err)
+			return ERR_PTR(err);
+		umem = ib_umem_get(ibmr->device, start, length, access);
+		if (IS_ERR(umem))
+			return ERR_CAST(umem);
+		err = pib_pbl_from_umem(dev, umem, npages, &pbl);
+		if (err)
+			goto err_release;
+		in.mask |= PIB_REREG_TRANS;
+		in.iova = virt_addr;
+		in.length = length;
+		in.pbl_addr = pbl.dma;
+		in.npages = npages;
+	}
+	if (!in.mask)
+		return NULL;
+	err = pib_cmd_rereg_mr(&dev->com, &in);
+	if (umem)
+		pib_pbl_free(dev, &pbl);
+	if (err)
+		goto err_release;
+	if (umem) {
+		/* The device has the new pages: the old ones may be unpinned. */
+		ib_umem_release(mr->umem);
+		mr->umem = umem;
+	}
+	mr->access = access;
+	return NULL;
+
+err_release:
+	ib_umem_release(umem);
 	return ERR_PTR(err);
 }
 

@@ -10,13 +10,14 @@
 # install is redone only when the build changed, so a run with nothing to do takes seconds.
 #
 # Output: build/rdma-root/ (usr/lib/x86_64-linux-gnu/libibverbs/libpib-rdmav34.so,
-# etc/libibverbs.d/pib.driver, libibverbs, librdmacm, the verbs/rdmacm examples, the diags).
+# etc/libibverbs.d/pib.driver, libibverbs, librdmacm, the verbs/rdmacm examples, the diags,
+# and pyverbs with rdma-core's own test suite: usr/lib/python3/dist-packages/pyverbs/ and
+# usr/share/doc/rdma-core/tests/, which tests/e2e/60-rdma-core-suite.sh runs in a guest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${PIB_CACHE:-$HOME/.cache/pib}
 SRC=$(bash "$ROOT/mk/fetch.sh" rdma-core)
-BLD=$CACHE/build/$(basename "$SRC")
 DEST=$ROOT/build/rdma-root
 PDIR=$SRC/providers/pib
 MULTIARCH=x86_64-linux-gnu     # the guest is Debian amd64, whatever builds it
@@ -68,13 +69,17 @@ fi
 # --- 3. Configure (once; again only if these flags change) -----------------------------------
 # Install paths and build type are Debian's (debian/rules), so the tree can be copied into a
 # guest as is.  No global ENABLE_WERROR: at -O3 gcc 12 warns about upstream code (cxgb4);
-# providers/pib turns on -Werror for itself instead.
+# providers/pib turns on -Werror for itself instead.  pyverbs is built for Debian's own
+# python3 and cython3 (mk/deps.sh), named by path: a python3 earlier in PATH (pyenv) is not the
+# one the guest gets.
 CMAKE_FLAGS=(
   -GNinja
   -DCMAKE_BUILD_TYPE=Release
   -DENABLE_STATIC=0
   -DNO_MAN_PAGES=1
-  -DNO_PYVERBS=1
+  -DNO_PYVERBS=0
+  -DPYTHON_EXECUTABLE=/usr/bin/python3
+  -DCMAKE_INSTALL_PYTHON_ARCH_LIB=/usr/lib/python3/dist-packages
   -DCMAKE_INSTALL_PREFIX=/usr
   -DCMAKE_INSTALL_SYSCONFDIR=/etc
   -DCMAKE_INSTALL_LIBDIR=lib/$MULTIARCH
@@ -84,7 +89,15 @@ CMAKE_FLAGS=(
   -DCMAKE_INSTALL_UDEV_RULESDIR=/lib/udev/rules.d
   -DCMAKE_INSTALL_SYSTEMD_SERVICEDIR=/lib/systemd/system
 )
-mkdir -p "$BLD"
+# The build tree is keyed by the source (its version, through the directory name, and the
+# orig tarball's checksum) and by these flags: checkouts that configure differently (an older
+# branch without pyverbs) each keep a tree of their own instead of reconfiguring one back and
+# forth.
+KEY=$( (cat "$SRC/.done"; echo "${CMAKE_FLAGS[*]}") | sha256sum | cut -c1-12)
+BLD=$CACHE/build/$(basename "$SRC")-$KEY
+mkdir -p "$BLD" "$ROOT/build"
+# This checkout's tree, for guest-provider/test/run.sh (rdma-core's headers and libibverbs).
+ln -sfn "$BLD" "$ROOT/build/rdma-core-build"
 if [ ! -f "$BLD/build.ninja" ] || [ "$(cat "$BLD/.pib-cmake-flags" 2>/dev/null)" != "${CMAKE_FLAGS[*]}" ]; then
   say "configure $BLD (log: $BLD/cmake.log)"
   # A fresh cache, so a flag dropped from the list does not linger in CMakeCache.txt.
@@ -129,6 +142,8 @@ WANT=(
   usr/bin/ibv_rc_pingpong
   usr/bin/rping
   usr/sbin/ibstat
+  usr/lib/python3/dist-packages/pyverbs/device.cpython-311-x86_64-linux-gnu.so
+  usr/share/doc/rdma-core/tests/run_tests.py
 )
 complete() {
   local f

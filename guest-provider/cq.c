@@ -33,28 +33,45 @@
 		      "CQE status " #name " is the verbs value");
 PIB_WC_STATUSES(PIB_SAME_STATUS)
 
-struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
-			     struct ibv_comp_channel *channel, int comp_vector)
+/* The work completion fields an extended CQ can report (all but the VLAN, flow and tag ones). */
+#define PIB_CQ_WC_FLAGS		IBV_WC_STANDARD_FLAGS
+#define PIB_CQ_CREATE_FLAGS	IBV_CREATE_CQ_ATTR_SINGLE_THREADED
+
+static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags);
+
+struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
+				   struct ibv_cq_init_attr_ex *attr)
 {
 	struct pib_context *ctx = to_pib_context(ibvctx);
-	struct pib_create_cq_resp resp = {};
-	struct pib_create_cq cmd = {};
+	struct pib_create_cq_ex_resp resp = {};
+	struct pib_create_cq_ex cmd = {};
+	int cqe = attr->cqe;
 	size_t ring_size;
 	struct pib_cq *cq;
 	uint32_t depth;
 	int err;
 
+	if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+				IBV_CQ_INIT_ATTR_MASK_PD) ||
+	    attr->wc_flags & ~PIB_CQ_WC_FLAGS ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	     attr->flags & ~PIB_CQ_CREATE_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
 	/*
 	 * One slot more than asked for, at least two, a power of two: the
-	 * CQ then reports depth - 1 entries, and never more than the device's
-	 * max_cqe slots.
+	 * CQ then reports depth - 1 entries.  max_cqe is what the driver
+	 * reports, the deepest ring less that slot, so every count up to it
+	 * fits.
 	 */
-	if (cqe < 0 || (uint32_t)cqe >= ctx->max_cqe) {
+	if (cqe < 0 || (uint32_t)cqe > ctx->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
 	depth = roundup_pow_of_two(max_t(uint32_t, cqe + 1, 2));
-	if (depth > ctx->max_cqe) {
+	if (depth - 1 > ctx->max_cqe) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -69,7 +86,16 @@ struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
 		    << PIB_PAGE_SHIFT;
 	cq->buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
-	cq->buf = pib_alloc_ring(cq->buf_size);
+	/* A parent domain, if given, is the CQ's allocator (and nothing else). */
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		cq->src.pad = to_pib_parent(attr->parent_domain);
+		if (!cq->src.pad) {
+			err = EINVAL;
+			goto err_free_cq;
+		}
+	}
+	cq->src.res_type = PIB_RES_TYPE_CQ;
+	cq->buf = pib_alloc_ring(&cq->src, cq->buf_size);
 	if (!cq->buf) {
 		err = errno;
 		goto err_free_cq;
@@ -86,9 +112,14 @@ struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 	cmd.depth = depth;
 	cmd.buf_addr = (uintptr_t)cq->buf;
 	cmd.buf_size = cq->buf_size;
-	err = ibv_cmd_create_cq(ibvctx, depth - 1, channel, comp_vector,
-				&cq->vcq.cq, &cmd.ibv_cmd, sizeof(cmd),
-				&resp.ibv_resp, sizeof(resp));
+	err = ibv_cmd_create_cq_ex(ibvctx,
+				   &(struct ibv_cq_init_attr_ex){
+					.cqe = depth - 1,
+					.channel = attr->channel,
+					.comp_vector = attr->comp_vector,
+				   },
+				   &cq->vcq, &cmd.ibv_cmd, sizeof(cmd),
+				   &resp.ibv_resp, sizeof(resp), 0);
 	if (err) {
 		verbs_err(&ctx->ibvctx, "Failed to create CQ: %d\n", err);
 		goto err_destroy_lock;
@@ -104,19 +135,96 @@ struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 	}
 	cq->cqn = resp.cqn;
 	cq->vcq.cq.cqe = depth - 1;
+	pib_cq_ex_init(cq, attr->wc_flags);
 
-	return &cq->vcq.cq;
+	return &cq->vcq.cq_ex;
 
 err_destroy_cq:
 	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_destroy_lock:
 	pthread_spin_destroy(&cq->lock);
 err_free_ring:
-	pib_free_ring(cq->buf, cq->buf_size);
+	pib_free_ring(&cq->src, cq->buf, cq->buf_size);
 err_free_cq:
 	free(cq);
 	errno = err;
 	return NULL;
+}
+
+/*
+ * Resize: a new (zeroed) ring from the same source as the old, and RESIZE_CQ
+ * with the consumer index, under the CQ lock so that nothing polls meanwhile.
+ * The device copies the CQEs not yet read to the start of the new ring
+ * (pib_hw.h, RESIZE_CQ), so polling goes on at index 0 there, nothing lost or
+ * seen twice; if they do not fit, the command fails (EINVAL) and the CQ stays
+ * on its old ring.
+ */
+int pib_resize_cq(struct ibv_cq *ibvcq, int cqe)
+{
+	struct pib_context *ctx = to_pib_context(ibvcq->context);
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct pib_resize_cq_resp resp = {};
+	struct pib_resize_cq cmd = {};
+	struct pib_ring_src src = cq->src, old_src;
+	size_t ring_size, buf_size, old_size;
+	void *buf, *old_buf;
+	uint32_t depth;
+	int err;
+
+	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe)
+		return EINVAL;
+	depth = roundup_pow_of_two(max_t(uint32_t, cqe + 1, 2));
+	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
+		    << PIB_PAGE_SHIFT;
+	buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	buf = pib_alloc_ring(&src, buf_size);
+	if (!buf)
+		return errno;
+
+	pthread_spin_lock(&cq->lock);
+	cmd.depth = depth;
+	cmd.buf_addr = (uintptr_t)buf;
+	cmd.buf_size = buf_size;
+	cmd.ci = cq->ci;
+	err = ibv_cmd_resize_cq(ibvcq, depth - 1, &cmd.ibv_cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (!err && resp.depth != depth)
+		err = EPROTO;	/* cannot happen: the driver checked depth */
+	if (err) {
+		pthread_spin_unlock(&cq->lock);
+		pib_free_ring(&src, buf, buf_size);
+		return err;
+	}
+	/* The old ring goes: the device wrote its last CQE there before. */
+	old_buf = cq->buf;
+	old_size = cq->buf_size;
+	old_src = cq->src;
+	cq->buf = buf;
+	cq->buf_size = buf_size;
+	cq->src = src;
+	cq->ring = cq->buf;
+	cq->ci_record = (_Atomic(uint32_t) *)((uint8_t *)cq->buf + ring_size);
+	cq->depth = depth;
+	cq->ci = 0;
+	ibvcq->cqe = depth - 1;
+	pthread_spin_unlock(&cq->lock);
+	pib_free_ring(&old_src, old_buf, old_size);
+	return 0;
+}
+
+/* ibv_create_cq: the extended verb with the standard fields. */
+struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
+			     struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct ibv_cq_ex *cq = pib_create_cq_ex(ibvctx,
+		&(struct ibv_cq_init_attr_ex){
+			.cqe = cqe,
+			.channel = channel,
+			.comp_vector = comp_vector,
+			.wc_flags = IBV_WC_STANDARD_FLAGS,
+		});
+
+	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
 }
 
 int pib_destroy_cq(struct ibv_cq *ibvcq)
@@ -131,7 +239,7 @@ int pib_destroy_cq(struct ibv_cq *ibvcq)
 
 	/* The device no longer writes the ring: it can go. */
 	pthread_spin_destroy(&cq->lock);
-	pib_free_ring(cq->buf, cq->buf_size);
+	pib_free_ring(&cq->src, cq->buf, cq->buf_size);
 	free(cq);
 	return 0;
 }
@@ -161,16 +269,18 @@ static struct pib_cqe *pib_cq_next_cqe(struct pib_cq *cq)
 }
 
 /*
- * destroy_qp of a QP on an SRQ, with the CQ lock held, before the QP leaves
- * the QPN table: retire one SRQ slot for each of the QP's receive
- * completions (its flush CQEs included) that the device has written and
- * poll_cq has not consumed.  poll_cq will drop them as the completions of a
- * QP that no longer exists, but the SRQ slots they stand for are free and
- * would otherwise be lost for good.  The device wrote them all before
- * DESTROY_QP completed; the walk stops at the first slot not yet written.
+ * modify_qp to RESET, and destroy_qp of a QP on an SRQ, with the CQ lock held
+ * (and, for destroy_qp, before the QP leaves the QPN table): the QP's
+ * completions that the device has written and poll_cq has not consumed are
+ * made completions of no QP, which poll_cq drops.  They get the QPN
+ * 0xffffff, the multicast QPN, which no QP has.  A receive completion of a QP
+ * on an SRQ gives its SRQ slot back first (srq: the QP's SRQ, or NULL), so that
+ * those slots, free now, are not lost for good.  The device wrote them all
+ * before MODIFY_QP or DESTROY_QP completed, and owned slots before the
+ * consumer index record are the provider's: the walk stops at the first slot
+ * not yet written.
  */
-void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
-			    struct pib_srq *srq)
+void pib_cq_drop_qp_cqes(struct pib_cq *cq, uint32_t qpn, struct pib_srq *srq)
 {
 	struct pib_cqe *cqe;
 	uint32_t i;
@@ -179,9 +289,11 @@ void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
 		cqe = pib_cq_cqe_at(cq, cq->ci + i);
 		if (!cqe)
 			break;
-		if ((cqe->opcode & PIB_CQE_RECV) &&
-		    (le32toh(cqe->qpn) & PIB_DB_OBJ_MASK) == qpn)
+		if ((le32toh(cqe->qpn) & PIB_DB_OBJ_MASK) != qpn)
+			continue;
+		if (srq && (cqe->opcode & PIB_CQE_RECV))
 			pib_srq_retire(srq);
+		cqe->qpn = htole32(PIB_DB_OBJ_MASK);
 	}
 }
 
@@ -231,6 +343,7 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct ibv_wc *wc)
 		.src_qp = le32toh(cqe->src_qp) & PIB_DB_OBJ_MASK,
 		.slid = le16toh(cqe->slid),
 		.sl = cqe->sl,
+		.dlid_path_bits = (le32toh(cqe->src_qp) >> 24) & 0x7f,
 	};
 
 	/* A status or opcode this provider does not know is a device error. */
@@ -260,6 +373,17 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct ibv_wc *wc)
 	}
 }
 
+/*
+ * Tell the device how far the ring has been read.  The release order keeps
+ * this store after the reads of the CQEs before ci: once the device sees the
+ * new index it may overwrite their slots.
+ */
+static void pib_cq_give_back(struct pib_cq *cq)
+{
+	atomic_store_explicit(cq->ci_record, htole32(cq->ci),
+			      memory_order_release);
+}
+
 int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 {
 	struct pib_context *ctx = to_pib_context(ibvcq->context);
@@ -285,17 +409,156 @@ int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 		consumed = true;
 	}
 
-	/*
-	 * Tell the device how far the ring has been read.  The release order
-	 * keeps this store after the reads of the CQEs above: once the device
-	 * sees the new index it may overwrite their slots.
-	 */
 	if (consumed)
-		atomic_store_explicit(cq->ci_record, htole32(cq->ci),
-				      memory_order_release);
+		pib_cq_give_back(cq);
 	pthread_spin_unlock(&cq->lock);
 
 	return npolled;
+}
+
+/* ---- The extended CQ interface (ibv_cq_ex) ------------------------------------------------
+ *
+ * ibv_start_poll() takes the CQ lock and reads the first completion, ibv_next_poll() the next
+ * ones, ibv_end_poll() tells the device how far the ring has been read and lets go of the lock.
+ * A completion is decoded once, into cq->cur, as poll_cq decodes it; the ibv_wc_read_*()
+ * functions return its fields.  The CQE slots read in between are not given back before
+ * end_poll, so the device cannot overwrite the one being read.  No system call.
+ */
+
+static struct pib_cq *pib_cq_of_ex(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct pib_cq, vcq.cq_ex);
+}
+
+/* The next completion of a live QP, decoded into cq->cur; ENOENT when none. */
+static int pib_cq_ex_next(struct pib_cq *cq)
+{
+	struct pib_context *ctx = to_pib_context(cq->vcq.cq.context);
+	struct pib_cqe *cqe;
+
+	while ((cqe = pib_cq_next_cqe(cq))) {
+		bool live = pib_qp_retire(ctx, cqe);
+
+		cq->ci++;
+		if (!live)
+			continue;
+		pib_cqe_to_wc(cqe, &cq->cur);
+		cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
+		cq->vcq.cq_ex.status = cq->cur.status;
+		return 0;
+	}
+	return ENOENT;
+}
+
+static int pib_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	struct pib_cq *cq = pib_cq_of_ex(cqx);
+	int err;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	err = pib_cq_ex_next(cq);
+	if (err) {
+		/* No end_poll follows an empty start_poll. */
+		pib_cq_give_back(cq);
+		pthread_spin_unlock(&cq->lock);
+	}
+	return err;
+}
+
+static int pib_next_poll(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_ex_next(pib_cq_of_ex(cqx));
+}
+
+static void pib_end_poll(struct ibv_cq_ex *cqx)
+{
+	struct pib_cq *cq = pib_cq_of_ex(cqx);
+
+	pib_cq_give_back(cq);
+	pthread_spin_unlock(&cq->lock);
+}
+
+static enum ibv_wc_opcode pib_wc_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.opcode;
+}
+
+static uint32_t pib_wc_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.vendor_err;
+}
+
+static uint32_t pib_wc_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.byte_len;
+}
+
+/* The immediate data, or the invalidated rkey (ibv_wc_read_invalidated_rkey). */
+static __be32 pib_wc_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	const struct ibv_wc *wc = &pib_cq_of_ex(cqx)->cur;
+
+	return wc->wc_flags & IBV_WC_WITH_INV ? htobe32(wc->invalidated_rkey) :
+						wc->imm_data;
+}
+
+static uint32_t pib_wc_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.qp_num;
+}
+
+static uint32_t pib_wc_read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.src_qp;
+}
+
+static unsigned int pib_wc_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.wc_flags;
+}
+
+static uint32_t pib_wc_read_slid(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.slid;
+}
+
+static uint8_t pib_wc_read_sl(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.sl;
+}
+
+static uint8_t pib_wc_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur.dlid_path_bits;
+}
+
+/* The poll and read functions of a CQ, for the fields wc_flags asks for. */
+static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags)
+{
+	struct ibv_cq_ex *cqx = &cq->vcq.cq_ex;
+
+	cqx->start_poll = pib_start_poll;
+	cqx->next_poll = pib_next_poll;
+	cqx->end_poll = pib_end_poll;
+	cqx->read_opcode = pib_wc_read_opcode;
+	cqx->read_vendor_err = pib_wc_read_vendor_err;
+	cqx->read_wc_flags = pib_wc_read_wc_flags;
+	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cqx->read_byte_len = pib_wc_read_byte_len;
+	if (wc_flags & IBV_WC_EX_WITH_IMM)
+		cqx->read_imm_data = pib_wc_read_imm_data;
+	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cqx->read_qp_num = pib_wc_read_qp_num;
+	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cqx->read_src_qp = pib_wc_read_src_qp;
+	if (wc_flags & IBV_WC_EX_WITH_SLID)
+		cqx->read_slid = pib_wc_read_slid;
+	if (wc_flags & IBV_WC_EX_WITH_SL)
+		cqx->read_sl = pib_wc_read_sl;
+	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cqx->read_dlid_path_bits = pib_wc_read_dlid_path_bits;
 }
 
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)

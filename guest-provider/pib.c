@@ -31,18 +31,23 @@ static const struct verbs_match_ent pib_table[] = {
 
 /*
  * Alphabetical.  libibverbs answers every op left unset here (XRC, the
- * extended CQ, QP and SRQ interfaces, ...) with EOPNOTSUPP.
+ * extended SRQ interface, ...) with EOPNOTSUPP.
  */
 static const struct verbs_context_ops pib_ctx_ops = {
 	.alloc_mw = pib_alloc_mw,
+	.alloc_parent_domain = pib_alloc_parent_domain,
 	.alloc_pd = pib_alloc_pd,
+	.alloc_td = pib_alloc_td,
 	.bind_mw = pib_bind_mw,
 	.create_ah = pib_create_ah,
 	.create_cq = pib_create_cq,
+	.create_cq_ex = pib_create_cq_ex,
 	.create_qp = pib_create_qp,
+	.create_qp_ex = pib_create_qp_ex,
 	.create_srq = pib_create_srq,
 	.dealloc_mw = pib_dealloc_mw,
 	.dealloc_pd = pib_dealloc_pd,
+	.dealloc_td = pib_dealloc_td,
 	.dereg_mr = pib_dereg_mr,
 	.destroy_ah = pib_destroy_ah,
 	.destroy_cq = pib_destroy_cq,
@@ -61,6 +66,8 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.query_srq = pib_query_srq,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
+	.rereg_mr = pib_rereg_mr,
+	.resize_cq = pib_resize_cq,
 };
 
 static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,

@@ -38,13 +38,18 @@
 DECLARE_DRV_CMD(pib_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT, empty,
 		pib_ibv_alloc_ucontext_resp);
 /* CREATE_CQ / CREATE_QP: the rings the provider allocated, and their numbers. */
-DECLARE_DRV_CMD(pib_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+DECLARE_DRV_CMD(pib_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		pib_ibv_create_cq, pib_ibv_create_cq_resp);
 DECLARE_DRV_CMD(pib_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		pib_ibv_create_qp, pib_ibv_create_qp_resp);
 /* CREATE_SRQ: the SRQ ring; srq_limit travels in the core command. */
 DECLARE_DRV_CMD(pib_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		pib_ibv_create_srq, pib_ibv_create_srq_resp);
+/* Resizing: the new ring, and (CQ) the consumer index the device goes on from. */
+DECLARE_DRV_CMD(pib_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		pib_ibv_resize_cq, pib_ibv_resize_cq_resp);
+DECLARE_DRV_CMD(pib_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,
+		pib_ibv_modify_srq, empty);
 
 /*
  * A CQE names the send WQE it completes by a 16-bit index; the full index is
@@ -89,9 +94,50 @@ struct pib_context {
 	uint32_t qp_table_mask;
 };
 
-/* Room for the PD number once the data path needs it (AHs, MRs). */
+/*
+ * A thread domain: the consumer promises to use the objects of the parent
+ * domains made with it from one thread at a time.  The provider takes its
+ * spinlocks anyway (uncontended, they cost little next to a doorbell); the
+ * domain only counts the parent domains that use it.
+ */
+struct pib_td {
+	struct ibv_td ibvtd;
+	_Atomic(int) refcnt;
+};
+
+/*
+ * A protection domain, or a parent domain (protection != NULL): a PD as far
+ * as the kernel and the device know (it carries the PD's handle), with a
+ * thread domain and the consumer's allocator for the rings of the QPs, SRQs
+ * and CQs made with it.  refcnt counts the parent domains made of a PD and
+ * the objects made with a parent domain, which must not go first.
+ */
 struct pib_pd {
 	struct ibv_pd ibvpd;
+	struct pib_pd *protection;
+	struct pib_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
+	_Atomic(int) refcnt;
+};
+
+/* The resource_type a parent domain's allocator is called with, per ring. */
+#define PIB_RES_TYPE_SQ		((uint64_t)RDMA_DRIVER_UNKNOWN << 32 | 1)
+#define PIB_RES_TYPE_RQ		((uint64_t)RDMA_DRIVER_UNKNOWN << 32 | 2)
+#define PIB_RES_TYPE_SRQ	((uint64_t)RDMA_DRIVER_UNKNOWN << 32 | 3)
+#define PIB_RES_TYPE_CQ		((uint64_t)RDMA_DRIVER_UNKNOWN << 32 | 4)
+
+/*
+ * Where a ring's memory came from: the provider's own allocation, or the
+ * allocator of the parent domain pad (custom), which gets it back.
+ */
+struct pib_ring_src {
+	struct pib_pd *pad;		/* a parent domain, or NULL */
+	uint64_t res_type;		/* PIB_RES_TYPE_* */
+	bool custom;			/* pad->alloc gave the memory */
 };
 
 /*
@@ -104,11 +150,13 @@ struct pib_cq {
 	pthread_spinlock_t lock;	/* poll_cq and req_notify_cq */
 	void *buf;			/* ring + record page, page aligned */
 	size_t buf_size;
+	struct pib_ring_src src;
 	struct pib_cqe *ring;		/* == buf */
 	_Atomic(uint32_t) *ci_record;	/* little-endian, read by the device */
 	uint32_t depth;			/* power of two */
 	uint32_t ci;			/* next CQE to look at, free-running */
 	uint32_t cqn;
+	struct ibv_wc cur;		/* ibv_cq_ex: the completion being read */
 };
 
 /*
@@ -123,6 +171,7 @@ struct pib_wq {
 	pthread_spinlock_t lock;	/* the poster (post_*) */
 	void *buf;			/* page aligned, NULL without a ring */
 	size_t buf_size;
+	struct pib_ring_src src;
 	uint32_t depth;			/* power of two; 0: QP on an SRQ */
 	uint32_t stride_log;
 	uint32_t max_sge;		/* SGEs a slot holds (and the device allows) */
@@ -138,7 +187,7 @@ struct pib_wq {
  * the SRQ.  So poll_cq retires one SRQ slot per such completion (wq.ci,
  * advanced atomically: two CQs may be polled at once), and destroy_qp
  * retires the slots of the QP's completions that nobody will poll
- * (pib_cq_retire_srq_cqes).
+ * (pib_cq_drop_qp_cqes).
  *
  * Depth: one slot more than the max_wr asked for, rounded up to a power of
  * two, so that any srq_limit up to that max_wr is below the depth, as the
@@ -161,6 +210,17 @@ struct pib_qp {
 	uint32_t max_inline;		/* inline bytes a send WQE may carry */
 	bool sq_sig_all;		/* every send WQE is signalled */
 	struct pib_qp *table_next;	/* chain in pib_context.qp_table */
+	/*
+	 * The ibv_qp_ex batch being built, from ibv_wr_start() to
+	 * ibv_wr_complete() or ibv_wr_abort(), under sq.lock (qp.c).
+	 */
+	struct {
+		uint32_t first;		/* sq.pi at ibv_wr_start() */
+		uint32_t pi;		/* the next slot */
+		uint32_t ci;		/* sq.ci as last read */
+		int err;		/* the batch's first error, or 0 */
+		struct pib_send_wqe *wqe; /* the WQE the setters fill, or NULL */
+	} ex;
 };
 
 /*
@@ -190,6 +250,17 @@ static inline struct pib_pd *to_pib_pd(struct ibv_pd *ibvpd)
 	return container_of(ibvpd, struct pib_pd, ibvpd);
 }
 
+/* The parent domain ibvpd is, or NULL if it is a plain PD (or none). */
+static inline struct pib_pd *to_pib_parent(struct ibv_pd *ibvpd)
+{
+	return ibvpd && to_pib_pd(ibvpd)->protection ? to_pib_pd(ibvpd) : NULL;
+}
+
+static inline struct pib_td *to_pib_td(struct ibv_td *ibvtd)
+{
+	return container_of(ibvtd, struct pib_td, ibvtd);
+}
+
 static inline struct pib_cq *to_pib_cq(struct ibv_cq *ibvcq)
 {
 	return container_of(ibvcq, struct pib_cq, vcq.cq);
@@ -210,17 +281,21 @@ static inline struct pib_ah *to_pib_ah(struct ibv_ah *ibvah)
 	return container_of(ibvah, struct pib_ah, ibvah);
 }
 
-/* Rings shared with the device (verbs.c). */
-void *pib_alloc_ring(size_t size);
-void pib_free_ring(void *buf, size_t size);
+/* Rings shared with the device (verbs.c); src says whose memory to use. */
+void *pib_alloc_ring(struct pib_ring_src *src, size_t size);
+void pib_free_ring(const struct pib_ring_src *src, void *buf, size_t size);
 
 /* The QPN table (qp.c). */
 int pib_qp_table_init(struct pib_context *ctx, uint32_t max_qp);
 void pib_qp_table_fini(struct pib_context *ctx);
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe);
 
+/* The extended send interface (qp.c). */
+bool pib_qp_ex_ops_allowed(enum ibv_qp_type qp_type, uint64_t ops);
+void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops);
+
 /* Work queue rings, shared by QPs and SRQs (qp.c). */
-int pib_wq_init(struct pib_wq *wq);
+int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type);
 void pib_wq_fini(struct pib_wq *wq);
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 		     enum pib_uar_offset db, uint32_t obj,
@@ -228,8 +303,7 @@ int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 
 /* Retiring SRQ slots (srq.c, cq.c). */
 void pib_srq_retire(struct pib_srq *srq);
-void pib_cq_retire_srq_cqes(struct pib_cq *cq, uint32_t qpn,
-			    struct pib_srq *srq);
+void pib_cq_drop_qp_cqes(struct pib_cq *cq, uint32_t qpn, struct pib_srq *srq);
 
 /*
  * Ring a doorbell: one 64-bit write to the context's UAR page, so that the

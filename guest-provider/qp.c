@@ -208,10 +208,13 @@ static int pib_qp_size(struct pib_context *ctx, const struct ibv_qp_cap *cap,
 	return 0;
 }
 
-int pib_wq_init(struct pib_wq *wq)
+/* A ring for wq, in the memory of pd's allocator if pd is a parent domain. */
+int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type)
 {
 	int err;
 
+	wq->src = (struct pib_ring_src){ .pad = to_pib_parent(pd),
+					 .res_type = res_type };
 	err = pthread_spin_init(&wq->lock, PTHREAD_PROCESS_PRIVATE);
 	if (err)
 		return err;
@@ -220,7 +223,7 @@ int pib_wq_init(struct pib_wq *wq)
 
 	wq->buf_size = (size_t)pib_ring_pages(wq->depth, wq->stride_log)
 		       << PIB_PAGE_SHIFT;
-	wq->buf = pib_alloc_ring(wq->buf_size);
+	wq->buf = pib_alloc_ring(&wq->src, wq->buf_size);
 	if (!wq->buf) {
 		err = errno;
 		pthread_spin_destroy(&wq->lock);
@@ -231,7 +234,7 @@ int pib_wq_init(struct pib_wq *wq)
 
 void pib_wq_fini(struct pib_wq *wq)
 {
-	pib_free_ring(wq->buf, wq->buf_size);
+	pib_free_ring(&wq->src, wq->buf, wq->buf_size);
 	pthread_spin_destroy(&wq->lock);
 }
 
@@ -245,27 +248,57 @@ static void pib_qp_caps(struct pib_qp *qp, struct ibv_qp_cap *cap)
 	cap->max_inline_data = qp->max_inline;
 }
 
-struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
-			     struct ibv_qp_init_attr *attr)
-{
-	struct pib_context *ctx = to_pib_context(ibvpd->context);
-	struct pib_create_qp_resp resp = {};
-	struct pib_create_qp cmd = {};
-	struct ibv_qp_cap want = attr->cap;
-	struct pib_qp *qp;
-	int err;
+/*
+ * What create_qp_ex takes: a PD, the extended send interface (ibv_qp_ex) for
+ * the operations the QP type carries, no creation flags.
+ */
+#define PIB_QP_COMP_MASK	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | \
+				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+#define PIB_QP_EX_SEND_OPS						       \
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		       \
+	 IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |	       \
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |      \
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
 
+static int pib_check_qp_init_attr(const struct ibv_qp_init_attr_ex *attr)
+{
+	if (attr->comp_mask & ~PIB_QP_COMP_MASK)
+		return EOPNOTSUPP;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    attr->create_flags)
+		return EOPNOTSUPP;
 	switch (attr->qp_type) {
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
 	case IBV_QPT_UD:
 		break;
 	default:
-		errno = EOPNOTSUPP;
-		return NULL;
+		return EOPNOTSUPP;
 	}
-	if (!attr->send_cq || !attr->recv_cq) {
-		errno = EINVAL;
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+	    !attr->send_cq || !attr->recv_cq)
+		return EINVAL;
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    !pib_qp_ex_ops_allowed(attr->qp_type, attr->send_ops_flags))
+		return EOPNOTSUPP;
+	return 0;
+}
+
+struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
+				struct ibv_qp_init_attr_ex *attr)
+{
+	struct pib_context *ctx = to_pib_context(ibvctx);
+	struct pib_create_qp_resp resp = {};
+	struct pib_create_qp cmd = {};
+	struct ibv_qp_cap want = attr->cap;
+	struct ibv_qp_init_attr_ex kattr;
+	struct pib_qp *qp;
+	int err;
+
+	err = pib_check_qp_init_attr(attr);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
 
@@ -278,10 +311,10 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 	err = pib_qp_size(ctx, &want, !attr->srq, qp);
 	if (err)
 		goto err_free_qp;
-	err = pib_wq_init(&qp->sq);
+	err = pib_wq_init(&qp->sq, attr->pd, PIB_RES_TYPE_SQ);
 	if (err)
 		goto err_free_qp;
-	err = pib_wq_init(&qp->rq);
+	err = pib_wq_init(&qp->rq, attr->pd, PIB_RES_TYPE_RQ);
 	if (err)
 		goto err_fini_sq;
 
@@ -293,8 +326,15 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 	cmd.rq_depth = qp->rq.depth;
 	cmd.sq_buf_size = qp->sq.buf_size;
 	cmd.rq_buf_size = qp->rq.buf_size;
-	err = ibv_cmd_create_qp(ibvpd, &qp->vqp.qp, attr, &cmd.ibv_cmd,
-				sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	/*
+	 * create_flags is 0 by now (pib_check_qp_init_attr), and the command
+	 * refuses the mask bit that announces it: the kernel gets the QP
+	 * without it.
+	 */
+	kattr = *attr;
+	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &kattr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err) {
 		verbs_err(&ctx->ibvctx, "Failed to create QP: %d\n", err);
 		goto err_fini_rq;
@@ -321,6 +361,8 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 	}
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->srq = attr->srq ? to_pib_srq(attr->srq) : NULL;
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		pib_qp_ex_init(qp, attr->send_ops_flags);
 
 	/* What the rings really hold, not the kernel's echo of the request. */
 	pib_qp_caps(qp, &attr->cap);
@@ -338,6 +380,28 @@ err_free_qp:
 	free(qp);
 	errno = err;
 	return NULL;
+}
+
+/* ibv_create_qp: the extended verb with a PD and nothing extended. */
+struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
+			     struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex = {
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = ibvpd,
+	};
+	struct ibv_qp *qp = pib_create_qp_ex(ibvpd->context, &ex);
+
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
 }
 
 int pib_destroy_qp(struct ibv_qp *ibvqp)
@@ -362,7 +426,7 @@ int pib_destroy_qp(struct ibv_qp *ibvqp)
 		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
 
 		pthread_spin_lock(&rcq->lock);
-		pib_cq_retire_srq_cqes(rcq, ibvqp->qp_num, qp->srq);
+		pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
 		pib_qp_table_remove(ctx, qp);
 		pthread_spin_unlock(&rcq->lock);
 	} else {
@@ -403,8 +467,27 @@ int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 	if (err)
 		return err;
 
-	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
-		pib_qp_reset_indices(to_pib_qp(ibvqp));
+	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		struct pib_qp *qp = to_pib_qp(ibvqp);
+		struct pib_cq *scq = to_pib_cq(ibvqp->send_cq);
+		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
+
+		/*
+		 * The work the reset threw away has no completions left to
+		 * poll: its CQEs still unread in the CQs (the flush CQEs of a
+		 * QP that was in ERR, typically) go, as on the HCAs whose
+		 * providers clean their CQs here.
+		 */
+		pthread_spin_lock(&rcq->lock);
+		pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
+		pthread_spin_unlock(&rcq->lock);
+		if (scq != rcq) {
+			pthread_spin_lock(&scq->lock);
+			pib_cq_drop_qp_cqes(scq, ibvqp->qp_num, NULL);
+			pthread_spin_unlock(&scq->lock);
+		}
+		pib_qp_reset_indices(qp);
+	}
 	return 0;
 }
 
@@ -503,23 +586,23 @@ static_assert(IBV_ACCESS_REMOTE_ATOMIC == PIB_ACCESS_REMOTE_ATOMIC, "access");
  * 2 window being unbound) the device checks, and a failure completes with
  * IBV_WC_MW_BIND_ERR, as IB specifies.
  */
-static int pib_check_bind_wr(const struct ibv_send_wr *wr)
+static int pib_check_bind(const struct ibv_mw *mw, uint32_t rkey,
+			  const struct ibv_mw_bind_info *bind)
 {
-	const struct ibv_mw_bind_info *bind = &wr->bind_mw.bind_info;
-	const struct ibv_mw *mw = wr->bind_mw.mw;
-
 	if (!mw || (mw->type != IBV_MW_TYPE_1 && mw->type != IBV_MW_TYPE_2))
 		return EINVAL;
 	/* The new key keeps the window's index; only the key byte changes. */
-	if ((wr->bind_mw.rkey ^ mw->rkey) & ~0xffu)
+	if ((rkey ^ mw->rkey) & ~0xffu)
 		return EINVAL;
 	/*
-	 * A window grants remote rights only; LOCAL_WRITE, which callers often
-	 * pass along with the MR's flags, is the MR's business and is ignored.
+	 * A window grants remote rights only; LOCAL_WRITE and MW_BIND, which
+	 * callers often pass along with the MR's flags, are the MR's business
+	 * and are ignored (the device checks the MR: pib_wqe.h, BIND_MW).
 	 * Zero-based windows are not implemented.
 	 */
-	if (bind->mw_access_flags &
-	    ~(PIB_MW_ACCESS_REMOTE | IBV_ACCESS_LOCAL_WRITE))
+	if (bind->mw_access_flags & ~(PIB_MW_ACCESS_REMOTE |
+				      IBV_ACCESS_LOCAL_WRITE |
+				      IBV_ACCESS_MW_BIND))
 		return EINVAL;
 	/* No MR means unbinding, which names no range. */
 	if (!bind->mr && (bind->addr || bind->length))
@@ -549,7 +632,8 @@ static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	case PIB_WQE_BIND_MW:
 		if (wr->send_flags & IBV_SEND_INLINE)
 			return EINVAL;
-		return pib_check_bind_wr(wr);
+		return pib_check_bind(wr->bind_mw.mw, wr->bind_mw.rkey,
+				      &wr->bind_mw.bind_info);
 	case PIB_WQE_LOCAL_INV:
 		return wr->send_flags & IBV_SEND_INLINE ? EINVAL : 0;
 	}
@@ -575,41 +659,53 @@ static int pib_check_send_wr(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	return 0;
 }
 
-static uint8_t pib_wqe_flags(const struct pib_qp *qp,
-			     const struct ibv_send_wr *wr)
+static uint8_t pib_wqe_flags(const struct pib_qp *qp, unsigned int send_flags)
 {
 	uint8_t flags = 0;
 
-	if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+	if ((send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
 		flags |= PIB_WQE_F_SIGNALED;
-	if (wr->send_flags & IBV_SEND_SOLICITED)
+	if (send_flags & IBV_SEND_SOLICITED)
 		flags |= PIB_WQE_F_SOLICITED;
-	if (wr->send_flags & IBV_SEND_FENCE)
+	if (send_flags & IBV_SEND_FENCE)
 		flags |= PIB_WQE_F_FENCE;
-	if (wr->send_flags & IBV_SEND_INLINE)
+	if (send_flags & IBV_SEND_INLINE)
 		flags |= PIB_WQE_F_INLINE;
 	return flags;
 }
 
 /* A BIND_MW WQE: the 64-byte struct pib_bind_mw_wqe, no SGEs. */
-static void pib_write_bind_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
-			       void *slot)
+static void pib_write_bind_wqe(struct pib_qp *qp, void *slot,
+			       unsigned int send_flags, uint64_t wr_id,
+			       const struct ibv_mw *mw, uint32_t rkey,
+			       const struct ibv_mw_bind_info *bind)
 {
-	const struct ibv_mw_bind_info *bind = &wr->bind_mw.bind_info;
 	struct pib_bind_mw_wqe *wqe = slot;
 
 	*wqe = (struct pib_bind_mw_wqe){
 		.opcode = PIB_WQE_BIND_MW,
-		.flags = pib_wqe_flags(qp, wr),
-		.mw_type = wr->bind_mw.mw->type,
-		.new_rkey = htole32(wr->bind_mw.rkey),
-		.wr_id = htole64(wr->wr_id),
+		.flags = pib_wqe_flags(qp, send_flags),
+		.mw_type = mw->type,
+		.new_rkey = htole32(rkey),
+		.wr_id = htole64(wr_id),
 		.addr = htole64(bind->addr),
 		.length = htole64(bind->length),
-		.mw_rkey = htole32(wr->bind_mw.mw->rkey),
+		.mw_rkey = htole32(mw->rkey),
 		.mr_lkey = htole32(bind->mr ? bind->mr->lkey : 0),
 		.access = htole32(bind->mw_access_flags & PIB_MW_ACCESS_REMOTE),
 	};
+}
+
+/* A UD send's destination: from the address handle, plus the QPN and Q_Key. */
+static void pib_write_ud_dest(struct pib_send_wqe *wqe, struct ibv_ah *ibvah,
+			      uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct pib_ah *ah = to_pib_ah(ibvah);
+
+	wqe->ud_qpn = htole32(remote_qpn);
+	wqe->ud_qkey = htole32(remote_qkey);
+	wqe->ud_dlid = htole16(ah->dlid);
+	wqe->ud_sl = ah->sl;
 }
 
 static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
@@ -624,7 +720,7 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	/* Every byte of the control segment, so no stale field survives. */
 	*wqe = (struct pib_send_wqe){
 		.opcode = opcode,
-		.flags = pib_wqe_flags(qp, wr),
+		.flags = pib_wqe_flags(qp, wr->send_flags),
 		.num_sge = is_inline || !has_data ? 0 : wr->num_sge,
 		.wr_id = htole64(wr->wr_id),
 		.inline_len = htole32(is_inline ? inline_len : 0),
@@ -658,14 +754,9 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		break;
 	}
 
-	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
-		struct pib_ah *ah = to_pib_ah(wr->wr.ud.ah);
-
-		wqe->ud_qpn = htole32(wr->wr.ud.remote_qpn);
-		wqe->ud_qkey = htole32(wr->wr.ud.remote_qkey);
-		wqe->ud_dlid = htole16(ah->dlid);
-		wqe->ud_sl = ah->sl;
-	}
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
+		pib_write_ud_dest(wqe, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+				  wr->wr.ud.remote_qkey);
 
 	if (!has_data)
 		return;
@@ -679,6 +770,23 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 		       wr->sg_list[i].length);
 		payload += wr->sg_list[i].length;
 	}
+}
+
+/*
+ * Hand the device the WQEs in [first, pi), with the SQ lock held.  The device
+ * may fetch every WQE before pi as soon as it sees the doorbell, so they must
+ * be in memory first.  One barrier and one doorbell cover the whole list: the
+ * producer index is cumulative, and a doorbell, an uncached write across PCIe
+ * (in QEMU, an exit to the device model), is the costliest step of posting.
+ */
+static void pib_sq_publish(struct pib_context *ctx, struct pib_qp *qp,
+			   uint32_t first, uint32_t pi)
+{
+	if (pi == first)
+		return;
+	atomic_store_explicit(&qp->sq.pi, pi, memory_order_relaxed);
+	udma_to_device_barrier();
+	pib_ring_doorbell(ctx, PIB_UAR_SQ_DB, qp->vqp.qp.qp_num, pi);
 }
 
 int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
@@ -696,7 +804,10 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	first = pi = atomic_load_explicit(&sq->pi, memory_order_relaxed);
 	ci = atomic_load_explicit(&sq->ci, memory_order_acquire);
 
-	for (; wr; wr = wr->next) {
+	/* A QP in RESET takes no work requests (IBTA 10.3.1). */
+	if (ibvqp->state == IBV_QPS_RESET)
+		err = EINVAL;
+	for (; wr && !err; wr = wr->next) {
 		if (pib_wq_full(sq, pi, &ci)) {
 			err = ENOMEM;
 			break;
@@ -706,26 +817,17 @@ int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 		if (err)
 			break;
 		if (opcode == PIB_WQE_BIND_MW)
-			pib_write_bind_wqe(qp, wr, pib_wq_slot(sq, pi));
+			pib_write_bind_wqe(qp, pib_wq_slot(sq, pi),
+					   wr->send_flags, wr->wr_id,
+					   wr->bind_mw.mw, wr->bind_mw.rkey,
+					   &wr->bind_mw.bind_info);
 		else
 			pib_write_send_wqe(qp, wr, opcode, inline_len,
 					   pib_wq_slot(sq, pi));
 		pi++;
 	}
 
-	if (pi != first) {
-		atomic_store_explicit(&sq->pi, pi, memory_order_relaxed);
-		/*
-		 * The device may fetch every WQE before pi as soon as it sees
-		 * the doorbell, so they must be in memory first.  One barrier
-		 * and one doorbell cover the whole list: the producer index is
-		 * cumulative, and a doorbell, an uncached write across PCIe
-		 * (in QEMU, an exit to the device model), is the costliest
-		 * step of posting.
-		 */
-		udma_to_device_barrier();
-		pib_ring_doorbell(ctx, PIB_UAR_SQ_DB, ibvqp->qp_num, pi);
-	}
+	pib_sq_publish(ctx, qp, first, pi);
 	pthread_spin_unlock(&sq->lock);
 
 	if (err)
@@ -818,12 +920,377 @@ int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 {
 	struct pib_qp *qp = to_pib_qp(ibvqp);
 
-	/* A QP on an SRQ has no receive queue of its own. */
-	if (!qp->rq.depth) {
+	/*
+	 * A QP on an SRQ has no receive queue of its own, and a QP in RESET
+	 * takes no work requests (IBTA 10.3.1).
+	 */
+	if (!qp->rq.depth || ibvqp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
 
 	return pib_wq_post_recv(to_pib_context(ibvqp->context), &qp->rq,
 				PIB_UAR_RQ_DB, ibvqp->qp_num, wr, bad_wr);
+}
+
+/* ---- The extended send interface (ibv_qp_ex) ---------------------------------------------
+ *
+ * ibv_wr_start() takes the SQ lock; each ibv_wr_<op>() writes the control segment of the next
+ * WQE straight into its ring slot, and the setters (ibv_wr_set_sge*, ibv_wr_set_inline_data*,
+ * ibv_wr_set_ud_addr) fill in the rest of that same WQE; ibv_wr_complete() hands the device all
+ * of them with one barrier and one doorbell, as post_send does, and ibv_wr_abort() forgets
+ * them: the producer index moves only at complete, so the device never sees an aborted WQE.
+ * The WQEs are the ones post_send writes (pib_wqe.h); nothing here enters the kernel.
+ *
+ * A request that post_send would refuse (an opcode the QP type does not carry, too many SGEs,
+ * too much inline data, a full ring) marks the batch bad: the rest of it is ignored, and
+ * ibv_wr_complete() returns the error and posts nothing.
+ */
+
+/* The WQE opcode of each IBV_QP_EX_WITH_* operation. */
+static const struct {
+	uint64_t op;
+	uint8_t opcode;
+} pib_qp_ex_ops[] = {
+	{ IBV_QP_EX_WITH_SEND, PIB_WQE_SEND },
+	{ IBV_QP_EX_WITH_SEND_WITH_IMM, PIB_WQE_SEND_IMM },
+	{ IBV_QP_EX_WITH_SEND_WITH_INV, PIB_WQE_SEND_INV },
+	{ IBV_QP_EX_WITH_RDMA_WRITE, PIB_WQE_RDMA_WRITE },
+	{ IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, PIB_WQE_RDMA_WRITE_IMM },
+	{ IBV_QP_EX_WITH_RDMA_READ, PIB_WQE_RDMA_READ },
+	{ IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP, PIB_WQE_ATOMIC_CS },
+	{ IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, PIB_WQE_ATOMIC_FA },
+	{ IBV_QP_EX_WITH_LOCAL_INV, PIB_WQE_LOCAL_INV },
+	{ IBV_QP_EX_WITH_BIND_MW, PIB_WQE_BIND_MW },
+};
+
+/* May a QP of this type be created with these send_ops_flags? */
+bool pib_qp_ex_ops_allowed(enum ibv_qp_type qp_type, uint64_t ops)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(pib_qp_ex_ops); i++) {
+		if (!(ops & pib_qp_ex_ops[i].op))
+			continue;
+		if (!pib_wqe_opcode_allowed(qp_type, pib_qp_ex_ops[i].opcode))
+			return false;
+		ops &= ~pib_qp_ex_ops[i].op;
+	}
+	return ops == 0;
+}
+
+static struct pib_qp *pib_qp_of_ex(struct ibv_qp_ex *qpx)
+{
+	return container_of(qpx, struct pib_qp, vqp.qp_ex);
+}
+
+static void pib_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+
+	pthread_spin_lock(&qp->sq.lock);
+	qp->ex.first = qp->ex.pi = atomic_load_explicit(&qp->sq.pi,
+							memory_order_relaxed);
+	qp->ex.ci = atomic_load_explicit(&qp->sq.ci, memory_order_acquire);
+	/* A QP in RESET takes no work requests (IBTA 10.3.1): the batch is refused. */
+	qp->ex.err = qp->vqp.qp.state == IBV_QPS_RESET ? EINVAL : 0;
+	qp->ex.wqe = NULL;
+}
+
+static int pib_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	int err = qp->ex.err;
+
+	if (!err)
+		pib_sq_publish(to_pib_context(qp->vqp.qp.context), qp,
+			       qp->ex.first, qp->ex.pi);
+	qp->ex.wqe = NULL;
+	pthread_spin_unlock(&qp->sq.lock);
+	return err;
+}
+
+static void pib_wr_abort(struct ibv_qp_ex *qpx)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+
+	qp->ex.wqe = NULL;
+	pthread_spin_unlock(&qp->sq.lock);
+}
+
+/* The batch is bad from here on: its error is ibv_wr_complete()'s answer. */
+static void pib_wr_fail(struct pib_qp *qp, int err)
+{
+	if (!qp->ex.err)
+		qp->ex.err = err;
+	qp->ex.wqe = NULL;
+}
+
+/*
+ * The next WQE of the batch, its control segment written: the opcode, the
+ * flags (IBV_SEND_INLINE is the setters' business) and wr_id.  NULL when the
+ * batch is bad, or becomes bad here.
+ */
+static struct pib_send_wqe *pib_wr_begin(struct ibv_qp_ex *qpx, uint8_t opcode)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe;
+
+	if (qp->ex.err)
+		return NULL;
+	if (!pib_wqe_opcode_allowed(qp->vqp.qp.qp_type, opcode) ||
+	    qpx->wr_flags & ~PIB_SEND_FLAGS_SUPPORTED) {
+		pib_wr_fail(qp, EINVAL);
+		return NULL;
+	}
+	if (pib_wq_full(&qp->sq, qp->ex.pi, &qp->ex.ci)) {
+		pib_wr_fail(qp, ENOMEM);
+		return NULL;
+	}
+	wqe = pib_wq_slot(&qp->sq, qp->ex.pi++);
+	*wqe = (struct pib_send_wqe){
+		.opcode = opcode,
+		.flags = pib_wqe_flags(qp, qpx->wr_flags & ~IBV_SEND_INLINE),
+		.wr_id = htole64(qpx->wr_id),
+	};
+	qp->ex.wqe = wqe;
+	return wqe;
+}
+
+static void pib_wr_send(struct ibv_qp_ex *qpx)
+{
+	pib_wr_begin(qpx, PIB_WQE_SEND);
+}
+
+static void pib_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
+{
+	struct pib_send_wqe *wqe = pib_wr_begin(qpx, PIB_WQE_SEND_IMM);
+
+	/* Immediate data is in network order already, as on the wire. */
+	if (wqe)
+		wqe->imm_inv = (uint32_t)imm_data;
+}
+
+static void pib_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct pib_send_wqe *wqe = pib_wr_begin(qpx, PIB_WQE_SEND_INV);
+
+	if (wqe)
+		wqe->imm_inv = htole32(invalidate_rkey);
+}
+
+static struct pib_send_wqe *pib_wr_rdma(struct ibv_qp_ex *qpx, uint8_t opcode,
+					uint32_t rkey, uint64_t remote_addr)
+{
+	struct pib_send_wqe *wqe = pib_wr_begin(qpx, opcode);
+
+	if (wqe) {
+		wqe->remote_addr = htole64(remote_addr);
+		wqe->rkey = htole32(rkey);
+	}
+	return wqe;
+}
+
+static void pib_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+			      uint64_t remote_addr)
+{
+	pib_wr_rdma(qpx, PIB_WQE_RDMA_WRITE, rkey, remote_addr);
+}
+
+static void pib_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
+				  uint64_t remote_addr, __be32 imm_data)
+{
+	struct pib_send_wqe *wqe = pib_wr_rdma(qpx, PIB_WQE_RDMA_WRITE_IMM,
+					       rkey, remote_addr);
+
+	if (wqe)
+		wqe->imm_inv = (uint32_t)imm_data;
+}
+
+static void pib_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
+			     uint64_t remote_addr)
+{
+	pib_wr_rdma(qpx, PIB_WQE_RDMA_READ, rkey, remote_addr);
+}
+
+static void pib_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
+				  uint64_t remote_addr, uint64_t compare,
+				  uint64_t swap)
+{
+	struct pib_send_wqe *wqe = pib_wr_rdma(qpx, PIB_WQE_ATOMIC_CS, rkey,
+					       remote_addr);
+
+	if (wqe) {
+		wqe->compare_add = htole64(compare);
+		wqe->swap = htole64(swap);
+	}
+}
+
+static void pib_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+				    uint64_t remote_addr, uint64_t add)
+{
+	struct pib_send_wqe *wqe = pib_wr_rdma(qpx, PIB_WQE_ATOMIC_FA, rkey,
+					       remote_addr);
+
+	if (wqe)
+		wqe->compare_add = htole64(add);
+}
+
+static void pib_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct pib_send_wqe *wqe = pib_wr_begin(qpx, PIB_WQE_LOCAL_INV);
+
+	if (wqe)
+		wqe->imm_inv = htole32(invalidate_rkey);
+}
+
+static void pib_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+			   uint32_t rkey, const struct ibv_mw_bind_info *bind)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	void *slot = pib_wr_begin(qpx, PIB_WQE_BIND_MW);
+
+	if (!slot)
+		return;
+	if (pib_check_bind(mw, rkey, bind)) {
+		pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	pib_write_bind_wqe(qp, slot, qpx->wr_flags & ~IBV_SEND_INLINE,
+			   qpx->wr_id, mw, rkey, bind);
+	/* A bind carries no data: no setter may follow. */
+	qp->ex.wqe = NULL;
+}
+
+/*
+ * The WQE a setter fills: the last one begun, if it carries data.  A setter
+ * with no such WQE (none begun, or a local operation's) marks the batch bad.
+ */
+static struct pib_send_wqe *pib_wr_data_wqe(struct pib_qp *qp)
+{
+	if (qp->ex.err)
+		return NULL;
+	if (!qp->ex.wqe || pib_wqe_is_local(qp->ex.wqe->opcode)) {
+		pib_wr_fail(qp, EINVAL);
+		return NULL;
+	}
+	return qp->ex.wqe;
+}
+
+static void pib_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
+				const struct ibv_sge *sg_list)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe = pib_wr_data_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (num_sge > qp->sq.max_sge) {
+		pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	wqe->flags &= ~PIB_WQE_F_INLINE;
+	wqe->inline_len = 0;
+	wqe->num_sge = num_sge;
+	pib_write_sges((struct pib_sge *)(wqe + 1), sg_list, num_sge);
+}
+
+static void pib_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
+			   uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	pib_wr_set_sge_list(qpx, 1, &sge);
+}
+
+static void pib_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
+					const struct ibv_data_buf *buf_list)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe = pib_wr_data_wqe(qp);
+	uint8_t *payload;
+	size_t i, len = 0;
+
+	if (!wqe)
+		return;
+	if (!pib_wqe_inline_allowed(wqe->opcode)) {
+		pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->max_inline - len) {
+			pib_wr_fail(qp, EINVAL);
+			return;
+		}
+		len += buf_list[i].length;
+	}
+	payload = (uint8_t *)(wqe + 1);
+	for (i = 0; i < num_buf; i++) {
+		memcpy(payload, buf_list[i].addr, buf_list[i].length);
+		payload += buf_list[i].length;
+	}
+	wqe->flags |= PIB_WQE_F_INLINE;
+	wqe->num_sge = 0;
+	wqe->inline_len = htole32(len);
+}
+
+static void pib_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr,
+				   size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	pib_wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+static void pib_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
+			       uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe = pib_wr_data_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (qp->vqp.qp.qp_type != IBV_QPT_UD || !ah ||
+	    remote_qpn > PIB_DB_OBJ_MASK) {
+		pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	pib_write_ud_dest(wqe, ah, remote_qpn, remote_qkey);
+}
+
+/* The ibv_qp_ex functions of a QP created with these send_ops_flags. */
+void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops)
+{
+	struct ibv_qp_ex *qpx = &qp->vqp.qp_ex;
+
+	qp->vqp.comp_mask |= VERBS_QP_EX;
+	qpx->wr_start = pib_wr_start;
+	qpx->wr_complete = pib_wr_complete;
+	qpx->wr_abort = pib_wr_abort;
+	qpx->wr_set_sge = pib_wr_set_sge;
+	qpx->wr_set_sge_list = pib_wr_set_sge_list;
+	qpx->wr_set_inline_data = pib_wr_set_inline_data;
+	qpx->wr_set_inline_data_list = pib_wr_set_inline_data_list;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
+		qpx->wr_set_ud_addr = pib_wr_set_ud_addr;
+	if (ops & IBV_QP_EX_WITH_SEND)
+		qpx->wr_send = pib_wr_send;
+	if (ops & IBV_QP_EX_WITH_SEND_WITH_IMM)
+		qpx->wr_send_imm = pib_wr_send_imm;
+	if (ops & IBV_QP_EX_WITH_SEND_WITH_INV)
+		qpx->wr_send_inv = pib_wr_send_inv;
+	if (ops & IBV_QP_EX_WITH_RDMA_WRITE)
+		qpx->wr_rdma_write = pib_wr_rdma_write;
+	if (ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+		qpx->wr_rdma_write_imm = pib_wr_rdma_write_imm;
+	if (ops & IBV_QP_EX_WITH_RDMA_READ)
+		qpx->wr_rdma_read = pib_wr_rdma_read;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		qpx->wr_atomic_cmp_swp = pib_wr_atomic_cmp_swp;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		qpx->wr_atomic_fetch_add = pib_wr_atomic_fetch_add;
+	if (ops & IBV_QP_EX_WITH_LOCAL_INV)
+		qpx->wr_local_inv = pib_wr_local_inv;
+	if (ops & IBV_QP_EX_WITH_BIND_MW)
+		qpx->wr_bind_mw = pib_wr_bind_mw;
 }

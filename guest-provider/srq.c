@@ -13,7 +13,7 @@
  * a QP on the SRQ stands for one slot the device no longer needs, whichever
  * QP and CQ it comes from: poll_cq retires one slot per completion
  * (pib_srq_retire), and destroy_qp retires those of the completions it
- * leaves behind in the CQ (pib_cq_retire_srq_cqes).
+ * leaves behind in the CQ (pib_cq_drop_qp_cqes).
  *
  * The limit (low watermark) is armed at create time through the core
  * command's srq_limit or later with modify_srq; the event arrives through the
@@ -28,6 +28,20 @@
 #include "pib.h"
 #include "verbs.h"
 
+/* The depth for max_wr WRs (pib.h, struct pib_srq, says why); 0: too many. */
+static uint32_t pib_srq_depth(struct pib_context *ctx, uint32_t max_wr)
+{
+	uint32_t max_depth = min_t(uint32_t, ctx->max_srq_wr, PIB_WQ_DEPTH_MAX);
+	uint32_t depth;
+
+	if (max_wr > max_depth)
+		return 0;
+	depth = roundup_pow_of_two((uint64_t)max_wr + 1);
+	if (depth > max_depth)
+		depth = roundup_pow_of_two(max_t(uint32_t, max_wr, 1));
+	return depth > max_depth ? 0 : depth;
+}
+
 /*
  * The ring for the attributes asked for: depth and stride (pib.h, struct
  * pib_srq, says why one slot more than max_wr).  A limit the device would
@@ -41,11 +55,8 @@ static int pib_srq_size(struct pib_context *ctx,
 	if (attr->max_wr > max_depth || attr->max_sge > ctx->max_srq_sge)
 		return EINVAL;
 
-	wq->depth = roundup_pow_of_two((uint64_t)attr->max_wr + 1);
-	if (wq->depth > max_depth)
-		wq->depth = roundup_pow_of_two(max_t(uint32_t, attr->max_wr,
-						     1));
-	if (wq->depth > max_depth || attr->srq_limit >= wq->depth)
+	wq->depth = pib_srq_depth(ctx, attr->max_wr);
+	if (!wq->depth || attr->srq_limit >= wq->depth)
 		return EINVAL;
 
 	wq->stride_log = pib_stride_log(pib_recv_slot_bytes(attr->max_sge),
@@ -75,7 +86,7 @@ struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
 	err = pib_srq_size(ctx, &attr->attr, &srq->wq);
 	if (err)
 		goto err_free_srq;
-	err = pib_wq_init(&srq->wq);
+	err = pib_wq_init(&srq->wq, ibvpd, PIB_RES_TYPE_SRQ);
 	if (err)
 		goto err_free_srq;
 
@@ -133,17 +144,79 @@ int pib_destroy_srq(struct ibv_srq *ibvsrq)
 }
 
 /*
- * Only the limit can change: the device does not resize an SRQ (the device
- * capabilities do not claim IBV_DEVICE_SRQ_RESIZE).
+ * Resize (IBV_SRQ_MAX_WR): a new ring of the same stride, into which the WQEs
+ * posted and not yet retired are copied, each to its index's slot, before the
+ * device is told (MODIFY_SRQ's MAX_WR, pib_hw.h): the device takes from the
+ * new ring from then on, indices carrying on, so nothing is lost.  Posting
+ * waits (the SRQ's lock); poll_cq may retire slots meanwhile, which only means
+ * a few copied WQEs were already taken.  The new ring must hold every WQE
+ * outstanding, and an armed limit must stay below its depth.
  */
+static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
+			  int attr_mask)
+{
+	struct pib_context *ctx = to_pib_context(srq->ibvsrq.context);
+	struct pib_wq *wq = &srq->wq;
+	struct pib_ring_src src = wq->src;
+	struct pib_modify_srq cmd = {};
+	uint32_t depth, stride = 1u << wq->stride_log, i, pi;
+	size_t size;
+	void *buf;
+	int err;
+
+	depth = pib_srq_depth(ctx, attr->max_wr);
+	if (!depth || ((attr_mask & IBV_SRQ_LIMIT) && attr->srq_limit >= depth))
+		return EINVAL;
+	size = (size_t)pib_ring_pages(depth, wq->stride_log) << PIB_PAGE_SHIFT;
+	buf = pib_alloc_ring(&src, size);
+	if (!buf)
+		return errno;
+
+	pthread_spin_lock(&wq->lock);
+	pi = atomic_load_explicit(&wq->pi, memory_order_relaxed);
+	i = atomic_load_explicit(&wq->ci, memory_order_acquire);
+	if (pi - i > depth) {
+		err = EINVAL;
+		goto out;
+	}
+	for (; i != pi; i++)
+		memcpy((uint8_t *)buf + (i & (depth - 1)) * stride,
+		       (uint8_t *)wq->buf + (i & (wq->depth - 1)) * stride, stride);
+	cmd.depth = depth;
+	cmd.buf_addr = (uintptr_t)buf;
+	cmd.buf_size = size;
+	err = ibv_cmd_modify_srq(&srq->ibvsrq, attr, attr_mask, &cmd.ibv_cmd,
+				 sizeof(cmd));
+	if (!err) {
+		/* The new ring in, the old one out (freed below). */
+		struct pib_ring_src old_src = wq->src;
+		void *old_buf = wq->buf;
+		size_t old_size = wq->buf_size;
+
+		wq->buf = buf;
+		wq->buf_size = size;
+		wq->src = src;
+		wq->depth = depth;
+		buf = old_buf;
+		size = old_size;
+		src = old_src;
+	}
+out:
+	pthread_spin_unlock(&wq->lock);
+	pib_free_ring(&src, buf, size);
+	return err;
+}
+
 int pib_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 		   int attr_mask)
 {
 	struct pib_srq *srq = to_pib_srq(ibvsrq);
 	struct ibv_modify_srq cmd;
 
-	if (attr_mask & ~IBV_SRQ_LIMIT)
+	if (attr_mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
 		return EINVAL;
+	if (attr_mask & IBV_SRQ_MAX_WR)
+		return pib_srq_resize(srq, attr, attr_mask);
 	if ((attr_mask & IBV_SRQ_LIMIT) && attr->srq_limit >= srq->wq.depth)
 		return EINVAL;
 

@@ -103,10 +103,94 @@ struct ibv_pd *pib_alloc_pd(struct ibv_context *ibvctx)
 	return &pd->ibvpd;
 }
 
+/*
+ * A parent domain (ibv_alloc_parent_domain): a PD in the kernel's and the
+ * device's eyes, since it carries the PD's handle, plus what the provider
+ * keeps of it: the thread domain and the ring allocator.
+ */
+struct ibv_pd *pib_alloc_parent_domain(struct ibv_context *ibvctx,
+				       struct ibv_parent_domain_init_attr *attr)
+{
+	struct pib_pd *pad;
+
+	if (ibv_check_alloc_parent_domain(attr))
+		return NULL;
+	if (attr->comp_mask & ~(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) ||
+	    to_pib_parent(attr->pd)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) &&
+	    (!attr->alloc || !attr->free)) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	pad = calloc(1, sizeof(*pad));
+	if (!pad) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ibv_initialize_parent_domain(&pad->ibvpd, attr->pd);
+	pad->protection = to_pib_pd(attr->pd);
+	atomic_fetch_add(&pad->protection->refcnt, 1);
+	if (attr->td) {
+		pad->td = to_pib_td(attr->td);
+		atomic_fetch_add(&pad->td->refcnt, 1);
+	}
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) {
+		pad->alloc = attr->alloc;
+		pad->free = attr->free;
+	}
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pad->pd_context = attr->pd_context;
+	return &pad->ibvpd;
+}
+
+struct ibv_td *pib_alloc_td(struct ibv_context *ibvctx,
+			    struct ibv_td_init_attr *attr)
+{
+	struct pib_td *td;
+
+	if (attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->ibvtd.context = ibvctx;
+	return &td->ibvtd;
+}
+
+int pib_dealloc_td(struct ibv_td *ibvtd)
+{
+	struct pib_td *td = to_pib_td(ibvtd);
+
+	if (atomic_load(&td->refcnt))
+		return EBUSY;
+	free(td);
+	return 0;
+}
+
 int pib_dealloc_pd(struct ibv_pd *ibvpd)
 {
 	struct pib_pd *pd = to_pib_pd(ibvpd);
 	int err;
+
+	/* Parent domains made of it, or objects made with it, come first. */
+	if (atomic_load(&pd->refcnt))
+		return EBUSY;
+	if (pd->protection) {
+		atomic_fetch_sub(&pd->protection->refcnt, 1);
+		if (pd->td)
+			atomic_fetch_sub(&pd->td->refcnt, 1);
+		free(pd);
+		return 0;
+	}
 
 	err = ibv_cmd_dealloc_pd(ibvpd);
 	if (err) {
@@ -123,35 +207,70 @@ int pib_dealloc_pd(struct ibv_pd *ibvpd)
  * Ring memory: page aligned (the kernel hands the device a list of 4 KiB
  * pages), zeroed (a CQE slot must start out with phase 0, which the device's
  * first pass does not use), and excluded from fork() so that a child's
- * copy-on-write cannot move the pages the device writes.
+ * copy-on-write cannot move the pages the device writes.  A parent domain's
+ * allocator, if it has one, is asked first (src->pad); it may hand the choice
+ * back (IBV_ALLOCATOR_USE_DEFAULT).  The object made with the parent domain
+ * holds a reference on it until the ring is freed.
  */
-void *pib_alloc_ring(size_t size)
+void *pib_alloc_ring(struct pib_ring_src *src, size_t size)
 {
+	struct pib_pd *pad = src->pad;
 	void *buf;
 	int err;
 
-	err = posix_memalign(&buf, PIB_PAGE_SIZE, size);
-	if (err) {
-		errno = err;
-		return NULL;
+	src->custom = false;
+	if (pad && pad->alloc) {
+		buf = pad->alloc(&pad->ibvpd, pad->pd_context, size,
+				 PIB_PAGE_SIZE, src->res_type);
+		if (!buf) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		src->custom = buf != IBV_ALLOCATOR_USE_DEFAULT;
+	}
+	if (src->custom) {
+		if ((uintptr_t)buf % PIB_PAGE_SIZE) {
+			err = EINVAL;
+			goto err_free;
+		}
+	} else {
+		err = posix_memalign(&buf, PIB_PAGE_SIZE, size);
+		if (err) {
+			errno = err;
+			return NULL;
+		}
 	}
 	memset(buf, 0, size);
 
 	err = ibv_dontfork_range(buf, size);
-	if (err) {
-		free(buf);
-		errno = err;
-		return NULL;
-	}
+	if (err)
+		goto err_free;
+	if (pad)
+		atomic_fetch_add(&pad->refcnt, 1);
 	return buf;
+
+err_free:
+	if (src->custom)
+		pad->free(&pad->ibvpd, pad->pd_context, buf, src->res_type);
+	else
+		free(buf);
+	errno = err;
+	return NULL;
 }
 
-void pib_free_ring(void *buf, size_t size)
+void pib_free_ring(const struct pib_ring_src *src, void *buf, size_t size)
 {
+	struct pib_pd *pad = src->pad;
+
 	if (!buf)
 		return;
 	ibv_dofork_range(buf, size);
-	free(buf);
+	if (src->custom)
+		pad->free(&pad->ibvpd, pad->pd_context, buf, src->res_type);
+	else
+		free(buf);
+	if (pad)
+		atomic_fetch_sub(&pad->refcnt, 1);
 }
 
 struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
@@ -180,6 +299,20 @@ struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 	}
 
 	return &vmr->ibv_mr;
+}
+
+/*
+ * The device changes the MR in place (REREG_MR), so its keys stay: the kernel pins the new
+ * range, if any, and unpins the old one once the device has let it go.
+ */
+int pib_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *ibvpd, void *addr,
+		 size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr, access, ibvpd,
+				&cmd, sizeof(cmd), &resp, sizeof(resp));
 }
 
 int pib_dereg_mr(struct verbs_mr *vmr)

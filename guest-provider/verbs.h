@@ -22,10 +22,17 @@ int pib_query_port(struct ibv_context *ibvctx, uint8_t port,
 
 struct ibv_pd *pib_alloc_pd(struct ibv_context *ibvctx);
 int pib_dealloc_pd(struct ibv_pd *ibvpd);
+struct ibv_pd *pib_alloc_parent_domain(struct ibv_context *ibvctx,
+				       struct ibv_parent_domain_init_attr *attr);
+struct ibv_td *pib_alloc_td(struct ibv_context *ibvctx,
+			    struct ibv_td_init_attr *attr);
+int pib_dealloc_td(struct ibv_td *ibvtd);
 
 struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			  uint64_t hca_va, int access);
 int pib_dereg_mr(struct verbs_mr *vmr);
+int pib_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *ibvpd, void *addr,
+		 size_t length, int access);
 
 struct ibv_mw *pib_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type);
 int pib_dealloc_mw(struct ibv_mw *mw);
@@ -36,13 +43,18 @@ int pib_destroy_ah(struct ibv_ah *ibvah);
 /* cq.c */
 struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
 			     struct ibv_comp_channel *channel, int comp_vector);
+struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
+				   struct ibv_cq_init_attr_ex *attr);
 int pib_destroy_cq(struct ibv_cq *ibvcq);
+int pib_resize_cq(struct ibv_cq *ibvcq, int cqe);
 int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
 
 /* qp.c */
 struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 			     struct ibv_qp_init_attr *attr);
+struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
+				struct ibv_qp_init_attr_ex *attr);
 int pib_destroy_qp(struct ibv_qp *ibvqp);
 int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		  int attr_mask);

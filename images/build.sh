@@ -16,6 +16,9 @@
 #   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
 #     installed on the host), running on rdma-root's libibumad;
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
+#   - Debian's python3 (the interpreter and a trimmed standard library) with pyverbs and
+#     rdma-core's own test suite from rdma-root (/usr/share/doc/rdma-core/tests), for
+#     tests/e2e/60-rdma-core-suite.sh;
 #   - images/rootfs/ (a minimal /etc) and images/init, the guest's PID 1.
 #
 # The layout is merged-/usr, like the Debian host: /bin, /sbin, /lib and /lib64 are symlinks
@@ -47,6 +50,21 @@ MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
            /usr/bin/getent)
 
+# Python: the host's interpreter, for which pyverbs was built (guest-provider/build.sh), and its
+# standard library without what a test run never imports: the static libpython and build files
+# (config-*), the interpreter's own tests, the IDE, Tk, 2to3, pip's bootstrap, and the extension
+# modules that would bring in large libraries (Tcl/Tk and X11, SQLite, Berkeley DB, curses).
+PY=python3.11
+PY_STDLIB=/usr/lib/$PY
+PY_EXCLUDE=(config-3.11-x86_64-linux-gnu test idlelib tkinter turtledemo lib2to3 ensurepip
+            pydoc_data site-packages dist-packages sqlite3 curses dbm
+            'lib-dynload/_tkinter.*' 'lib-dynload/_sqlite3.*' 'lib-dynload/_dbm.*'
+            'lib-dynload/_gdbm.*' 'lib-dynload/_curses*' 'lib-dynload/readline.*'
+            'lib-dynload/_test*' 'lib-dynload/xx*' 'lib-dynload/_xx*' 'lib-dynload/_ctypes_test.*'
+            'lib-dynload/nis.*' 'lib-dynload/ossaudiodev.*' 'lib-dynload/audioop.*')
+PYVERBS=usr/lib/python3/dist-packages/pyverbs
+RDMA_TESTS=usr/share/doc/rdma-core/tests
+
 # Libraries that must come from rdma-root: the host's copies are rdma-core 44.0.
 RDMA_LIBS_RE='^lib(ibverbs|rdmacm|ibumad|ibmad|ibnetdisc|mlx[45]|efa|hns|mana)\.so'
 
@@ -77,7 +95,7 @@ input_stamp() {
     echo "abi $ABI rdma-root $RDMA_ROOT"
     cat "$KDIR/.done" "$OPENSM/../.done"
     stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
-      "${PERFTEST_BINS[@]}"
+      "${PERFTEST_BINS[@]}" "/usr/bin/$PY"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
     for k in "$OUT"/pib_*.ko; do [ -f "$k" ] && stat -c '%n %s %Y' "$k"; done
     find "$RDMA_ROOT" -printf '%P %s %T@ %l\n' | LC_ALL=C sort
@@ -233,6 +251,31 @@ done
 for f in "${ELFS[@]}"; do strip --strip-debug "$f"; done
 [ -e "usr/lib/$MULTIARCH/libibverbs.so.1" ] ||
   say "WARNING: rdma-root has no libibverbs.so.1; the host's rdma-core 44.0 will be used"
+
+# ---------------------------------------------------------------------------------------------
+# Python, pyverbs and rdma-core's test suite
+
+if [ -d "$RDMA_ROOT/$PYVERBS" ]; then
+  say "python: $PY, pyverbs, rdma-core's tests"
+  install_bin "/usr/bin/$PY" usr/bin
+  ln -sf "$PY" usr/bin/python3
+  ELFS+=("usr/bin/$PY")
+  excl=()
+  for d in "${PY_EXCLUDE[@]}"; do excl+=(--exclude="./$d"); done
+  mkdir -p "usr/lib/$PY"
+  tar -C "$PY_STDLIB" "${excl[@]}" -cf - . | tar -C "usr/lib/$PY" -xf -
+  while IFS= read -r -d '' f; do ELFS+=("$f"); done < <(find "usr/lib/$PY/lib-dynload" -name '*.so' -print0)
+  mkdir -p "$(dirname "$PYVERBS")" "$(dirname "$RDMA_TESTS")"
+  cp -a "$RDMA_ROOT/$PYVERBS" "$PYVERBS"
+  cp -a "$RDMA_ROOT/$RDMA_TESTS" "$RDMA_TESTS"
+  while IFS= read -r -d '' f; do strip --strip-debug "$f"; ELFS+=("$f"); done \
+    < <(find "$PYVERBS" -name '*.so' -print0)
+  # Byte-compiled now, by the same interpreter: the guest would otherwise compile every module
+  # on each boot, under TCG.
+  "/usr/bin/$PY" -m compileall -q -j 0 -p / "$PYVERBS" "$RDMA_TESTS" >/dev/null
+else
+  say "WARNING: $RDMA_ROOT has no pyverbs; the image cannot run rdma-core's test suite"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Host binaries and the shared-library closure of every ELF

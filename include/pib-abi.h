@@ -42,6 +42,25 @@ struct pib_ibv_create_cq_resp {
 };
 
 /*
+ * RESIZE_CQ: the new ring, zeroed and laid out as at create, and the provider's consumer
+ * index in the old one: the device moves the CQEs not yet read to the start of the new ring
+ * (RESIZE_CQ in pib_hw.h), so polling goes on at index 0 there.  The provider does not poll
+ * meanwhile.
+ */
+struct pib_ibv_resize_cq {
+	__u32 comp_mask;
+	__u32 depth;            /* power of two >= the cqe count asked for                     */
+	__aligned_u64 buf_addr; /* user VA of the new ring, page aligned                       */
+	__u32 buf_size;         /* depth * 32 rounded up to a page, plus one page              */
+	__u32 ci;               /* the consumer index                                          */
+};
+
+struct pib_ibv_resize_cq_resp {
+	__u32 comp_mask;
+	__u32 depth;
+};
+
+/*
  * QP: the provider sizes and allocates the SQ and RQ rings (page aligned; the RQ is absent
  * for a QP on an SRQ) and passes them here.  Strides are log2 of the WQE slot size.
  */
@@ -78,6 +97,19 @@ struct pib_ibv_create_srq {
 struct pib_ibv_create_srq_resp {
 	__u32 comp_mask;
 	__u32 srqn;
+};
+
+/*
+ * MODIFY_SRQ with IB_SRQ_MAX_WR: the new ring (same stride), into which the provider has
+ * already copied the WQEs posted and not yet completed, each at its index (slot i % depth);
+ * without IB_SRQ_MAX_WR the request is empty (all zero).
+ */
+struct pib_ibv_modify_srq {
+	__u32 comp_mask;
+	__u32 depth;            /* power of two                                                */
+	__aligned_u64 buf_addr;
+	__u32 buf_size;         /* depth << stride_log, page aligned                           */
+	__u32 reserved_14;
 };
 
 #endif /* PIB_ABI_USER_H */

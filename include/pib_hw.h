@@ -332,7 +332,11 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(DETACH_MCAST,   detach_mcast,   0x24) /* in.mcast: ... leaves it (BAD_PARAM if it  */ \
 	                                        /*     was not attached)                     */ \
 	X(ALLOC_MR,       alloc_mr,       0x25) /* in.alloc_mr: a fast-registration MR;      */ \
-	                                        /*     result0: lkey, result1: rkey          */
+	                                        /*     result0: lkey, result1: rkey          */ \
+	X(RESIZE_CQ,      resize_cq,      0x26) /* in.resize_cq: the CQ moves to a new ring, */ \
+	                                        /*     unread CQEs with it                   */ \
+	X(REREG_MR,       rereg_mr,       0x27) /* in.rereg_mr: an MR's translation, PD or   */ \
+	                                        /*     access change; its keys stay          */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -414,6 +418,32 @@ struct pib_cmd_reg_mr {
 	pib_u32 flags;          /* PIB_MR_F_*                                                 */
 };
 
+/*
+ * REREG_MR: change a registered MR (REG_MR's, not a fast-registration or physical one) in
+ * place: with PIB_REREG_TRANS its range and pages (iova, length, the page list, as REG_MR
+ * takes them), with PIB_REREG_PD its PD, with PIB_REREG_ACCESS its access (REG_MR's rules:
+ * remote write or atomic need local write).  Its lkey and rkey stay, so a peer that holds the
+ * rkey keeps it.  All changes apply together or none does: no such key is BAD_RESOURCE (so is
+ * no such PD), a window bound to the MR is BUSY, anything REG_MR would refuse is BAD_PARAM
+ * (NO_RESOURCES for the page list budget), an unreadable page list DMA_ERROR.  Work already
+ * executing may see the MR before or after the change (the IBTA leaves it undefined); the
+ * next access through the keys sees the new MR.
+ */
+#define PIB_REREG_TRANS        (1u << 0)
+#define PIB_REREG_PD           (1u << 1)
+#define PIB_REREG_ACCESS       (1u << 2)
+struct pib_cmd_rereg_mr {
+	pib_u32 key;            /* the MR's lkey                                              */
+	pib_u32 mask;           /* PIB_REREG_*, at least one                                  */
+	pib_u32 pdn;            /* PD: the new PD                                             */
+	pib_u32 access;         /* ACCESS: PIB_ACCESS_*                                       */
+	pib_u64 iova;           /* TRANS: as REG_MR's                                         */
+	pib_u64 length;
+	pib_u64 pbl_addr;
+	pib_u32 npages;
+	pib_u32 rsvd;
+};
+
 /* CREATE_CQ: a ring of depth CQEs (32 bytes each) followed by one page whose first u32 is the
  * consumer index record; npages = depth * 32 / 4096 (at least 1) + 1. */
 struct pib_cmd_create_cq {
@@ -441,13 +471,48 @@ struct pib_cmd_create_srq {
 	pib_u64 pbl_addr;
 };
 
-#define PIB_SRQ_ATTR_MAX_WR    (1u << 0)  /* resizing: not supported (BAD_PARAM)            */
+/*
+ * MODIFY_SRQ.  PIB_SRQ_ATTR_LIMIT arms the limit event (limit < depth; 0 disarms).
+ * PIB_SRQ_ATTR_MAX_WR resizes: the SRQ moves to a new ring of max_wr slots (a power of two,
+ * 1..max_srq_wr) of the same stride, on the npages pages (= ceil(max_wr << stride_log, 4096))
+ * listed at pbl_addr.  Indices carry on: WQE i is in slot i % max_wr of the new ring, and the
+ * driver, which wrote them, writes the WQEs posted but not yet taken into their new slots before
+ * the command; the device takes from the new ring once the command completes, and never reads
+ * the old one again.  max_wr must hold the WQEs posted and not yet taken, and the limit (if
+ * armed) must stay below it, else BAD_PARAM and nothing changes.  Both bits may come together.
+ */
+#define PIB_SRQ_ATTR_MAX_WR    (1u << 0)
 #define PIB_SRQ_ATTR_LIMIT     (1u << 1)
 struct pib_cmd_modify_srq {
 	pib_u32 srqn;
 	pib_u32 attr_mask;      /* PIB_SRQ_ATTR_*                                              */
-	pib_u32 max_wr;
-	pib_u32 limit;          /* must be < depth                                             */
+	pib_u32 max_wr;         /* MAX_WR: the new depth                                       */
+	pib_u32 limit;          /* LIMIT: must be < depth                                      */
+	pib_u32 npages;         /* MAX_WR: pages of the new ring                               */
+	pib_u32 rsvd;
+	pib_u64 pbl_addr;       /* MAX_WR: guest-physical address of its page list             */
+};
+
+/*
+ * RESIZE_CQ: the CQ moves to a new ring of depth CQEs (a power of two, 2..max_cqe) on the
+ * pages listed at pbl_addr, zeroed and laid out as CREATE_CQ's (npages = pib_cq_pages(depth):
+ * the ring, then the page of the consumer index record).  The new ring starts over at index 0,
+ * as a new CQ's does, so that its zeroed slots read as not written: the device copies the n
+ * CQEs it wrote and the consumer has not read (indices ci up to its producer index) into
+ * entries 0..n-1 of the new ring, in order, with the first pass's phase bit, and writes every
+ * later CQE to the new ring after them.  So no completion is lost or seen twice: the consumer,
+ * which does not poll meanwhile, goes on at index 0 of the new ring.  ci is the consumer's
+ * index in the old ring (at or past the one its last doorbell or record gave, not past the
+ * producer's).  The new ring must hold the n CQEs; the CQ must not be in error (overflowed).
+ * Otherwise BAD_PARAM (BAD_STATE for a CQ in error) and the CQ stays as it was, on its old
+ * ring; so does a DMA failure (DMA_ERROR).  Arming carries over.
+ */
+struct pib_cmd_resize_cq {
+	pib_u32 cqn;
+	pib_u32 depth;
+	pib_u32 npages;
+	pib_u32 ci;             /* the consumer index                                         */
+	pib_u64 pbl_addr;
 };
 
 /* ALLOC_MW: a memory window of type 1 (bound with a BIND_MW WQE through ibv_bind_mw) or type
@@ -511,6 +576,8 @@ struct pib_admin_cmd {
 		struct pib_cmd_alloc_mw alloc_mw;
 		struct pib_cmd_mcast mcast;
 		struct pib_cmd_alloc_mr alloc_mr;
+		struct pib_cmd_resize_cq resize_cq;
+		struct pib_cmd_rereg_mr rereg_mr;
 	} in;
 };
 
@@ -847,6 +914,7 @@ enum pib_counter {
 #define PIB_DEV_CAP_MEM_WINDOW     (1u << 7)
 #define PIB_DEV_CAP_MEM_MGT_EXT    (1u << 8)  /* ALLOC_MR, REG_MR and LOCAL_INV WQEs,     */
                                               /* SEND_INV (IB_DEVICE_MEM_MGT_EXTENSIONS) */
+#define PIB_DEV_CAP_RESIZE         (1u << 9)  /* RESIZE_CQ, MODIFY_SRQ's MAX_WR            */
 
 /* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */
@@ -879,6 +947,9 @@ PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_cq) <= 48, "create_cq fits the co
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_create_srq) <= 48, "create_srq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_mcast) <= 48, "mcast fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_alloc_mr) <= 48, "alloc_mr fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_modify_srq) <= 48, "modify_srq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_resize_cq) <= 48, "resize_cq fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_rereg_mr) <= 48, "rereg_mr fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 

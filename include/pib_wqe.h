@@ -173,8 +173,10 @@ struct pib_ud_wqe {
 
 /* ---- BIND_MW: the control segment of a PIB_WQE_BIND_MW send WQE (64 bytes, no SGEs) -------
  * Binds the window named by mw_rkey's index to [addr, addr + length) of the MR lkey, with
- * access (PIB_ACCESS_REMOTE_*); the window's key becomes new_rkey (its low byte may change,
- * its index may not).  Only the index of mw_rkey counts, so a consumer's stale copy of the
+ * access (PIB_ACCESS_REMOTE_*: the window's own rights, which the MR need not have); the
+ * window's key becomes new_rkey (its low byte may change, its index may not).  The MR must have
+ * PIB_ACCESS_MW_BIND, and PIB_ACCESS_LOCAL_WRITE too when access has REMOTE_WRITE or
+ * REMOTE_ATOMIC (IBTA C10-73, C10-74).  LOCAL_WRITE and MW_BIND in access are ignored.  Only the index of mw_rkey counts, so a consumer's stale copy of the
  * key (a type 2 window invalidated by the peer) still names the window; it must be in the
  * QP's PD and of type mw_type.  Type 1 windows are bound through ibv_bind_mw, which posts
  * this WQE too; length 0 unbinds a type 1 window (mr_lkey and addr are ignored).  A type 2
@@ -191,7 +193,7 @@ struct pib_bind_mw_wqe {
 	pib_u64 length;         /* 0x18                                                        */
 	pib_u32 mw_rkey;        /* 0x20 names the window: [31:8] its index; [7:0] ignored      */
 	pib_u32 mr_lkey;        /* 0x24 the MR the window lies in (unused when length is 0)    */
-	pib_u32 access;         /* 0x28 PIB_ACCESS_REMOTE_* (+ zero-based: not supported)      */
+	pib_u32 access;         /* 0x28 PIB_ACCESS_REMOTE_*; local bits ignored, others fail   */
 	pib_u8  rsvd1[20];
 };
 

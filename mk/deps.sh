@@ -12,8 +12,8 @@ PKGS=(
   qemu-system-data seabios
   # PIB_STACK=trixie: the Debian 13 build root (mk/root.sh)
   mmdebstrap
-  # rdma-core 56.1 build
-  cmake libnl-3-dev libnl-route-3-dev libudev-dev
+  # rdma-core 56.1 build, with pyverbs (its Cython bindings, for rdma-core's own test suite)
+  cmake libnl-3-dev libnl-route-3-dev libudev-dev cython3 python3-dev
   # fuzzing: clang with libFuzzer and the sanitizer runtimes, llvm-cov/symbolizer
   clang libclang-rt-14-dev llvm
   # guest userland taken from Debian 12 binaries

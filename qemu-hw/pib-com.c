@@ -45,7 +45,8 @@
                          PIB_DEV_CAP_ATOMIC | PIB_DEV_CAP_UC | \
                          PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
                          PIB_DEV_CAP_RC_RNR_NAK_GEN | \
-                         PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT)
+                         PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT | \
+                         PIB_DEV_CAP_RESIZE)
 
 /*
  * Names for traces, from the lists in include/pib_hw.h

@@ -203,6 +203,12 @@ PibCq *pib_cq_lookup(PibState *s, uint32_t cqn)
     return cqn >= 1 && cqn <= PIB_MAX_CQ ? s->cq[cqn] : NULL;
 }
 
+/* Is depth a ring size CREATE_CQ and RESIZE_CQ accept? */
+static bool pib_cq_depth_ok(uint32_t depth)
+{
+    return depth >= 2 && depth <= PIB_MAX_CQE && is_power_of_2(depth);
+}
+
 /*
  * CREATE_CQ: a ring of depth CQEs on the pages of the page list, then the
  * page of the consumer index record.
@@ -219,7 +225,7 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     uint8_t status;
     PibCq *cq;
 
-    if (depth < 2 || depth > PIB_MAX_CQE || !is_power_of_2(depth)) {
+    if (!pib_cq_depth_ok(depth)) {
         return pib_cmd_reject("CREATE_CQ", "bad depth", depth,
                               PIB_AQ_BAD_PARAM);
     }
@@ -253,6 +259,91 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     s->cq[cqn] = cq;
     trace_pib_cq_create(cqn, depth, uar);
     res->result0 = cqn;
+    return PIB_AQ_OK;
+}
+
+/*
+ * RESIZE_CQ (include/pib_hw.h): move the CQ to a new ring, which starts over
+ * at index 0 like a new CQ's (its zeroed slots then read as not written).
+ * The CQEs the consumer has not read, [ci, pi), are copied to entries
+ * 0..n-1 with the first pass's phase bit, each published as pib_cq_post()
+ * publishes one; later CQEs follow them.  The copy comes first and the switch
+ * last: a bad argument or a DMA failure leaves the CQ on its old ring, whole.
+ */
+uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    const struct pib_cmd_resize_cq *in = &cmd->in.resize_cq;
+    uint32_t cqn = le32_to_cpu(in->cqn);
+    uint32_t depth = le32_to_cpu(in->depth);
+    uint32_t npages = le32_to_cpu(in->npages);
+    uint32_t ci = le32_to_cpu(in->ci);
+    PibCq *cq = pib_cq_lookup(s, cqn);
+    struct pib_cqe cqe;
+    uint64_t *pages;
+    PibRing ring;
+    uint8_t status;
+    uint32_t i, n;
+
+    if (!cq) {
+        return pib_cmd_reject("RESIZE_CQ", "no such CQ", cqn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (cq->error) {
+        return pib_cmd_reject("RESIZE_CQ", "CQ in error", cqn, PIB_AQ_BAD_STATE);
+    }
+    if (!pib_cq_depth_ok(depth)) {
+        return pib_cmd_reject("RESIZE_CQ", "bad depth", depth, PIB_AQ_BAD_PARAM);
+    }
+    if (npages != pib_cq_pages(depth)) {
+        return pib_cmd_reject("RESIZE_CQ", "npages is not ring + 1", npages,
+                              PIB_AQ_BAD_PARAM);
+    }
+    /* The consumer cannot have read what was not written, nor gone back. */
+    if (ci - cq->ci > cq->pi - cq->ci) {
+        return pib_cmd_reject("RESIZE_CQ", "consumer index not in [ci, pi]", ci,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (cq->pi - ci > depth) {
+        return pib_cmd_reject("RESIZE_CQ", "unread CQEs do not fit",
+                              cq->pi - ci, PIB_AQ_BAD_PARAM);
+    }
+    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
+                          "RESIZE_CQ");
+    if (status != PIB_AQ_OK) {
+        return status;
+    }
+    ring = (PibRing) {
+        .depth = depth, .stride_log = PIB_CQE_STRIDE_LOG, .npages = npages,
+        .pages = pages,
+    };
+    n = cq->pi - ci;
+    for (i = 0; i < n; i++) {
+        if (!pib_dma_read(s, pib_ring_addr(&cq->ring, ci + i), &cqe,
+                          sizeof(cqe), "CQE (resize)")) {
+            break;
+        }
+        cqe.flags = (cqe.flags & ~PIB_CQE_F_PHASE) |
+                    (pib_ring_phase(i, depth) ? PIB_CQE_F_PHASE : 0);
+        if (!pib_ring_publish(s, pib_ring_addr(&ring, i), &cqe, sizeof(cqe),
+                              offsetof(struct pib_cqe, flags), "CQE (resize)")) {
+            break;
+        }
+    }
+    if (i != n) {
+        g_free(pages);
+        return pib_cmd_reject("RESIZE_CQ", "CQE copy failed", ci + i,
+                              PIB_AQ_DMA_ERROR);
+    }
+    trace_pib_cq_resize(cqn, cq->ring.depth, depth, ci, cq->pi);
+    /* The solicited CQE, if still unread, moved with the rest. */
+    cq->sol_valid = cq->sol_valid && cq->last_sol - ci < n;
+    cq->last_sol -= ci;
+    g_free(cq->ring.pages);
+    cq->ring = ring;
+    cq->ci_record = pages[npages - 1];
+    cq->ci = 0;
+    cq->pi = n;
     return PIB_AQ_OK;
 }
 

@@ -124,6 +124,46 @@ static PibMr *pib_mr_install(PibState *s, uint32_t idx, PibPd *pd,
     return mr;
 }
 
+/* REG_MR's (and REREG_MR's) rules for an MR's access rights. */
+static uint8_t pib_mr_check_access(const char *cmd, uint32_t access)
+{
+    if (access & ~PIB_ACCESS_ALL) {
+        return pib_cmd_reject(cmd, "unknown access bits", access,
+                              PIB_AQ_BAD_PARAM);
+    }
+    /* IBTA: remote write and atomic access need local write (11.2.8.2). */
+    if ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & PIB_ACCESS_LOCAL_WRITE)) {
+        return pib_cmd_reject(cmd, "remote write without local write",
+                              access, PIB_AQ_BAD_PARAM);
+    }
+    return PIB_AQ_OK;
+}
+
+/*
+ * ... and for its range: the page count must be exactly what [iova, iova +
+ * length) spans, and fit the device's page list budget once the MR being
+ * changed gives back its own (freed pages).
+ */
+static uint8_t pib_mr_check_range(PibState *s, const char *cmd, uint64_t iova,
+                                  uint64_t length, uint32_t npages,
+                                  uint32_t freed)
+{
+    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova) {
+        return pib_cmd_reject(cmd, "bad length", length, PIB_AQ_BAD_PARAM);
+    }
+    if (npages != DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length,
+                               PIB_PAGE_SIZE)) {
+        return pib_cmd_reject(cmd, "npages does not match the range", npages,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (npages > PIB_MAX_MTT_PAGES - s->mtt_pages + freed) {
+        return pib_cmd_reject(cmd, "page list budget exhausted", npages,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    return PIB_AQ_OK;
+}
+
 /*
  * REG_MR.  Every field is checked before anything is allocated: the page
  * count must be exactly what [iova, iova + length) spans, and it must fit the
@@ -139,7 +179,6 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
     uint64_t iova = le64_to_cpu(in->iova);
     uint64_t length = le64_to_cpu(in->length);
     uint32_t npages = le32_to_cpu(in->npages);
-    uint64_t need = 0;
     uint64_t *pages = NULL;
     PibPd *pd = pib_pd_lookup(s, pdn);
     uint32_t idx;
@@ -149,15 +188,9 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
     if (!pd) {
         return pib_cmd_reject("REG_MR", "no such PD", pdn, PIB_AQ_BAD_RESOURCE);
     }
-    if (access & ~PIB_ACCESS_ALL) {
-        return pib_cmd_reject("REG_MR", "unknown access bits", access,
-                              PIB_AQ_BAD_PARAM);
-    }
-    /* IBTA: remote write and atomic access need local write (11.2.8.2). */
-    if ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
-        !(access & PIB_ACCESS_LOCAL_WRITE)) {
-        return pib_cmd_reject("REG_MR", "remote write without local write",
-                              access, PIB_AQ_BAD_PARAM);
+    status = pib_mr_check_access("REG_MR", access);
+    if (status != PIB_AQ_OK) {
+        return status;
     }
     if (flags & ~PIB_MR_F_PHYS) {
         return pib_cmd_reject("REG_MR", "unknown flags", flags,
@@ -171,20 +204,9 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
         }
         length = UINT64_MAX;
     } else {
-        if (length == 0 || length > PIB_MAX_MR_SIZE ||
-            iova + length < iova) {
-            return pib_cmd_reject("REG_MR", "bad length", length,
-                                  PIB_AQ_BAD_PARAM);
-        }
-        need = DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length,
-                            PIB_PAGE_SIZE);
-        if (npages != need) {
-            return pib_cmd_reject("REG_MR", "npages does not match the range",
-                                  npages, PIB_AQ_BAD_PARAM);
-        }
-        if (npages > PIB_MAX_MTT_PAGES - s->mtt_pages) {
-            return pib_cmd_reject("REG_MR", "page list budget exhausted",
-                                  npages, PIB_AQ_NO_RESOURCES);
+        status = pib_mr_check_range(s, "REG_MR", iova, length, npages, 0);
+        if (status != PIB_AQ_OK) {
+            return status;
         }
     }
     idx = pib_table_alloc((void **)s->mr, PIB_MAX_MR);
@@ -244,6 +266,91 @@ uint8_t pib_cmd_alloc_mr(PibState *s, const struct pib_admin_cmd *cmd,
     mr->fast_reg = true;
     mr->invalid = true;
     trace_pib_obj("create", "fast-reg MR", mr->key);
+    return PIB_AQ_OK;
+}
+
+/*
+ * REREG_MR (include/pib_hw.h): change a registered MR's translation, PD or
+ * access in place, its keys staying.  Every check comes before any change,
+ * and the new page list is read before the old one goes.
+ */
+uint8_t pib_cmd_rereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                         PibAdminResult *res)
+{
+    const struct pib_cmd_rereg_mr *in = &cmd->in.rereg_mr;
+    uint32_t key = le32_to_cpu(in->key);
+    uint32_t mask = le32_to_cpu(in->mask);
+    uint32_t pdn = le32_to_cpu(in->pdn);
+    uint32_t access = le32_to_cpu(in->access);
+    uint64_t iova = le64_to_cpu(in->iova);
+    uint64_t length = le64_to_cpu(in->length);
+    uint32_t npages = le32_to_cpu(in->npages);
+    PibMr *mr = pib_mr_lookup(s, key);
+    PibPd *pd = NULL, *old_pd;
+    uint64_t *pages = NULL;
+    uint8_t status;
+
+    if (!mr) {
+        return pib_cmd_reject("REREG_MR", "no such key", key,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (!mask || (mask & ~(PIB_REREG_TRANS | PIB_REREG_PD |
+                           PIB_REREG_ACCESS))) {
+        return pib_cmd_reject("REREG_MR", "bad mask", mask, PIB_AQ_BAD_PARAM);
+    }
+    if (mr->fast_reg || (mr->flags & PIB_MR_F_PHYS)) {
+        return pib_cmd_reject("REREG_MR", "not a registered MR", key,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (mr->mw_bound) {
+        return pib_cmd_reject("REREG_MR", "windows bound to it", mr->mw_bound,
+                              PIB_AQ_BUSY);
+    }
+    if (mask & PIB_REREG_PD) {
+        pd = pib_pd_lookup(s, pdn);
+        if (!pd) {
+            return pib_cmd_reject("REREG_MR", "no such PD", pdn,
+                                  PIB_AQ_BAD_RESOURCE);
+        }
+    }
+    if (mask & PIB_REREG_ACCESS) {
+        status = pib_mr_check_access("REREG_MR", access);
+        if (status != PIB_AQ_OK) {
+            return status;
+        }
+    }
+    if (mask & PIB_REREG_TRANS) {
+        status = pib_mr_check_range(s, "REREG_MR", iova, length, npages,
+                                    mr->max_pages);
+        if (status == PIB_AQ_OK) {
+            status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages,
+                                  &pages, "REREG_MR");
+        }
+        if (status != PIB_AQ_OK) {
+            return status;
+        }
+        s->mtt_pages += npages;
+        s->mtt_pages -= mr->max_pages;
+        g_free(mr->pages);
+        mr->pages = pages;
+        mr->max_pages = npages;
+        mr->npages = npages;
+        mr->iova = iova;
+        mr->length = length;
+    }
+    if (mask & PIB_REREG_PD) {
+        old_pd = pib_pd_lookup(s, mr->pdn);
+        if (old_pd) {
+            old_pd->refcnt--;
+        }
+        pd->refcnt++;
+        mr->pdn = pdn;
+    }
+    if (mask & PIB_REREG_ACCESS) {
+        mr->access = access;
+    }
+    trace_pib_mr_rereg(key, mask, mr->pdn, mr->access, mr->iova, mr->length,
+                       mr->npages);
     return PIB_AQ_OK;
 }
 
@@ -438,10 +545,24 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
 }
 
 /*
+ * What a window with these remote rights needs of the MR under it: LOCAL_WRITE
+ * when remote peers may write it (REMOTE_WRITE, REMOTE_ATOMIC; IBTA C10-74),
+ * nothing else.
+ */
+static uint32_t pib_mw_mr_access(uint32_t access)
+{
+    return access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC) ?
+           PIB_ACCESS_LOCAL_WRITE : 0;
+}
+
+/*
  * The remote side's check: an rkey names an MR or a bound memory window.  A
  * window passes if it lies in QP's PD, is bound (a type 2 one to this QP),
- * allows the access and holds the range; then the MR under it is checked
- * as for an MR rkey.  *mrp is the MR to access.
+ * allows the access and holds the range; then the MR under it must still be
+ * valid, in the PD and hold the range.  The window's rights are its own
+ * (IBTA C10-74): the MR need not grant the remote access itself, only the
+ * LOCAL_WRITE that a bind with remote write or atomic rights required.
+ * *mrp is the MR to access.
  */
 PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
                          uint64_t va, uint64_t len, uint32_t access,
@@ -469,7 +590,8 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len) {
         return PIB_MEM_RANGE;
     }
-    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len, access, mrp);
+    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len,
+                        pib_mw_mr_access(access), mrp);
 }
 
 static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
@@ -481,7 +603,13 @@ static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 /*
  * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
  * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
- * the MR allows; the window's rkey becomes new_rkey (same index).  Only the
+ * of its own; the window's rkey becomes new_rkey (same index).  The IBTA's
+ * rules, as rxe applies them: the MR must allow binds (MW_BIND, C10-73), and
+ * a window that remote peers may write (REMOTE_WRITE, REMOTE_ATOMIC) needs an
+ * MR with LOCAL_WRITE (C10-74); the MR's own remote rights do not limit the
+ * window's.  The local bits of access (LOCAL_WRITE, MW_BIND), which callers
+ * pass along with an MR's flags, are ignored; any other bit (zero-based
+ * windows) fails.  Only the
  * index counts: nothing updates the consumer's copy of a type 2 window's key
  * when the peer invalidates it, so that copy may be stale.  The window must
  * be in the QP's PD and of the type the WQE says.  A type 2 window must be
@@ -495,12 +623,14 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
     PibState *s = qp->s;
     uint32_t mw_rkey = le32_to_cpu(b->mw_rkey);
     uint32_t new_rkey = le32_to_cpu(b->new_rkey);
-    uint32_t access = le32_to_cpu(b->access);
+    uint32_t access = le32_to_cpu(b->access) &
+                      ~(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND);
     uint64_t addr = le64_to_cpu(b->addr);
     uint64_t length = le64_to_cpu(b->length);
     PibMw *mw = pib_mw_by_index(s, mw_rkey);
     PibMr *mr, *old;
     PibMemErr err;
+    uint32_t need;
 
     if (!mw) {
         return pib_bind_fail(qp, "no such window", mw_rkey);
@@ -526,12 +656,12 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
         trace_pib_mw_unbind(qp->qpn, new_rkey);
         return PIB_WC_SUCCESS;
     }
-    /* The MR: valid, ours, MW_BIND and the rights, the range. */
+    /* The MR: valid, ours, MW_BIND (and LOCAL_WRITE if needed), the range. */
     mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
+    need = PIB_ACCESS_MW_BIND | pib_mw_mr_access(access);
     err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
           mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :
-          (mr->access & (PIB_ACCESS_MW_BIND | access)) !=
-              (PIB_ACCESS_MW_BIND | access) ? PIB_MEM_ACCESS :
+          (mr->access & need) != need ? PIB_MEM_ACCESS :
           addr < mr->iova || length > mr->length ||
               addr - mr->iova > mr->length - length ? PIB_MEM_RANGE :
           PIB_MEM_OK;

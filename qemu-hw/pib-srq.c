@@ -30,6 +30,12 @@ PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn)
     return srqn >= 1 && srqn <= PIB_MAX_SRQ ? s->srq[srqn] : NULL;
 }
 
+/* Is depth an SRQ ring size CREATE_SRQ and MODIFY_SRQ accept? */
+static bool pib_srq_depth_ok(uint32_t depth)
+{
+    return depth >= 1 && depth <= PIB_MAX_SRQ_WR && is_power_of_2(depth);
+}
+
 /*
  * CREATE_SRQ: a ring of depth receive WQEs of 2^stride_log bytes on the
  * pages of the page list; the limit, if armed, below the depth.
@@ -53,7 +59,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "no such PD", pdn,
                               PIB_AQ_BAD_RESOURCE);
     }
-    if (depth < 1 || depth > PIB_MAX_SRQ_WR || !is_power_of_2(depth)) {
+    if (!pib_srq_depth_ok(depth)) {
         return pib_cmd_reject("CREATE_SRQ", "bad depth", depth,
                               PIB_AQ_BAD_PARAM);
     }
@@ -102,7 +108,14 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     return PIB_AQ_OK;
 }
 
-/* MODIFY_SRQ: arm (or disarm) the limit; an SRQ cannot be resized. */
+/*
+ * MODIFY_SRQ (include/pib_hw.h): arm (or disarm) the limit, and/or move the
+ * SRQ to a new ring of max_wr slots of the same stride (MAX_WR).  Indices
+ * carry on, and the driver has written the WQEs not yet taken into their
+ * slots of the new ring, so the device only switches rings: from here on it
+ * takes WQE i from slot i % max_wr of the new one.  Every check comes before
+ * any change.
+ */
 uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
                            PibAdminResult *res)
 {
@@ -110,19 +123,50 @@ uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t srqn = le32_to_cpu(in->srqn);
     uint32_t mask = le32_to_cpu(in->attr_mask);
     uint32_t limit = le32_to_cpu(in->limit);
+    uint32_t depth = le32_to_cpu(in->max_wr);
+    uint32_t npages = le32_to_cpu(in->npages);
     PibSrq *srq = pib_srq_lookup(s, srqn);
+    uint64_t *pages = NULL;
+    uint8_t status;
 
     if (!srq) {
         return pib_cmd_reject("MODIFY_SRQ", "no such SRQ", srqn,
                               PIB_AQ_BAD_RESOURCE);
     }
-    if (mask & ~PIB_SRQ_ATTR_LIMIT) {
-        return pib_cmd_reject("MODIFY_SRQ", "only the limit can change", mask,
+    if (mask & ~(PIB_SRQ_ATTR_LIMIT | PIB_SRQ_ATTR_MAX_WR)) {
+        return pib_cmd_reject("MODIFY_SRQ", "unknown attributes", mask,
                               PIB_AQ_BAD_PARAM);
     }
-    if ((mask & PIB_SRQ_ATTR_LIMIT) && limit >= srq->ring.depth) {
+    if (!(mask & PIB_SRQ_ATTR_MAX_WR)) {
+        depth = srq->ring.depth;
+    } else if (!pib_srq_depth_ok(depth)) {
+        return pib_cmd_reject("MODIFY_SRQ", "bad max_wr", depth,
+                              PIB_AQ_BAD_PARAM);
+    } else if (srq->pi - srq->ci > depth) {
+        return pib_cmd_reject("MODIFY_SRQ", "WQEs not taken do not fit",
+                              srq->pi - srq->ci, PIB_AQ_BAD_PARAM);
+    } else if (npages != pib_ring_pages(depth, srq->ring.stride_log)) {
+        return pib_cmd_reject("MODIFY_SRQ", "npages does not match the ring",
+                              npages, PIB_AQ_BAD_PARAM);
+    }
+    if (!(mask & PIB_SRQ_ATTR_LIMIT)) {
+        limit = srq->limit;
+    }
+    if (limit >= depth) {
         return pib_cmd_reject("MODIFY_SRQ", "limit not below depth", limit,
                               PIB_AQ_BAD_PARAM);
+    }
+    if (mask & PIB_SRQ_ATTR_MAX_WR) {
+        status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
+                              "MODIFY_SRQ");
+        if (status != PIB_AQ_OK) {
+            return status;
+        }
+        trace_pib_srq_resize(srqn, srq->ring.depth, depth, srq->ci, srq->pi);
+        g_free(srq->ring.pages);
+        srq->ring.pages = pages;
+        srq->ring.npages = npages;
+        srq->ring.depth = depth;
     }
     if (mask & PIB_SRQ_ATTR_LIMIT) {
         srq->limit = limit;

@@ -85,13 +85,15 @@ run_e2e() {
   if ! tools/pibvm up --nodes 2; then
     fail=$((fail + 1)); failed+=("pibvm up"); return
   fi
-  local t name rc g globs
+  local t name rc g globs limit
   read -ra globs <<<"${PIB_E2E_GLOB:-[0-9]*}"
   for g in "${globs[@]}"; do for t in tests/e2e/$g.sh; do
     [ -f "$t" ] || { fail=$((fail + 1)); failed+=("no e2e test $g"); continue; }
     name=$(basename "$t" .sh)
     echo "== e2e: $name"
-    timeout 1200 bash "$t" > >(tee "$log_dir/$name.log") 2>&1
+    # 20 minutes each, unless the script asks for more on a line "# e2e-timeout: SECONDS".
+    limit=$(sed -n 's/^# e2e-timeout: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
+    timeout "${limit:-1200}" bash "$t" > >(tee "$log_dir/$name.log") 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name"
     else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi

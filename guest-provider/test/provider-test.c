@@ -52,6 +52,13 @@ static int checks;
 
 /* ---- The fake kernel --------------------------------------------------------------------- */
 
+/* The device's producer side of a CQ: index and the phase of each pass. */
+struct fake_cq {
+	struct pib_cq *cq;
+	uint32_t pi;
+};
+
+
 static uint32_t next_cqn = 5;
 static uint32_t next_qpn = 0x1234;
 static uint32_t next_srqn = 7;
@@ -63,15 +70,18 @@ static struct pib_create_qp last_create_qp;
 static struct pib_create_srq last_create_srq;
 static struct ibv_srq_attr last_srq_attr;	/* as CREATE/MODIFY_SRQ got it */
 
-int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
-		      struct ibv_comp_channel *channel, int comp_vector,
-		      struct ibv_cq *cq, struct ibv_create_cq *cmd,
-		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp,
-		      size_t resp_size)
+int ibv_cmd_create_cq_ex(struct ibv_context *context,
+			 const struct ibv_cq_init_attr_ex *attr,
+			 struct verbs_cq *vcq, struct ibv_create_cq_ex *cmd,
+			 size_t cmd_size, struct ib_uverbs_ex_create_cq_resp *resp,
+			 size_t resp_size, uint32_t cmd_flags)
 {
-	struct pib_create_cq *c = container_of(cmd, struct pib_create_cq, ibv_cmd);
-	struct pib_create_cq_resp *r =
-		container_of(resp, struct pib_create_cq_resp, ibv_resp);
+	struct pib_create_cq_ex *c =
+		container_of(cmd, struct pib_create_cq_ex, ibv_cmd);
+	struct pib_create_cq_ex_resp *r =
+		container_of(resp, struct pib_create_cq_ex_resp, ibv_resp);
+	struct ibv_cq *cq = &vcq->cq;
+	int cqe = attr->cqe;
 
 	create_cq_calls++;
 	CHECK_EQ(cmd_size, sizeof(*c));
@@ -95,17 +105,23 @@ int ibv_cmd_destroy_cq(struct ibv_cq *cq)
 	return 0;
 }
 
-int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
-		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
-		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
-		      size_t resp_size)
+int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
+			 struct ibv_qp_init_attr_ex *attr,
+			 struct ibv_create_qp *cmd, size_t cmd_size,
+			 struct ib_uverbs_create_qp_resp *resp,
+			 size_t resp_size)
 {
+	struct ibv_qp *qp = &vqp->qp;
+	struct ibv_pd *pd = attr->pd;
 	struct pib_create_qp *c = container_of(cmd, struct pib_create_qp, ibv_cmd);
 	struct pib_create_qp_resp *r =
 		container_of(resp, struct pib_create_qp_resp, ibv_resp);
 
 	CHECK_EQ(cmd_size, sizeof(*c));
 	CHECK_EQ(resp_size, sizeof(*r));
+	/* What libibverbs' ibv_cmd_create_qp_ex takes; anything else is EINVAL. */
+	CHECK_EQ(attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), 0);
 	last_create_qp = *c;
 	CHECK_EQ(c->sq_buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
@@ -125,6 +141,11 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 	qp->send_cq = attr->send_cq;
 	qp->recv_cq = attr->recv_cq;
 	qp->qp_num = next_qpn;
+	/*
+	 * libibverbs creates a QP in RESET and ibv_modify_qp() records each
+	 * state; the tests post as on a connected QP (test_qp_reset: RESET).
+	 */
+	qp->state = IBV_QPS_RTS;
 	r->qpn = next_qpn++;
 	r->max_inline = min_t(uint32_t, 256, (1u << c->sq_stride_log) - 64);
 	/* The kernel echoes caps; the provider must replace them with its own. */
@@ -190,12 +211,60 @@ int ibv_cmd_destroy_srq(struct ibv_srq *srq)
 	return destroy_srq_err;
 }
 
+static struct pib_modify_srq last_modify_srq;
+
 int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		       int srq_attr_mask, struct ibv_modify_srq *cmd,
 		       size_t cmd_size)
 {
 	modify_srq_calls++;
 	last_srq_attr = *srq_attr;
+	/* A resize carries the new ring; anything else carries nothing. */
+	if (srq_attr_mask & IBV_SRQ_MAX_WR) {
+		CHECK_EQ(cmd_size, sizeof(last_modify_srq));
+		last_modify_srq = *container_of(cmd, struct pib_modify_srq,
+						ibv_cmd);
+		CHECK_EQ(last_modify_srq.buf_addr % PIB_PAGE_SIZE, 0);
+	} else {
+		CHECK_EQ(cmd_size, sizeof(*cmd));
+	}
+	return 0;
+}
+
+/*
+ * RESIZE_CQ as the driver and device do it: the CQEs [ci, pi) of the fake
+ * device's CQ (resize_dev) copied to the start of the new (zeroed) ring with
+ * the first pass's phase bit, the device's index starting over after them;
+ * EINVAL if they do not fit.
+ */
+static struct fake_cq *resize_dev;
+
+int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,
+		      size_t cmd_size, struct ib_uverbs_resize_cq_resp *resp,
+		      size_t resp_size)
+{
+	struct pib_resize_cq *c = container_of(cmd, struct pib_resize_cq, ibv_cmd);
+	struct pib_resize_cq_resp *r =
+		container_of(resp, struct pib_resize_cq_resp, ibv_resp);
+	struct pib_cqe *old = resize_dev->cq->ring, *ring = (void *)c->buf_addr;
+	uint32_t i;
+
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	CHECK_EQ((uint32_t)cqe, c->depth - 1);
+	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->buf_size, align(c->depth * 32, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
+	CHECK_EQ(le32toh(*(uint32_t *)((uint8_t *)ring +
+				       align(c->depth * 32, PIB_PAGE_SIZE))), 0);
+	if (resize_dev->pi - c->ci > c->depth)
+		return EINVAL;
+	for (i = 0; i != resize_dev->pi - c->ci; i++) {
+		ring[i] = old[(c->ci + i) & (resize_dev->cq->depth - 1)];
+		ring[i].flags |= PIB_CQE_F_PHASE;
+	}
+	resize_dev->pi = i;
+	cq->cqe = cqe;
+	r->depth = c->depth;
 	return 0;
 }
 
@@ -232,12 +301,6 @@ static uint64_t uar_read(struct pib_context *ctx, unsigned int offset)
 {
 	return le64toh(*(uint64_t *)((uint8_t *)ctx->uar + offset));
 }
-
-/* The device's producer side of a CQ: index and the phase of each pass. */
-struct fake_cq {
-	struct pib_cq *cq;
-	uint32_t pi;
-};
 
 static void dev_write_cqe(struct fake_cq *f, const struct pib_cqe *in)
 {
@@ -309,10 +372,13 @@ static struct pib_context *make_context(void)
 	ctx->uar = aligned_alloc(PIB_UAR_PAGE_SIZE, PIB_UAR_PAGE_SIZE);
 	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
 	ctx->uar_size = PIB_UAR_PAGE_SIZE;
-	/* The device's QUERY_DEVICE answer (qemu-hw/pib.c). */
+	/*
+	 * The driver's query_device answer (guest-driver/pib_verbs.c): max_cqe
+	 * is the deepest ring (PIB_MAX_CQE) less the slot a CQ keeps free.
+	 */
 	ctx->max_qp_wr = 4096;
 	ctx->max_sge = 16;
-	ctx->max_cqe = 65536;
+	ctx->max_cqe = PIB_MAX_CQE - 1;
 	ctx->max_srq_wr = 4096;
 	ctx->max_srq_sge = 16;
 	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
@@ -337,9 +403,15 @@ static void test_cq_sizing(struct pib_context *ctx)
 		 512 * 32);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 
-	cq = pib_create_cq(&ctx->ibvctx.context, 65535, NULL, 0);
+	/* max_cqe itself, and max_cqe / 2 (rdma-core's test_create_cq). */
+	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe, NULL, 0);
 	CHECK(cq);
 	CHECK_EQ(to_pib_cq(cq)->depth, 65536);
+	CHECK_EQ(cq->cqe, (int)ctx->max_cqe);
+	CHECK_EQ(pib_destroy_cq(cq), 0);
+	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe / 2, NULL, 0);
+	CHECK(cq);
+	CHECK_EQ(to_pib_cq(cq)->depth, 32768);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 
 	/* Beyond max_cqe, or negative: refused before the kernel is asked. */
@@ -998,9 +1070,9 @@ static void test_srq_data_path(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(atomic_load(&srq->wq.ci), 6);
 	CHECK_EQ(atomic_load(&srq->wq.pi), 6);
 
-	/* modify_srq: the limit only, and below the depth. */
+	/* modify_srq: max_wr within the device's, the limit below the depth. */
 	modify_srq_calls = 0;
-	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 8 },
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 5000 },
 				IBV_SRQ_MAX_WR), EINVAL);
 	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .srq_limit = 4 },
 				IBV_SRQ_LIMIT), EINVAL);
@@ -1164,7 +1236,9 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	wr.send_flags = IBV_SEND_INLINE;
 	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
 	wr.send_flags = 0;
-	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_MW_BIND;
+	/* Zero-based windows are not implemented, with remote rights or not. */
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_ZERO_BASED |
+					       IBV_ACCESS_REMOTE_READ;
 	CHECK_EQ(pib_post_send(ibvqp, &wr, &bad), EINVAL);
 	wr.bind_mw.bind_info.mw_access_flags = 0;
 	wr.bind_mw.bind_info.mr = NULL;			/* a range, no MR */
@@ -1212,8 +1286,15 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	/* A full SQ: ibv_bind_mw fails and the rkey stays. */
 	dev_send_cqe(&dev, qpn, 5, 0, PIB_CQE_SEND, PIB_WC_SUCCESS);
 	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	/* The local bits of a bind's access are ignored, not refused. */
+	mwb.bind_info = (struct ibv_mw_bind_info){
+		.mr = &mr, .addr = 0x10000, .length = 8,
+		.mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND };
+	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
+	CHECK_EQ(le32toh(sq_bind_wqe(qp, 6)->access), PIB_ACCESS_REMOTE_WRITE);
 	mwb.bind_info = (struct ibv_mw_bind_info){ 0 };
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 3; i++)
 		CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), 0);
 	key = mw1->rkey;
 	CHECK_EQ(pib_bind_mw(ibvqp, mw1, &mwb), ENOMEM);
@@ -1243,24 +1324,512 @@ static void test_mw(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
 }
 
+/*
+ * The extended send interface: ibv_wr_* write the same WQEs as post_send,
+ * ibv_wr_complete rings one doorbell for the batch, ibv_wr_abort and a bad
+ * request in the batch post nothing.
+ */
+static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr_ex attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 2,
+			 .max_recv_sge = 1, .max_inline_data = 32 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+				  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				  IBV_QP_EX_WITH_SEND_WITH_IMM,
+	};
+	struct ibv_sge sgl[2] = {
+		{ .addr = 0x1000, .length = 8, .lkey = 0x11 },
+		{ .addr = 0x2000, .length = 4, .lkey = 0x22 },
+	};
+	struct ibv_data_buf bufs[2] = {
+		{ .addr = "abcd", .length = 4 }, { .addr = "efgh", .length = 4 },
+	};
+	char big[300] = { 0 };	/* more than any slot holds inline */
+	struct pib_send_wqe *w;
+	struct pib_sge *ws;
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+	uint32_t qpn;
+
+	/* UD has no RDMA: asking for it is refused, as for XRC types. */
+	attr.qp_type = IBV_QPT_UD;
+	errno = 0;
+	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	attr.qp_type = IBV_QPT_RC;
+
+	ibvqp = pib_create_qp_ex(&ctx->ibvctx.context, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+	qpx = ibv_qp_to_qp_ex(ibvqp);
+	CHECK(qpx && qpx->wr_send && qpx->wr_atomic_fetch_add);
+	CHECK(!qpx->wr_rdma_read && !qpx->wr_set_ud_addr);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+
+	/* A batch of three: SEND (SGE list), inline WRITE, FETCH_ADD. */
+	ibv_wr_start(qpx);
+	qpx->wr_id = 1;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge_list(qpx, 2, sgl);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_rdma_write(qpx, 0x77, 0xabc000);
+	ibv_wr_set_inline_data_list(qpx, 2, bufs);
+	qpx->wr_id = 3;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_fetch_add(qpx, 0x88, 0xdef008, 5);
+	ibv_wr_set_sge(qpx, 0x33, 0x3000, 8);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);	/* nothing before complete */
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)3 << 32 | qpn);
+
+	w = sq_wqe(qp, 0);
+	CHECK_EQ(w->opcode, PIB_WQE_SEND);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED);
+	CHECK_EQ(le64toh(w->wr_id), 1);
+	CHECK_EQ(w->num_sge, 2);
+	ws = (struct pib_sge *)(w + 1);
+	CHECK_EQ(le64toh(ws[1].addr), 0x2000);
+	CHECK_EQ(le32toh(ws[1].lkey), 0x22);
+	w = sq_wqe(qp, 1);
+	CHECK_EQ(w->opcode, PIB_WQE_RDMA_WRITE);
+	CHECK_EQ(w->flags, PIB_WQE_F_FENCE | PIB_WQE_F_INLINE);
+	CHECK_EQ(le32toh(w->rkey), 0x77);
+	CHECK_EQ(le64toh(w->remote_addr), 0xabc000);
+	CHECK_EQ(le32toh(w->inline_len), 8);
+	CHECK_EQ(w->num_sge, 0);
+	CHECK(memcmp(w + 1, "abcdefgh", 8) == 0);
+	w = sq_wqe(qp, 2);
+	CHECK_EQ(w->opcode, PIB_WQE_ATOMIC_FA);
+	CHECK_EQ(le64toh(w->compare_add), 5);
+	CHECK_EQ(le64toh(w->remote_addr), 0xdef008);
+	CHECK_EQ(w->num_sge, 1);
+
+	/* Aborted: slot 3 written, but the producer index and doorbell stay. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 4;
+	ibv_wr_send_imm(qpx, htobe32(0x1234));
+	ibv_wr_abort(qpx);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 3);
+
+	/* Bad requests make the whole batch fail, and post nothing. */
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_set_inline_data(qpx, big, sizeof(big));	/* > max_inline */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 3);
+	ibv_wr_start(qpx);
+	ibv_wr_atomic_cmp_swp(qpx, 1, 8, 1, 2);
+	ibv_wr_set_inline_data(qpx, big, 8);		/* no inline atomics */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge_list(qpx, qp->sq.max_sge + 1, sgl);	/* too many SGEs */
+	ibv_wr_send(qpx);					/* ignored now */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	/* The ring holds 4: a batch that overfills it fails whole. */
+	ibv_wr_start(qpx);
+	for (int i = 0; i < 4; i++)
+		ibv_wr_send(qpx);
+	CHECK_EQ(ibv_wr_complete(qpx), ENOMEM);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
+/*
+ * The extended CQ interface: start/next/end_poll read the same CQEs as
+ * poll_cq, the read functions return their fields, the slots go back at
+ * end_poll only, and completions of a QP that is gone are skipped.
+ */
+static void test_cq_ex(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_poll_cq_attr pattr = {};
+	struct ibv_qp_init_attr attr = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_cq_ex *cqx;
+	struct ibv_qp *ibvqp;
+	struct fake_cq dev;
+	struct pib_cqe c;
+	struct pib_cq *cq;
+	uint32_t qpn;
+
+	/* Fields the device cannot fill are refused. */
+	cattr.wc_flags = IBV_WC_EX_WITH_FLOW_TAG;
+	errno = 0;
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	cattr.wc_flags = IBV_WC_STANDARD_FLAGS;
+	cqx = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cqx);
+	cq = to_pib_cq(ibv_cq_ex_to_cq(cqx));
+	dev = (struct fake_cq){ .cq = cq };
+	CHECK_EQ(cq->depth, 8);
+	CHECK(cqx->read_byte_len && cqx->read_dlid_path_bits &&
+	      !cqx->read_completion_ts);
+
+	attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cqx);
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qpn = ibvqp->qp_num;
+
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), ENOENT);
+	/* A UD receive with immediate data and a GRH, then a flushed one. */
+	c = (struct pib_cqe){
+		.wr_id = htole64(0x51), .byte_len = htole32(140),
+		.imm_inv = htobe32(0xfeed), .qpn = htole32(qpn),
+		.src_qp = htole32(0x3000077), .slid = htole16(9),
+		.opcode = PIB_CQE_RECV, .flags = PIB_CQE_F_IMM | PIB_CQE_F_GRH,
+		.sl = 3,
+	};
+	dev_write_cqe(&dev, &c);
+	dev_recv_cqe(&dev, qpn, 1, 0x52, PIB_WC_WR_FLUSH_ERR);
+	/* A completion of a QP that does not exist: skipped. */
+	dev_send_cqe(&dev, 0x777, 0, 0x53, PIB_CQE_SEND, PIB_WC_SUCCESS);
+
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
+	CHECK_EQ(cqx->wr_id, 0x51);
+	CHECK_EQ(cqx->status, IBV_WC_SUCCESS);
+	CHECK_EQ(ibv_wc_read_opcode(cqx), IBV_WC_RECV);
+	CHECK_EQ(ibv_wc_read_byte_len(cqx), 140);
+	CHECK_EQ(be32toh(ibv_wc_read_imm_data(cqx)), 0xfeed);
+	CHECK_EQ(ibv_wc_read_qp_num(cqx), qpn);
+	CHECK_EQ(ibv_wc_read_src_qp(cqx), 0x77);
+	CHECK_EQ(ibv_wc_read_dlid_path_bits(cqx), 3);
+	CHECK_EQ(ibv_wc_read_slid(cqx), 9);
+	CHECK_EQ(ibv_wc_read_sl(cqx), 3);
+	CHECK_EQ(ibv_wc_read_wc_flags(cqx), IBV_WC_WITH_IMM | IBV_WC_GRH);
+	/* Read, but not given back before end_poll. */
+	CHECK_EQ(le32toh(*cq->ci_record), 0);
+	CHECK_EQ(ibv_next_poll(cqx), 0);
+	CHECK_EQ(cqx->wr_id, 0x52);
+	CHECK_EQ(cqx->status, IBV_WC_WR_FLUSH_ERR);
+	CHECK_EQ(ibv_next_poll(cqx), ENOENT);
+	ibv_end_poll(cqx);
+	CHECK_EQ(le32toh(*cq->ci_record), 3);
+	CHECK_EQ(atomic_load(&to_pib_qp(ibvqp)->rq.ci), 0);	/* nothing posted */
+
+	/* poll_cq on the same CQ still works. */
+	dev_send_cqe(&dev, qpn, 0, 0x54, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	{
+		struct ibv_wc wc;
+
+		CHECK_EQ(pib_poll_cq(ibv_cq_ex_to_cq(cqx), 1, &wc), 1);
+		CHECK_EQ(wc.wr_id, 0x54);
+	}
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+/* A parent domain's allocator: what it was asked for, and what it got back. */
+static int pad_allocs, pad_frees;
+static uint64_t pad_types;
+
+static void *pad_alloc(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type)
+{
+	void *p;
+
+	CHECK(pd_context == &pad_allocs);
+	CHECK_EQ(alignment, PIB_PAGE_SIZE);
+	pad_types |= 1ull << (resource_type & 63);
+	/* The CQ's ring is left to the provider. */
+	if (resource_type == PIB_RES_TYPE_CQ)
+		return IBV_ALLOCATOR_USE_DEFAULT;
+	if (posix_memalign(&p, alignment, size))
+		return NULL;
+	memset(p, 0xa5, size);		/* the provider must zero it */
+	pad_allocs++;
+	return p;
+}
+
+static void pad_free(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type)
+{
+	CHECK(resource_type != PIB_RES_TYPE_CQ);
+	pad_frees++;
+	free(ptr);
+}
+
+/*
+ * Thread and parent domains: a parent domain is the PD to the kernel (same
+ * handle), its allocator gives the QP's and SRQ's rings (zeroed, page
+ * aligned) and gets them back, and nothing goes before what uses it.
+ */
+static void test_parent_domain(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_td_init_attr tattr = {};
+	struct ibv_parent_domain_init_attr pattr = {
+		.pd = pd, .comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+				       IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
+		.alloc = pad_alloc, .free = pad_free, .pd_context = &pad_allocs,
+	};
+	struct ibv_qp_init_attr_ex qattr = {
+		.qp_type = IBV_QPT_RC, .comp_mask = IBV_QP_INIT_ATTR_PD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 8, .wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD,
+	};
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_pd *pad;
+	struct ibv_td *td;
+	struct ibv_cq_ex *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+
+	pd->handle = 0x5150;
+	tattr.comp_mask = 1;
+	CHECK(!pib_alloc_td(&ctx->ibvctx.context, &tattr));
+	tattr.comp_mask = 0;
+	td = pib_alloc_td(&ctx->ibvctx.context, &tattr);
+	CHECK(td);
+	pattr.td = td;
+	pad = pib_alloc_parent_domain(&ctx->ibvctx.context, &pattr);
+	CHECK(pad);
+	CHECK_EQ(pad->handle, 0x5150);
+	CHECK_EQ(pib_dealloc_pd(pd), EBUSY);
+	CHECK_EQ(pib_dealloc_td(td), EBUSY);
+
+	/* A CQ with the parent domain; its allocator declines the ring. */
+	cattr.parent_domain = pad;
+	cq = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cq);
+	cattr.parent_domain = pd;	/* a plain PD is no parent domain */
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+
+	qattr.pd = pad;
+	qattr.send_cq = qattr.recv_cq = ibv_cq_ex_to_cq(cq);
+	qp = pib_create_qp_ex(&ctx->ibvctx.context, &qattr);
+	CHECK(qp);
+	CHECK_EQ(pad_allocs, 2);		/* SQ and RQ */
+	CHECK(to_pib_qp(qp)->sq.src.custom && to_pib_qp(qp)->rq.src.custom);
+	CHECK_EQ(((uint8_t *)to_pib_qp(qp)->sq.buf)[100], 0);
+	srq = pib_create_srq(pad, &sattr);
+	CHECK(srq);
+	CHECK_EQ(pad_allocs, 3);
+	CHECK_EQ(pad_types, 1ull << 1 | 1ull << 2 | 1ull << 3 | 1ull << 4);
+	CHECK_EQ(pib_dealloc_pd(pad), EBUSY);
+
+	CHECK_EQ(pib_destroy_qp(qp), 0);
+	CHECK_EQ(pib_destroy_srq(srq), 0);
+	CHECK_EQ(pad_frees, 3);
+	CHECK_EQ(pib_dealloc_pd(pad), EBUSY);	/* the CQ still uses it */
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+	CHECK_EQ(pib_dealloc_pd(pad), 0);
+	CHECK_EQ(pib_dealloc_td(td), 0);
+}
+
+/*
+ * Resizing a CQ: the CQEs not yet read move with it (as the device moves
+ * them), polling goes on at the same index in the new ring, a resize that
+ * cannot hold them fails and changes nothing.  Resizing an SRQ: the WQEs not
+ * yet retired are copied to their slots in the new ring before the command.
+ */
+static void test_resize(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	struct ibv_recv_wr rwr[6], *rbad;
+	struct ibv_srq_attr mattr;
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_wc wc[8];
+	struct ibv_qp *ibvqp;
+	struct ibv_srq *ibvsrq;
+	struct pib_srq *srq;
+	uint32_t qpn, i;
+
+	resize_dev = &dev;
+	ibvqp = pib_create_qp(pd, &attr);
+	qpn = ibvqp->qp_num;
+	for (i = 0; i < 5; i++)
+		dev_send_cqe(&dev, qpn, 0, 0x60 + i, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 2, wc), 2);
+	/* Three unread do not fit a CQ of 1 (depth 2). */
+	CHECK_EQ(pib_resize_cq(ibvcq, 1), EINVAL);
+	CHECK_EQ(cq->depth, 8);
+	CHECK_EQ(pib_resize_cq(ibvcq, 0), EINVAL);
+	CHECK_EQ(pib_resize_cq(ibvcq, ctx->max_cqe + 1), EINVAL);
+	/* Grow: the three unread come first, then new ones, then a wrap. */
+	CHECK_EQ(pib_resize_cq(ibvcq, 20), 0);
+	CHECK_EQ(cq->depth, 32);
+	CHECK_EQ(ibvcq->cqe, 31);
+	CHECK_EQ(cq->ci, 0);
+	for (i = 5; i < 34; i++)
+		dev_send_cqe(&dev, qpn, 0, 0x60 + i, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	for (i = 2; i < 34; i++) {
+		CHECK_EQ(pib_poll_cq(ibvcq, 1, wc), 1);
+		CHECK_EQ(wc[0].wr_id, 0x60 + i);
+	}
+	CHECK_EQ(pib_poll_cq(ibvcq, 1, wc), 0);
+	CHECK_EQ(le32toh(*cq->ci_record), 32);
+	/* Shrink with nothing unread. */
+	CHECK_EQ(pib_resize_cq(ibvcq, 1), 0);
+	CHECK_EQ(cq->depth, 2);
+	dev_send_cqe(&dev, qpn, 0, 0x99, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 0x99);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+
+	/* SRQ of 4 (depth 8): five posted, one retired by a completion. */
+	ibvsrq = pib_create_srq(pd, &sattr);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(srq->wq.depth, 8);
+	attr.srq = ibvsrq;
+	ibvqp = pib_create_qp(pd, &attr);
+	qpn = ibvqp->qp_num;
+	for (i = 0; i < 6; i++)
+		rwr[i] = (struct ibv_recv_wr){ .wr_id = 0x70 + i,
+					       .sg_list = &sge, .num_sge = 1,
+					       .next = i < 4 ? &rwr[i + 1] : NULL };
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), 0);
+	dev_recv_cqe(&dev, qpn, 0, 0x70, PIB_WC_SUCCESS);
+	CHECK_EQ(pib_poll_cq(ibvcq, 8, wc), 1);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 1);
+	/* Grow to 20 (depth 32): the four outstanding go to their slots. */
+	mattr = (struct ibv_srq_attr){ .max_wr = 20 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(srq->wq.depth, 32);
+	CHECK_EQ(last_modify_srq.depth, 32);
+	CHECK(last_modify_srq.buf_addr == (uintptr_t)srq->wq.buf);
+	CHECK_EQ(last_modify_srq.buf_size, PIB_PAGE_SIZE);	/* 32 slots of 32 */
+	for (i = 1; i < 5; i++)
+		CHECK_EQ(le64toh(srq_wqe(srq, i)->wr_id), 0x70 + i);
+	/* Posting goes on at index 5. */
+	rwr[5].next = NULL;
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr[5], &rbad), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), (uint64_t)6 << 32 | srq->srqn);
+	CHECK_EQ(le64toh(srq_wqe(srq, 5)->wr_id), 0x75);
+	/* Too small for the five outstanding, or a limit not below: EINVAL. */
+	mattr = (struct ibv_srq_attr){ .max_wr = 2 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR), EINVAL);
+	mattr = (struct ibv_srq_attr){ .max_wr = 6, .srq_limit = 8 };
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT),
+		 EINVAL);
+	CHECK_EQ(srq->wq.depth, 32);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+	resize_dev = NULL;
+}
+
+/*
+ * A QP in RESET takes no work requests (EINVAL, bad_wr the first), and the move
+ * to RESET drops its completions still unread in the CQ (the flush CQEs of its
+ * time in ERR), and only its own: the next poll sees the other QP's.
+ */
+static void test_qp_reset(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 8, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct pib_cq *cq = to_pib_cq(ibvcq);
+	struct fake_cq dev = { .cq = cq };
+	struct ibv_qp *a = pib_create_qp(pd, &attr), *b = pib_create_qp(pd, &attr);
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_send_wr sw = { .wr_id = 1, .opcode = IBV_WR_SEND }, *bad_s = NULL;
+	struct ibv_recv_wr rw = { .wr_id = 2 }, *bad_r = NULL;
+	struct ibv_wc wc[4];
+
+	CHECK(a && b);
+	dev_recv_cqe(&dev, a->qp_num, 0, 10, PIB_WC_WR_FLUSH_ERR);
+	dev_send_cqe(&dev, b->qp_num, 0, 20, PIB_CQE_SEND, PIB_WC_SUCCESS);
+	dev_send_cqe(&dev, a->qp_num, 0, 11, PIB_CQE_SEND, PIB_WC_WR_FLUSH_ERR);
+	CHECK_EQ(pib_modify_qp(a, &reset, IBV_QP_STATE), 0);
+	a->state = IBV_QPS_RESET;	/* as ibv_modify_qp() records it */
+	CHECK_EQ(pib_poll_cq(ibvcq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 20);
+	CHECK_EQ(wc[0].qp_num, b->qp_num);
+	CHECK_EQ(cq->ci, dev.pi);
+
+	CHECK_EQ(pib_post_send(a, &sw, &bad_s), EINVAL);
+	CHECK(bad_s == &sw);
+	CHECK_EQ(pib_post_recv(a, &rw, &bad_r), EINVAL);
+	CHECK(bad_r == &rw);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->sq.pi), 0);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->rq.pi), 0);
+	/* Out of RESET, it posts again. */
+	a->state = IBV_QPS_INIT;
+	CHECK_EQ(pib_post_recv(a, &rw, &bad_r), 0);
+	CHECK_EQ(atomic_load(&to_pib_qp(a)->rq.pi), 1);
+
+	CHECK_EQ(pib_destroy_qp(a), 0);
+	CHECK_EQ(pib_destroy_qp(b), 0);
+
+	/* create_flags 0 under IBV_QP_INIT_ATTR_CREATE_FLAGS, as rdma-core's tests ask. */
+	{
+		struct ibv_qp_init_attr_ex ax = {
+			.qp_type = IBV_QPT_RC, .send_cq = ibvcq, .recv_cq = ibvcq, .pd = pd,
+			.cap = attr.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+		};
+		struct ibv_qp *c = pib_create_qp_ex(&ctx->ibvctx.context, &ax);
+
+		CHECK(c);
+		CHECK_EQ(pib_destroy_qp(c), 0);
+	}
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
-	struct ibv_pd pd = { .context = &ctx->ibvctx.context };
+	/* The provider's PD (pib_alloc_pd's struct), not a bare ibv_pd. */
+	struct pib_pd ppd = { .ibvpd = { .context = &ctx->ibvctx.context } };
+	struct ibv_pd *pd = &ppd.ibvpd;
 	struct ibv_cq *cq;
 
 	test_cq_sizing(ctx);
 	cq = pib_create_cq(&ctx->ibvctx.context, 16, NULL, 0);
-	test_qp_sizing(ctx, &pd, cq);
+	test_qp_sizing(ctx, pd, cq);
 	pib_destroy_cq(cq);
-	test_rc_data_path(ctx, &pd);
-	test_phase_wrap(ctx, &pd);
-	test_ud(ctx, &pd);
+	test_rc_data_path(ctx, pd);
+	test_phase_wrap(ctx, pd);
+	test_ud(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 5);
-	test_srq_sizing(ctx, &pd);
-	test_srq_data_path(ctx, &pd);
-	test_mw(ctx, &pd);
+	test_srq_sizing(ctx, pd);
+	test_srq_data_path(ctx, pd);
+	test_mw(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 10);
+	test_qp_ex(ctx, pd);
+	test_cq_ex(ctx, pd);
+	CHECK_EQ(destroy_qp_calls, 12);
+	test_parent_domain(ctx, pd);
+	test_resize(ctx, pd);
+	test_qp_reset(ctx, pd);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);

@@ -15,10 +15,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CACHE=${PIB_CACHE:-$HOME/.cache/pib}
 bash "$ROOT/guest-provider/build.sh" >/dev/null
 SRC=$(bash "$ROOT/mk/fetch.sh" rdma-core)
-BLD=$CACHE/build/$(basename "$SRC")
+BLD=$(readlink -f "$ROOT/build/rdma-core-build")     # made by guest-provider/build.sh
 OUT=$ROOT/build/provider-test
 GEN=$ROOT/build/provider-test.include
 

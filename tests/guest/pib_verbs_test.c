@@ -2453,6 +2453,9 @@ static int srq_limit_client(struct role *r)
  *   type 1  E: ibv_bind_mw: WRITE: SUCCESS; ibv_bind_mw with length 0 unbinds; WRITE through
  *              the window's current rkey: REM_ACCESS_ERR.
  *           F: WRITE through the rkey it had while bound: REM_ACCESS_ERR.
+ * The MR has LOCAL_WRITE and MW_BIND only, and the binds ask for REMOTE_WRITE | LOCAL_WRITE:
+ * the windows grant remote write that the MR does not, and the local bit is ignored (IBTA
+ * C10-73, C10-74, as rdma-core's MWTest expects).
  * A type 2 window is bound to the server's QP, and an error moves the QPs to ERR, so every
  * round has its own QPs.
  */
@@ -2503,7 +2506,9 @@ static int mw2_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ib
 			.mw = mw, .rkey = new_key,
 			.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF,
 				       .length = MW_W_LEN,
-				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE },
+				       /* The local bit is ignored, as callers expect. */
+				       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE |
+							  IBV_ACCESS_LOCAL_WRITE },
 		},
 	}, *bad;
 	struct ibv_wc wc;
@@ -2532,7 +2537,8 @@ static int mw1_bind(struct role *r, struct conn *c, struct ibv_mw *mw, struct ib
 	struct ibv_mw_bind bind = {
 		.wr_id = 0xb1e, .send_flags = IBV_SEND_SIGNALED,
 		.bind_info = { .mr = mr, .addr = (uintptr_t)t + MW_W_OFF, .length = length,
-			       .mw_access_flags = length ? IBV_ACCESS_REMOTE_WRITE : 0 },
+			       .mw_access_flags = length ? IBV_ACCESS_REMOTE_WRITE |
+							   IBV_ACCESS_LOCAL_WRITE : 0 },
 	};
 	uint32_t old_key = mw->rkey;
 	struct ibv_wc wc;
@@ -2619,8 +2625,12 @@ static int mw_server(struct role *r)
 	if (!t1 && !t2)
 		return chan_sync(r, "end");
 
-	if (buf_alloc(r, &t, MW_T_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND) ||
+	/*
+	 * The MR grants nothing remote: a window's rights are its own (IBTA C10-74), and a
+	 * window with remote write needs only LOCAL_WRITE and MW_BIND on the MR, as rdma-core's
+	 * MWTest registers it.
+	 */
+	if (buf_alloc(r, &t, MW_T_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) ||
 	    buf_alloc(r, &rb, 4096, IBV_ACCESS_LOCAL_WRITE))
 		return -1;
 	fill_pattern(t.p, t.len, 0x3a3a);
@@ -2881,6 +2891,152 @@ static int mw_client(struct role *r)
  * The subtest table and main
  */
 
+/* =============================================================================================
+ * Subtest rereg
+ *
+ * ibv_rereg_mr keeps an MR's keys and changes what they grant: the peer's next RDMA WRITE through
+ * the same rkey sees exactly the new MR.  The server's 8 KiB buffer holds two pages, A and B; the
+ * MR starts on A with REMOTE_WRITE.  Rounds: a WRITE to A lands; access without REMOTE_WRITE, the
+ * WRITE fails (REM_ACCESS_ERR); translation to B with REMOTE_WRITE again, a WRITE to B lands and
+ * one to A fails; another PD, the WRITE to B fails; the PD back, it lands.  After every round the
+ * server finds its memory exactly as expected, and the keys have not changed.
+ */
+#define RR_BUF_LEN	8192
+#define RR_OFF		256
+#define RR_LEN		128
+
+enum rr_round { RR_GOOD, RR_NO_WRITE, RR_MOVED, RR_OLD_RANGE, RR_OTHER_PD, RR_PD_BACK, RR_NR };
+
+static const char *const rr_names[RR_NR] = {
+	"WRITE to page A", "access without REMOTE_WRITE", "moved to page B",
+	"WRITE to page A after the move", "MR in another PD", "MR back in the QP's PD",
+};
+
+static bool rr_lands(enum rr_round k)
+{
+	return k == RR_GOOD || k == RR_MOVED || k == RR_PD_BACK;
+}
+
+/* The server's change before round k, and the page the client is to write. */
+static int rr_change(struct role *r, struct ibv_mr *mr, enum rr_round k, uint8_t *buf,
+		     struct ibv_pd *other, uint8_t **page)
+{
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	int ret = 0;
+
+	*page = k <= RR_NO_WRITE || k == RR_OLD_RANGE ? buf : buf + 4096;
+	switch (k) {
+	case RR_NO_WRITE:
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+				   IBV_ACCESS_LOCAL_WRITE);
+		break;
+	case RR_MOVED:
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
+				   NULL, buf + 4096, 4096, rw);
+		break;
+	case RR_OTHER_PD:
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, other, NULL, 0, 0);
+		break;
+	case RR_PD_BACK:
+		ret = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, r->pd, NULL, 0, 0);
+		break;
+	default:
+		return 0;
+	}
+	return check_why(r, ret == 0, rr_names[k], "ibv_rereg_mr: %d (%s)", ret,
+			 strerror(errno)) ? 0 : -1;
+}
+
+static int rereg_server(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct ibv_pd *other = NULL;
+	struct ibv_mr *mr = NULL;
+	uint8_t *buf = NULL, *expect = NULL, *page;
+	uint32_t lkey, rkey;
+	int ret = -1;
+
+	if (posix_memalign((void **)&buf, 4096, RR_BUF_LEN) || !(expect = malloc(RR_BUF_LEN))) {
+		fail(r, "out of memory");
+		goto out;
+	}
+	fill_pattern(buf, RR_BUF_LEN, 0x2e2e);
+	memcpy(expect, buf, RR_BUF_LEN);
+	other = ibv_alloc_pd(r->ctx);
+	mr = ibv_reg_mr(r->pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!other || !mr) {
+		fail(r, "ibv_alloc_pd/ibv_reg_mr: %s", strerror(errno));
+		goto out;
+	}
+	lkey = mr->lkey;
+	rkey = mr->rkey;
+	for (int k = 0; k < RR_NR; k++) {
+		struct conn c;
+		ssize_t bad;
+		bool ok;
+
+		if (conn_open(r, &c, &p, NULL))
+			goto out;
+		if (rr_change(r, mr, k, buf, other, &page))
+			goto out;
+		check(r, mr->lkey == lkey && mr->rkey == rkey, "%s: the MR's keys stay", rr_names[k]);
+		if (chan_send(r, "target %" PRIx64 " %x", (uint64_t)(uintptr_t)page + RR_OFF, rkey) ||
+		    chan_sync(r, "written"))
+			goto out;
+		if (rr_lands(k))
+			fill_pattern(expect + (page - buf) + RR_OFF, RR_LEN, 0x4000 + k);
+		bad = find_diff(buf, expect, RR_BUF_LEN);
+		ok = check_why(r, bad < 0, rr_names[k], "%s; first difference at +%zd",
+			       rr_lands(k) ? "the WRITE landed where the MR now is, nowhere else" :
+					     "memory unchanged", bad);
+		if (chan_send_verdict(r, ok) || chan_sync(r, "next"))
+			goto out;
+		conn_close(r, &c);
+	}
+	ret = chan_sync(r, "end");
+out:
+	if (mr && ibv_dereg_mr(mr))
+		fail(r, "ibv_dereg_mr: %s", strerror(errno));
+	if (other && ibv_dealloc_pd(other))
+		fail(r, "ibv_dealloc_pd of the other PD: %s", strerror(errno));
+	free(buf);
+	free(expect);
+	return ret;
+}
+
+static int rereg_client(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct buf sb;
+
+	if (buf_alloc(r, &sb, 4096, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+	for (int k = 0; k < RR_NR; k++) {
+		uint64_t raddr;
+		uint32_t rkey;
+		struct conn c;
+		struct ibv_wc wc;
+		bool server_ok;
+
+		if (conn_open(r, &c, &p, NULL) ||
+		    chan_recv(r, 2, "target %" SCNx64 " %x", &raddr, &rkey))
+			return -1;
+		fill_pattern(sb.p, RR_LEN, 0x4000 + k);
+		if (post_send(r, &c, k, IBV_WR_RDMA_WRITE, sb.p, RR_LEN, sb.mr->lkey, raddr, rkey))
+			return -1;
+		expect_wc(r, &c, c.scq, &wc, k, rr_lands(k) ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR,
+			  "RDMA WRITE, %s", rr_names[k]);
+		if (chan_sync(r, "written") || chan_recv_verdict(r, &server_ok))
+			return -1;
+		check(r, server_ok, "%s: the server found its memory as expected", rr_names[k]);
+		if (chan_sync(r, "next"))
+			return -1;
+		conn_close(r, &c);
+	}
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
 struct subtest {
 	const char *name;
 	int (*server)(struct role *r);
@@ -2912,6 +3068,8 @@ static const struct subtest subtests[] = {
 	  "two QPs on an SRQ: SRQ_LIMIT_REACHED once below the limit, then disarmed" },
 	{ "mw", mw_server, mw_client,
 	  "memory windows type 2 (LOCAL_INV, SEND_WITH_INV, range) and type 1 (unbind)" },
+	{ "rereg", rereg_server, rereg_client,
+	  "ibv_rereg_mr: access, translation, PD changed under the same keys; the next WRITE sees it" },
 };
 
 static void usage(FILE *f)

@@ -53,7 +53,7 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | PIB_DEV_CAP_ATOMIC |
                     PIB_DEV_CAP_UC | PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ |
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
-                    PIB_DEV_CAP_MEM_MGT_EXT);
+                    PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_srq), ==, 256);
@@ -908,6 +908,275 @@ static void test_dp_cq_overflow(void)
     dp_pair_down(&p);
 }
 
+/*
+ * RESIZE_CQ of cq to depth with the consumer at ci; on PIB_AQ_OK the TestCq
+ * follows the CQ to its new ring, which starts over at index 0.  pbl_addr 0:
+ * a fresh ring and page list; otherwise that page list.
+ */
+static uint8_t dp_resize_cq(PibDev *d, TestCq *cq, uint32_t depth,
+                            uint32_t ci, uint64_t pbl_addr)
+{
+    uint64_t ring_bytes = ROUND_UP(depth * sizeof(struct pib_cqe), 4096);
+    uint32_t npages = ring_bytes / 4096 + 1;
+    uint64_t ring = dp_alloc(d, ring_bytes + 4096);
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_RESIZE_CQ,
+        .in.resize_cq = {
+            .cqn = cpu_to_le32(cq->cqn),
+            .depth = cpu_to_le32(depth),
+            .npages = cpu_to_le32(npages),
+            .ci = cpu_to_le32(ci),
+            .pbl_addr = cpu_to_le64(pbl_addr ? pbl_addr :
+                                    dp_pbl(d, ring, npages)),
+        },
+    };
+    uint8_t status;
+
+    status = pib_cmd(d, &cmd, NULL);
+    if (status == PIB_AQ_OK) {
+        cq->ring = ring;
+        cq->ring_bytes = ring_bytes;
+        cq->depth = depth;
+        cq->ci = 0;
+    }
+    return status;
+}
+
+/* Signalled RDMA WRITEs x -> y with wr_ids first..first + n - 1. */
+static void dp_writes(TestEnd *x, TestEnd *y, uint64_t first, uint32_t n)
+{
+    struct pib_sge sge = dp_sge(x->buf, 8, x->key);
+    uint32_t i;
+
+    for (i = 0; i < n; i++) {
+        dp_post_send(x->d, &x->qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED,
+                     first + i, &sge, 1, y->buf, y->key);
+    }
+}
+
+/* Wait until the device wrote CQE idx (phase bit), without consuming it. */
+static void dp_wait_cqe_written(PibDev *d, TestCq *cq, uint32_t idx)
+{
+    uint64_t addr = cq->ring + (idx & (cq->depth - 1)) * sizeof(struct pib_cqe);
+    gint64 end = g_get_monotonic_time() + TIMEOUT_US;
+
+    while ((qtest_readb(qts(d), addr + offsetof(struct pib_cqe, flags)) &
+            PIB_CQE_F_PHASE) != phase_of(idx, cq->depth)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, end);
+        g_usleep(dp_poll_interval_us);
+    }
+}
+
+/*
+ * RESIZE_CQ: the unread CQEs move to the start of the new ring and nothing is
+ * lost or seen twice, growing or shrinking, across the new ring's wrap; the
+ * old ring is never written again; bad arguments and DMA failures leave the
+ * CQ whole on its old ring.
+ */
+static void test_dp_cq_resize(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    TestCq cq;
+    uint64_t old_ring;
+    uint32_t i, errs;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 4096);
+    /* x's sends complete on a CQ of 4. */
+    dp_create_cq(&p.a, 4, &cq);
+    g_assert_cmpuint(dp_obj_cmd(&p.a, PIB_CMD_DESTROY_QP, x.qp.qpn), ==,
+                     PIB_AQ_OK);
+    dp_create_qp(&p.a, PIB_QPT_RC, x.pdn, &cq, &x.rcq, &x.qp);
+    dp_link_ends(&x, 1, &y, 2);
+
+    /* One read, three unread: grow to 8 with the consumer at 1. */
+    dp_writes(&x, &y, 0x10, 4);
+    dp_expect(&p.a, &cq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_wait_cqe_written(&p.a, &cq, 3);
+    old_ring = cq.ring;
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 8, cq.ci, 0), ==, PIB_AQ_OK);
+    qtest_memset(qts(&p.a), old_ring, 0x5a, 4 * sizeof(struct pib_cqe));
+    /* Then five more (3..7) fill it; after those, three wrap it at 8. */
+    dp_writes(&x, &y, 0x14, 5);
+    for (i = 0x11; i < 0x19; i++) {
+        dp_expect(&p.a, &cq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+    dp_writes(&x, &y, 0x19, 3);
+    for (i = 0x19; i < 0x1c; i++) {
+        dp_expect(&p.a, &cq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+    dp_expect_none(&p.a, &cq);
+    /* Nothing went to the old ring. */
+    g_assert_cmphex(qtest_readb(qts(&p.a), old_ring + 3 * 32 + 31), ==, 0x5a);
+
+    /* Three unread do not fit a ring of 2: refused, the CQ as it was. */
+    dp_writes(&x, &y, 0x20, 3);
+    dp_wait_cqe_written(&p.a, &cq, cq.ci + 2);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 2, cq.ci, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    /* Bad arguments: depth, consumer index past the producer or behind. */
+    dp_doorbell(&p.a, DP_UAR, PIB_UAR_CQ_DB, cq.cqn, cq.ci);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 3, cq.ci, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, PIB_MAX_CQE * 2, cq.ci, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci + 4, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci - 1, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    /* A page list that is not there, and one whose pages are not. */
+    errs = dp_err_count(&p.a);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci, 1ull << 60), ==,
+                     PIB_AQ_DMA_ERROR);
+    {
+        uint64_t pbl = dp_alloc(&p.a, 16);
+
+        qtest_writeq(qts(&p.a), pbl, 1ull << 60);
+        qtest_writeq(qts(&p.a), pbl + 8, 1ull << 60);
+        g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci, pbl), ==,
+                         PIB_AQ_DMA_ERROR);
+    }
+    g_assert_cmpuint(dp_err_count(&p.a), >, errs);
+    for (i = 0x20; i < 0x23; i++) {
+        dp_expect(&p.a, &cq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+
+    /* Shrink to 2 with nothing unread, and go on. */
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 2, cq.ci, 0), ==, PIB_AQ_OK);
+    dp_writes(&x, &y, 0x30, 2);
+    dp_expect(&p.a, &cq, 0x30, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_expect(&p.a, &cq, 0x31, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+
+    /* No such CQ. */
+    cq.cqn += 100;
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 8, 0, 0), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    dp_pair_down(&p);
+}
+
+/*
+ * MODIFY_SRQ's MAX_WR: the SRQ takes WQEs from the new ring at their own
+ * indices (the driver copied the ones not yet taken), never from the old one
+ * again; a ring too small for what is not taken, a limit not below the new
+ * depth or an unreadable page list change nothing.
+ */
+static void test_dp_srq_resize(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    TestQp q;
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe acqe;
+    uint64_t ring, ring2;
+    struct pib_sge sge;
+    uint32_t srqn, i;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    ring = dp_alloc(&p.b, 4096);
+    ring2 = dp_alloc(&p.b, 4096);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_CREATE_SRQ,
+        .in.create_srq = {
+            .pdn = cpu_to_le32(y.pdn),
+            .depth = cpu_to_le32(4),
+            .stride_log = 5,
+            .uar = cpu_to_le32(DP_UAR),
+            .npages = cpu_to_le32(1),
+            .pbl_addr = cpu_to_le64(dp_pbl(&p.b, ring, 1)),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    srqn = le32_to_cpu(acqe.result0);
+    g_assert_cmpuint(dp_create_qp_ex(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &y.rcq,
+                                     16, 0, DP_UAR, srqn, &q), ==, PIB_AQ_OK);
+    dp_connect(&p.a, &x.qp, 2, q.qpn);
+    dp_connect(&p.b, &q, 1, x.qp.qpn);
+
+    /* WQE i receives into y.buf + i * 1024; 4 posted in the old ring. */
+    for (i = 0; i < 4; i++) {
+        struct pib_recv_wqe rw = {
+            .wr_id = cpu_to_le64(0x40 + i), .num_sge = 1,
+        };
+
+        sge = dp_sge(y.buf + i * 1024, 1024, y.key);
+        qtest_memwrite(qts(&p.b), ring + (i % 4) * 32, &rw, sizeof(rw));
+        qtest_memwrite(qts(&p.b), ring + (i % 4) * 32 + 16, &sge, sizeof(sge));
+        /* The same WQE in its slot of the 8-deep ring, as a driver copies. */
+        qtest_memwrite(qts(&p.b), ring2 + (i % 8) * 32, &rw, sizeof(rw));
+        qtest_memwrite(qts(&p.b), ring2 + (i % 8) * 32 + 16, &sge, sizeof(sge));
+    }
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_SRQ_DB, srqn, 4);
+    sge = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x1, &sge, 1,
+                 0, 0);
+    dp_expect(&p.b, &y.rcq, 0x40, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+
+    /* Refused: 3 not taken do not fit 2; limit 8 not below 8; bad pages. */
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_MODIFY_SRQ,
+        .in.modify_srq = {
+            .srqn = cpu_to_le32(srqn),
+            .attr_mask = cpu_to_le32(PIB_SRQ_ATTR_MAX_WR),
+            .max_wr = cpu_to_le32(2),
+            .npages = cpu_to_le32(1),
+            .pbl_addr = cpu_to_le64(dp_pbl(&p.b, ring2, 1)),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.modify_srq.max_wr = cpu_to_le32(8);
+    cmd.in.modify_srq.attr_mask = cpu_to_le32(PIB_SRQ_ATTR_MAX_WR |
+                                              PIB_SRQ_ATTR_LIMIT);
+    cmd.in.modify_srq.limit = cpu_to_le32(8);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.modify_srq.limit = cpu_to_le32(0);
+    cmd.in.modify_srq.npages = cpu_to_le32(2);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.modify_srq.npages = cpu_to_le32(1);
+    cmd.in.modify_srq.pbl_addr = cpu_to_le64(1ull << 60);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_DMA_ERROR);
+    /* Still on the old ring: the next receive is WQE 1 from there. */
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x2, &sge, 1,
+                 0, 0);
+    dp_expect(&p.b, &y.rcq, 0x41, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+
+    /* Grow to 8; the old ring is wiped, WQEs 2, 3 come from the new one. */
+    cmd.in.modify_srq.pbl_addr = cpu_to_le64(dp_pbl(&p.b, ring2, 1));
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_OK);
+    qtest_memset(qts(&p.b), ring, 0xff, 4096);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_QUERY_SRQ, .in.obj.num = cpu_to_le32(srqn),
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    g_assert_cmpuint(le32_to_cpu(acqe.result1), ==, 8);
+    /* Five more (4..8) in the new ring; 7 not taken fit 8. */
+    for (i = 4; i < 9; i++) {
+        struct pib_recv_wqe rw = {
+            .wr_id = cpu_to_le64(0x40 + i), .num_sge = 1,
+        };
+        struct pib_sge rs = dp_sge(y.buf + (i % 8) * 1024, 1024, y.key);
+
+        qtest_memwrite(qts(&p.b), ring2 + (i % 8) * 32, &rw, sizeof(rw));
+        qtest_memwrite(qts(&p.b), ring2 + (i % 8) * 32 + 16, &rs, sizeof(rs));
+    }
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_SRQ_DB, srqn, 9);
+    for (i = 2; i < 9; i++) {
+        dp_fill(&p.a, x.buf, 64, i);
+        dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x10 + i,
+                     &sge, 1, 0, 0);
+        dp_expect(&p.b, &y.rcq, 0x40 + i, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+        dp_assert_same(&p.a, x.buf, &p.b, y.buf + (i % 8) * 1024, 64);
+    }
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, q.qpn), ==,
+                     PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_SRQ, srqn), ==,
+                     PIB_AQ_OK);
+    dp_pair_down(&p);
+}
+
 /* SRQ: two QPs share one queue of receives; the limit event; LAST_WQE. */
 static void test_dp_srq(void)
 {
@@ -1005,6 +1274,7 @@ static void test_dp_srq(void)
     dp_assert_same(&p.a, x2.buf, &p.b, y.buf + 1024, 200);
 
     /* The limit: 2 left; armed at 2, the next take raises SRQ_LIMIT once. */
+    /* MAX_WR without a ring for it: refused (srq-resize has the rest). */
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_MODIFY_SRQ,
         .in.modify_srq = {
@@ -1084,8 +1354,9 @@ static void test_dp_mw(void)
     dp_end(&p.a, &x, PIB_QPT_RC, 16384);
     dp_end(&p.b, &y, PIB_QPT_RC, 16384);
     dp_link_ends(&x, 1, &y, 2);
-    mr = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | rw |
-                   PIB_ACCESS_MW_BIND, y.buf, 16384);
+    /* The windows' rights are their own: the MR needs no remote rights. */
+    mr = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                   y.buf, 16384);
 
     /* Windows of type 1 and 2; unbound, their rkeys grant nothing. */
     cmd.in.alloc_mw.pdn = cpu_to_le32(y.pdn);
@@ -1273,6 +1544,283 @@ static void test_dp_mw(void)
                      PIB_AQ_OK);
     g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/* Allocate a memory window of this type in a PD; returns its rkey. */
+static uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };
+    struct pib_admin_cqe acqe;
+
+    cmd.in.alloc_mw.pdn = cpu_to_le32(pdn);
+    cmd.in.alloc_mw.type = cpu_to_le32(type);
+    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
+    return le32_to_cpu(acqe.result0);
+}
+
+/* A signalled LOCAL_INV of key, rung, and its successful completion. */
+static void mw_local_inv(PibDev *d, TestQp *qp, TestCq *scq, uint64_t wr_id,
+                         uint32_t key)
+{
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_LOCAL_INV,
+        .flags = PIB_WQE_F_SIGNALED,
+        .wr_id = cpu_to_le64(wr_id),
+        .imm_inv = cpu_to_le32(key),
+    };
+
+    dp_post_send_raw(d, qp, &wqe, NULL, 0, true);
+    dp_expect(d, scq, wr_id, PIB_WC_SUCCESS, PIB_CQE_LOCAL_INV, NULL);
+}
+
+/* A bind that must fail (MW_BIND_ERR); the QP is in ERR, so relink. */
+static void mw_bind_refused(TestEnd *x, TestEnd *y, uint64_t wr_id,
+                            uint32_t mw, uint32_t new_key, uint32_t mr,
+                            uint64_t addr, uint64_t len, uint32_t access)
+{
+    dp_post_bind(y->d, &y->qp, wr_id, 2, mw, new_key, mr, addr, len, access);
+    dp_expect(y->d, &y->scq, wr_id, PIB_WC_MW_BIND_ERR, PIB_CQE_BIND_MW, NULL);
+    dp_relink(x, 1, y, 2);
+}
+
+/*
+ * The bind rules of the IBTA (C10-73, C10-74), as rdma-core's MWTest uses
+ * them: the window's rights are its own, not limited by the MR's remote
+ * rights; the MR needs MW_BIND, and LOCAL_WRITE for a window that peers may
+ * write or use atomics on; the local bits of the bind's access are ignored.
+ */
+static void test_dp_mw_rules(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge[1];
+    uint32_t mr_lw, mr_ro, mw, k;
+    const uint32_t rw = PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 16384);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+    /* No remote rights on either MR: LOCAL_WRITE + MW_BIND, MW_BIND alone. */
+    mr_lw = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                      y.buf, 8192);
+    mr_ro = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_MW_BIND, y.buf + 8192, 8192);
+    mw = dp_alloc_mw(&p.b, y.pdn, 2);
+
+    /* Remote write and read over LOCAL_WRITE|MW_BIND, local bits passed. */
+    k = mw_key_byte(mw, mw + 1);
+    dp_post_bind(&p.b, &y.qp, 0x1, 2, mw, k, mr_lw, y.buf, 4096,
+                 rw | PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND);
+    dp_expect(&p.b, &y.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    dp_fill(&p.a, x.buf, 256, 7);
+    sge[0] = dp_sge(x.buf, 256, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x2,
+                 sge, 1, y.buf + 100, k);
+    dp_expect(&p.a, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 100, 256);
+    sge[0] = dp_sge(x.buf + 4096, 256, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x3,
+                 sge, 1, y.buf + 100, k);
+    dp_expect(&p.a, &x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&p.a, x.buf + 4096, &p.b, y.buf + 100, 256);
+
+    /* The MR's own key still grants nothing remote: memory untouched. */
+    qtest_memset(qts(&p.b), y.buf + 5000, 0x33, 64);
+    sge[0] = dp_sge(x.buf, 64, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x4,
+                 sge, 1, y.buf + 5000, mr_lw);
+    dp_expect(&p.a, &x.scq, 0x4, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 5000 + 63), ==, 0x33);
+    dp_relink(&x, 1, &y, 2);
+
+    /* A window with only read rights refuses a write, memory untouched. */
+    mw_local_inv(&p.b, &y.qp, &y.scq, 0x5, k);
+    k = mw_key_byte(mw, mw + 2);
+    dp_post_bind(&p.b, &y.qp, 0x6, 2, mw, k, mr_ro, y.buf + 8192, 4096,
+                 PIB_ACCESS_REMOTE_READ);
+    dp_expect(&p.b, &y.scq, 0x6, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    dp_fill(&p.b, y.buf + 8192, 128, 9);
+    sge[0] = dp_sge(x.buf, 128, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x7,
+                 sge, 1, y.buf + 8192, k);
+    dp_expect(&p.a, &x.scq, 0x7, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 8192, 128);
+    qtest_memset(qts(&p.b), y.buf + 8192, 0x44, 64);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x8,
+                 sge, 1, y.buf + 8192, k);
+    dp_expect(&p.a, &x.scq, 0x8, PIB_WC_REM_ACCESS_ERR, PIB_CQE_RDMA_WRITE,
+              NULL);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 8192 + 63), ==, 0x44);
+    dp_relink(&x, 1, &y, 2);
+    mw_local_inv(&p.b, &y.qp, &y.scq, 0x9, k);
+
+    /* C10-74: remote write or atomic rights over an MR without LOCAL_WRITE. */
+    mw_bind_refused(&x, &y, 0xa, mw, mw_key_byte(mw, mw + 3), mr_ro,
+                    y.buf + 8192, 4096, PIB_ACCESS_REMOTE_WRITE);
+    mw_bind_refused(&x, &y, 0xb, mw, mw_key_byte(mw, mw + 4), mr_ro,
+                    y.buf + 8192, 4096, PIB_ACCESS_REMOTE_ATOMIC);
+    /* C10-73: no MW_BIND on the MR (y.key is the buffer's plain MR). */
+    mw_bind_refused(&x, &y, 0xc, mw, mw_key_byte(mw, mw + 5), y.key,
+                    y.buf, 4096, PIB_ACCESS_REMOTE_READ);
+    /* A bit that is neither remote nor local (zero-based, 0x20) fails. */
+    mw_bind_refused(&x, &y, 0xd, mw, mw_key_byte(mw, mw + 6), mr_lw,
+                    y.buf, 4096, PIB_ACCESS_REMOTE_READ | 0x20);
+
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr_lw), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr_ro), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/*
+ * REREG_MR of key: mask, then pdn, access, and [addr, addr + len) mapped 1:1
+ * (TRANS; pbl_addr 0: a page list made for it).
+ */
+static uint8_t dp_rereg_mr(PibDev *d, uint32_t key, uint32_t mask,
+                           uint32_t pdn, uint32_t access, uint64_t addr,
+                           uint64_t len, uint64_t pbl_addr)
+{
+    uint32_t npages = DIV_ROUND_UP((addr & 0xfff) + len, 4096);
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_REREG_MR,
+        .in.rereg_mr = {
+            .key = cpu_to_le32(key),
+            .mask = cpu_to_le32(mask),
+            .pdn = cpu_to_le32(pdn),
+            .access = cpu_to_le32(access),
+            .iova = cpu_to_le64(addr),
+            .length = cpu_to_le64(len),
+            .pbl_addr = cpu_to_le64(pbl_addr ? pbl_addr :
+                                    dp_pbl(d, addr & ~0xfffull, npages)),
+            .npages = cpu_to_le32(npages),
+        },
+    };
+
+    return pib_cmd(d, &cmd, NULL);
+}
+
+/* A signalled RDMA WRITE of 64 bytes x -> y at raddr through rkey, checked. */
+static void dp_write_expect(TestEnd *x, TestEnd *y, uint64_t wr_id,
+                            uint64_t raddr, uint32_t rkey, uint8_t status)
+{
+    struct pib_sge sge = dp_sge(x->buf, 64, x->key);
+
+    dp_fill(x->d, x->buf, 64, wr_id);
+    dp_post_send(x->d, &x->qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, wr_id,
+                 &sge, 1, raddr, rkey);
+    dp_expect(x->d, &x->scq, wr_id, status, PIB_CQE_RDMA_WRITE, NULL);
+    if (status == PIB_WC_SUCCESS) {
+        dp_assert_same(x->d, x->buf, y->d, raddr, 64);
+    } else {
+        dp_relink(x, 1, y, 2);
+    }
+}
+
+/*
+ * REREG_MR: an MR's access, translation and PD change in place under the same
+ * keys, and the next remote access sees exactly the new MR; anything invalid
+ * (or a bound window) changes nothing.
+ */
+static void test_dp_mr_rereg(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    uint32_t mr, mr2, pd2, mw, fr;
+    const uint32_t lw = PIB_ACCESS_LOCAL_WRITE;
+    const uint32_t rw = lw | PIB_ACCESS_REMOTE_WRITE;
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe acqe;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    dp_link_ends(&x, 1, &y, 2);
+    mr = dp_reg_mr(&p.b, y.pdn, rw | PIB_ACCESS_MW_BIND, y.buf, 4096);
+    dp_write_expect(&x, &y, 0x1, y.buf + 100, mr, PIB_WC_SUCCESS);
+
+    /* Access without remote write: the WRITE fails, memory untouched. */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_OK);
+    qtest_memset(qts(&p.b), y.buf + 200, 0x66, 64);
+    dp_write_expect(&x, &y, 0x2, y.buf + 200, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 200), ==, 0x66);
+
+    /* Access back and a new translation: the same keys, the new pages. */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS | PIB_REREG_TRANS,
+                                 0, rw | PIB_ACCESS_MW_BIND, y.buf + 8192,
+                                 4096, 0), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x3, y.buf + 8192 + 300, mr, PIB_WC_SUCCESS);
+    qtest_memset(qts(&p.b), y.buf + 300, 0x77, 64);
+    dp_write_expect(&x, &y, 0x4, y.buf + 300, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmphex(qtest_readb(qts(&p.b), y.buf + 300), ==, 0x77);
+
+    /* Another PD: the QP's PD no longer matches. */
+    pd2 = dp_create_pd(&p.b);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_PD, pd2, 0, 0, 0, 0), ==,
+                     PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x5, y.buf + 8192, mr, PIB_WC_REM_ACCESS_ERR);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, pd2), ==,
+                     PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_PD, y.pdn, 0, 0, 0, 0),
+                     ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_PD, pd2), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x6, y.buf + 8192, mr, PIB_WC_SUCCESS);
+
+    /* Refused, and the MR as it was (the last WRITE works again). */
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr + 0x100, PIB_REREG_ACCESS, 0, lw, 0,
+                                 0, 0), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, 0, 0, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, 0x8, 0, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0,
+                                 PIB_ACCESS_REMOTE_WRITE, 0, 0, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS | PIB_REREG_PD,
+                                 y.pdn + 100, lw, 0, 0, 0), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_TRANS | PIB_REREG_ACCESS,
+                                 0, lw, y.buf, 0, 0), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_TRANS | PIB_REREG_ACCESS,
+                                 0, lw, y.buf, 4096, 1ull << 60), ==,
+                     PIB_AQ_DMA_ERROR);
+    dp_write_expect(&x, &y, 0x7, y.buf + 8192 + 8, mr, PIB_WC_SUCCESS);
+
+    /* A bound window holds the MR as it is; fast-registration MRs are not. */
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_ALLOC_MW,
+        .in.alloc_mw = { .pdn = cpu_to_le32(y.pdn), .type = cpu_to_le32(2) },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    mw = le32_to_cpu(acqe.result0);
+    dp_post_bind(&p.b, &y.qp, 0x8, 2, mw, mw_key_byte(mw, mw + 1), mr,
+                 y.buf + 8192, 64, PIB_ACCESS_REMOTE_WRITE);
+    dp_expect(&p.b, &y.scq, 0x8, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEALLOC_MW, mw), ==, PIB_AQ_OK);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_ALLOC_MR,
+        .in.alloc_mr = { .pdn = cpu_to_le32(y.pdn),
+                         .max_num_sg = cpu_to_le32(4) },
+    };
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    fr = le32_to_cpu(acqe.result0);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, fr, PIB_REREG_ACCESS, 0, lw, 0, 0, 0),
+                     ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, fr), ==, PIB_AQ_OK);
+
+    /* A second MR rereg'd to a two-page range: its budget follows. */
+    mr2 = dp_reg_mr(&p.b, y.pdn, rw, y.buf, 100);
+    g_assert_cmpuint(dp_rereg_mr(&p.b, mr2, PIB_REREG_TRANS, 0, 0,
+                                 y.buf + 4000, 200, 0), ==, PIB_AQ_OK);
+    dp_write_expect(&x, &y, 0x9, y.buf + 4090, mr2, PIB_WC_SUCCESS);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr2), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DEREG_MR, mr), ==, PIB_AQ_OK);
     dp_pair_down(&p);
 }
 
@@ -2037,7 +2585,11 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/ud-uc", test_dp_ud_uc);
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
     qtest_add_func("/pib/data/srq", test_dp_srq);
+    qtest_add_func("/pib/data/srq-resize", test_dp_srq_resize);
+    qtest_add_func("/pib/data/cq-resize", test_dp_cq_resize);
     qtest_add_func("/pib/data/mw", test_dp_mw);
+    qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
+    qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);
     qtest_add_func("/pib/data/frwr", test_dp_frwr);
     qtest_add_func("/pib/data/wire", test_dp_wire);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
