@@ -45,7 +45,7 @@ MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
-           /usr/bin/getent)
+           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3)
 
 # Libraries that must come from rdma-root: the host's copies are rdma-core 44.0.
 RDMA_LIBS_RE='^lib(ibverbs|rdmacm|ibumad|ibmad|ibnetdisc|mlx[45]|efa|hns|mana)\.so'
