@@ -285,6 +285,11 @@ for f in "${ELFS[@]}"; do
     nhost=$((nhost + 1))
   done <<<"$out"
 done
+# Libraries that glibc dlopen()s rather than links: libgcc_s for pthread_exit/pthread_cancel's
+# unwinding (rping's threads end that way; without it glibc aborts the program).
+for soname in libgcc_s.so.1; do
+  [ -n "${have_lib[$soname]:-}" ] || { cp -L "/lib/$MULTIARCH/$soname" "usr/lib/$MULTIARCH/"; nhost=$((nhost + 1)); }
+done
 # The dynamic loader, at the path every binary names (PT_INTERP).
 cp -L /lib64/ld-linux-x86-64.so.2 "usr/lib/$MULTIARCH/ld-linux-x86-64.so.2"
 ln -sf ../lib/$MULTIARCH/ld-linux-x86-64.so.2 usr/lib64/ld-linux-x86-64.so.2
