@@ -26,42 +26,35 @@ check "ucmatose: the client reports return status 0" grep -q "return status 0" <
 cm_pair udaddy 7174 1 udaddy -b 10.13.0.2 -- udaddy -s 10.13.0.2
 check "udaddy: the client reports return status 0" grep -q "return status 0" <<<"$pair_out_client"
 
-# mckey: node 1 joins 239.1.1.1 and waits for 10 datagrams; node 0 joins and sends them.
-# Then the other way.  The sender starts once the SA holds the receiver's MCMemberRecord for the
-# group (saquery -m; the receiver attaches its QP as the join's answer arrives, and mckey's
-# sender pauses 3 s after its own join before it sends).
-# sa_member NODE_ASKING GID MGID_TAIL: the SA lists GID as a member of a group whose MGID ends
-# in MGID_TAIL (the IPv4 group's low 32 bits).
-sa_member() {
-  on "$1" saquery -m 2>/dev/null | python3 -c '
-import ipaddress, sys
-gid, tail = ipaddress.ip_address(sys.argv[1]), sys.argv[2]
-rec = {}
-for line in sys.stdin.read().splitlines() + ["MCMemberRecord"]:
-    if line.startswith("MCMemberRecord"):
-        if rec.get("MGID", "").endswith(tail) and rec.get("PortGid") and \
-           ipaddress.ip_address(rec["PortGid"]) == gid:
-            sys.exit(0)
-        rec = {}
-    elif "..." in line:
-        k, v = line.strip().split(".", 1)
-        rec[k] = v.strip(".")
-sys.exit(1)' "$2" "$3"
+# mckey: node 1 joins an IPv4 group and waits for 10 datagrams; node 0 joins it and sends them.
+# Then the other way, on a group of its own.  The sender starts once the SA has the group: the
+# receiver, its first member, created it by joining (saquery -m; opensm shows members' PortGids
+# only to trusted requesters, so the group's MGID is what tells).  The receiver attaches its QP
+# as the join's answer arrives, and mckey's sender pauses 3 s after its own join before sending.
+# sa_group NODE MGID_TAIL: the SA has a multicast group whose MGID ends in MGID_TAIL (rdma_cm's
+# MGID for an IPv4 group ends in the address's low 28 bits: 239.1.1.1 is ...f01:101).
+sa_group() { on "$1" saquery -m 2>/dev/null | grep -q "^[[:space:]]*MGID\.*ff12:4001:.*:$2\$"; }
+mc_counters() {
+  local c out=
+  for c in rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey; do out+="$(hw_counter "$1" $c 2>/dev/null) "; done
+  echo "$out"
 }
+# mckey_way RX LAST_OCTET: node RX receives on 239.1.1.LAST_OCTET, the other node sends.
 mckey_way() {
-  local rx=$1 tx=$((1 - $1)) slog spid src crc out gid i
-  gid=$(on "$rx" cat /sys/class/infiniband/pib_0/ports/1/gids/0)
+  local rx=$1 grp=239.1.1.$2 tail=f01:10$2 tx=$((1 - $1)) slog spid src crc out i before
   slog=$(mktemp)
-  "$PIBVM" exec "$rx" --timeout 120 -- mckey -m 239.1.1.1 -b "10.13.0.$((rx + 1))" -C 10 >"$slog" 2>&1 &
+  before=$(mc_counters "$rx")
+  "$PIBVM" exec "$rx" --timeout 200 -- timeout 180 mckey -m "$grp" -b "10.13.0.$((rx + 1))" -C 10 >"$slog" 2>&1 &
   spid=$!
-  for ((i = 0; i < 150; i++)); do
-    sa_member "$rx" "$gid" "ef01:101" && break
+  for ((i = 0; i < 60; i++)); do
+    sa_group "$rx" "$tail" && break
     sleep 0.2
   done
-  check "mckey: the SA lists node $rx as a member of 239.1.1.1's group" sa_member "$rx" "$gid" "ef01:101"
-  out=$(on "$tx" timeout 120 mckey -m 239.1.1.1 -b "10.13.0.$((tx + 1))" -s -C 10 2>&1); crc=$?
+  check "mckey: the SA has $grp's group, which node $rx's join created" sa_group "$rx" "$tail"
+  out=$(on "$tx" timeout 120 mckey -m "$grp" -b "10.13.0.$((tx + 1))" -s -C 10 2>&1); crc=$?
   wait "$spid"; src=$?
   echo "--- mckey receiver (node $rx)"; cat "$slog"
+  echo "node $rx counters (rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey): $before-> $(mc_counters "$rx")"
   echo "--- mckey sender (node $tx)"; echo "$out"
   check "mckey node $tx -> node $rx: sender exits 0 (got $crc)" test "$crc" -eq 0
   check "mckey node $tx -> node $rx: receiver got its 10 datagrams, exits 0 (got $src)" \
@@ -70,8 +63,8 @@ mckey_way() {
     grep -q "data transfers complete" "$slog"
   rm -f "$slog"
 }
-mckey_way 1
-mckey_way 0
+mckey_way 1 1
+mckey_way 0 2
 
 # perftest over rdma_cm.
 cm_pair "ib_send_bw -R" 18515 1 ib_send_bw -R -d pib_0 -n 200 -- \
