@@ -320,6 +320,8 @@ int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
 int pib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
+int pib_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int pib_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 
 struct rdma_hw_stats *pib_alloc_hw_port_stats(struct ib_device *ibdev, u32 port);
 int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,

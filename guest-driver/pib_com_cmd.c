@@ -308,6 +308,17 @@ int pib_cmd_dealloc_mw(struct pib_com_dev *com, u32 rkey)
 	return pib_cmd_obj(com, PIB_CMD_DEALLOC_MW, rkey);
 }
 
+/* ATTACH_MCAST or DETACH_MCAST (opcode) of QP qpn to the group mgid/mlid. */
+int pib_cmd_mcast(struct pib_com_dev *com, u8 opcode, u32 qpn, u16 mlid, const u8 *mgid)
+{
+	struct pib_admin_cmd cmd = { .opcode = opcode };
+
+	cmd.in.mcast.qpn = qpn;
+	cmd.in.mcast.mlid = mlid;
+	memcpy(cmd.in.mcast.mgid, mgid, sizeof(cmd.in.mcast.mgid));
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
+}
+
 /*
  * The device writes min(count, PIB_CNT_MAX) counters; any it does not have read as 0.
  * Nothing is written to counters unless the command succeeds.

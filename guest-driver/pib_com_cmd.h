@@ -48,6 +48,7 @@ int pib_cmd_query_srq(struct pib_com_dev *com, u32 srqn, u32 *limit, u32 *depth)
 int pib_cmd_destroy_srq(struct pib_com_dev *com, u32 srqn);
 int pib_cmd_alloc_mw(struct pib_com_dev *com, u32 pdn, u32 type, u32 *rkey);
 int pib_cmd_dealloc_mw(struct pib_com_dev *com, u32 rkey);
+int pib_cmd_mcast(struct pib_com_dev *com, u8 opcode, u32 qpn, u16 mlid, const u8 *mgid);
 
 /* Counters (docs/hardware.md, "Counters"): count u64s indexed by enum pib_counter. */
 int pib_cmd_query_counters(struct pib_com_dev *com, u64 *counters, u32 count);

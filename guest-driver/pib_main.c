@@ -97,6 +97,11 @@ static const struct ib_device_ops pib_mw_ops = {                /* PIB_DEV_CAP_M
 	INIT_RDMA_OBJ_SIZE(ib_mw, pib_mw, ibmw),
 };
 
+static const struct ib_device_ops pib_mcast_ops = {            /* max_mcast_grp > 0 */
+	.attach_mcast = pib_attach_mcast,
+	.detach_mcast = pib_detach_mcast,
+};
+
 static const struct ib_device_ops pib_hw_stats_ops = {          /* QUERY_COUNTERS */
 	.alloc_hw_port_stats = pib_alloc_hw_port_stats,
 	.get_hw_stats = pib_get_hw_stats,
@@ -449,6 +454,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_mw_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE)
 		ib_set_device_ops(ibdev, &pib_resize_ops);
+	if (dev->attr.max_mcast_grp && dev->attr.max_mcast_qp_attach)
+		ib_set_device_ops(ibdev, &pib_mcast_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
 	if (dev->mad)

@@ -906,6 +906,20 @@ static int pib_check_send_wr(struct pib_dev *dev, struct pib_qp *qp,
 	return 0;
 }
 
+/*
+ * The GRH half of a UD address vector (struct pib_ud_wqe): a multicast send, or a path that
+ * leaves the subnet.  The AH was checked at create_ah (sgid_index within the GID table).
+ */
+static void pib_write_ud_grh(struct pib_ud_wqe *wqe, const struct ib_global_route *grh)
+{
+	wqe->av_flags = PIB_UD_AV_F_GRH;
+	wqe->flow_label = grh->flow_label & PIB_FLOW_LABEL_MASK;
+	wqe->traffic_class = grh->traffic_class;
+	wqe->hop_limit = grh->hop_limit;
+	wqe->sgid_index = grh->sgid_index;
+	memcpy(wqe->dgid, grh->dgid.raw, sizeof(wqe->dgid));
+}
+
 static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, int opcode,
 			       u32 inline_len, void *slot)
 {
@@ -979,6 +993,8 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 		wqe->ud_sl = rdma_ah_get_sl(&ah->attr);
 		if (qp->ibqp.qp_type == IB_QPT_GSI)
 			wqe->ud_pkey_index = ud->pkey_index;
+		if (rdma_ah_get_ah_flags(&ah->attr) & IB_AH_GRH)
+			pib_write_ud_grh((struct pib_ud_wqe *)wqe, rdma_ah_read_grh(&ah->attr));
 	}
 
 	if (!is_inline) {

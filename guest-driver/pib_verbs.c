@@ -97,6 +97,9 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->max_srq_sge = dev->max_srq_sge;
 	props->max_ah = pib_limit(a->max_ah);
 	props->max_pkeys = a->max_pkeys;
+	props->max_mcast_grp = pib_limit(a->max_mcast_grp);
+	props->max_mcast_qp_attach = pib_limit(a->max_mcast_qp_attach);
+	props->max_total_mcast_qp_attach = pib_limit(a->max_total_mcast_qp_attach);
 	props->local_ca_ack_delay = a->local_ca_ack_delay;
 	/* The device's atomics are atomic across the whole HCA (PIB_DEV_CAP_ATOMIC). */
 	props->atomic_cap = a->device_cap_flags & PIB_DEV_CAP_ATOMIC ? IB_ATOMIC_HCA :
@@ -872,6 +875,33 @@ int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
 	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Multicast (ATTACH_MCAST / DETACH_MCAST): the group is the one the SA assigned (an MCMember
+ * join by ib_sa or by a user's rdma_cm), so the MGID is a multicast GID (ff...) and the MLID is
+ * in the multicast range.  uverbs calls these directly, without ib_attach_mcast()'s checks, so
+ * they are made here too; the device checks again.
+ * ------------------------------------------------------------------------------------------ */
+
+static int pib_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid, u8 opcode)
+{
+	if (ibqp->qp_type != IB_QPT_UD || gid->raw[0] != 0xff ||
+	    lid < be16_to_cpu(IB_MULTICAST_LID_BASE) || lid == be16_to_cpu(IB_LID_PERMISSIVE))
+		return -EINVAL;
+	return pib_cmd_mcast(&to_pdev(ibqp->device)->com, opcode, ibqp->qp_num, lid, gid->raw);
+}
+
+/* Attaching a QP twice is no error: the device keeps one attachment. */
+int pib_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	return pib_mcast(ibqp, gid, lid, PIB_CMD_ATTACH_MCAST);
+}
+
+/* Detaching a QP that is not attached is EINVAL (the device's BAD_PARAM). */
+int pib_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	return pib_mcast(ibqp, gid, lid, PIB_CMD_DETACH_MCAST);
 }
 
 /*

@@ -232,7 +232,7 @@ struct pib_ah {
 	uint16_t dlid;
 	uint8_t sl;
 	bool is_global;
-	struct ibv_global_route grh;	/* kept, but no WQE field carries it yet */
+	struct ibv_global_route grh;	/* is_global: the GRH half of the WQE's address vector */
 };
 
 static inline struct pib_device *to_pib_dev(struct verbs_device *vdev)

@@ -706,6 +706,17 @@ static void pib_write_ud_dest(struct pib_send_wqe *wqe, struct ibv_ah *ibvah,
 	wqe->ud_qkey = htole32(remote_qkey);
 	wqe->ud_dlid = htole16(ah->dlid);
 	wqe->ud_sl = ah->sl;
+	if (ah->is_global) {
+		/* The GRH half of the address vector (struct pib_ud_wqe). */
+		struct pib_ud_wqe *ud = (struct pib_ud_wqe *)wqe;
+
+		ud->av_flags = PIB_UD_AV_F_GRH;
+		ud->flow_label = htole32(ah->grh.flow_label & PIB_FLOW_LABEL_MASK);
+		ud->traffic_class = ah->grh.traffic_class;
+		ud->hop_limit = ah->grh.hop_limit;
+		ud->sgid_index = ah->grh.sgid_index;
+		memcpy(ud->dgid, ah->grh.dgid.raw, sizeof(ud->dgid));
+	}
 }
 
 static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,

@@ -405,6 +405,20 @@ struct ibv_ah *pib_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr)
 	return &ah->ibvah;
 }
 
+/*
+ * Multicast: the kernel sends ATTACH_MCAST / DETACH_MCAST to the device (a slow-path
+ * command); the group is the one the SA assigned (rdma_cm's or the application's join).
+ */
+int pib_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return ibv_cmd_attach_mcast(qp, gid, lid);
+}
+
+int pib_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	return ibv_cmd_detach_mcast(qp, gid, lid);
+}
+
 int pib_destroy_ah(struct ibv_ah *ibvah)
 {
 	free(to_pib_ah(ibvah));

@@ -38,6 +38,8 @@ struct ibv_mw *pib_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type);
 int pib_dealloc_mw(struct ibv_mw *mw);
 
 struct ibv_ah *pib_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
+int pib_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int pib_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int pib_destroy_ah(struct ibv_ah *ibvah);
 
 /* cq.c */

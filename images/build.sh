@@ -48,7 +48,7 @@ MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
-           /usr/bin/getent)
+           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3)
 
 # Python: the host's interpreter, for which pyverbs was built (guest-provider/build.sh), and its
 # standard library without what a test run never imports: the static libpython and build files
@@ -327,6 +327,11 @@ for f in "${ELFS[@]}"; do
     cp -L "$path" "usr/lib/$MULTIARCH/$soname"
     nhost=$((nhost + 1))
   done <<<"$out"
+done
+# Libraries that glibc dlopen()s rather than links: libgcc_s for pthread_exit/pthread_cancel's
+# unwinding (rping's threads end that way; without it glibc aborts the program).
+for soname in libgcc_s.so.1; do
+  [ -n "${have_lib[$soname]:-}" ] || { cp -L "/lib/$MULTIARCH/$soname" "usr/lib/$MULTIARCH/"; nhost=$((nhost + 1)); }
 done
 # The dynamic loader, at the path every binary names (PT_INTERP).
 cp -L /lib64/ld-linux-x86-64.so.2 "usr/lib/$MULTIARCH/ld-linux-x86-64.so.2"

@@ -63,25 +63,51 @@ wait_listen() {
 # pair NAME PORT SERVER_CMD... -- CLIENT_ARGS...: run SERVER_CMD on node 0, wait for PORT, then
 # the same program with CLIENT_ARGS on node 1 (its last argument is normally node0).  Both
 # outputs are printed; both must exit 0.  Sets pair_out_server / pair_out_client.
-pair() {
-  local name=$1 port=$2; shift 2
-  local srv=() cli=() slog clog spid src crc
+pair() { run_pair wait_listen 0 "$@"; }
+
+# run_pair WAIT SERVER_NODE NAME PORT SERVER_CMD... -- CLIENT_CMD...: pair's engine.  SERVER_CMD
+# runs in SERVER_NODE, WAIT NODE PORT says when it listens, CLIENT_CMD then runs in the other
+# node (pibvm exec's timeout bounds each).
+run_pair() {
+  local wait=$1 sn=$2 name=$3 port=$4; shift 4
+  local cn=$((1 - sn)) srv=() cli=() slog clog spid src crc
   while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
   shift
   cli=("$@")
   slog=$(mktemp) clog=$(mktemp)
-  on 0 "${srv[@]}" >"$slog" 2>&1 &
+  "$PIBVM" exec "$sn" -- "${srv[@]}" >"$slog" 2>&1 &
   spid=$!
-  if wait_listen 0 "$port"; then
-    on 1 "${cli[@]}" >"$clog" 2>&1; crc=$?
+  if "$wait" "$sn" "$port"; then
+    "$PIBVM" exec "$cn" -- "${cli[@]}" >"$clog" 2>&1; crc=$?
   else
     echo "server did not listen on $port" >"$clog"; crc=99
   fi
   wait "$spid"; src=$?
   pair_out_server=$(cat "$slog") pair_out_client=$(cat "$clog")
-  echo "--- $name: server (node 0)"; echo "$pair_out_server"
-  echo "--- $name: client (node 1)"; echo "$pair_out_client"
+  echo "--- $name: server (node $sn)"; echo "$pair_out_server"
+  echo "--- $name: client (node $cn)"; echo "$pair_out_client"
   check "$name: server exits 0 (got $src)" test "$src" -eq 0
   check "$name: client exits 0 (got $crc)" test "$crc" -eq 0
   rm -f "$slog" "$clog"
 }
+
+# wait_cm_listen NODE PORT [TRIES]: wait until an rdma_cm ID listens on PORT in guest NODE, as
+# `rdma resource show cm_id` reports it (state LISTEN, src-addr ...:PORT).  rdma_cm servers
+# (rping, ucmatose, perftest -R) listen on no TCP socket, and their clients do not retry a
+# connection that the far CM rejects.
+wait_cm_listen() {
+  local n=$1 port=$2 tries=${3:-150} i
+  for ((i = 0; i < tries; i++)); do
+    on "$n" rdma resource show cm_id 2>/dev/null |
+      grep -q "state LISTEN .*src-addr [^ ]*:$port\b" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# cm_pair NAME PORT SERVER_NODE SERVER_CMD... -- CLIENT_CMD...: pair for rdma_cm programs:
+# the server runs in SERVER_NODE and listens on rdma_cm PORT.
+cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" "$name" "$port" "$@"; }
+
+# hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
+hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
