@@ -326,9 +326,11 @@ static void kt_rc(struct kt *kt)
 	{
 		const struct ib_send_wr *bad = NULL;
 
-		sw = (struct ib_send_wr){ .wr_id = 9, .opcode = IB_WR_REG_MR };
-		err = ib_post_send(a, &sw, &bad);
-		CHECK(err == -EINVAL && bad == &sw, "post_send REG_MR refused: %d", err);
+		struct ib_reg_wr regw = { .wr = { .wr_id = 9, .opcode = IB_WR_REG_MR } };
+
+		err = ib_post_send(a, &regw.wr, &bad);
+		CHECK(err == -EINVAL && bad == &regw.wr, "post_send REG_MR without an MR refused: %d",
+		      err);
 		sw = (struct ib_send_wr){ .wr_id = 9, .opcode = IB_WR_SEND, .num_sge = 5 };
 		err = ib_post_send(a, &sw, &bad);
 		CHECK(err == -EINVAL && bad == &sw, "post_send 5 SGEs on a 4-SGE slot refused: %d", err);
