@@ -9,6 +9,7 @@
  *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
  *   pib_qp.c       queue pairs: creation, state changes, and posting to kernel QPs
  *   pib_srq.c      shared receive queues: creation, limit, and posting to kernel SRQs
+ *   pib_mad.c      process_mad: MADs for the firmware's management agents (MAD_IFC)
  *   pib_com_cmd.c  one function per admin command
  *   pib_com.c      the admin queue and the event queue engine (AEQ, CEQ)
  *
@@ -20,6 +21,7 @@
 #ifndef PIB_H
 #define PIB_H
 
+#include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
@@ -57,6 +59,8 @@ struct pib_dev {
 	u32 max_srq_sge;
 	u32 max_fast_reg_pages;         /* 0: no fast registration (PIB_DEV_CAP_MEM_MGT_EXT) */
 	bool counters;                  /* the device answers QUERY_COUNTERS: hw_counters */
+	bool mad;                       /* the firmware has an SMA and a PMA (MAD_IFC): the */
+					/* port is managed, with QP0/QP1 and process_mad */
 	atomic_t num_cqs;
 
 	/*
@@ -71,6 +75,7 @@ struct pib_dev {
 	struct xarray srqs;             /* SRQN -> struct pib_srq */
 
 	u8 port_event;                  /* last port event logged (PIB_AE_*), to log changes once */
+	struct mutex node_desc_lock;    /* the device's NodeDescription and ibdev.node_desc */
 
 	char admin_irq_name[32];
 	char aeq_irq_name[32];
@@ -136,11 +141,13 @@ struct pib_mw {
 	struct ib_mw ibmw;
 };
 
-/* A kernel AH: the device has no AH object, a UD send WQE carries the destination. */
+/*
+ * A kernel AH: the device has no AH object, a UD send WQE carries the destination.  The
+ * attributes are kept whole for query_ah, by which ib_mad matches a response to its request.
+ */
 struct pib_ah {
 	struct ib_ah ibah;
-	u16 dlid;
-	u8 sl;
+	struct rdma_ah_attr attr;       /* as created; grh.sgid_attr is ib_core's (NULL here) */
 };
 
 struct pib_cq {
@@ -299,6 +306,8 @@ int pib_get_port_immutable(struct ib_device *ibdev, u32 port,
 enum rdma_link_layer pib_get_link_layer(struct ib_device *ibdev, u32 port);
 int pib_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey);
 int pib_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid);
+int pib_modify_port(struct ib_device *ibdev, u32 port, int mask, struct ib_port_modify *props);
+int pib_modify_device(struct ib_device *ibdev, int mask, struct ib_device_modify *props);
 
 int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata);
 void pib_dealloc_ucontext(struct ib_ucontext *ibucontext);
@@ -324,6 +333,7 @@ int pib_dealloc_mw(struct ib_mw *ibmw);
 int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
+int pib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr);
 
 struct rdma_hw_stats *pib_alloc_hw_port_stats(struct ib_device *ibdev, u32 port);
 int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 port,
@@ -338,6 +348,13 @@ int pib_pbl_from_umem(struct pib_dev *dev, struct ib_umem *umem, u32 npages,
 int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
 			 struct pib_pbl *pbl);
 void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl);
+
+/* pib_mad.c */
+int pib_process_mad(struct ib_device *ibdev, int mad_flags, u32 port_num,
+		    const struct ib_wc *in_wc, const struct ib_grh *in_grh,
+		    const struct ib_mad *in, struct ib_mad *out,
+		    size_t *out_mad_size, u16 *out_mad_pkey_index);
+int pib_mad_probe(struct pib_dev *dev);
 
 /* pib_cq.c */
 int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -30,6 +30,7 @@
 #include <linux/sizes.h>
 
 #include "pib_com.h"
+#include "pib_mad.h"
 
 /* How long CONTROL.RESET and CONTROL.ENABLE may take to show in STATUS. */
 #define PIB_STATUS_TIMEOUT_US   (1000 * 1000)
@@ -58,6 +59,8 @@ static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_RESP_SIZE, "response buffer s
 static_assert(PIB_CNT_MAX * sizeof(u64) <= PIB_AQ_RESP_SIZE, "response buffer size");
 static_assert(sizeof(struct pib_qp_create) <= PIB_AQ_MBOX_SIZE, "mailbox size");
 static_assert(sizeof(struct pib_qp_attr) <= PIB_AQ_MBOX_SIZE, "mailbox size");
+static_assert(sizeof(struct pib_mad_ifc_in) <= PIB_AQ_MBOX_SIZE, "mailbox size");
+static_assert(PIB_MAD_SIZE <= PIB_AQ_RESP_SIZE, "response buffer size");
 
 /* Names for messages, from the lists in pib_hw.h. */
 static const char *pib_com_name(const char * const *names, size_t n, u32 value)

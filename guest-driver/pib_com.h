@@ -38,8 +38,8 @@
 #define PIB_AEQ_DEPTH         256
 /* Each command slot owns a response buffer this large (QUERY_COUNTERS' is the largest). */
 #define PIB_AQ_RESP_SIZE      512
-/* ... and an input mailbox this large (struct pib_qp_attr is the largest). */
-#define PIB_AQ_MBOX_SIZE      128
+/* ... and an input mailbox this large (struct pib_mad_ifc_in is the largest). */
+#define PIB_AQ_MBOX_SIZE      512
 /*
  * 4096 CEQEs of 8 bytes: 32 KiB, the deepest CEQ the device takes.  A CQ puts at most one
  * CEQE in the ring per arming, so the CEQ cannot overflow while there are no more CQs than

@@ -76,6 +76,32 @@ int pib_cmd_dealloc_uar(struct pib_com_dev *com, u32 uar)
 	return pib_com_exec(com, &cmd, NULL, 0, NULL);
 }
 
+/*
+ * MAD_IFC: hand one MAD to the firmware's agents (SMA, PMA).  *result gets what the firmware
+ * made of it (PIB_MAD_IFC_*); with PIB_MAD_IFC_REPLY, out holds the 256-byte response.
+ */
+int pib_cmd_mad_ifc(struct pib_com_dev *com, const struct pib_mad_ifc_in *in,
+		    u8 out[PIB_MAD_SIZE], u32 *result)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MAD_IFC };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	err = pib_com_exec_mbox(com, &cmd, in, sizeof(*in), out, PIB_MAD_SIZE, &cqe);
+	if (err)
+		return err;
+	*result = cqe.result0;
+	return 0;
+}
+
+/* The NodeDescription the SMA answers with; a change raises trap 144. */
+int pib_cmd_set_node_desc(struct pib_com_dev *com, const u8 desc[PIB_SMP_DATA_SIZE])
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_SET_NODE_DESC };
+
+	return pib_com_exec_mbox(com, &cmd, desc, PIB_SMP_DATA_SIZE, NULL, 0, NULL);
+}
+
 /* A round trip that proves the admin queue works: the device echoes the value. */
 int pib_cmd_nop(struct pib_com_dev *com, u32 value)
 {

@@ -9,6 +9,7 @@
 #define PIB_COM_CMD_H
 
 #include "pib_com.h"
+#include "pib_mad.h"
 
 #define PIB_GID_LEN 16
 
@@ -20,6 +21,11 @@ int pib_cmd_query_gid(struct pib_com_dev *com, u8 port_num, u32 index, u8 gid[PI
 int pib_cmd_alloc_uar(struct pib_com_dev *com, u32 *uar);
 int pib_cmd_dealloc_uar(struct pib_com_dev *com, u32 uar);
 int pib_cmd_nop(struct pib_com_dev *com, u32 value);
+
+/* Management (docs/hardware.md, "Management"). */
+int pib_cmd_mad_ifc(struct pib_com_dev *com, const struct pib_mad_ifc_in *in,
+		    u8 out[PIB_MAD_SIZE], u32 *result);
+int pib_cmd_set_node_desc(struct pib_com_dev *com, const u8 desc[PIB_SMP_DATA_SIZE]);
 
 /* Data-path objects (docs/hardware.md, "Data path"). */
 int pib_cmd_create_pd(struct pib_com_dev *com, u32 *pdn);

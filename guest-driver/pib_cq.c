@@ -370,6 +370,16 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct pib_qp *qp, struct i
 	}
 	if (cqe->flags & PIB_CQE_F_GRH)
 		wc->wc_flags |= IB_WC_GRH;
+	/*
+	 * A datagram's receive completion also says which P_Key it matched and which of the
+	 * port's LIDs (LMC) it was sent to: ib_mad answers a MAD on the same P_Key.
+	 */
+	if ((cqe->opcode & PIB_CQE_RECV) && qp->ibqp.qp_type != IB_QPT_RC &&
+	    qp->ibqp.qp_type != IB_QPT_UC) {
+		wc->pkey_index = cqe->qpn >> PIB_CQE_PKEY_INDEX_SHIFT;
+		wc->dlid_path_bits = (cqe->src_qp >> PIB_CQE_PATH_BITS_SHIFT) &
+				     PIB_CQE_PATH_BITS_MASK;
+	}
 }
 
 int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)

@@ -7,7 +7,8 @@
  * Bring-up order (remove undoes it backwards):
  *   map BAR0/BAR2, check the device, reset it, allocate the rings, MSI-X and the admin and
  *   completion event IRQs, enable the queues, NOP/QUERY_DEVICE/QUERY_PORT (and a first
- *   QUERY_COUNTERS, to learn whether the device counts), register the
+ *   QUERY_COUNTERS, to learn whether the device counts, and a NodeDescription Get through
+ *   MAD_IFC, to learn whether it has management agents), register the
  *   ib_device, then arm the async event IRQ: an event is only ever delivered to a registered
  *   ib_device.  (Completion events need a CQ, and there is none before registration.)
  */
@@ -54,6 +55,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.poll_cq = pib_poll_cq,
 	.post_recv = pib_post_recv,
 	.post_send = pib_post_send,
+	.query_ah = pib_query_ah,
 	.query_device = pib_query_device,
 	.query_gid = pib_query_gid,
 	.query_pkey = pib_query_pkey,
@@ -100,6 +102,12 @@ static const struct ib_device_ops pib_hw_stats_ops = {          /* QUERY_COUNTER
 	.get_hw_stats = pib_get_hw_stats,
 };
 
+static const struct ib_device_ops pib_mad_ops = {               /* MAD_IFC: a managed port */
+	.modify_device = pib_modify_device,
+	.modify_port = pib_modify_port,
+	.process_mad = pib_process_mad,
+};
+
 /* ------------------------------------------------------------------------------------------
  * Async events
  * ------------------------------------------------------------------------------------------ */
@@ -116,7 +124,8 @@ static void pib_log_port_event(struct pib_dev *dev, u8 type)
 		ibdev_info(&dev->ibdev, "port %u: link up, ACTIVE\n", PIB_PORT_NUM);
 		break;
 	case PIB_AE_LINK_UP:
-		ibdev_info(&dev->ibdev, "port %u: link up, waiting for a LID\n", PIB_PORT_NUM);
+		ibdev_info(&dev->ibdev, "port %u: link up, INIT: waiting for a subnet manager\n",
+			   PIB_PORT_NUM);
 		break;
 	case PIB_AE_PORT_ERR:
 		ibdev_info(&dev->ibdev, "port %u: link down\n", PIB_PORT_NUM);
@@ -163,6 +172,22 @@ static bool pib_handle_object_event(struct pib_dev *dev, const struct pib_aeqe *
 	}
 }
 
+/* The port events: what the link and the subnet manager did to the port (ib_core's cache,
+ * the SA and CM clients and IPoIB follow them). */
+static bool pib_port_event_type(u8 type, enum ib_event_type *event)
+{
+	switch (type) {
+	case PIB_AE_PORT_ACTIVE:        *event = IB_EVENT_PORT_ACTIVE; return true;
+	case PIB_AE_PORT_ERR:           *event = IB_EVENT_PORT_ERR; return true;
+	case PIB_AE_LID_CHANGE:         *event = IB_EVENT_LID_CHANGE; return true;
+	case PIB_AE_SM_CHANGE:          *event = IB_EVENT_SM_CHANGE; return true;
+	case PIB_AE_PKEY_CHANGE:        *event = IB_EVENT_PKEY_CHANGE; return true;
+	case PIB_AE_CLIENT_REREG:       *event = IB_EVENT_CLIENT_REREGISTER; return true;
+	case PIB_AE_GID_CHANGE:         *event = IB_EVENT_GID_CHANGE; return true;
+	default:                        return false;
+	}
+}
+
 static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 {
 	struct pib_dev *dev = data;
@@ -174,35 +199,33 @@ static void pib_handle_aeqe(void *data, const struct pib_aeqe *aeqe)
 	if (pib_handle_object_event(dev, aeqe))
 		return;
 
-	switch (aeqe->type) {
-	case PIB_AE_PORT_ACTIVE:
-		event.event = IB_EVENT_PORT_ACTIVE;
-		break;
-	case PIB_AE_PORT_ERR:
-		event.event = IB_EVENT_PORT_ERR;
-		break;
-	case PIB_AE_LID_CHANGE:
-		event.event = IB_EVENT_LID_CHANGE;
-		break;
-	case PIB_AE_LINK_UP:
+	if (aeqe->type == PIB_AE_LINK_UP) {
 		/* Physical link only; the port is not ACTIVE, so ib_core has nothing to hear. */
 		pib_log_port_event(dev, aeqe->type);
 		return;
-	default:
+	}
+	if (!pib_port_event_type(aeqe->type, &event.event)) {
 		ibdev_err_ratelimited(&dev->ibdev, "unexpected async event %#x (obj %u)\n",
 				      aeqe->type, aeqe->obj);
 		return;
 	}
-
 	if (aeqe->obj != PIB_PORT_NUM) {
 		ibdev_err_ratelimited(&dev->ibdev, "async event %#x for port %u, which does not exist\n",
 				      aeqe->type, aeqe->obj);
 		return;
 	}
-	if (aeqe->type == PIB_AE_LID_CHANGE)
-		ibdev_info(&dev->ibdev, "port %u: LID changed\n", PIB_PORT_NUM);
-	else
+	switch (aeqe->type) {
+	case PIB_AE_PORT_ACTIVE:
+	case PIB_AE_PORT_ERR:
 		pib_log_port_event(dev, aeqe->type);
+		break;
+	case PIB_AE_LID_CHANGE:
+		ibdev_info(&dev->ibdev, "port %u: LID %llu\n", PIB_PORT_NUM, aeqe->data);
+		break;
+	default:
+		ibdev_dbg(&dev->ibdev, "port %u: %s\n", PIB_PORT_NUM, ib_event_msg(event.event));
+		break;
+	}
 	ib_dispatch_event(&event);
 }
 
@@ -406,7 +429,10 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 		dev->max_fast_reg_pages = min_t(u32, dev->attr.max_fast_reg_pages,
 						PIB_MAX_FAST_REG_PAGES);
 
-	return pib_query_counters_cap(dev);
+	err = pib_query_counters_cap(dev);
+	if (err)
+		return err;
+	return pib_mad_probe(dev);
 }
 
 static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa)
@@ -429,6 +455,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_frwr_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
+	if (dev->mad)
+		ib_set_device_ops(ibdev, &pib_mad_ops);
 
 	/* The log says how the port starts; events then log only changes. */
 	if (pa->state == PIB_PORT_ACTIVE)
@@ -479,6 +507,7 @@ static int pib_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	xa_init(&dev->qps);
 	xa_init(&dev->srqs);
 	atomic_set(&dev->num_cqs, 0);
+	mutex_init(&dev->node_desc_lock);
 
 	err = pib_map_bars(dev);
 	if (err)

@@ -97,10 +97,12 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
 	case IB_QPT_SMI:
 	case IB_QPT_GSI:
 		/*
-		 * QP0 and QP1 carry MADs, which come with MAD support (a later stage).  Until
-		 * then get_port_immutable() advertises no MAD capability, so ib_core's MAD
-		 * layer never asks for them.
+		 * QP0 and QP1, ib_core's MAD layer's (a managed port only: pib_mad_probe()).
+		 * The device makes one of each, on its one port; they are UD QPs to it.
 		 */
+		supported = !user && dev->mad && attr->port_num == PIB_PORT_NUM &&
+			    (caps & PIB_DEV_CAP_UD);
+		break;
 	default:
 		supported = false;
 		break;
@@ -352,7 +354,9 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 
 	/* QPN 0 and 1 are QP0/QP1's, 0xffffff is multicast's (and the scrub mark). */
 	ibqp->qp_num = qpn;
-	if (qpn < 2 || qpn >= IB_MULTICAST_QPN) {
+	if (init_attr->qp_type == IB_QPT_SMI ? qpn != 0 :
+	    init_attr->qp_type == IB_QPT_GSI ? qpn != 1 :
+	    qpn < 2 || qpn >= IB_MULTICAST_QPN) {
 		ibdev_err(&dev->ibdev, "CREATE_QP returned QPN %#x\n", qpn);
 		err = -EIO;
 		goto err_destroy;
@@ -781,6 +785,20 @@ void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type)
 		qp->ibqp.event_handler(&event, qp->ibqp.qp_context);
 }
 
+/* The datagram QPs: a send WQE names its destination (the UD fields), a receive completion
+ * its source.  QP0 and QP1 are UD QPs with rules of their own (docs/hardware.md). */
+static bool pib_qp_is_ud(const struct pib_qp *qp)
+{
+	switch (qp->ibqp.qp_type) {
+	case IB_QPT_UD:
+	case IB_QPT_SMI:
+	case IB_QPT_GSI:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* ------------------------------------------------------------------------------------------
  * Posting to kernel QPs.  A user QP's rings are the process's, which the kernel does not
  * map: the uverbs POST_SEND and POST_RECV commands are refused for it.
@@ -929,8 +947,11 @@ static int pib_check_send_wr(struct pib_dev *dev, struct pib_qp *qp,
 	if (*opcode == PIB_WQE_REG_MR)
 		return pib_check_reg_wr(dev, qp, reg_wr(wr));
 
-	if (qp->ibqp.qp_type == IB_QPT_UD &&
+	if (pib_qp_is_ud(qp) &&
 	    (!ud_wr(wr)->ah || ud_wr(wr)->remote_qpn > PIB_DB_OBJ_MASK))
+		return -EINVAL;
+	/* QP1's sends each name the P_Key they go out with (ib_mad: the request's). */
+	if (qp->ibqp.qp_type == IB_QPT_GSI && ud_wr(wr)->pkey_index >= dev->pkey_tbl_len)
 		return -EINVAL;
 
 	if (!(wr->send_flags & IB_SEND_INLINE))
@@ -1005,16 +1026,22 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ib_send_wr *wr, i
 		break;
 	}
 
-	if (qp->ibqp.qp_type == IB_QPT_UD) {
+	if (pib_qp_is_ud(qp)) {
 		const struct ib_ud_wr *ud = ud_wr(wr);
 		struct pib_ah *ah = to_pah(ud->ah);
 
 		wqe->ud_qpn = ud->remote_qpn;
-		/* IBA: a Q_Key with the high bit set means "the QP's own Q_Key". */
+		/*
+		 * IBA: a Q_Key with the high bit set means "the QP's own Q_Key" (ib_mad sends
+		 * with it: QP1's is 0x80010000, QP0's 0).
+		 */
 		wqe->ud_qkey = ud->remote_qkey & PIB_QKEY_USE_QP ? READ_ONCE(qp->qkey) :
 							       ud->remote_qkey;
-		wqe->ud_dlid = ah->dlid;
-		wqe->ud_sl = ah->sl;
+		/* QP0 to the permissive LID: a directed-route SMP (the device sets the SLID). */
+		wqe->ud_dlid = rdma_ah_get_dlid(&ah->attr);
+		wqe->ud_sl = rdma_ah_get_sl(&ah->attr);
+		if (qp->ibqp.qp_type == IB_QPT_GSI)
+			wqe->ud_pkey_index = ud->pkey_index;
 	}
 
 	if (!is_inline) {

@@ -12,6 +12,7 @@
 #include <linux/mm.h>
 #include <linux/sizes.h>
 
+#include <rdma/ib_mad.h>
 #include <rdma/iter.h>
 
 #include "pib.h"
@@ -150,7 +151,64 @@ int pib_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props
 	props->active_width = pa.active_width;
 	props->active_speed = pa.active_speed;
 	props->init_type_reply = pa.init_type_reply;
+	props->subnet_timeout = pa.subnet_timeout;
 	return 0;
+}
+
+/* The CapabilityMask bits ib_core's clients set are PortInfo's, which the device takes. */
+static_assert(IB_PORT_SM == PIB_PORT_CAP_SM, "CapabilityMask bits");
+static_assert(IB_PORT_CM_SUP == PIB_PORT_CAP_CM, "CapabilityMask bits");
+static_assert(IB_PORT_CLIENT_REG_SUP == PIB_PORT_CAP_CLIENT_REREG, "CapabilityMask bits");
+static_assert(IB_DEVICE_NODE_DESC_MAX == PIB_SMP_DATA_SIZE, "NodeDescription size");
+
+/*
+ * What runs above the port, told to the subnet through PortInfo:CapabilityMask: ib_cm sets
+ * IB_PORT_CM_SUP while it serves the port (cm_add_one() fails without this verb), ib_umad
+ * IB_PORT_SM while an SM holds /dev/infiniband/issmN.  The device sets and clears the bits
+ * itself (SET_PORT's cap_set and cap_clr), so callers racing each other need no
+ * read-modify-write here; a change raises trap 144 to the SM.  A port shutdown, an InitType
+ * or a Q_Key violation counter reset the device cannot do.
+ */
+int pib_modify_port(struct ib_device *ibdev, u32 port, int mask, struct ib_port_modify *props)
+{
+	struct pib_dev *dev = to_pdev(ibdev);
+	struct pib_cmd_set_port set = {
+		.port_num = port,
+		.mask = PIB_SET_PORT_CAPS,
+		.cap_set = props->set_port_cap_mask,
+		.cap_clr = props->clr_port_cap_mask,
+	};
+
+	if (port != PIB_PORT_NUM)
+		return -EINVAL;
+	if (mask)
+		return -EOPNOTSUPP;
+	if (!set.cap_set && !set.cap_clr)
+		return 0;
+	return pib_cmd_set_port(&dev->com, &set);
+}
+
+/*
+ * The NodeDescription (sysfs node_desc, rdma-ndd): the firmware's SMA answers with it, and
+ * ib_core shows its own copy, which follows the firmware's under the lock.  The system image
+ * GUID is the device's to say.
+ */
+int pib_modify_device(struct ib_device *ibdev, int mask, struct ib_device_modify *props)
+{
+	struct pib_dev *dev = to_pdev(ibdev);
+	int err;
+
+	if (mask & ~IB_DEVICE_MODIFY_NODE_DESC)
+		return -EOPNOTSUPP;
+	if (!(mask & IB_DEVICE_MODIFY_NODE_DESC))
+		return 0;
+
+	mutex_lock(&dev->node_desc_lock);
+	err = pib_cmd_set_node_desc(&dev->com, (const u8 *)props->node_desc);
+	if (!err)
+		memcpy(ibdev->node_desc, props->node_desc, IB_DEVICE_NODE_DESC_MAX);
+	mutex_unlock(&dev->node_desc_lock);
+	return err;
 }
 
 int pib_get_port_immutable(struct ib_device *ibdev, u32 port,
@@ -161,14 +219,18 @@ int pib_get_port_immutable(struct ib_device *ibdev, u32 port,
 	immutable->pkey_tbl_len = dev->pkey_tbl_len;
 	immutable->gid_tbl_len = dev->gid_tbl_len;
 	/*
-	 * The IB transport, but not yet IB management: with RDMA_CORE_PORT_IBA_IB's MAD/SMI
-	 * bits, ib_core's MAD layer would create QP0/QP1 the moment the device registers,
-	 * and those need the data path (next stage).  Without RDMA_CORE_CAP_IB_MAD, ib_core
-	 * requires max_mad_size to be 0 (verify_immutable() in core/device.c); it becomes
-	 * IB_MGMT_MAD_SIZE together with RDMA_CORE_PORT_IBA_IB.
+	 * A managed IB port: ib_core's MAD layer creates QP0 and QP1 and brings up ib_umad
+	 * (opensm, the diags), the SA and CM clients and IPoIB on it.  A device without
+	 * management agents (pib_mad_probe()) gets the IB transport alone; without
+	 * RDMA_CORE_CAP_IB_MAD ib_core requires max_mad_size 0 (verify_immutable()).
 	 */
-	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
-	immutable->max_mad_size = 0;
+	if (dev->mad) {
+		immutable->core_cap_flags = RDMA_CORE_PORT_IBA_IB;
+		immutable->max_mad_size = IB_MGMT_MAD_SIZE;
+	} else {
+		immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
+		immutable->max_mad_size = 0;
+	}
 	return 0;
 }
 
@@ -801,12 +863,22 @@ int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 	    rdma_ah_read_grh(attr)->sgid_index >= dev->gid_tbl_len)
 		return -EINVAL;
 
-	ah->dlid = rdma_ah_get_dlid(attr);
-	ah->sl = rdma_ah_get_sl(attr);
+	ah->attr = *attr;
+	ah->attr.grh.sgid_attr = NULL;
 	return 0;
 }
 
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
+	return 0;
+}
+
+/*
+ * ib_mad takes a response for a LID-routed request only from where the request went: it
+ * compares the request's AH (rdma_query_ah()) with the response's receive completion.
+ */
+int pib_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
+{
+	*attr = to_pah(ibah)->attr;
 	return 0;
 }

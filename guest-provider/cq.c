@@ -252,6 +252,12 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct ibv_wc *wc)
 	}
 	if (flags & PIB_CQE_F_GRH)
 		wc->wc_flags |= IBV_WC_GRH;
+	/* A datagram's receive: the P_Key index it matched, the DLID path bits (0 otherwise). */
+	if (cqe->opcode & PIB_CQE_RECV) {
+		wc->pkey_index = le32toh(cqe->qpn) >> PIB_CQE_PKEY_INDEX_SHIFT;
+		wc->dlid_path_bits = (le32toh(cqe->src_qp) >> PIB_CQE_PATH_BITS_SHIFT) &
+				     PIB_CQE_PATH_BITS_MASK;
+	}
 }
 
 int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)

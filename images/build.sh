@@ -13,6 +13,8 @@
 #     there, never from the host (the host has rdma-core 44.0, the guest must run 56.1).
 #     Both stacks take them from the Debian 12 host: the kernel's user ABI is stable, and the
 #     trixie stack is about QEMU 10 and Linux 6.12, not about a newer userland;
+#   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
+#     installed on the host), running on rdma-root's libibumad;
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
 #   - images/rootfs/ (a minimal /etc) and images/init, the guest's PID 1.
 #
@@ -65,6 +67,7 @@ GUEST_TESTS=$TOP/build/guest-tests
 [ -d "$RDMA_ROOT" ] || die "no rdma-core install at $RDMA_ROOT (build the provider first)"
 [ -x /bin/busybox ] || die "busybox-static is not installed (mk/deps.sh)"
 mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
+OPENSM=$(bash "$TOP/mk/fetch.sh" opensm)/root
 [ ${#PERFTEST_BINS[@]} -gt 0 ] || die "perftest is not installed (mk/deps.sh)"
 
 # The stamp: anything that can change the image.  Host libraries are covered by dpkg's status
@@ -72,7 +75,7 @@ mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
 input_stamp() {
   {
     echo "abi $ABI rdma-root $RDMA_ROOT"
-    cat "$KDIR/.done"
+    cat "$KDIR/.done" "$OPENSM/../.done"
     stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
@@ -242,6 +245,13 @@ for f in "${HOST_BINS[@]}" "${PERFTEST_BINS[@]}"; do
 done
 rm -f usr/bin/sh
 ln -s dash usr/bin/sh
+
+# opensm: its libraries go into the stage first, so that the closure below finds them there.
+say "opensm from $OPENSM"
+install_bin "$OPENSM/usr/sbin/opensm" usr/sbin
+ELFS+=(usr/sbin/opensm)
+cp -P "$OPENSM/usr/lib/$MULTIARCH"/lib*.so.* "usr/lib/$MULTIARCH/"
+mkdir -p etc/opensm var/cache/opensm var/log
 
 if [ -d "$GUEST_TESTS" ]; then
   for f in "$GUEST_TESTS"/*; do

@@ -374,6 +374,10 @@ struct pib_cqe {
 	pib_u16 wqe_index;      /* 0x1e index (mod 2^16) of the WQE this completes, so the      */
 	                        /*      consumer can retire SQ slots up to it                    */
 };
+/* The fields a datagram receive CQE packs next to the QPNs (qpn [31:24], src_qp [30:24]). */
+#define PIB_CQE_PKEY_INDEX_SHIFT    24
+#define PIB_CQE_PATH_BITS_SHIFT     24
+#define PIB_CQE_PATH_BITS_MASK      0x7fu
 
 /* ---- Completion event queue (CEQ) entry: 8 bytes ------------------------------------------
  * When a completion is written to an armed CQ (any completion for "next", a solicited or

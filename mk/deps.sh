@@ -18,6 +18,8 @@ PKGS=(
   clang libclang-rt-14-dev llvm
   # guest userland taken from Debian 12 binaries
   busybox-static qemu-guest-agent perftest iproute2
+  # ... and a library of the guest's opensm (libwrap0 needs it; mk/fetch.sh opensm)
+  libnsl2
   # make bench: the bandwidth chart
   python3-matplotlib
 )

@@ -7,6 +7,8 @@
 #   mk/fetch.sh kernel-abi -> the current linux-image-amd64 ABI (6.1.0-NN); the Makefile resolves
 #                            it once per run and passes it down as PIB_KERNEL_ABI
 #   mk/fetch.sh archive-uri -> the Debian archive that the machine's apt configuration uses
+#   mk/fetch.sh opensm    -> $PIB_CACHE/debs/opensm-<ver>-<sum>/root/  (Debian 12's opensm and
+#                            its libraries, dpkg -x: for the guest image, never the host)
 #
 # The QEMU version and the kernel follow the stack (PIB_STACK, mk/stack.sh): Debian 12's from
 # the host's apt, or Debian 13's from the apt lists of the Debian 13 root (mk/root.sh).
@@ -147,11 +149,41 @@ fetch_kernel() {
   echo "$dir"
 }
 
+# The guest's subnet manager: Debian 12's opensm and the libraries of it that the host does not
+# have, unpacked.  It runs against the guest's libibumad (rdma-core 56.1, same soname).  The
+# directory is keyed by the version and by the packages' sha256 in the signed index, so a
+# rebuilt package with the same version gets a directory of its own.
+OPENSM_DEBS=(opensm libopensm9 libosmcomp5 libosmvendor5 libwrap0)
+fetch_opensm() {
+  local ver sum
+  ver=$(apt-cache show --no-all-versions opensm 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+  [ -n "$ver" ] || { apt-get update -q >&2; ver=$(apt-cache show --no-all-versions opensm | awk '/^Version:/ {print $2; exit}'); }
+  [ -n "$ver" ] || { say "opensm is not in the apt lists"; exit 1; }
+  sum=$(apt-cache show --no-all-versions "${OPENSM_DEBS[@]}" | awk '/^SHA256:/ {print $2}' |
+        sha256sum | cut -c1-12)
+  local dir=$CACHE/debs/opensm-$ver-$sum
+  [ -f "$dir/.done" ] && { echo "$dir"; return; }
+  say "download ${OPENSM_DEBS[*]}"
+  mkdir -p "$DL/debs"
+  (cd "$DL/debs" && apt-get download -q -o APT::Sandbox::User=root "${OPENSM_DEBS[@]}" >&2)   # apt checks the hashes
+  rm -rf "$dir"; mkdir -p "$dir/root"
+  local p deb
+  for p in "${OPENSM_DEBS[@]}"; do
+    deb=$(ls -t "$DL/debs/${p}_"*.deb | head -n1)
+    say "unpack $(basename "$deb")"
+    dpkg-deb -x "$deb" "$dir/root"
+    sha256sum "$deb" >> "$dir/.done.tmp"
+  done
+  mv "$dir/.done.tmp" "$dir/.done"
+  echo "$dir"
+}
+
 case ${1:-} in
   archive-uri) archive_uri ;;
   kernel-abi) kernel_abi ;;
   qemu) fetch_qemu ;;
   rdma-core) fetch_rdma_core ;;
   kernel) fetch_kernel ;;
-  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri" >&2; exit 2 ;;
+  opensm) fetch_opensm ;;
+  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri|opensm" >&2; exit 2 ;;
 esac

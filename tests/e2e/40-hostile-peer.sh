@@ -1,9 +1,11 @@
 #!/bin/bash
 # hostile-peer: node 0's pib port survives a hostile link peer.  Node 1 is killed and
-# pib-hostile (tests/hostile/) takes its place on the cable: it trains the link, then sends
-# garbage, broken frames, malformed and misaddressed packets, requests outside the PSN window
-# and RDMA with forged rkeys and out-of-range addresses, aimed at real RC QPs and MRs that
-# pib-mr-target (tests/guest/) holds on node 0.  For every phase:
+# pib-hostile (tests/hostile/) takes its place on the cable: it trains the link and, as the
+# port's subnet manager, takes it to ACTIVE (node 0's opensm is stopped for the test: the
+# peer plays that part), then sends garbage, broken frames, malformed and misaddressed packets,
+# requests outside the PSN window, RDMA with forged rkeys and out-of-range addresses, aimed at
+# real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, and malformed,
+# truncated and misaddressed MADs to its QP0 and QP1.  For every phase:
 #   - pib-hostile's own checks pass: the device drops the stream on framing loss, the link
 #     retrains, the NAKs and READ responses are the IBTA's;
 #   - each hw_counter of node 0 grows by exactly what pib-hostile says it sent (expect lines),
@@ -12,11 +14,11 @@
 # At the end pib-mr-target's memory (two MRs and the guard pages around one) is unchanged,
 # its QPs are in the states the attacks leave them in with the async events they raise, the
 # kernel has no splat, the port comes back ACTIVE with the hostile peer and again with node 1,
-# which is booted back and runs ibv_rc_pingpong with node 0.
+# which is booted back (opensm on node 0 again) and runs ibv_rc_pingpong with node 0.
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
-PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged)
+PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged mad)
 INFO=/tmp/pib-mr-target.info
 GO=/tmp/pib-mr-target.go
 work=$(mktemp -d)
@@ -24,6 +26,7 @@ hold_pid= target_pid=
 cleanup() {
   [ -n "$hold_pid" ] && kill "$hold_pid" 2>/dev/null
   [ -n "$target_pid" ] && { on 0 touch "$GO"; wait "$target_pid"; } 2>/dev/null
+  "$PIBVM" sm status 0 >/dev/null 2>&1 || "$PIBVM" sm start 0 >/dev/null 2>&1
   restore_node1 >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -34,7 +37,8 @@ hostile_build
 check "node 0: port ACTIVE before the test" wait_port 0 ACTIVE 30
 dmesg_mark 0
 
-echo "== node 1 leaves the cable to the hostile peer"
+echo "== node 1 leaves the cable to the hostile peer, which will be the port's SM"
+check "node 0: its subnet manager stops" "$PIBVM" sm stop 0
 check "kill node 1" "$PIBVM" kill 1
 check "node 0: port DOWN without a peer" wait_port 0 DOWN 15
 check "node 0: $HW_COUNTERS exists" on 0 test -d "$HW_COUNTERS"
@@ -76,7 +80,7 @@ for phase in "${PHASES[@]}"; do
 done
 
 echo "== the port after the attacks"
-"$HOSTILE" -s "$LINK_SOCK" hold >"$work/hold.out" 2>&1 &
+"$HOSTILE" -s "$LINK_SOCK" -T "$work/target.info" hold >"$work/hold.out" 2>&1 &
 hold_pid=$!
 check "node 0: port ACTIVE again with the hostile peer on the cable" wait_port 0 ACTIVE 15
 kill "$hold_pid"; wait "$hold_pid"; hold_pid=
@@ -100,7 +104,8 @@ for e in "${expect_events[@]}"; do
 done
 no_splats 0
 
-echo "== node 1 back on the cable"
+echo "== node 1 back on the cable, opensm back on node 0"
+check "node 0: its subnet manager starts again" "$PIBVM" sm start 0
 check "node 1 boots again and both ports are ACTIVE" restore_node1
 check "ibv_rc_pingpong node 1 -> node 0 works, node 0 never restarted" pingpong 0 1 -n 200
 no_splats 0

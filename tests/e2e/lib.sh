@@ -17,6 +17,35 @@ field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
 finish() { [ "$nfail" -eq 0 ] && echo "all checks passed" || echo "$nfail check(s) failed"; exit $(( nfail > 0 )); }
 
+# The subnet manager: opensm on node 0 (pibvm up), with pib-sm's options (images/rootfs/usr/sbin/
+# pib-sm): a sweep every SM_SWEEP_S seconds, SMPs timed out after SM_TIMEOUT_MS and retried
+# SM_RETRIES times (opensm's default).  A fabric without switches gets a heavy sweep every time,
+# and that is what finds a port in INIT and takes it to ACTIVE.  A sweep that began while the
+# link was still down waits out the far port's SMPs.  So once a link trains, its ports are
+# ACTIVE within SM_ACTIVATE_S: two sweep intervals and one SMP's retries, plus the time TCG
+# takes to run the sweep itself (TCG_SLACK_S).
+SM_SWEEP_S=1
+SM_TIMEOUT_MS=1000
+SM_RETRIES=3
+TCG_SLACK_S=5
+SM_ACTIVATE_S=$(( 2 * SM_SWEEP_S + (SM_RETRIES + 1) * SM_TIMEOUT_MS / 1000 + TCG_SLACK_S ))
+
+# port_state NODE: the word of pib_0 port 1's state ("ACTIVE", "DOWN", "INIT", ...).
+port_state() { on "$1" cat /sys/class/infiniband/pib_0/ports/1/state 2>/dev/null | awk '{print $2}'; }
+
+# wait_port NODE STATE SECONDS: true once the port is in STATE, false after SECONDS.
+wait_port() {
+  local n=$1 want=$2 end=$((SECONDS + $3))
+  while [ $SECONDS -le $end ]; do
+    [ "$(port_state "$n")" = "$want" ] && return 0
+    sleep 0.3
+  done
+  return 1
+}
+
+# port_lid NODE: pib_0 port 1's LID, in decimal (sysfs says 0x...).
+port_lid() { printf '%d' "$(on "$1" cat /sys/class/infiniband/pib_0/ports/1/lid)"; }
+
 # wait_listen NODE PORT [TRIES]: wait until a TCP socket listens on PORT in guest NODE (IPv4 or
 # IPv6), polling /proc/net/tcp{,6} (state 0A is LISTEN).  Servers such as ibv_rc_pingpong and
 # perftest take a moment under TCG before they accept, and their clients do not retry.

@@ -344,6 +344,7 @@ int main(int argc, char **argv)
 
 		err = modify_qp(h, PIB_QP_STATE, PIB_QPS_RTS, 0, 0);
 		CHECK(err == -EINVAL, "modify_qp RESET -> RTS refused: %d", err);
+		/* The first index past the P_Key table (64 entries since the SM fills it). */
 		err = modify_qp(h, PIB_QP_STATE | PIB_QP_PKEY_INDEX | PIB_QP_PORT | PIB_QP_ACCESS_FLAGS,
 				PIB_QPS_INIT, 1, PIB_PKEY_TBL_LEN);
 		CHECK(err == -EINVAL, "modify_qp INIT with P_Key index %d (past the table) refused: %d",

@@ -442,6 +442,9 @@ struct conn_params {
 	struct ibv_cq *rcq;		/* a receive CQ to share (conn_close leaves it alone) */
 };
 
+/* -u: the ACK timeout the connections of the subtests get unless they ask for their own. */
+static uint8_t default_qp_timeout = 16;
+
 static struct conn_params conn_defaults(void)
 {
 	return (struct conn_params){
@@ -450,7 +453,7 @@ static struct conn_params conn_defaults(void)
 		.mtu = IBV_MTU_4096,
 		.min_rnr_timer = 12,	/* 0.64 ms */
 		.rnr_retry = 7,
-		.timeout = 16,		/* 268 ms: generous, guests may run under TCG */
+		.timeout = default_qp_timeout,	/* 268 ms: generous, guests may run under TCG */
 		.retry_cnt = 7,
 	};
 }
@@ -2927,6 +2930,9 @@ static void usage(FILE *f)
 		"            RoCE)\n"
 		"  -p PORT   TCP port (default %d + the subtest's index below)\n"
 		"  -t SEC    how long to wait for any one completion or message (default 60)\n"
+		"  -u N      the RC ACK timeout, 4.096 us * 2^N (default 16: 268 ms), of the\n"
+		"            subtests that take the default; with 7 retries a link may be gone for\n"
+		"            8 timeouts before a transfer fails\n"
 		"  -l        loopback: both sides in one process\n"
 		"\n"
 		"subtests:\n", DEFAULT_TCP_PORT);
@@ -3017,13 +3023,14 @@ int main(int argc, char **argv)
 	size_t first, last;
 	int c;
 
-	while ((c = getopt(argc, argv, "d:i:g:p:t:lh")) != -1) {
+	while ((c = getopt(argc, argv, "d:i:g:p:t:u:lh")) != -1) {
 		switch (c) {
 		case 'd': o.dev_name = optarg; break;
 		case 'i': o.ib_port = atoi(optarg); break;
 		case 'g': o.gid_idx = atoi(optarg); break;
 		case 'p': o.tcp_port = atoi(optarg); break;
 		case 't': o.timeout = atoi(optarg); break;
+		case 'u': default_qp_timeout = atoi(optarg) & 31; break;
 		case 'l': o.loopback = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

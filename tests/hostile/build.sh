@@ -17,7 +17,8 @@ CC=${CC:-gcc}
 mkdir -p "$OUT"
 stale=${PIB_FORCE:-0}
 [ -x "$BIN" ] || stale=1
-for f in "$SRC" "$0" "$TOP"/include/pib_link.h "$TOP"/include/pib_hw.h "$TOP"/tests/common/*.h; do
+for f in "$SRC" "$0" "$TOP"/include/pib_link.h "$TOP"/include/pib_hw.h "$TOP"/include/pib_mad.h \
+         "$TOP"/tests/common/*.h; do
   [ "$f" -nt "$BIN" ] && stale=1
 done
 if [ "$stale" = 0 ]; then

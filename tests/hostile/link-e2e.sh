@@ -19,19 +19,6 @@ hostile_build() {
     { echo "cannot build $HOSTILE"; exit 1; }
 }
 
-# port_state NODE: the word of pib_0 port 1's state ("ACTIVE", "DOWN", "INIT", ...).
-port_state() { on "$1" cat /sys/class/infiniband/pib_0/ports/1/state 2>/dev/null | awk '{print $2}'; }
-
-# wait_port NODE STATE SECONDS: true once the port is in STATE, false after SECONDS.
-wait_port() {
-  local n=$1 want=$2 end=$((SECONDS + $3))
-  while [ $SECONDS -le $end ]; do
-    [ "$(port_state "$n")" = "$want" ] && return 0
-    sleep 0.3
-  done
-  return 1
-}
-
 # read_counters NODE ARRAY: ARRAY[name]=value for every hw_counter of pib_0 port 1.
 read_counters() {
   local -n arr=$2
@@ -40,6 +27,18 @@ read_counters() {
   while IFS=: read -r name val; do
     [ -n "$name" ] && arr[$name]=$val
   done < <(on "$1" sh -c "cd $HW_COUNTERS 2>/dev/null && grep -H . *")
+}
+
+# check_one_link_down: both nodes' link_downs grew by exactly 1 from the counters in the
+# caller's arrays c0, c1 (read_counters before) to c0b, c1b (after).
+check_one_link_down() {
+  local n d
+  for n in 0 1; do
+    local -n before=c$n after=c${n}b
+    d=$(( ${after[link_downs]:-0} - ${before[link_downs]:-0} ))
+    check "node $n: link_downs grew by 1 (got $d)" test "$d" -eq 1
+    unset -n before after
+  done
 }
 
 # dmesg_mark NODE: remember where NODE's kernel log stands, for no_splats.
@@ -57,10 +56,11 @@ no_splats() {
 # node_running NODE: is NODE's QEMU up (pibvm status)?
 node_running() { "$PIBVM" status 2>/dev/null | grep -q "^node$1: running"; }
 
-# restore_node1: boot node 1 again if it is down; true once both ports are ACTIVE.
+# restore_node1: boot node 1 again if it is down (pibvm waits until the subnet manager has
+# made both ports ACTIVE); true once both ports are ACTIVE.
 restore_node1() {
   node_running 1 || "$PIBVM" up --node 1 || return 1
-  wait_port 0 ACTIVE 30 && wait_port 1 ACTIVE 30
+  wait_port 0 ACTIVE "$SM_ACTIVATE_S" && wait_port 1 ACTIVE "$SM_ACTIVATE_S"
 }
 
 # pingpong SERVER CLIENT [OPTION...]: ibv_rc_pingpong between the two nodes over pib_0, with

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "pib_link.h"
+#include "pib_mad.h"
 #include "pib_report.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -412,6 +413,7 @@ struct pkt {
 	uint16_t pkey;
 	uint32_t dqpn, psn;
 	bool ackreq;
+	uint8_t vl;			/* LRH VL: 0, 15 for SMPs */
 	uint8_t lver;			/* LRH LVer: 0 */
 	bool lnh_raw;			/* LRH LNH 0 (raw) instead of IBA local/global */
 	uint8_t tver;			/* BTH TVer: 0 */
@@ -425,6 +427,8 @@ struct pkt {
 	bool aeth;
 	uint8_t syndrome;
 	uint32_t msn;
+	bool deth;			/* UD: a DETH with qkey and sqpn */
+	uint32_t qkey, sqpn;
 	const void *payload;
 	uint32_t paylen;
 };
@@ -437,9 +441,10 @@ static size_t pkt_build(uint8_t *b, const struct pkt *p)
 	size_t off = sizeof(struct pib_lrh);
 	size_t len = off + (p->grh ? sizeof(struct pib_grh) : 0) + sizeof(struct pib_bth) +
 		     (p->reth ? sizeof(struct pib_reth) : 0) +
-		     (p->aeth ? sizeof(struct pib_aeth) : 0) + p->paylen + (-p->paylen & 3);
+		     (p->aeth ? sizeof(struct pib_aeth) : 0) +
+		     (p->deth ? sizeof(struct pib_deth) : 0) + p->paylen + (-p->paylen & 3);
 	struct pib_lrh lrh = {
-		.vl_lver = p->lver & 0xf,
+		.vl_lver = (p->vl & 0xf) << 4 | (p->lver & 0xf),
 		.sl_lnh = lnh,
 		.dlid_be = htons(p->dlid),
 		.pktlen_be = htons(len / 4),
@@ -488,6 +493,15 @@ static size_t pkt_build(uint8_t *b, const struct pkt *p)
 		memcpy(b + off, &aeth, sizeof(aeth));
 		off += sizeof(aeth);
 	}
+	if (p->deth) {
+		struct pib_deth deth = {
+			.qkey_be = htonl(p->qkey),
+			.sqpn_be = htonl(p->sqpn & PIB_QPN_MASK),
+		};
+
+		memcpy(b + off, &deth, sizeof(deth));
+		off += sizeof(deth);
+	}
 	if (p->paylen)
 		memcpy(b + off, p->payload, p->paylen);
 	memset(b + off + p->paylen, 0, -p->paylen & 3);
@@ -497,11 +511,15 @@ static size_t pkt_build(uint8_t *b, const struct pkt *p)
 /* A response from the device: an ACK/NAK or READ response, parsed. */
 struct resp {
 	uint8_t opcode;
+	uint8_t vl;
 	uint16_t dlid, slid;
+	uint16_t pkey;
 	uint32_t dqpn, psn;
 	bool has_aeth;
 	uint8_t syndrome;
 	uint32_t msn;
+	bool has_deth;			/* UD */
+	uint32_t qkey, sqpn;
 	const uint8_t *payload;
 	uint32_t paylen;
 };
@@ -524,6 +542,8 @@ static int resp_parse(const uint8_t *b, size_t len, struct resp *r)
 	off += sizeof(bth);
 	memset(r, 0, sizeof(*r));
 	r->opcode = bth.opcode;
+	r->vl = lrh.vl_lver >> 4;
+	r->pkey = ntohs(bth.pkey_be);
 	r->dlid = ntohs(lrh.dlid_be);
 	r->slid = ntohs(lrh.slid_be);
 	r->dqpn = ntohl(bth.dqpn_be) & PIB_QPN_MASK;
@@ -544,6 +564,18 @@ static int resp_parse(const uint8_t *b, size_t len, struct resp *r)
 		r->has_aeth = true;
 		r->syndrome = ntohl(aeth.syn_msn_be) >> 24;
 		r->msn = ntohl(aeth.syn_msn_be) & 0xffffff;
+		break;
+	}
+	case PIB_OP_UD_SEND_ONLY: {
+		struct pib_deth deth;
+
+		if (len < off + sizeof(deth))
+			return -1;
+		memcpy(&deth, b + off, sizeof(deth));
+		off += sizeof(deth);
+		r->has_deth = true;
+		r->qkey = ntohl(deth.qkey_be);
+		r->sqpn = ntohl(deth.sqpn_be) & PIB_QPN_MASK;
 		break;
 	}
 	default:
@@ -628,14 +660,149 @@ static void send_pkt(struct session *s, const struct pkt *p)
 	send_bytes(s, b, pkt_build(b, p));
 }
 
-/*
- * The next packet for our QP peer_qpn + i (any of ours if i < 0): 1 if one came, in *r, whose
- * payload lives in buf.  Packets for other QPs are noted and skipped.
+/* =============================================================================================
+ * MADs (include/pib_mad.h).  We are the target port's neighbour and, once the link trains,
+ * its subnet manager: our QP0 and QP1 are QPN 0 and 1, our LID (when the target has one for us)
+ * is peer_lid.  The target's SMA sends its traps to its master SM, which we make ourselves
+ * (sm_activate()); we repress each one as an SM does, wherever it turns up.
  */
-static int wait_resp(struct session *s, int i, struct resp *r, uint8_t *buf)
+
+#define QP1_QKEY        0x80010000u	/* IBTA: QP1's Q_Key */
+#define HOSTILE_TID_HI  0x4853544cu	/* "HSTL": the high half of our transaction IDs */
+
+static uint32_t next_tid = 1;
+static unsigned traps_seen[512];	/* by trap number (generic traps < 512) */
+
+/* A MAD header for method/attribute, with a fresh TID. */
+static void mad_hdr_init(struct pib_mad_hdr *h, uint8_t mgmt_class, uint8_t class_version,
+			 uint8_t method, uint16_t attr, uint32_t mod)
 {
-	int64_t deadline = now_ms() + s->timeout_ms;
-	uint32_t want = (s->t.peer_qpn + i) & PIB_QPN_MASK;
+	*h = (struct pib_mad_hdr){
+		.base_version = PIB_MAD_BASE_VERSION,
+		.mgmt_class = mgmt_class,
+		.class_version = class_version,
+		.method = method,
+		.tid_hi_be = htonl(HOSTILE_TID_HI),
+		.tid_lo_be = htonl(next_tid++),
+		.attr_id_be = htons(attr),
+		.attr_mod_be = htonl(mod),
+	};
+}
+
+/*
+ * An SMP to the target: directed route, as one hop out of our port 1 (on the wire its hop
+ * pointer is already 1: IBTA C14-9), or LID-routed to its LID.
+ */
+static void smp_init(struct pib_smp *smp, bool dr, uint8_t method, uint16_t attr, uint32_t mod)
+{
+	memset(smp, 0, sizeof(*smp));
+	mad_hdr_init(&smp->hdr, dr ? PIB_MGMT_CLASS_SUBN_DR : PIB_MGMT_CLASS_SUBN_LID,
+		     PIB_SMP_CLASS_VERSION, method, attr, mod);
+	if (dr) {
+		smp->hdr.class_spec_be = htons(1 << 8 | 1);	/* HopPointer 1, HopCount 1 */
+		smp->dr_slid_be = htons(0xffff);
+		smp->dr_dlid_be = htons(0xffff);
+		smp->initial_path[1] = 1;
+	}
+}
+
+/*
+ * The packet that carries a MAD of len bytes (a short one too) to the target's QP qpn: an SMP
+ * (QP0) on VL15, directed-route ones between permissive LIDs; a GMP (QP1) on VL0 with QP1's
+ * Q_Key.  The caller may spoil any field before it is sent.
+ */
+static struct pkt mad_pkt(const struct session *s, uint32_t qpn, bool dr, const void *mad,
+			  size_t len)
+{
+	return (struct pkt){
+		.opcode = PIB_OP_UD_SEND_ONLY,
+		.vl = qpn == 0 ? 15 : 0,
+		.dlid = dr ? 0xffff : s->t.lid,
+		.slid = dr ? 0xffff : s->t.peer_lid,
+		.pkey = PIB_DEFAULT_PKEY,
+		.dqpn = qpn,
+		.deth = true,
+		.qkey = qpn == 0 ? 0 : QP1_QKEY,
+		.sqpn = qpn,
+		.grh_ipver = 6,
+		.payload = mad,
+		.paylen = len,
+	};
+}
+
+static void send_smp(struct session *s, const struct pib_smp *smp)
+{
+	struct pkt p = mad_pkt(s, 0, smp->hdr.mgmt_class == PIB_MGMT_CLASS_SUBN_DR, smp,
+			       sizeof(*smp));
+
+	send_pkt(s, &p);
+}
+
+/* The MAD a parsed packet carries, if it is a datagram to our QP0 or QP1 with a whole one. */
+static const struct pib_mad_hdr *resp_mad(const struct resp *r)
+{
+	if (!r->has_deth || r->dqpn > 1 || r->paylen < PIB_MAD_SIZE)
+		return NULL;
+	return (const struct pib_mad_hdr *)r->payload;
+}
+
+/*
+ * A trap from the target's SMA (Trap(Notice) to its master SM): count it and repress it, as
+ * an SM does, so that the SMA stops sending it.  True if r was one.
+ */
+static bool mad_trap(struct session *s, const struct resp *r)
+{
+	const struct pib_mad_hdr *h = resp_mad(r);
+	struct pib_notice notice;
+	struct pib_smp rep;
+	uint16_t num;
+
+	if (!h || h->method != PIB_MAD_METHOD_TRAP || r->dqpn != 0)
+		return false;
+	memcpy(&notice, r->payload + offsetof(struct pib_smp, data), sizeof(notice));
+	num = ntohs(notice.trap_num_be);
+	if (num < ARRAY_SIZE(traps_seen))
+		traps_seen[num]++;
+	info("trap %u from LID 0x%x (issuer LID 0x%x): repressed", num, r->slid,
+	     ntohs(notice.issuer_lid_be));
+
+	memcpy(&rep, r->payload, sizeof(rep));
+	rep.hdr.method = PIB_MAD_METHOD_TRAP_REPRESS;
+	rep.hdr.status_be = 0;
+	struct pkt p = mad_pkt(s, 0, rep.hdr.mgmt_class == PIB_MGMT_CLASS_SUBN_DR, &rep,
+			       sizeof(rep));
+	if (rep.hdr.mgmt_class != PIB_MGMT_CLASS_SUBN_DR) {
+		p.dlid = r->slid;		/* back where it came from */
+		p.slid = r->dlid;
+	}
+	send_pkt(s, &p);
+	return true;
+}
+
+/*
+ * A request to one of our management agents (not an answer to us, not a trap): as the master
+ * SM we get the target's SA queries (ib_sa asks its SM's SA for ClassPortInfo once the SM
+ * LID changes).  We run no SA: they go unanswered, as the target's retries expect of an SM
+ * that is busy or gone, and they are no answer to anything we sent.  True if r was one.
+ */
+static bool mad_request_to_us(const struct resp *r)
+{
+	const struct pib_mad_hdr *h = resp_mad(r);
+
+	if (!h || (h->method & PIB_MAD_METHOD_RESP))
+		return false;
+	info("a request to our QP%u: class 0x%02x method 0x%02x attribute 0x%04x: unanswered",
+	     r->dqpn, h->mgmt_class, h->method, ntohs(h->attr_id_be));
+	return true;
+}
+
+/*
+ * The next IB packet from the device before deadline: 1 with it parsed in *r (its payload in
+ * buf), 0 at the deadline.  Frames that carry no packet are noted as unexpected; traps are
+ * repressed and requests to our agents noted on the way.
+ */
+static int next_packet(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf)
+{
 	uint8_t type;
 	size_t n;
 
@@ -645,6 +812,104 @@ static int wait_resp(struct session *s, int i, struct resp *r, uint8_t *buf)
 			info("unexpected frame (type %u, %zu bytes) from the device", type, n);
 			continue;
 		}
+		if (mad_trap(s, r) || mad_request_to_us(r))
+			continue;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The answer to the MAD whose header is req: 1 with the packet in *r (its MAD at r->payload,
+ * in buf), 0 if none came within ms.  Anything else is noted as unexpected.
+ */
+static int wait_mad(struct session *s, const struct pib_mad_hdr *req, int ms, struct resp *r,
+		    uint8_t *buf)
+{
+	int64_t deadline = now_ms() + ms;
+	const struct pib_mad_hdr *h;
+
+	while (next_packet(s, deadline, r, buf)) {
+		h = resp_mad(r);
+		if (h && h->tid_hi_be == req->tid_hi_be && h->tid_lo_be == req->tid_lo_be)
+			return 1;
+		s->l.rx_other++;
+		info("unexpected packet (opcode 0x%02x, QPN 0x%x, %u bytes) while waiting for a "
+		     "MAD answer", r->opcode, r->dqpn, r->paylen);
+	}
+	return 0;
+}
+
+/* DR or LID-routed PortInfo of the target's port: 0 with *pi, or -1 (a FAIL said why). */
+static int port_info(struct session *s, bool dr, uint8_t method, struct pib_port_info *pi)
+{
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	struct pib_smp smp;
+	struct resp r;
+	uint16_t status;
+
+	smp_init(&smp, dr, method, PIB_SMP_ATTR_PORT_INFO, 0);
+	if (method == PIB_MAD_METHOD_SET)
+		memcpy(smp.data, pi, sizeof(*pi));
+	send_smp(s, &smp);
+	if (!wait_mad(s, &smp.hdr, s->timeout_ms, &r, buf)) {
+		check(false, "PortInfo %s: no answer in %d ms", method == PIB_MAD_METHOD_SET ?
+		      "Set" : "Get", s->timeout_ms);
+		return -1;
+	}
+	memcpy(&smp, r.payload, sizeof(smp));
+	status = ntohs(smp.hdr.status_be) & ~(dr ? PIB_SMP_STATUS_DIRECTION : 0);
+	if (smp.hdr.method != PIB_MAD_METHOD_GET_RESP || status) {
+		check(false, "PortInfo %s: method 0x%02x, status 0x%04x",
+		      method == PIB_MAD_METHOD_SET ? "Set" : "Get", smp.hdr.method, status);
+		return -1;
+	}
+	memcpy(pi, smp.data, sizeof(*pi));
+	return 0;
+}
+
+/*
+ * Be the target port's subnet manager, as an SM on the far end of its cable would: a port
+ * whose link just trained is in INIT (an SM before us gave it its LID, which it keeps);
+ * directed-route PortInfo Sets take it to ARMED and ACTIVE and make us its master SM (our
+ * LID, peer_lid), so that its traps come to us.  Returns 0 once PortInfo says ACTIVE.
+ */
+static int sm_activate(struct session *s)
+{
+	static const uint8_t steps[] = { PIB_PORT_ARMED, PIB_PORT_ACTIVE };
+	struct pib_port_info pi;
+	uint8_t state;
+
+	if (port_info(s, true, PIB_MAD_METHOD_GET, &pi))
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		state = pi.speed_state & 0xf;
+		if (state >= steps[i])
+			continue;
+		pi.speed_state = (pi.speed_state & 0xf0) | steps[i];
+		pi.phys_down &= 0x0f;			/* PortPhysicalState: no change */
+		pi.sm_lid_be = htons(s->t.peer_lid);
+		if (port_info(s, true, PIB_MAD_METHOD_SET, &pi))
+			return -1;
+	}
+	state = pi.speed_state & 0xf;
+	if (state != PIB_PORT_ACTIVE) {
+		check(false, "as its SM we set the port ACTIVE; PortInfo says state %u", state);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The next packet for our QP peer_qpn + i (any of ours if i < 0): 1 if one came, in *r, whose
+ * payload lives in buf.  Packets for other QPs are noted and skipped, traps repressed.
+ */
+static int wait_resp(struct session *s, int i, struct resp *r, uint8_t *buf)
+{
+	int64_t deadline = now_ms() + s->timeout_ms;
+	uint32_t want = (s->t.peer_qpn + i) & PIB_QPN_MASK;
+
+	while (next_packet(s, deadline, r, buf)) {
 		if (i < 0 || r->dqpn == want)
 			return 1;
 		s->l.rx_other++;
@@ -714,11 +979,21 @@ static void sync_probe(struct session *s, const char *what)
 	expect_ack(s, QP_CONTROL, PIB_AETH_ACK, psn_add(s->t.psn, -1), what);
 }
 
+/*
+ * Dial, train the link and, given the target (whose port then has an SM-assigned LID), be its
+ * subnet manager: its port is ACTIVE on return 0.
+ */
 static int session_open(struct session *s)
 {
 	s->sent = 0;
 	s->l.rx_other = 0;
-	return link_train(&s->l, s->timeout_ms);
+	if (link_train(&s->l, s->timeout_ms))
+		return -1;
+	if (s->t.lid && sm_activate(s)) {
+		link_close(&s->l);
+		return -1;
+	}
+	return 0;
 }
 
 /* End a connection on which we waited for answers: nothing else may have come. */
@@ -1197,6 +1472,259 @@ static void on_arm(int sig)
 	arm = 1;
 }
 
+/*
+ * MADs that no SM or agent would send, to the target's QP0 and QP1 from the wire (the
+ * port is ACTIVE, we are its SM).  Each gets what the IBTA prescribes: the answer with the
+ * status that says what was wrong (13.4.7), or a silent discard where the IBTA says so
+ * (C14-9: a directed-route SMP with an impossible hop pointer or count), or it is dropped by the
+ * device and counted (a MAD that is not 256 bytes, the wrong VL, Q_Key or P_Key), never a
+ * crash, a hang or a port left in another state.  A good SMP is answered afterwards.
+ */
+#define MAD_QUIET_MS 1500		/* no answer within this: none is coming (TCG) */
+
+/* Send p (a MAD packet); the answer's status must be want (the D bit aside). */
+static void mad_expect_status(struct session *s, const char *what, struct pkt *p, uint16_t want)
+{
+	const struct pib_mad_hdr *req = p->payload;
+	bool dr = req->mgmt_class == PIB_MGMT_CLASS_SUBN_DR;
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	const struct pib_mad_hdr *h;
+	struct resp r;
+	uint16_t status;
+
+	send_pkt(s, p);
+	if (!wait_mad(s, req, s->timeout_ms, &r, buf)) {
+		check(false, "%s: no answer in %d ms (wanted status 0x%04x)", what, s->timeout_ms,
+		      want);
+		return;
+	}
+	h = resp_mad(&r);
+	status = ntohs(h->status_be);
+	check(h->method == PIB_MAD_METHOD_GET_RESP && (status & ~PIB_SMP_STATUS_DIRECTION) == want &&
+	      (!dr || (status & PIB_SMP_STATUS_DIRECTION)) && r.sqpn == p->dqpn &&
+	      r.vl == (p->dqpn == 0 ? 15 : 0),
+	      "%s: method 0x%02x, status 0x%04x from QP%u on VL%u (wanted GetResp 0x%04x%s)",
+	      what, h->method, status, r.sqpn, r.vl, want, dr ? " with the D bit" : "");
+}
+
+/* Send p; no answer may come within MAD_QUIET_MS (the caller expect()s the drop, if any). */
+static void mad_expect_silence(struct session *s, const char *what, struct pkt *p,
+			       const struct pib_mad_hdr *req)
+{
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	struct resp r;
+
+	send_pkt(s, p);
+	check(!wait_mad(s, req, MAD_QUIET_MS, &r, buf), "%s: no answer", what);
+}
+
+/* A dropped packet the guest must count under some rx_drop_* reason (which one is the device's
+ * to say: no expect line for a single counter). */
+static void expect_any_drop(void)
+{
+	expect_drops++;
+}
+
+/* The positive control: a directed-route NodeInfo Get is answered, and names the HCA we are
+ * cabled to. */
+static void mad_good_smp(struct session *s, const char *what)
+{
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	struct pib_node_info ni;
+	struct pib_smp smp;
+	struct resp r;
+	uint64_t guid;
+
+	smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+	send_smp(s, &smp);
+	if (!wait_mad(s, &smp.hdr, s->timeout_ms, &r, buf)) {
+		check(false, "%s: NodeInfo Get: no answer in %d ms", what, s->timeout_ms);
+		return;
+	}
+	memcpy(&smp, r.payload, sizeof(smp));
+	memcpy(&ni, smp.data, sizeof(ni));
+	guid = (uint64_t)ntohl(ni.node_guid_hi_be) << 32 | ntohl(ni.node_guid_lo_be);
+	/* Back on the wire the hop pointer is 1 again (C14-13:1); our SMI would take it to 0. */
+	check(ntohs(smp.hdr.status_be) == PIB_SMP_STATUS_DIRECTION &&
+	      (ntohs(smp.hdr.class_spec_be) >> 8) == 1 && ni.node_type == PIB_NODE_TYPE_CA &&
+	      ni.num_ports == 1 && guid == s->l.peer_node_guid,
+	      "%s: NodeInfo Get: status 0x%04x, hop pointer %u, a CA with %u port(s), node GUID "
+	      "0x%016" PRIx64 " (HELLO said 0x%016" PRIx64 ")", what, ntohs(smp.hdr.status_be),
+	      ntohs(smp.hdr.class_spec_be) >> 8, ni.num_ports, guid, s->l.peer_node_guid);
+}
+
+static void cmd_mad(struct session *s)
+{
+	struct pib_port_info pi, before;
+	struct pib_pma_mad gmp;
+	struct pib_smp smp;
+	struct pkt p;
+
+	if (session_open(s)) {
+		check(false, "the link trains and the port goes ACTIVE with us as its SM");
+		return;
+	}
+	check(true, "the link trains; as its SM we took the port to ACTIVE");
+	mad_good_smp(s, "before");
+	if (port_info(s, false, PIB_MAD_METHOD_GET, &before))
+		return;
+	check(ntohs(before.lid_be) == s->t.lid, "LID-routed PortInfo Get: LID 0x%x (the target "
+	      "says 0x%x)", ntohs(before.lid_be), s->t.lid);
+
+	/* -- Answered with a status (IBTA 13.4.7) -- */
+#define SMP_CASE(what, dr, method, attr, mod, spoil, want) do {			\
+		smp_init(&smp, dr, method, attr, mod);				\
+		spoil;								\
+		p = mad_pkt(s, 0, dr, &smp, sizeof(smp));			\
+		mad_expect_status(s, what, &p, want);				\
+	} while (0)
+	SMP_CASE("SMP class version 2", true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0,
+		 smp.hdr.class_version = 2, PIB_MAD_STATUS_BAD_VERSION);
+	SMP_CASE("SMP method 0x10 (none)", true, 0x10, PIB_SMP_ATTR_NODE_INFO, 0, ,
+		 PIB_MAD_STATUS_UNSUP_METHOD);
+	SMP_CASE("SMP Get of attribute 0x00ff (none)", true, PIB_MAD_METHOD_GET, 0x00ff, 0, ,
+		 PIB_MAD_STATUS_UNSUP_ATTR);
+	SMP_CASE("SwitchInfo Get from a CA", false, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_SWITCH_INFO,
+		 0, , PIB_MAD_STATUS_UNSUP_ATTR);
+	SMP_CASE("P_KeyTable Get of block 2 (64 entries: blocks 0 and 1)", true,
+		 PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PKEY_TABLE, 2, , PIB_MAD_STATUS_INVALID_VALUE);
+	SMP_CASE("GUIDInfo Get of block 1 (one GUID)", false, PIB_MAD_METHOD_GET,
+		 PIB_SMP_ATTR_GUID_INFO, 1, , PIB_MAD_STATUS_INVALID_VALUE);
+	pi = before;
+	pi.phys_down &= 0x0f;
+	pi.speed_state = (pi.speed_state & 0xf0) | PIB_PORT_INIT;	/* INIT cannot be set */
+	SMP_CASE("PortInfo Set PortState INIT", true, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO,
+		 0, memcpy(smp.data, &pi, sizeof(pi)), PIB_MAD_STATUS_INVALID_VALUE);
+	pi.speed_state = (pi.speed_state & 0xf0) | 7;			/* no such state */
+	SMP_CASE("PortInfo Set PortState 7", true, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO, 0,
+		 memcpy(smp.data, &pi, sizeof(pi)), PIB_MAD_STATUS_INVALID_VALUE);
+	pi.speed_state &= 0xf0;
+	pi.phys_down = (pi.phys_down & 0x0f) | 7 << 4;		/* no such physical state */
+	SMP_CASE("PortInfo Set PortPhysicalState 7", true, PIB_MAD_METHOD_SET,
+		 PIB_SMP_ATTR_PORT_INFO, 0, memcpy(smp.data, &pi, sizeof(pi)),
+		 PIB_MAD_STATUS_INVALID_VALUE);
+	SMP_CASE("PortInfo Get of port 9 (one port)", true, PIB_MAD_METHOD_GET,
+		 PIB_SMP_ATTR_PORT_INFO, 9, , PIB_MAD_STATUS_INVALID_VALUE);
+
+#define GMP_CASE(what, method, attr, spoil, want) do {				\
+		memset(&gmp, 0, sizeof(gmp));					\
+		mad_hdr_init(&gmp.hdr, PIB_MGMT_CLASS_PERF, PIB_PMA_CLASS_VERSION,	\
+			     method, attr, 0);					\
+		spoil;								\
+		p = mad_pkt(s, 1, false, &gmp, sizeof(gmp));			\
+		mad_expect_status(s, what, &p, want);				\
+	} while (0)
+	GMP_CASE("PMA ClassPortInfo Get", PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, ,
+		 PIB_MAD_STATUS_OK);
+	GMP_CASE("PMA PortCounters Get", PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS,
+		 gmp.data[1] = 1, PIB_MAD_STATUS_OK);
+	GMP_CASE("PMA class version 2", PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS,
+		 gmp.hdr.class_version = 2, PIB_MAD_STATUS_BAD_VERSION);
+	GMP_CASE("PMA Get of attribute 0x00ff (none)", PIB_MAD_METHOD_GET, 0x00ff, ,
+		 PIB_MAD_STATUS_UNSUP_ATTR);
+	GMP_CASE("PMA method 0x10 (none)", 0x10, PIB_PMA_ATTR_PORT_COUNTERS, ,
+		 PIB_MAD_STATUS_UNSUP_METHOD);
+
+	/* -- Discarded where the IBTA says so: directed routes that cannot be (C14-9) -- */
+#define DR_SILENT(what, hop_ptr, hop_cnt) do {					\
+		smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);	\
+		smp.hdr.class_spec_be = htons((hop_ptr) << 8 | (hop_cnt));	\
+		p = mad_pkt(s, 0, true, &smp, sizeof(smp));			\
+		mad_expect_silence(s, what, &p, &smp.hdr);			\
+	} while (0)
+	DR_SILENT("DR SMP with hop pointer 5 of hop count 1", 5, 1);
+	DR_SILENT("DR SMP with hop pointer 0 of hop count 1 (not advanced)", 0, 1);
+	DR_SILENT("DR SMP with hop count 64 (at most 63)", 64, 64);
+	DR_SILENT("DR SMP with hop count 255", 255, 255);
+
+	/* ... and MADs the kernel's MAD layer refuses: another base version, an SMP on QP1, a
+	 * response to nothing, a TrapRepress of no trap. */
+	smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+	smp.hdr.base_version = 2;
+	p = mad_pkt(s, 0, true, &smp, sizeof(smp));
+	mad_expect_silence(s, "SMP base version 2", &p, &smp.hdr);
+	smp_init(&smp, false, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+	p = mad_pkt(s, 1, false, &smp, sizeof(smp));
+	mad_expect_silence(s, "an SMP (class 0x01) to QP1", &p, &smp.hdr);
+	smp_init(&smp, true, PIB_MAD_METHOD_GET_RESP, PIB_SMP_ATTR_NODE_INFO, 0);
+	p = mad_pkt(s, 0, true, &smp, sizeof(smp));
+	mad_expect_silence(s, "an SMP GetResp nobody asked for", &p, &smp.hdr);
+	smp_init(&smp, false, PIB_MAD_METHOD_TRAP_REPRESS, PIB_SMP_ATTR_NOTICE, 0);
+	p = mad_pkt(s, 0, false, &smp, sizeof(smp));
+	mad_expect_silence(s, "a TrapRepress of no trap", &p, &smp.hdr);
+
+	/* -- Dropped by the device and counted -- */
+	static const uint32_t short_lens[] = { 0, 23, 64, 255 };
+	for (size_t i = 0; i < ARRAY_SIZE(short_lens); i++) {
+		char what[64];
+
+		smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+		p = mad_pkt(s, 0, true, &smp, short_lens[i]);
+		snprintf(what, sizeof(what), "an SMP of %u bytes (a MAD is 256)", short_lens[i]);
+		expect_any_drop();
+		mad_expect_silence(s, what, &p, &smp.hdr);
+	}
+	{
+		uint8_t big[PIB_MAD_SIZE + 64] = { 0 };
+
+		smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+		memcpy(big, &smp, sizeof(smp));
+		p = mad_pkt(s, 0, true, big, sizeof(big));
+		expect_any_drop();
+		mad_expect_silence(s, "an SMP of 320 bytes", &p, &smp.hdr);
+		memset(&gmp, 0, sizeof(gmp));
+		mad_hdr_init(&gmp.hdr, PIB_MGMT_CLASS_PERF, PIB_PMA_CLASS_VERSION,
+			     PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0);
+		p = mad_pkt(s, 1, false, &gmp, 100);
+		expect_any_drop();
+		mad_expect_silence(s, "a GMP of 100 bytes to QP1", &p, &gmp.hdr);
+	}
+	smp_init(&smp, true, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+	p = mad_pkt(s, 0, true, &smp, sizeof(smp));
+	p.vl = 0;
+	expect(PIB_CNT_RX_DROP_VL15, 1);
+	mad_expect_silence(s, "an SMP to QP0 on VL0", &p, &smp.hdr);
+	memset(&gmp, 0, sizeof(gmp));
+	mad_hdr_init(&gmp.hdr, PIB_MGMT_CLASS_PERF, PIB_PMA_CLASS_VERSION, PIB_MAD_METHOD_GET,
+		     PIB_PMA_ATTR_CLASS_PORT_INFO, 0);
+	p = mad_pkt(s, 1, false, &gmp, sizeof(gmp));
+	p.vl = 15;
+	expect(PIB_CNT_RX_DROP_VL15, 1);
+	mad_expect_silence(s, "a GMP to QP1 on VL15", &p, &gmp.hdr);
+	mad_hdr_init(&gmp.hdr, PIB_MGMT_CLASS_PERF, PIB_PMA_CLASS_VERSION, PIB_MAD_METHOD_GET,
+		     PIB_PMA_ATTR_CLASS_PORT_INFO, 0);
+	p = mad_pkt(s, 1, false, &gmp, sizeof(gmp));
+	p.qkey = 0x12345678;
+	expect(PIB_CNT_RX_DROP_QKEY, 1);
+	mad_expect_silence(s, "a GMP to QP1 with Q_Key 0x12345678", &p, &gmp.hdr);
+
+	/* A P_Key not in the table: dropped, counted, and trap 257 to us, its SM. */
+	unsigned traps257 = traps_seen[PIB_TRAP_BAD_PKEY];
+	mad_hdr_init(&gmp.hdr, PIB_MGMT_CLASS_PERF, PIB_PMA_CLASS_VERSION, PIB_MAD_METHOD_GET,
+		     PIB_PMA_ATTR_CLASS_PORT_INFO, 0);
+	p = mad_pkt(s, 1, false, &gmp, sizeof(gmp));
+	p.pkey = 0x7777;
+	expect(PIB_CNT_RX_DROP_PKEY, 1);
+	mad_expect_silence(s, "a GMP to QP1 with P_Key 0x7777 (not in the table)", &p, &gmp.hdr);
+	/* The SMA resends an unrepressed trap after the subnet timeout; ours are repressed
+	 * as they come, so one is enough, and by now it had time to come. */
+	check(traps_seen[PIB_TRAP_BAD_PKEY] > traps257, "trap 257 (bad P_Key) came to the SM");
+
+	/* -- And the port is as it was, and answers -- */
+	mad_good_smp(s, "after");
+	if (!port_info(s, true, PIB_MAD_METHOD_GET, &pi))
+		check((pi.speed_state & 0xf) == PIB_PORT_ACTIVE && pi.lid_be == before.lid_be &&
+		      pi.mkeyprot_lmc == before.mkeyprot_lmc && pi.sm_lid_be == before.sm_lid_be,
+		      "PortInfo after: state %u (ACTIVE is %u), LID 0x%x, SM LID 0x%x, LMC %u: "
+		      "as before", pi.speed_state & 0xf, PIB_PORT_ACTIVE, ntohs(pi.lid_be),
+		      ntohs(pi.sm_lid_be), pi.mkeyprot_lmc & 7);
+	sync_probe(s, "sync probe after the MADs");
+	session_close(s);
+#undef SMP_CASE
+#undef GMP_CASE
+#undef DR_SILENT
+}
+
 static void cmd_hold(struct session *s, int hold_s)
 {
 	int64_t end = hold_s > 0 ? now_ms() + hold_s * 1000ll : INT64_MAX;
@@ -1395,9 +1923,13 @@ static void usage(FILE *f)
 "  psn          requests ahead of and behind the PSN window\n"
 "  read         valid RDMA READs of the target MR (positive control)\n"
 "  forged       RDMA WRITE/READ with forged rkeys and out-of-range addresses\n"
-"  all          garbage ... forged, in that order, on fresh connections\n"
+"  mad          malformed, truncated and misaddressed MADs to QP0 and QP1\n"
+"  all          garbage ... mad, in that order, on fresh connections\n"
 "Commands after garbage and bad-frames need --target: the info file of pib-mr-target,\n"
 "whose QPs they use as 0 control, 1 psn, 2 read, 3.. forged (one each; 13 in all).\n"
+"With it, each connection also makes us the subnet manager of the target's port: once the\n"
+"link trains, directed-route PortInfo Sets take the port from INIT to ACTIVE (its LID is\n"
+"the one an SM gave it before), and its traps, which then come to us, are repressed.\n"
 "\n"
 "Output: PASS/FAIL/info lines; `expect COUNTER N` (what the guest's hw_counter COUNTER\n"
 "should have grown by), `expect_drops N` (all rx_drop_* together), `expect_qp I STATE`,\n"
@@ -1488,6 +2020,7 @@ int main(int argc, char **argv)
 		{ "psn", cmd_psn, true },
 		{ "read", cmd_read, true },
 		{ "forged", cmd_forged, true },
+		{ "mad", cmd_mad, true },
 	};
 	bool all = !strcmp(cmd_name, "all"), found = all;
 

@@ -1,0 +1,108 @@
+#!/bin/bash
+# partitions: opensm's partitions.conf decides who may talk to whom.  Three partitions besides
+# the default one: "shared" (P_Key 0x0001) with both ports, "only0" (0x0002) with node 0's and
+# "only1" (0x0003) with node 1's, all full members.  opensm writes them into the ports' P_Key
+# tables (node 0: 0xffff, 0x8001, 0x8002; node 1: 0xffff, 0x8001, 0x8003, in some order), and
+# ib_core sees the change.  Then, with perftest's --pkey_index choosing each QP's partition:
+#   - in "shared" on both sides, ib_send_bw works and no packet is dropped for its P_Key;
+#   - node 1 in "only1" sending to node 0 in "only0" gets nowhere: every packet is dropped by
+#     node 0, counted in its rx_drop_pkey hw_counter and in PortInfo:P_KeyViolations alike, and
+#     the sender's QP gives up after its retries.
+# At the end opensm runs again without the file and the tables lose the three partitions.
+source "$(dirname "$0")/lib.sh"
+source "$TOP/tests/hostile/link-e2e.sh"
+
+PGUID0=0x001af40000000101       # pibvm's port GUIDs (node GUID + 1)
+PGUID1=0x001af40000000201
+CONF=/tmp/partitions.conf
+cleanup() {
+  "$PIBVM" sm stop 0 >/dev/null 2>&1
+  "$PIBVM" sm start 0 >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+# pkey_index NODE PKEY: the index of PKEY (0x8001 ...) in NODE's P_Key table, or nothing.
+pkey_index() {
+  on "$1" sh -c "cd /sys/class/infiniband/pib_0/ports/1/pkeys &&
+                 for i in \$(ls | sort -n); do [ \"\$(cat \$i)\" = $2 ] && { echo \$i; exit; }; done"
+}
+# wait_pkey NODE PKEY SECONDS [absent]: until PKEY is in (or, with "absent", gone from) the table.
+wait_pkey() {
+  local end=$((SECONDS + $3)) i
+  while [ $SECONDS -le $end ]; do
+    i=$(pkey_index "$1" "$2")
+    if [ "${4:-}" = absent ]; then [ -z "$i" ] && return 0; else [ -n "$i" ] && return 0; fi
+    sleep 0.5
+  done
+  return 1
+}
+# pkey_violations NODE: PortInfo:P_KeyViolations of NODE's port, through its own SMA.
+pkey_violations() { on "$1" smpquery -D portinfo 0 | sed -n 's/^PkeyViolations:\.*//p'; }
+
+# (pibvm exec passes no standard input: the file is written by printf in the guest.)
+on 0 sh -c "printf '%s\n' 'Default=0x7fff, ipoib : ALL=full ;' \
+  'shared=0x0001 : $PGUID0=full, $PGUID1=full ;' 'only0=0x0002 : $PGUID0=full ;' \
+  'only1=0x0003 : $PGUID1=full ;' > $CONF"
+echo "--- $CONF"; on 0 cat "$CONF"
+check "node 0: opensm stops" "$PIBVM" sm stop 0
+check "node 0: opensm with $CONF" "$PIBVM" sm start 0 -- -P "$CONF"
+for p in 0x8001 0x8002; do check "node 0: P_Key $p in the table" wait_pkey 0 $p "$SM_ACTIVATE_S"; done
+for p in 0x8001 0x8003; do check "node 1: P_Key $p in the table" wait_pkey 1 $p "$SM_ACTIVATE_S"; done
+check "node 0: not P_Key 0x8003" test -z "$(pkey_index 0 0x8003)"
+check "node 1: not P_Key 0x8002" test -z "$(pkey_index 1 0x8002)"
+for n in 0 1; do
+  echo "--- node $n: P_Key table"
+  on $n sh -c 'cd /sys/class/infiniband/pib_0/ports/1/pkeys && grep -v "^0x0000$" * | sort -n'
+  check "node $n: port still ACTIVE" test "$(port_state $n)" = ACTIVE
+done
+
+shared0=$(pkey_index 0 0x8001) shared1=$(pkey_index 1 0x8001)
+only0=$(pkey_index 0 0x8002) only1=$(pkey_index 1 0x8003)
+echo "indexes: shared $shared0 (node 0) $shared1 (node 1), only0 $only0, only1 $only1"
+
+echo "== the same partition: it works"
+declare -A c0 c0b
+read_counters 0 c0
+pair "ib_send_bw in partition 0x8001" 18515 \
+  ib_send_bw -d pib_0 -F -n 1000 --pkey_index="$shared0" -- \
+  ib_send_bw -d pib_0 -F -n 1000 --pkey_index="$shared1" node0
+read_counters 0 c0b
+d=$(( ${c0b[rx_drop_pkey]:-0} - ${c0[rx_drop_pkey]:-0} ))
+check "node 0: no packet dropped for its P_Key (rx_drop_pkey +$d)" test "$d" -eq 0
+
+echo "== different partitions: nothing gets through"
+v_before=$(pkey_violations 0)
+read_counters 0 c0
+slog=$(mktemp) clog=$(mktemp)
+# The server waits for messages that never come: pibvm ends it.
+"$PIBVM" exec 0 --timeout 40 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$only0" \
+  >"$slog" 2>&1 &
+spid=$!
+wait_listen 0 18515
+"$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$only1" \
+  node0 >"$clog" 2>&1
+crc=$?
+wait "$spid"
+echo "--- client (node 1, P_Key 0x8003)"; cat "$clog"
+check "node 1: ib_send_bw fails (exit $crc)" test "$crc" -ne 0 -a "$crc" -ne 124
+check "node 1: ... with a transport retry error" grep -q 'Completion with error\|status 12\|RETRY_EXC' "$clog"
+read_counters 0 c0b
+v_after=$(pkey_violations 0)
+d=$(( ${c0b[rx_drop_pkey]:-0} - ${c0[rx_drop_pkey]:-0} ))
+dv=$(( v_after - v_before ))
+echo "node 0: rx_drop_pkey +$d, P_KeyViolations $v_before -> $v_after (+$dv)"
+check "node 0: rx_drop_pkey counted the first packet and its 7 retries at least (+$d)" \
+  test "$d" -ge 8
+check "node 0: PortInfo:P_KeyViolations grew by as much (+$dv)" test "$dv" -eq "$d"
+check "node 0: rx_packets grew (the packets did arrive)" \
+  test "${c0b[rx_packets]:-0}" -gt "${c0[rx_packets]:-0}"
+rm -f "$slog" "$clog"
+
+echo "== opensm without the partitions again"
+check "node 0: opensm stops" "$PIBVM" sm stop 0
+check "node 0: opensm with the default partition only" "$PIBVM" sm start 0
+check "node 0: P_Key 0x8002 gone" wait_pkey 0 0x8002 "$SM_ACTIVATE_S" absent
+check "node 1: P_Key 0x8003 gone" wait_pkey 1 0x8003 "$SM_ACTIVATE_S" absent
+check "ibv_rc_pingpong in the default partition" pingpong 0 1 -n 100
+trap - EXIT
+finish
