@@ -57,6 +57,7 @@ struct pib_dev {
 	u32 max_srq;                    /* 0: the device has no SRQs (PIB_DEV_CAP_SRQ) */
 	u32 max_srq_wr;
 	u32 max_srq_sge;
+	u32 max_fast_reg_pages;         /* 0: no fast registration (PIB_DEV_CAP_MEM_MGT_EXT) */
 	bool counters;                  /* the device answers QUERY_COUNTERS: hw_counters */
 	bool mad;                       /* the firmware has an SMA and a PMA (MAD_IFC): the */
 					/* port is managed, with QP0/QP1 and process_mad */
@@ -104,7 +105,8 @@ struct pib_dma_buf {
 
 /*
  * A page list (docs/hardware.md, "Page lists") built for one create command: the device
- * copies it while it executes the command, so it lives only that long.
+ * copies it while it executes the command, so it lives only that long.  A fast-registration
+ * MR's is the exception: it lives as long as the MR (struct pib_mr).
  */
 struct pib_pbl {
 	u64 *pages;                     /* little-endian guest-physical 4 KiB page addresses */
@@ -114,8 +116,22 @@ struct pib_pbl {
 
 struct pib_mr {
 	struct ib_mr ibmr;
+	/*
+	 * The lkey the device gave, which DEREG_MR names the MR by: a kernel consumer may
+	 * change the key byte of ibmr's keys (ib_update_fast_reg_key()).
+	 */
+	u32 key;
 	struct ib_umem *umem;           /* user MRs; NULL for the kernel's DMA MR */
 	int access;                     /* user MRs: IB_ACCESS_*, as registered */
+
+	/*
+	 * A fast-registration MR (alloc_mr) only.  Its page list lives as long as the MR:
+	 * map_mr_sg fills it, and the device reads it when it executes a REG_MR WQE, in
+	 * send-queue order, so the consumer must not map the MR again before that WQE has
+	 * completed (as on any HCA).
+	 */
+	struct pib_pbl pbl;             /* max_num_sg entries; pbl.pages NULL on other MRs */
+	u32 npages;                     /* entries the last map_mr_sg filled */
 };
 
 /*
@@ -305,6 +321,7 @@ void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 
+int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access);
 struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
 			      int access, struct ib_udata *udata);
@@ -312,6 +329,9 @@ int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
 				u64 virt_addr, int access, struct ib_pd *ibpd,
 				struct ib_udata *udata);
+struct ib_mr *pib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type, u32 max_num_sg);
+int pib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		  unsigned int *sg_offset);
 
 int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int pib_dealloc_mw(struct ib_mw *ibmw);

@@ -159,16 +159,14 @@ int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn)
 	return pib_cmd_obj(com, PIB_CMD_DESTROY_PD, pdn);
 }
 
-/* The device copies the page list at registration: it may be freed on return. */
-int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
-		   u32 *lkey, u32 *rkey)
+/* A command that creates an MR, which gets an lkey (result0) and an rkey (result1). */
+static int pib_cmd_create_mr(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
+			     u32 *lkey, u32 *rkey)
 {
-	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REG_MR };
 	struct pib_admin_cqe cqe;
 	int err;
 
-	cmd.in.reg_mr = *in;
-	err = pib_com_exec(com, &cmd, NULL, 0, &cqe);
+	err = pib_com_exec(com, cmd, NULL, 0, &cqe);
 	if (err)
 		return err;
 	*lkey = cqe.result0;
@@ -176,6 +174,27 @@ int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
 	return 0;
 }
 
+/* The device copies the page list at registration: it may be freed on return. */
+int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
+		   u32 *lkey, u32 *rkey)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REG_MR };
+
+	cmd.in.reg_mr = *in;
+	return pib_cmd_create_mr(com, &cmd, lkey, rkey);
+}
+
+/* A fast-registration MR: keys but no memory, invalid until a REG_MR WQE registers it. */
+int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey, u32 *rkey)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MR };
+
+	cmd.in.alloc_mr.pdn = pdn;
+	cmd.in.alloc_mr.max_num_sg = max_num_sg;
+	return pib_cmd_create_mr(com, &cmd, lkey, rkey);
+}
+
+/* A fast-registration MR may be named by any key with its index (docs/hardware.md). */
 int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey)
 {
 	return pib_cmd_obj(com, PIB_CMD_DEREG_MR, lkey);

@@ -32,6 +32,8 @@ int pib_cmd_create_pd(struct pib_com_dev *com, u32 *pdn);
 int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn);
 int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
 		   u32 *lkey, u32 *rkey);
+int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey,
+		     u32 *rkey);
 int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey);
 int pib_cmd_rereg_mr(struct pib_com_dev *com, const struct pib_cmd_rereg_mr *in);
 int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn);

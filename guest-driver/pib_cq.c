@@ -402,6 +402,7 @@ static enum ib_wc_opcode pib_wc_opcode(u8 opcode, bool *known)
 	case PIB_CQE_FETCH_ADD:         return IB_WC_FETCH_ADD;
 	case PIB_CQE_BIND_MW:           return IB_WC_BIND_MW;
 	case PIB_CQE_LOCAL_INV:         return IB_WC_LOCAL_INV;
+	case PIB_CQE_REG_MR:            return IB_WC_REG_MR;
 	case PIB_CQE_RECV:              return IB_WC_RECV;
 	case PIB_CQE_RECV_RDMA_IMM:     return IB_WC_RECV_RDMA_WITH_IMM;
 	}

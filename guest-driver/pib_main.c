@@ -102,6 +102,11 @@ static const struct ib_device_ops pib_mcast_ops = {            /* max_mcast_grp 
 	.detach_mcast = pib_detach_mcast,
 };
 
+static const struct ib_device_ops pib_frwr_ops = {              /* PIB_DEV_CAP_MEM_MGT_EXT */
+	.alloc_mr = pib_alloc_mr,
+	.map_mr_sg = pib_map_mr_sg,
+};
+
 static const struct ib_device_ops pib_hw_stats_ops = {          /* QUERY_COUNTERS */
 	.alloc_hw_port_stats = pib_alloc_hw_port_stats,
 	.get_hw_stats = pib_get_hw_stats,
@@ -429,6 +434,10 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	}
 	if (!dev->max_srq)
 		dev->max_srq_wr = dev->max_srq_sge = 0;
+	/* Fast registration only where the device has it, and for pages it reports. */
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_MGT_EXT)
+		dev->max_fast_reg_pages = min_t(u32, dev->attr.max_fast_reg_pages,
+						PIB_MAX_FAST_REG_PAGES);
 
 	err = pib_query_counters_cap(dev);
 	if (err)
@@ -456,6 +465,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_resize_ops);
 	if (dev->attr.max_mcast_grp && dev->attr.max_mcast_qp_attach)
 		ib_set_device_ops(ibdev, &pib_mcast_ops);
+	if (dev->max_fast_reg_pages)
+		ib_set_device_ops(ibdev, &pib_frwr_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
 	if (dev->mad)

@@ -837,24 +837,34 @@ static void pib_write_sges(struct pib_sge *dst, const struct ib_sge *src, int nu
 		};
 }
 
+static bool pib_dev_invalidates(struct pib_dev *dev)
+{
+	return dev->attr.device_cap_flags & (PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT);
+}
+
 /* The device opcode for a work request, or -1 for one the device has no WQE for. */
 static int pib_wqe_opcode_of(struct pib_dev *dev, enum ib_wr_opcode op)
 {
 	switch (op) {
 	case IB_WR_SEND:                return PIB_WQE_SEND;
 	case IB_WR_SEND_WITH_IMM:       return PIB_WQE_SEND_IMM;
-	case IB_WR_SEND_WITH_INV:       return PIB_WQE_SEND_INV;
 	case IB_WR_RDMA_WRITE:          return PIB_WQE_RDMA_WRITE;
 	case IB_WR_RDMA_WRITE_WITH_IMM: return PIB_WQE_RDMA_WRITE_IMM;
 	case IB_WR_RDMA_READ:           return PIB_WQE_RDMA_READ;
 	case IB_WR_ATOMIC_CMP_AND_SWP:  return PIB_WQE_ATOMIC_CS;
 	case IB_WR_ATOMIC_FETCH_AND_ADD: return PIB_WQE_ATOMIC_FA;
 	/*
-	 * Local invalidation came with memory windows.  (Binding a window is the provider's:
-	 * a kernel ib_send_wr has no form for IB_WR_BIND_MW.)
+	 * Invalidation, local or carried by a SEND, is the device's with either memory windows
+	 * or the memory management extensions (PIB_DEV_CAP_MEM_MGT_EXT), and fast registration
+	 * with the latter only.  (Binding a window is the provider's: a kernel ib_send_wr has
+	 * no form for IB_WR_BIND_MW.)
 	 */
+	case IB_WR_SEND_WITH_INV:
+		return pib_dev_invalidates(dev) ? PIB_WQE_SEND_INV : -1;
 	case IB_WR_LOCAL_INV:
-		return dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW ? PIB_WQE_LOCAL_INV : -1;
+		return pib_dev_invalidates(dev) ? PIB_WQE_LOCAL_INV : -1;
+	case IB_WR_REG_MR:
+		return dev->max_fast_reg_pages ? PIB_WQE_REG_MR : -1;
 	default:
 		return -1;
 	}
@@ -871,6 +881,64 @@ static int pib_wqe_opcode(struct pib_dev *dev, enum ib_qp_type qp_type, enum ib_
 #define PIB_SEND_FLAGS  (IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE)
 
 /*
+ * What the driver must vouch for in an IB_WR_REG_MR request: that it names a fast-registration
+ * MR of this device, whose page list the WQE will point at, and rights the device can give.
+ * Everything the IBTA makes a completion error (the MR in another PD or still valid, a length
+ * its pages do not hold, remote write without local write) is left to the device, which
+ * completes the WQE with an error and moves the QP to ERR.  A REG_MR carries no data: its
+ * SGEs are ignored, and it cannot be inline.
+ */
+static int pib_check_reg_wr(struct pib_dev *dev, struct pib_qp *qp, const struct ib_reg_wr *wr)
+{
+	u32 access;
+
+	if (!wr->mr || wr->mr->device != &dev->ibdev || !to_pmr(wr->mr)->pbl.pages) {
+		ibdev_dbg(&dev->ibdev, "post_send: QP %#x: REG_MR names no fast-registration MR\n",
+			  qp->ibqp.qp_num);
+		return -EINVAL;
+	}
+	if (pib_mr_access(dev, wr->access, &access) || wr->wr.send_flags & IB_SEND_INLINE) {
+		ibdev_dbg(&dev->ibdev, "post_send: QP %#x: REG_MR with access %#x, flags %#x\n",
+			  qp->ibqp.qp_num, wr->access, wr->wr.send_flags);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * The REG_MR WQE: the MR's index with the consumer's new key byte (the low byte of wr->key,
+ * as on other HCAs; ib_update_fast_reg_key() put the same in mr->lkey and mr->rkey), and what
+ * map_mr_sg mapped.  pib_check_reg_wr() has passed.
+ */
+static void pib_write_reg_mr_wqe(struct pib_dev *dev, struct pib_qp *qp,
+				 const struct ib_reg_wr *wr, void *slot)
+{
+	struct pib_reg_mr_wqe *wqe = slot;
+	struct pib_mr *mr = to_pmr(wr->mr);
+	u32 access = 0;
+	u8 flags = 0;
+
+	pib_mr_access(dev, wr->access, &access);
+	if ((wr->wr.send_flags & IB_SEND_SIGNALED) || qp->sq_sig_type == IB_SIGNAL_ALL_WR)
+		flags |= PIB_WQE_F_SIGNALED;
+	if (wr->wr.send_flags & IB_SEND_FENCE)
+		flags |= PIB_WQE_F_FENCE;
+
+	*wqe = (struct pib_reg_mr_wqe){
+		.opcode = PIB_WQE_REG_MR,
+		.flags = flags,
+		.page_shift = PIB_PAGE_SHIFT,
+		.key = (mr->key & ~0xffu) | (wr->key & 0xff),
+		.wr_id = wr->wr.wr_id,
+		.iova = mr->ibmr.iova,
+		.length = mr->ibmr.length,
+		.pbl_addr = mr->pbl.dma,
+		.npages = mr->npages,
+		.access = access,
+	};
+}
+
+/*
  * Check a send work request against what the QP's slots and the device allow, so that no
  * WQE reaches beyond its slot.  Sets *opcode and, for an inline request, *inline_len.
  */
@@ -883,6 +951,8 @@ static int pib_check_send_wr(struct pib_dev *dev, struct pib_qp *qp,
 	*opcode = pib_wqe_opcode(dev, qp->ibqp.qp_type, wr->opcode);
 	if (*opcode < 0 || wr->send_flags & ~PIB_SEND_FLAGS || wr->num_sge < 0)
 		return -EINVAL;
+	if (*opcode == PIB_WQE_REG_MR)
+		return pib_check_reg_wr(dev, qp, reg_wr(wr));
 
 	if (pib_qp_is_ud(qp) &&
 	    (!ud_wr(wr)->ah || ud_wr(wr)->remote_qpn > PIB_DB_OBJ_MASK))
@@ -1038,7 +1108,10 @@ int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		err = pib_check_send_wr(dev, qp, wr, &opcode, &inline_len);
 		if (err)
 			break;
-		pib_write_send_wqe(qp, wr, opcode, inline_len, pib_wq_slot(sq, pi));
+		if (opcode == PIB_WQE_REG_MR)
+			pib_write_reg_mr_wqe(dev, qp, reg_wr(wr), pib_wq_slot(sq, pi));
+		else
+			pib_write_send_wqe(qp, wr, opcode, inline_len, pib_wq_slot(sq, pi));
 		pi++;
 	}
 

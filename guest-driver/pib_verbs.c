@@ -124,6 +124,15 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	/* User SRQs (and CQs) move to a bigger or smaller ring, nothing lost (RESIZE). */
 	if ((a->device_cap_flags & PIB_DEV_CAP_RESIZE) && dev->max_srq)
 		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
+	/*
+	 * The IBTA's base memory management extensions: fast registration (alloc_mr,
+	 * map_mr_sg, IB_WR_REG_MR), local invalidation and SEND with invalidate
+	 * (PIB_DEV_CAP_MEM_MGT_EXT), which storage and file ULPs require.
+	 */
+	if (dev->max_fast_reg_pages) {
+		props->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+		props->max_fast_reg_page_list_len = dev->max_fast_reg_pages;
+	}
 	return 0;
 }
 
@@ -490,6 +499,7 @@ void pib_dma_buf_free(struct pib_dev *dev, struct pib_dma_buf *buf)
 /*
  * A page list must be one contiguous DMA allocation, and the page allocator gives at most
  * 4 MiB of those: 512 Ki pages, 2 GiB of memory.  That bounds what one MR or ring can map.
+ * (A fast-registration MR's list is far smaller: PIB_MAX_FAST_REG_PAGES entries.)
  */
 #define PIB_PBL_MAX_BYTES       SZ_4M
 #define PIB_PBL_MAX_PAGES       (PIB_PBL_MAX_BYTES / sizeof(u64))
@@ -588,11 +598,11 @@ static_assert(PIB_ACCESS_MW_BIND == IB_ACCESS_MW_BIND, "access flag values");
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND)
 
 /*
- * The device's access bits for an MR, or an error for rights the device cannot give.
- * IB_ACCESS_OPTIONAL bits (relaxed ordering, ...) are hints a device may ignore; pib does.
- * No on-demand paging, no zero-based MRs.
+ * The device's access bits for an MR (also those of a REG_MR WQE, pib_qp.c), or an error for
+ * rights the device cannot give.  IB_ACCESS_OPTIONAL bits (relaxed ordering, ...) are hints
+ * a device may ignore; pib does.  No on-demand paging, no zero-based MRs.
  */
-static int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
+int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
 {
 	u32 caps = dev->attr.device_cap_flags;
 
@@ -639,6 +649,7 @@ struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access)
 		kfree(mr);
 		return ERR_PTR(err);
 	}
+	mr->key = mr->ibmr.lkey;
 	return &mr->ibmr;
 }
 
@@ -712,6 +723,7 @@ struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 vir
 	if (err)
 		goto err_release;
 	mr->access = access;
+	mr->key = mr->ibmr.lkey;
 	return &mr->ibmr;
 
 err_release:
@@ -797,20 +809,111 @@ err_release:
 	return ERR_PTR(err);
 }
 
+/*
+ * Named by the key the device gave at creation: a kernel consumer may have changed the key
+ * byte of ibmr->lkey since (ib_update_fast_reg_key()), and the device takes any key byte for
+ * a fast-registration MR, whether or not the REG_MR WQE that chose it ever ran.
+ */
 int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct pib_dev *dev = to_pdev(ibmr->device);
 	struct pib_mr *mr = to_pmr(ibmr);
 	int err;
 
-	err = pib_cmd_dereg_mr(&dev->com, ibmr->lkey);
-	err = pib_destroy_status(dev, "MR", ibmr->lkey, err);
+	err = pib_cmd_dereg_mr(&dev->com, mr->key);
+	err = pib_destroy_status(dev, "MR", mr->key, err);
 	if (err)
 		return err;
-	/* The device has forgotten the pages: they may be unpinned. */
+	/* The device has forgotten the pages and the page list: both may go. */
 	ib_umem_release(mr->umem);
+	pib_pbl_free(dev, &mr->pbl);
 	kfree(mr);
 	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Fast registration (PIB_DEV_CAP_MEM_MGT_EXT), for kernel consumers: alloc_mr makes an MR
+ * with keys and a page list of max_num_sg entries but no memory (it is invalid);
+ * ib_map_mr_sg() fills the page list from a DMA-mapped scatterlist; an IB_WR_REG_MR work
+ * request (pib_qp.c) registers it with a key byte of the consumer's choosing, in send-queue
+ * order; IB_WR_LOCAL_INV, or a peer's SEND with invalidate, makes it invalid again.  The
+ * device checks the rest when it executes the WQE (docs/hardware.md, "Fast registration").
+ * ------------------------------------------------------------------------------------------ */
+
+struct ib_mr *pib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type, u32 max_num_sg)
+{
+	struct pib_dev *dev = to_pdev(ibpd->device);
+	struct pib_mr *mr;
+	int err;
+
+	/* Page lists only: no gapped scatterlists (IB_MR_TYPE_SG_GAPS), no integrity MRs. */
+	if (mr_type != IB_MR_TYPE_MEM_REG) {
+		ibdev_dbg(&dev->ibdev, "alloc_mr: type %d not supported\n", mr_type);
+		return ERR_PTR(-EOPNOTSUPP);
+	}
+	if (!max_num_sg || max_num_sg > dev->max_fast_reg_pages) {
+		ibdev_dbg(&dev->ibdev, "alloc_mr: max_num_sg %u outside 1..%u\n", max_num_sg,
+			  dev->max_fast_reg_pages);
+		return ERR_PTR(-EINVAL);
+	}
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	err = pib_pbl_alloc(dev, max_num_sg, &mr->pbl);
+	if (err)
+		goto err_free;
+	err = pib_cmd_alloc_mr(&dev->com, to_ppd(ibpd)->pdn, max_num_sg, &mr->ibmr.lkey,
+			       &mr->ibmr.rkey);
+	if (err)
+		goto err_free_pbl;
+	mr->key = mr->ibmr.lkey;
+	return &mr->ibmr;
+
+err_free_pbl:
+	pib_pbl_free(dev, &mr->pbl);
+err_free:
+	kfree(mr);
+	return ERR_PTR(err);
+}
+
+/* ib_sg_to_pages()'s callback: one more 4 KiB page, while the list has room. */
+static int pib_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct pib_mr *mr = to_pmr(ibmr);
+
+	if (mr->npages >= mr->pbl.npages)
+		return -ENOMEM;
+	mr->pbl.pages[mr->npages++] = addr;
+	return 0;
+}
+
+/*
+ * Returns how many scatterlist entries were mapped: fewer than sg_nents when they need more
+ * pages than max_num_sg, or have a gap inside a page (ib_sg_to_pages()).  mr->iova and
+ * mr->length describe what was mapped.  A REG_MR WQE still in the send queue reads the page
+ * list when it executes: mapping again before it completes is the consumer's mistake.
+ */
+int pib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		  unsigned int *sg_offset)
+{
+	struct pib_dev *dev = to_pdev(ibmr->device);
+	struct pib_mr *mr = to_pmr(ibmr);
+
+	/* ib_map_mr_sg() takes any MR of the device: only alloc_mr's have a page list. */
+	if (!mr->pbl.pages) {
+		ibdev_dbg(&dev->ibdev, "map_mr_sg: MR %#x is not a fast-registration MR\n",
+			  ibmr->lkey);
+		return -EINVAL;
+	}
+	/* The page size the consumer asked for: the device maps 4 KiB pages only. */
+	if (ibmr->page_size != SZ_4K) {
+		ibdev_dbg(&dev->ibdev, "map_mr_sg: page size %u not supported (4096 only)\n",
+			  ibmr->page_size);
+		return -EINVAL;
+	}
+	mr->npages = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, pib_set_page);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -6,8 +6,11 @@
  * atomics, query_qp, bad transitions, drain, and destroy-with-outstanding-WRs (flush CQEs must
  * not reach the consumer).  When the device has them: SRQs (two RC QPs sharing one, ring
  * wrap-around, the limit event, LAST_WQE_REACHED) and remote/local invalidation
- * (SEND_WITH_INV, LOCAL_INV).  Results go to the kernel log ("pib_ktest: PASS/FAIL ...") and
- * to /sys/module/pib_ktest/parameters/{passed,failed}.
+ * (SEND_WITH_INV, LOCAL_INV), and fast registration (ktest_frwr.c).  Results go to the
+ * kernel log ("pib_ktest: PASS/FAIL ...") and to /sys/module/pib_ktest/parameters/{passed,failed}.
+ *
+ * With frwr=owner or frwr=peer:<address> it runs none of that, but the fast registration
+ * tests across the link, with the other node's pib_ktest (ktest_frwr.c).
  */
 #include <linux/completion.h>
 #include <linux/delay.h>
@@ -16,13 +19,15 @@
 
 #include <rdma/ib_verbs.h>
 
-static int passed, failed;
-module_param(passed, int, 0444);
-module_param(failed, int, 0444);
+#include "ktest.h"
 
-#define CHECK(cond, fmt, ...) do { \
-	if (cond) { passed++; pr_info("pib_ktest: PASS " fmt "\n", ##__VA_ARGS__); } \
-	else { failed++; pr_err("pib_ktest: FAIL " fmt "\n", ##__VA_ARGS__); } } while (0)
+int kt_passed, kt_failed;
+module_param_named(passed, kt_passed, int, 0444);
+module_param_named(failed, kt_failed, int, 0444);
+
+static char *frwr = "";
+module_param(frwr, charp, 0444);
+MODULE_PARM_DESC(frwr, "owner | peer:<IPv4 address of the owner>: only the FRWR tests, across the link");
 
 struct kt {
 	struct ib_device *dev;
@@ -73,7 +78,7 @@ static void kt_srq_event(struct ib_event *ev, void *ctx)
 	}
 }
 
-static int kt_poll(struct ib_cq *cq, struct ib_wc *wc, int n, int ms)
+int kt_poll(struct ib_cq *cq, struct ib_wc *wc, int n, int ms)
 {
 	unsigned long end = jiffies + msecs_to_jiffies(ms);
 	int got = 0, r;
@@ -118,7 +123,8 @@ static struct ib_qp *kt_qp(struct kt *kt, struct ib_cq *cq, enum ib_qp_type type
 	return kt_qp_on(kt, kt->pd, cq, type, NULL);
 }
 
-static int kt_rc_connect(struct kt *kt, struct ib_qp *qp, u32 dqpn)
+/* An RC QP in RESET to RTS, connected to QP dqpn at LID dlid. */
+int kt_rc_connect_to(struct ib_qp *qp, u16 dlid, u32 dqpn)
 {
 	struct ib_qp_attr a = {};
 	int err;
@@ -141,7 +147,7 @@ static int kt_rc_connect(struct kt *kt, struct ib_qp *qp, u32 dqpn)
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 12;
 	a.ah_attr.type = RDMA_AH_ATTR_TYPE_IB;
-	rdma_ah_set_dlid(&a.ah_attr, kt->lid);
+	rdma_ah_set_dlid(&a.ah_attr, dlid);
 	rdma_ah_set_port_num(&a.ah_attr, 1);
 	err = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN |
 			   IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
@@ -157,6 +163,12 @@ static int kt_rc_connect(struct kt *kt, struct ib_qp *qp, u32 dqpn)
 	a.max_rd_atomic = 1;
 	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
 			    IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* ... in loopback, through the port's own LID. */
+static int kt_rc_connect(struct kt *kt, struct ib_qp *qp, u32 dqpn)
+{
+	return kt_rc_connect_to(qp, kt->lid, dqpn);
 }
 
 static int kt_ud_up(struct ib_qp *qp)
@@ -326,9 +338,11 @@ static void kt_rc(struct kt *kt)
 	{
 		const struct ib_send_wr *bad = NULL;
 
-		sw = (struct ib_send_wr){ .wr_id = 9, .opcode = IB_WR_REG_MR };
-		err = ib_post_send(a, &sw, &bad);
-		CHECK(err == -EINVAL && bad == &sw, "post_send REG_MR refused: %d", err);
+		struct ib_reg_wr regw = { .wr = { .wr_id = 9, .opcode = IB_WR_REG_MR } };
+
+		err = ib_post_send(a, &regw.wr, &bad);
+		CHECK(err == -EINVAL && bad == &regw.wr, "post_send REG_MR without an MR refused: %d",
+		      err);
 		sw = (struct ib_send_wr){ .wr_id = 9, .opcode = IB_WR_SEND, .num_sge = 5 };
 		err = ib_post_send(a, &sw, &bad);
 		CHECK(err == -EINVAL && bad == &sw, "post_send 5 SGEs on a 4-SGE slot refused: %d", err);
@@ -848,6 +862,9 @@ out:
 	ib_free_cq(cq);
 }
 
+/* frwr=...: the device the link test runs on, held for kt_init(). */
+static struct ib_device *kt_link_dev;
+
 static int kt_add(struct ib_device *dev)
 {
 	struct ib_cq_init_attr cqa = { .cqe = 63 };
@@ -857,6 +874,15 @@ static int kt_add(struct ib_device *dev)
 
 	if (strncmp(dev_name(&dev->dev), "pib_", 4))
 		return 0;
+	/*
+	 * The link test waits for the other node for as long as it takes: not here, where
+	 * ib_core holds its client and device locks, but in kt_init() once they are released.
+	 */
+	if (*frwr) {
+		if (!kt_link_dev && ib_device_try_get(dev))
+			kt_link_dev = dev;
+		return 0;
+	}
 	kt = kzalloc(sizeof(*kt), GFP_KERNEL);
 	if (!kt)
 		return -ENOMEM;
@@ -889,6 +915,7 @@ static int kt_add(struct ib_device *dev)
 	kt_ud(kt);
 	kt_srq(kt);
 	kt_inv(kt);
+	kt_frwr_loopback(dev, kt->lid);
 	kt_ulp(kt);
 
 	for (i = 0; i < 2; i++) {
@@ -900,7 +927,7 @@ out_pd:
 	ib_dealloc_pd(kt->pd);
 out_free:
 	kfree(kt);
-	pr_info("pib_ktest: %d passed, %d failed\n", passed, failed);
+	pr_info("pib_ktest: %d passed, %d failed\n", kt_passed, kt_failed);
 	return 0;
 }
 
@@ -916,7 +943,18 @@ static struct ib_client kt_client = {
 
 static int __init kt_init(void)
 {
-	return ib_register_client(&kt_client);
+	int err = ib_register_client(&kt_client);
+
+	if (err || !*frwr)
+		return err;
+	CHECK(kt_link_dev, "a pib device for the link test (frwr=%s)", frwr);
+	if (kt_link_dev) {
+		kt_frwr_link(kt_link_dev, frwr);
+		ib_device_put(kt_link_dev);
+		kt_link_dev = NULL;
+	}
+	pr_info("pib_ktest: %d passed, %d failed\n", kt_passed, kt_failed);
+	return 0;
 }
 
 static void __exit kt_exit(void)
@@ -926,5 +964,5 @@ static void __exit kt_exit(void)
 
 module_init(kt_init);
 module_exit(kt_exit);
-MODULE_DESCRIPTION("pib kernel-consumer test: RC/UD traffic, CQ events, drain and SRQs over pib_0");
+MODULE_DESCRIPTION("pib kernel-consumer test: RC/UD traffic, CQ events, drain, SRQs and FRWR over pib_0");
 MODULE_LICENSE("GPL");
