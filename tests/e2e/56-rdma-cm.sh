@@ -41,7 +41,7 @@ mc_counters() {
 }
 # mckey_way RX LAST_OCTET: node RX receives on 239.1.1.LAST_OCTET, the other node sends.
 mckey_way() {
-  local rx=$1 grp=239.1.1.$2 tail=f01:10$2 tx=$((1 - $1)) slog spid src crc out i before
+  local rx=$1 grp=239.1.1.$2 tail=f01:10$2 tx=$((1 - $1)) slog spid src crc out i before after
   slog=$(mktemp)
   before=$(mc_counters "$rx")
   "$PIBVM" exec "$rx" --timeout 200 -- timeout 180 mckey -m "$grp" -b "10.13.0.$((rx + 1))" -C 10 >"$slog" 2>&1 &
@@ -54,7 +54,10 @@ mckey_way() {
   out=$(on "$tx" timeout 120 mckey -m "$grp" -b "10.13.0.$((tx + 1))" -s -C 10 2>&1); crc=$?
   wait "$spid"; src=$?
   echo "--- mckey receiver (node $rx)"; cat "$slog"
-  echo "node $rx counters (rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey): $before-> $(mc_counters "$rx")"
+  after=$(mc_counters "$rx")
+  echo "node $rx counters (rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey): $before-> $after"
+  check "mckey node $tx -> node $rx: the device took at least 10 multicast packets" \
+    test "${after%% *}" -ge $(( ${before%% *} + 10 ))
   echo "--- mckey sender (node $tx)"; echo "$out"
   check "mckey node $tx -> node $rx: sender exits 0 (got $crc)" test "$crc" -eq 0
   check "mckey node $tx -> node $rx: receiver got its 10 datagrams, exits 0 (got $src)" \
