@@ -22,8 +22,9 @@
  *                   keeps working
  *
  * What pib does with WRs posted in the wrong state (the IBTA lets a post in RESET, INIT or RTR
- * fail at once; providers of real HCAs, mlx5 among them, do not check the state on the fast
- * path, and neither does pib's): ibv_post_send and ibv_post_recv return 0 in any state; the
+ * fail at once): a post to a QP in RESET fails with EINVAL, as rdma-core's own test suite
+ * expects of every provider (a QP in RESET has no usable ring: a move to RESET discards it);
+ * in INIT and RTR ibv_post_send and ibv_post_recv return 0, as mlx5's fast path does: the
  * device records the doorbell, executes nothing until the QP reaches RTS (SQ) or RTR (RQ),
  * then runs what was posted; a move to RESET discards it; in ERR every WR completes with
  * WR_FLUSH_ERR.  The wrong-state case checks exactly that.
@@ -530,27 +531,21 @@ static int case_wrong_state(struct dev *d)
 	sge = (struct ibv_sge){ (uintptr_t)b.p, 64, b.mr->lkey };
 	rsge = (struct ibv_sge){ (uintptr_t)b.p + PAGE, PAGE, b.mr->lkey };
 
-	/* RESET: accepted, held, and sent once the QP is RTS. */
+	/* RESET: refused at once (EINVAL), and nothing of it runs later. */
 	if (pair_reset(&p))
 		goto out;
 	err = post_send(p.a, 1, IBV_WR_SEND, &sge, 1, 0, 0);
-	check(err == 0, "post_send in RESET returns 0 (pib holds the WR), got %s", strerror(err));
+	check(err == EINVAL, "post_send in RESET is refused with EINVAL, got %s", strerror(err));
+	err = post_recv(p.a, 6, &rsge, 1);
+	check(err == EINVAL, "post_recv in RESET is refused with EINVAL, got %s", strerror(err));
 	err = qp_to_rts(d, p.b, p.a->qp_num) ?: post_recv(p.b, 100, &rsge, 1);
+	err = err ?: qp_to_rts(d, p.a, p.b->qp_num);
 	if (err) {
-		fail("peer to RTS with a receive: %s", strerror(err));
+		fail("both QPs to RTS: %s", strerror(err));
 		goto out;
 	}
-	expect_no_wc(p.cq_a, 300, "nothing executes while the QP is in RESET");
-	err = qp_to_init(d, p.a);
-	expect_no_wc(p.cq_a, 300, "nor in INIT");
-	err = err ?: qp_to_rts(d, p.a, p.b->qp_num);	/* INIT -> INIT -> RTR -> RTS */
-	if (err) {
-		fail("QP to RTS: %s", strerror(err));
-		goto out;
-	}
-	expect_wc(p.cq_a, 1, IBV_WC_SUCCESS, -1, "the SEND posted in RESET runs at RTS");
-	expect_wc(p.cq_b, 100, IBV_WC_SUCCESS, -1, "  ... and arrives");
-	check(!memcmp(b.p + PAGE, "wrong-state", 12), "  ... intact");
+	expect_no_wc(p.cq_a, 300, "  ... and the refused SEND never runs, at RTS either");
+	expect_no_wc(p.cq_b, 1, "  ... nothing arrives");
 
 	/* INIT: the same. */
 	memset(b.p + PAGE, 0, 64);
@@ -586,18 +581,21 @@ static int case_wrong_state(struct dev *d)
 	err = post_recv(p.a, 5, &rsge, 1);
 	check(err == 0, "post_recv in ERR returns 0, got %s", strerror(err));
 	expect_wc(p.cq_a, 5, IBV_WC_WR_FLUSH_ERR, -1, "  ... and the receive completes flushed");
-	/* A move to RESET discards what was posted, RESET -> RESET included.  (Last: if the WR
-	 * survives, the provider's and the device's ring indices disagree from then on.) */
-	if (pair_reset(&p))
+	/* A move to RESET discards what was posted.  (Last: if the WR survives, the provider's
+	 * and the device's ring indices disagree from then on.) */
+	if (pair_reset(&p) || qp_to_init(d, p.a)) {
+		fail("to INIT: %s", strerror(errno));
 		goto out;
-	post_send(p.a, 3, IBV_WR_SEND, &sge, 1, 0, 0);
+	}
+	err = post_send(p.a, 3, IBV_WR_SEND, &sge, 1, 0, 0);
+	check(err == 0, "post_send in INIT returns 0 (pib holds the WR), got %s", strerror(err));
 	err = qp_to(p.a, IBV_QPS_RESET) ?: qp_to_rts(d, p.b, p.a->qp_num) ?:
 	      post_recv(p.b, 102, &rsge, 1) ?: qp_to_rts(d, p.a, p.b->qp_num);
 	if (err) {
-		fail("RESET -> RESET -> RTS: %s", strerror(err));
+		fail("INIT -> RESET -> RTS: %s", strerror(err));
 		goto out;
 	}
-	expect_no_wc(p.cq_a, 500, "a WR posted in RESET, then RESET again: discarded");
+	expect_no_wc(p.cq_a, 500, "a WR posted in INIT, then the QP reset: discarded");
 	expect_no_wc(p.cq_b, 1, "  ... nothing arrives");
 
 	ret = 0;
