@@ -503,7 +503,9 @@ struct pib_cmd_modify_srq {
  * later CQE to the new ring after them.  So no completion is lost or seen twice: the consumer,
  * which does not poll meanwhile, goes on at index 0 of the new ring.  ci is the consumer's
  * index in the old ring (at or past the one its last doorbell or record gave, not past the
- * producer's).  The new ring must hold the n CQEs; the CQ must not be in error (overflowed).
+ * producer's).  The new ring must hold the n CQEs, and as many more as the send WQEs posted to
+ * QPs completing on this CQ and not yet completed may write (so that no completion of work
+ * posted before the resize can overflow it); the CQ must not be in error (overflowed).
  * Otherwise BAD_PARAM (BAD_STATE for a CQ in error) and the CQ stays as it was, on its old
  * ring; so does a DMA failure (DMA_ERROR).  Arming carries over.
  */

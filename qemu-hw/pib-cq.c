@@ -262,6 +262,21 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     return PIB_AQ_OK;
 }
 
+/* CQEs that the send WQEs posted to QPs completing on cq may still write: posted, not done. */
+static uint32_t pib_cq_sends_owed(PibState *s, PibCq *cq)
+{
+    uint32_t i, owed = 0;
+
+    for (i = 0; i < PIB_QPN_LIMIT; i++) {
+        PibQp *qp = s->qp[i];
+
+        if (qp && qp->scq == cq) {
+            owed += qp->sq.pi - qp->sq.ci;
+        }
+    }
+    return owed;
+}
+
 /*
  * RESIZE_CQ (include/pib_hw.h): move the CQ to a new ring, which starts over
  * at index 0 like a new CQ's (its zeroed slots then read as not written).
@@ -304,9 +319,15 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("RESIZE_CQ", "consumer index not in [ci, pi]", ci,
                               PIB_AQ_BAD_PARAM);
     }
-    if (cq->pi - ci > depth) {
-        return pib_cmd_reject("RESIZE_CQ", "unread CQEs do not fit",
-                              cq->pi - ci, PIB_AQ_BAD_PARAM);
+    /*
+     * The new ring holds the CQEs written and not read, and those that send WQEs already
+     * posted still owe: otherwise a completion of work the consumer posted before the resize
+     * would overflow the ring and be lost.  (Receives are not counted: posted receives are
+     * the normal state of a CQ, and they complete only as messages arrive.)
+     */
+    if (cq->pi - ci + pib_cq_sends_owed(s, cq) > depth) {
+        return pib_cmd_reject("RESIZE_CQ", "unread and owed CQEs do not fit",
+                              cq->pi - ci + pib_cq_sends_owed(s, cq), PIB_AQ_BAD_PARAM);
     }
     status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
                           "RESIZE_CQ");

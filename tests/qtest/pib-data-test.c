@@ -1049,6 +1049,20 @@ static void test_dp_cq_resize(void)
     dp_expect(&p.a, &cq, 0x30, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
     dp_expect(&p.a, &cq, 0x31, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
 
+    /*
+     * Work in flight: with y in ERR nothing answers x's three writes, and the
+     * virtual clock stands still, so they stay posted and unacknowledged.
+     * Nothing is unread, but the CQEs they owe would overflow a ring of 2:
+     * refused; a ring of 4 has room.
+     */
+    g_assert_cmpuint(dp_modify_state(&p.b, y.qp.qpn, PIB_QPS_ERR), ==,
+                     PIB_AQ_OK);
+    dp_writes(&x, &y, 0x40, 3);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 2, cq.ci, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 4, cq.ci, 0), ==, PIB_AQ_OK);
+    dp_expect_none(&p.a, &cq);
+
     /* No such CQ. */
     cq.cqn += 100;
     g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 8, 0, 0), ==,
