@@ -23,7 +23,11 @@ SHADOW=$OUT/kbuild/$DIR
 mkdir -p "$SHADOW"
 ln -sfn "$TOP/include" "$OUT/kbuild/include"
 find "$SHADOW" -maxdepth 1 -type l -delete
+# Sources only: a *.mod.c is modpost's output (vermagic, symbol CRCs), and one left in the
+# source directory by an in-tree build would be linked into both stacks' shadows and then be
+# written through by each, giving one kernel's module the other's version magic.
 for f in "$TOP/$DIR"/Kbuild "$TOP/$DIR"/*.[ch]; do
+  case $f in *.mod.c) continue ;; esac
   [ -f "$f" ] && ln -s "$f" "$SHADOW/$(basename "$f")"
 done
 
