@@ -12,6 +12,8 @@
  *   sge-range       SGEs that reach past either end of their MR, or are too long: LOC_PROT_ERR
  *                   (LOC_LEN_ERR past the largest message)
  *   wrong-state     WRs posted while the QP is in RESET, INIT or ERR (see below)
+ *   mcast           multicast attach/detach of a QP that is not UD, to a unicast GID or LID,
+ *                   or a detach of a QP that is not attached: EINVAL
  *   queue-depth     more WRs than the SQ or RQ holds: ENOMEM with bad_wr at the first one that
  *                   did not fit; too many SGEs, too much inline data: EINVAL
  *   cq-overflow     more completions than the CQ holds: IBV_EVENT_CQ_ERR
@@ -1044,6 +1046,62 @@ out:
 }
 
 /* =============================================================================================
+ * mcast: multicast attach and detach with bad arguments (the SA's groups are not needed: the
+ * device takes any multicast MGID/MLID pair, as the ATTACH_MCAST contract says)
+ */
+
+static int case_mcast(struct dev *d)
+{
+	union ibv_gid mgid = { .raw = { 0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, [15] = 0x42 } };
+	union ibv_gid ucast = { .raw = { 0xfe, 0x80, [15] = 0x01 } };
+	struct ibv_qp_init_attr ia = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_cq *cq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	struct pair p = { 0 };
+	struct ibv_qp *ud = NULL;
+	int ret = -1, err;
+
+	if (!cq) {
+		fail("ibv_create_cq: %s", strerror(errno));
+		goto out;
+	}
+	ia.send_cq = ia.recv_cq = cq;
+	ud = ibv_create_qp(d->pd, &ia);
+	if (!ud || pair_create(d, &p, 16, 4, 4)) {
+		fail("ibv_create_qp: %s", strerror(errno));
+		goto out;
+	}
+	err = ibv_detach_mcast(ud, &mgid, 0xc042);
+	check(err == EINVAL, "detaching a QP that is not attached: EINVAL, got %s", strerror(err));
+	err = ibv_attach_mcast(ud, &ucast, 0xc042);
+	check(err == EINVAL, "attaching to a unicast GID: EINVAL, got %s", strerror(err));
+	err = ibv_attach_mcast(ud, &mgid, 0x0042);
+	check(err == EINVAL, "attaching with a unicast LID: EINVAL, got %s", strerror(err));
+	err = ibv_attach_mcast(ud, &mgid, 0xffff);
+	check(err == EINVAL, "attaching with the permissive LID: EINVAL, got %s", strerror(err));
+	err = ibv_attach_mcast(p.a, &mgid, 0xc042);
+	check(err == EINVAL, "attaching an RC QP: EINVAL, got %s", strerror(err));
+	err = ibv_attach_mcast(ud, &mgid, 0xc042);
+	check(err == 0, "attaching the UD QP: 0, got %s", strerror(err));
+	err = ibv_attach_mcast(ud, &mgid, 0xc042);
+	check(err == 0, "attaching it again: 0 (one attachment), got %s", strerror(err));
+	err = ibv_detach_mcast(ud, &mgid, 0xc042);
+	check(err == 0, "detaching it: 0, got %s", strerror(err));
+	err = ibv_detach_mcast(ud, &mgid, 0xc042);
+	check(err == EINVAL, "detaching it again: EINVAL (attached once), got %s", strerror(err));
+	ret = 0;
+out:
+	pair_destroy(&p);
+	if (ud)
+		ibv_destroy_qp(ud);
+	if (cq)
+		ibv_destroy_cq(cq);
+	return ret;
+}
+
+/* =============================================================================================
  * main
  */
 
@@ -1058,6 +1116,7 @@ static const struct {
 	{ "cq-overflow", case_cq_overflow },
 	{ "dereg-inflight", case_dereg_inflight },
 	{ "destroy-busy", case_destroy_busy },
+	{ "mcast", case_mcast },
 };
 
 static void usage(FILE *f)
