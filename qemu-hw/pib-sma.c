@@ -23,6 +23,8 @@
  *
  * Traps (IBTA 13.4.9): the SMA sends a trap to the port's master SM and sends it again, after
  * the subnet timeout, until the SM represses it or PIB_MGMT_TRAP_SENDS sends went unanswered.
+ * Each send goes to the master SM of the moment (PortInfo:MasterSMLID), so an SM that took
+ * over gets the resends, not the SM that is gone (or this port itself, where it ran).
  */
 
 #include "qemu/osdep.h"
@@ -209,15 +211,36 @@ int pib_mgmt_pkey_find(const PibMgmtPort *p, uint16_t pkey)
  * Traps
  */
 
+/* Can port p (a switch: its port 0) reach a master SM now?  It knows one, and is ARMED+. */
+static bool sma_trap_reachable(PibMgmtPort *p)
+{
+    uint8_t state = p->node->ops->port_state(p);
+
+    return p->sm_lid && (p->cap_mask & PIB_PORT_CAP_TRAP) &&
+           (state == PIB_PORT_ARMED || state == PIB_PORT_ACTIVE);
+}
+
+/*
+ * (Re)send the pending trap to the port's master SM as it is now: an SM that took over since
+ * the trap was made gets the resends (a trap goes to PortInfo:MasterSMLID, not to where the
+ * first send went, which may be an SM that is gone, or this very port).  A resend while the
+ * port cannot reach an SM (link down, back in INIT) counts as a send that went nowhere.
+ */
 static void sma_trap_send(PibMgmtPort *p)
 {
     PibMgmtTrap *t = &p->trap;
+    uint16_t num = be16_to_cpu(((struct pib_notice *)t->smp.data)->trap_num_be);
 
     t->sends++;
-    trace_pib_sma_trap(p->node->node_guid, p->num,
-                       be16_to_cpu(((struct pib_notice *)t->smp.data)->trap_num_be),
-                       t->dlid, t->sends);
-    p->node->ops->send_trap(p, &t->smp, t->dlid, t->sl);
+    if (sma_trap_reachable(p)) {
+        t->dlid = p->sm_lid;
+        t->sl = p->sm_sl;
+        trace_pib_sma_trap(p->node->node_guid, p->num, num, t->dlid, t->sends);
+        p->node->ops->send_trap(p, &t->smp, t->dlid, t->sl);
+    } else {
+        trace_pib_sma_trap_unsent(p->node->node_guid, p->num, num, p->sm_lid,
+                                  p->node->ops->port_state(p));
+    }
     if (t->sends < PIB_MGMT_TRAP_SENDS) {
         timer_mod(t->timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
                             sma_trap_interval_ns(p));
@@ -247,11 +270,10 @@ bool pib_sma_trap(PibMgmtPort *p, uint8_t type, uint16_t trap_num,
     PibMgmtPort *mp = n->node_type == PIB_NODE_TYPE_SWITCH ? n->ports[0] : p;
     PibMgmtTrap *t = &mp->trap;
     struct pib_notice *notice;
-    uint8_t state = n->ops->port_state(p);
 
-    if (mp->sm_lid == 0 || !(mp->cap_mask & PIB_PORT_CAP_TRAP) ||
-        (state != PIB_PORT_ARMED && state != PIB_PORT_ACTIVE)) {
-        trace_pib_sma_trap_unsent(n->node_guid, p->num, trap_num, mp->sm_lid, state);
+    if (!sma_trap_reachable(mp)) {
+        trace_pib_sma_trap_unsent(n->node_guid, p->num, trap_num, mp->sm_lid,
+                                  n->ops->port_state(p));
         return false;
     }
     memset(&t->smp, 0, sizeof(t->smp));

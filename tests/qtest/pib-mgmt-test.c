@@ -313,14 +313,14 @@ static bool mg_recv(Mg *m, MgPkt *p, int timeout_ms)
     return true;
 }
 
-/* A trap from the device to the SM: QP0 to QP0 on VL15, a Notice; its trap number. */
-static uint16_t mg_expect_trap(Mg *m, struct pib_smp *trap)
+/* A trap from the device to the SM at sm_lid: QP0 to QP0 on VL15, a Notice; its number. */
+static uint16_t mg_expect_trap_to(Mg *m, struct pib_smp *trap, uint16_t sm_lid)
 {
     MgPkt p;
 
     g_assert_true(mg_recv(m, &p, TIMEOUT_US / 1000));
     g_assert_cmpuint(p.vl, ==, 15);
-    g_assert_cmpuint(p.dlid, ==, MG_SM_LID);
+    g_assert_cmpuint(p.dlid, ==, sm_lid);
     g_assert_cmpuint(p.slid, ==, MG_LID);
     g_assert_cmpuint(p.dqpn, ==, 0);
     g_assert_cmpuint(p.sqpn, ==, 0);
@@ -330,6 +330,12 @@ static uint16_t mg_expect_trap(Mg *m, struct pib_smp *trap)
     g_assert_cmphex(trap->hdr.method, ==, PIB_MAD_METHOD_TRAP);
     g_assert_cmphex(be16_to_cpu(trap->hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
     return be16_to_cpu(((struct pib_notice *)trap->data)->trap_num_be);
+}
+
+/* A trap to the SM that mg_activate() made the port's master. */
+static uint16_t mg_expect_trap(Mg *m, struct pib_smp *trap)
+{
+    return mg_expect_trap_to(m, trap, MG_SM_LID);
 }
 
 /* TrapRepress for a trap: no response, and no more resends. */
@@ -941,7 +947,24 @@ static void test_special_qps(void)
     g_assert_cmpuint(((struct pib_trap144 *)
                       ((struct pib_notice *)trap.data)->details)->change_flags, ==,
                      PIB_TRAP144_NODE_DESC);
-    mg_repress(&m, &trap);
+    /*
+     * Another SM takes over before it is repressed: the resend goes to the new master SM
+     * (PortInfo:MasterSMLID as it is now), not to the one that is gone.
+     */
+    {
+        struct pib_port_info pi = mg_pi_sm(&m, PIB_PORTINFO_STATE_NOP);
+        struct pib_smp again;
+
+        pi.sm_lid_be = cpu_to_be16(MG_SM_LID + 1);
+        g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+        qtest_clock_step(qts(&m.d), 1200 * 1000 * 1000ll);
+        g_assert_cmpuint(mg_expect_trap_to(&m, &again, MG_SM_LID + 1), ==,
+                         PIB_TRAP_CAP_MASK_CHANGE);
+        g_assert_cmphex(again.hdr.tid_lo_be, ==, trap.hdr.tid_lo_be);   /* the same trap */
+        mg_repress(&m, &again);
+        qtest_clock_step(qts(&m.d), 1200 * 1000 * 1000ll);
+        g_assert_false(mg_recv(&m, &q, 200));
+    }
     g_assert_cmpuint(pib_query_port(&m.d, 1, &attr), ==, PIB_AQ_OK);
     mg_shutdown(&m);
 }
