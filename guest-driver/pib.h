@@ -8,7 +8,8 @@
  *                  the DMA memory and page lists the device reads
  *   pib_mr.c       memory regions (user, DMA, fast-registration) and memory windows
  *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
- *   pib_qp.c       queue pairs: creation, state changes, and posting to kernel QPs
+ *   pib_qp.c       queue pairs: creation, state changes, queries, destruction
+ *   pib_wq.c       work queue rings of QPs and SRQs, and posting to kernel QPs
  *   pib_srq.c      shared receive queues: creation, limit, and posting to kernel SRQs
  *   pib_mad.c      process_mad: MADs for the firmware's management agents (MAD_IFC)
  *   pib_com_cmd.c  one function per admin command
@@ -16,7 +17,7 @@
  *
  * The verbs reach the device's control path only through pib_com_cmd.c.  The data path of a
  * user QP, CQ or SRQ bypasses the kernel (the provider in guest-provider/ owns its rings);
- * the driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c, pib_qp.c
+ * the driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c, pib_wq.c
  * and pib_srq.c, laid out exactly as the provider lays them out (include/pib_wqe.h).
  */
 #ifndef PIB_H
@@ -396,14 +397,14 @@ int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		 struct ib_qp_init_attr *init_attr);
 int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
+
+/* pib_wq.c: work queue rings (shared with pib_srq.c), and posting to kernel QPs */
 int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
 int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
-void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
-
-/* pib_qp.c: work queue rings, shared with pib_srq.c */
 bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
 		   u32 slot_bytes, u64 addr, u32 size);
 int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,

@@ -29,7 +29,7 @@ static_assert(PIB_ACCESS_MW_BIND == IB_ACCESS_MW_BIND, "access flag values");
 			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND)
 
 /*
- * The device's access bits for an MR (also those of a REG_MR WQE, pib_qp.c), or an error for
+ * The device's access bits for an MR (also those of a REG_MR WQE, pib_wq.c), or an error for
  * rights the device cannot give.  IB_ACCESS_OPTIONAL bits (relaxed ordering, ...) are hints
  * a device may ignore; pib does.  No on-demand paging, no zero-based MRs.
  */
@@ -266,7 +266,7 @@ int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
  * Fast registration (PIB_DEV_CAP_MEM_MGT_EXT), for kernel consumers: alloc_mr makes an MR
  * with keys and a page list of max_num_sg entries but no memory (it is invalid);
  * ib_map_mr_sg() fills the page list from a DMA-mapped scatterlist; an IB_WR_REG_MR work
- * request (pib_qp.c) registers it with a key byte of the consumer's choosing, in send-queue
+ * request (pib_wq.c) registers it with a key byte of the consumer's choosing, in send-queue
  * order; IB_WR_LOCAL_INV, or a peer's SEND with invalidate, makes it invalid again.  The
  * device checks the rest when it executes the WQE (docs/hardware.md, "Fast registration").
  * ------------------------------------------------------------------------------------------ */

@@ -2,7 +2,7 @@
 /*
  * pib_verbs.c - the verbs of the pib HCA that are not queues or memory registration: device
  * and port (with the port's hw_counters), user contexts and mmap, PDs, AHs and multicast; and
- * the DMA memory and page lists the queue verbs (pib_cq.c, pib_qp.c, pib_srq.c) and the MRs
+ * the DMA memory and page lists the queue verbs (pib_cq.c, pib_wq.c, pib_srq.c) and the MRs
  * (pib_mr.c) hand the device.  The commands are defined in include/pib_hw.h.
  *
  * Verbs reach the device only through pib_com_cmd.c.  What userspace hands in (udata, mmap
