@@ -7,7 +7,7 @@
  * A ring is depth slots (a power of two) of 2^stride_log bytes each; what a slot holds (the
  * WQE formats: struct pib_send_wqe, pib_ud_wqe, pib_reg_mr_wqe, pib_recv_wqe, ...) is defined
  * in include/pib_wqe.h.  A kernel QP posts here exactly as the provider does
- * (guest-provider/qp.c): every work request checked before anything is written, WQEs into the
+ * (guest-provider/wq.c): every work request checked before anything is written, WQEs into the
  * slots, then one doorbell on UAR page 0 with the new producer index.  A slot is free again
  * once a CQE shows that the device is done with it (pib_qp_retire(), called by poll_cq).
  * The QP objects themselves are in pib_qp.c, the SRQ objects in pib_srq.c.

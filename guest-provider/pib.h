@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
  * pib.h - rdma-core provider for the pib HCA: objects shared by pib.c, verbs.c,
- * cq.c, qp.c, qp_ex.c and srq.c.
+ * cq.c, qp.c, qp_ex.c, wq.c and srq.c.
  *
  * The provider sees the device through headers shared with every other layer:
  * pib_hw.h (PCI identity, UAR doorbell layout), pib_wqe.h (WQE and CQE
@@ -294,7 +294,7 @@ bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe);
 bool pib_qp_ex_ops_allowed(enum ibv_qp_type qp_type, uint64_t ops);
 void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops);
 
-/* Writing send WQEs: post_send's helpers, shared with the ibv_qp_ex builders (qp.c). */
+/* Writing send WQEs: post_send's helpers, shared with the ibv_qp_ex builders (wq.c). */
 #define PIB_SEND_FLAGS_SUPPORTED \
 	(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE | IBV_SEND_INLINE)
 
@@ -312,7 +312,7 @@ void pib_write_ud_dest(struct pib_send_wqe *wqe, struct ibv_ah *ibvah,
 void pib_sq_publish(struct pib_context *ctx, struct pib_qp *qp,
 		    uint32_t first, uint32_t pi);
 
-/* Work queue rings, shared by QPs and SRQs (qp.c). */
+/* Work queue rings, shared by QPs and SRQs (wq.c). */
 int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type);
 void pib_wq_fini(struct pib_wq *wq);
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,

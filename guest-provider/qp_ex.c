@@ -3,7 +3,7 @@
  * qp_ex.c - the extended send interface of the pib provider (ibv_qp_ex): the
  * ibv_wr_start() / ibv_wr_<op>() / ibv_wr_set_*() / ibv_wr_complete() builders.
  *
- * They write the same WQEs as post_send (qp.c), with the same helpers: the
+ * They write the same WQEs as post_send (wq.c), with the same helpers: the
  * formats are struct pib_send_wqe, pib_ud_wqe and pib_bind_mw_wqe in
  * include/pib_wqe.h, and the doorbell is the SQ_DB of include/pib_hw.h.
  */
