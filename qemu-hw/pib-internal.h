@@ -34,8 +34,10 @@
  *                 half, the RC timers
  *   pib-pkt.c     IB packet headers: build, parse, validate; receive dispatch
  *   pib-req.c     requester: send WQEs -> request packets
- *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs,
- *                 READ responses, atomics
+ *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs
+ *                 (its state machine's types in pib-resp.h)
+ *   pib-resp-rdatom.c  the responder's READ and atomics: executing them, the
+ *                 replay cache, sending READ responses
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
@@ -992,8 +994,10 @@ uint32_t pib_req_npkts(const PibQp *qp, uint64_t len);
 
 /* pib-resp.c */
 void pib_resp_recv(PibQp *qp, const PibPktInfo *pi);
-void pib_resp_run(PibQp *qp, unsigned *budget);
 void pib_resp_reset(PibQp *qp);
+
+/* pib-resp-rdatom.c */
+void pib_resp_run(PibQp *qp, unsigned *budget);
 
 /* pib-comp.c */
 void pib_comp_recv(PibQp *qp, const PibPktInfo *pi);

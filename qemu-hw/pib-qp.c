@@ -14,6 +14,7 @@
  *   pib-sched.c  its doorbells, the run list that runs its engines, timers
  *   pib-req.c    requester: send WQEs -> request packets
  *   pib-resp.c   responder: request packets -> memory, receive CQEs, ACKs
+ *                (READ and atomics in pib-resp-rdatom.c)
  *   pib-comp.c   completer: ACKs and responses -> send CQEs, retries
  *
  * States and what runs in them:

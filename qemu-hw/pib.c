@@ -28,7 +28,8 @@
  *   pib-wqe.c    fetching, checking, completing and flushing WQEs
  *   pib-sched.c  UAR doorbells (BAR2), the run list, the RC timers
  *   pib-pkt.c    IB packets: build, parse, receive dispatch
- *   pib-req.c, pib-resp.c, pib-comp.c   the transport engines
+ *   pib-req.c, pib-resp.c (+ pib-resp-rdatom.c), pib-comp.c   the transport
+ *                engines
  *   pib-inject.c error injection
  *
  * Doorbell writes only validate and record the new index; bottom halves
