@@ -23,7 +23,9 @@
  *   pib-pma.c     the performance management agent (pib-mgmt.h)
  *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
- *                 checks, BIND_MW, REG_MR, invalidation, DMA through MRs
+ *                 checks, DMA through MRs
+ *   pib-mr-wqe.c  the send queue's memory operations: BIND_MW, REG_MR (fast
+ *                 registration), invalidation
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
  *                 completion events (CEQ)
  *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
@@ -821,12 +823,18 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
                          PibMr **mrp);
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir);
-uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
-uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
-bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t num_sge, uint64_t offset, void *buf,
                        uint32_t len, DMADirection dir);
+PibMr *pib_mr_lookup(PibState *s, uint32_t key);
+PibMw *pib_mw_by_index(PibState *s, uint32_t key);
+void pib_mw_unbind(PibState *s, PibMw *mw);
+uint32_t pib_mw_mr_access(uint32_t access);
+
+/* pib-mr-wqe.c: the send queue's memory operations */
+uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
+uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 
 /* pib-cq.c */
 PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);

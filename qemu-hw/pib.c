@@ -22,6 +22,7 @@
  *   pib-com.c    the admin queue, the AEQ and CEQ, the device's commands
  *   pib-link.c   the port and its link to a peer HCA (a chardev)
  *   pib-mr.c     PDs, MRs, memory windows, key checks, DMA through MRs
+ *   pib-mr-wqe.c BIND_MW, fast registration and invalidation WQEs
  *   pib-cq.c     CQs: CQEs, overflow, arming, completion events
  *   pib-srq.c    SRQs
  *   pib-qp.c     QPs: create, modify (the IBTA table), query, destroy
