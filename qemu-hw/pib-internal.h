@@ -830,6 +830,9 @@ PibMr *pib_mr_lookup(PibState *s, uint32_t key);
 PibMw *pib_mw_by_index(PibState *s, uint32_t key);
 void pib_mw_unbind(PibState *s, PibMw *mw);
 uint32_t pib_mw_mr_access(uint32_t access);
+const char *pib_mr_access_fault(uint32_t access);
+bool pib_mr_length_ok(uint64_t iova, uint64_t length);
+uint64_t pib_mr_span(uint64_t iova, uint64_t length);
 
 /* pib-mr-wqe.c: the send queue's memory operations */
 uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);

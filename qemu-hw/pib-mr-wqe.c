@@ -84,14 +84,9 @@ uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
         return PIB_WC_SUCCESS;
     }
     /* The MR: valid, ours, MW_BIND (and LOCAL_WRITE if needed), the range. */
-    mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
     need = PIB_ACCESS_MW_BIND | pib_mw_mr_access(access);
-    err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
-          mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :
-          (mr->access & need) != need ? PIB_MEM_ACCESS :
-          addr < mr->iova || length > mr->length ||
-              addr - mr->iova > mr->length - length ? PIB_MEM_RANGE :
-          PIB_MEM_OK;
+    err = pib_mr_check(s, le32_to_cpu(b->mr_lkey), qp->pdn, addr, length,
+                       need, &mr);
     if (err != PIB_MEM_OK) {
         return pib_bind_fail(qp, pib_mem_err_name(err),
                              le32_to_cpu(b->mr_lkey));
@@ -158,9 +153,7 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
         return pib_fast_reg_fail(qp, "page size", r->page_shift,
                                  PIB_WC_LOC_PROT_ERR);
     }
-    if ((access & ~PIB_ACCESS_ALL) ||
-        ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
-         !(access & PIB_ACCESS_LOCAL_WRITE))) {
+    if (pib_mr_access_fault(access)) {
         return pib_fast_reg_fail(qp, "access bits", access,
                                  PIB_WC_LOC_PROT_ERR);
     }
@@ -168,9 +161,8 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
         return pib_fast_reg_fail(qp, "more pages than max_num_sg", npages,
                                  PIB_WC_LOC_LEN_ERR);
     }
-    need = DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length, PIB_PAGE_SIZE);
-    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova ||
-        npages < need) {
+    need = pib_mr_span(iova, length);
+    if (!pib_mr_length_ok(iova, length) || npages < need) {
         return pib_fast_reg_fail(qp, "length outside the pages", length,
                                  PIB_WC_LOC_LEN_ERR);
     }

@@ -125,24 +125,46 @@ static PibMr *pib_mr_install(PibState *s, uint32_t idx, PibPd *pd,
     return mr;
 }
 
-/* REG_MR's (and REREG_MR's) rules for an MR's access rights. */
-static uint8_t pib_mr_check_access(const char *cmd, uint32_t access)
+/*
+ * The rules for an MR's access rights, whoever registers it (REG_MR, REREG_MR,
+ * a REG_MR WQE): what is wrong with access, or NULL.
+ */
+const char *pib_mr_access_fault(uint32_t access)
 {
     if (access & ~PIB_ACCESS_ALL) {
-        return pib_cmd_reject(cmd, "unknown access bits", access,
-                              PIB_AQ_BAD_PARAM);
+        return "unknown access bits";
     }
     /* IBTA: remote write and atomic access need local write (11.2.8.2). */
     if ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
         !(access & PIB_ACCESS_LOCAL_WRITE)) {
-        return pib_cmd_reject(cmd, "remote write without local write",
-                              access, PIB_AQ_BAD_PARAM);
+        return "remote write without local write";
     }
-    return PIB_AQ_OK;
+    return NULL;
+}
+
+/* ... and for its range: a length the device can map, without wrapping. */
+bool pib_mr_length_ok(uint64_t iova, uint64_t length)
+{
+    return length != 0 && length <= PIB_MAX_MR_SIZE && iova + length >= iova;
+}
+
+/* The 4 KiB pages [iova, iova + length) spans. */
+uint64_t pib_mr_span(uint64_t iova, uint64_t length)
+{
+    return DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length, PIB_PAGE_SIZE);
+}
+
+/* REG_MR's (and REREG_MR's) check of the access rights. */
+static uint8_t pib_mr_check_access(const char *cmd, uint32_t access)
+{
+    const char *why = pib_mr_access_fault(access);
+
+    return why ? pib_cmd_reject(cmd, why, access, PIB_AQ_BAD_PARAM) :
+                 PIB_AQ_OK;
 }
 
 /*
- * ... and for its range: the page count must be exactly what [iova, iova +
+ * ... and of the range: the page count must be exactly what [iova, iova +
  * length) spans, and fit the device's page list budget once the MR being
  * changed gives back its own (freed pages).
  */
@@ -150,11 +172,10 @@ static uint8_t pib_mr_check_range(PibState *s, const char *cmd, uint64_t iova,
                                   uint64_t length, uint32_t npages,
                                   uint32_t freed)
 {
-    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova) {
+    if (!pib_mr_length_ok(iova, length)) {
         return pib_cmd_reject(cmd, "bad length", length, PIB_AQ_BAD_PARAM);
     }
-    if (npages != DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length,
-                               PIB_PAGE_SIZE)) {
+    if (npages != pib_mr_span(iova, length)) {
         return pib_cmd_reject(cmd, "npages does not match the range", npages,
                               PIB_AQ_BAD_PARAM);
     }
@@ -515,6 +536,13 @@ const char *pib_mem_err_name(PibMemErr err)
     }
 }
 
+/* Is [va, va + len) inside [base, base + size)?  (Written not to wrap.) */
+static bool pib_range_in(uint64_t va, uint64_t len, uint64_t base,
+                         uint64_t size)
+{
+    return va >= base && len <= size && va - base <= size - len;
+}
+
 /*
  * May a QP of PD pdn access [va, va + len) through key with these rights?
  * (docs/hardware.md "Keys")  Local reads need no right; anything else needs
@@ -539,7 +567,7 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
     if ((mr->access & access) != access) {
         return PIB_MEM_ACCESS;
     }
-    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) {
+    if (!pib_range_in(va, len, mr->iova, mr->length)) {
         return PIB_MEM_RANGE;
     }
     return PIB_MEM_OK;
@@ -588,7 +616,7 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     if ((mw->access & access) != access) {
         return PIB_MEM_ACCESS;
     }
-    if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len) {
+    if (!pib_range_in(va, len, mw->addr, mw->length)) {
         return PIB_MEM_RANGE;
     }
     return pib_mr_check(s, mw->mr_key, qp->pdn, va, len,
