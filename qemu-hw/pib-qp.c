@@ -310,19 +310,30 @@ typedef struct PibQpTransition {
 #define RC_UC_PATH  (PIB_QP_CUR_STATE | PIB_QP_ALT_PATH | \
                      PIB_QP_ACCESS_FLAGS | PIB_QP_PATH_MIG_STATE)
 
+/* What RESET -> INIT requires, and INIT -> INIT allows. */
+#define INIT_ATTRS {                                                        \
+        [PIB_QPT_UD]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT | PIB_QP_QKEY,     \
+        [PIB_QPT_UC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |                  \
+                        PIB_QP_ACCESS_FLAGS,                                \
+        [PIB_QPT_RC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |                  \
+                        PIB_QP_ACCESS_FLAGS,                                \
+        [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,                   \
+    }
+
+/* What a move to RTS allows, from RTR, RTS or SQD. */
+#define RTS_OPT {                                                           \
+        [PIB_QPT_UD]  = PIB_QP_CUR_STATE | PIB_QP_QKEY,                    \
+        [PIB_QPT_UC]  = RC_UC_PATH,                                         \
+        [PIB_QPT_RC]  = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,                 \
+        [PIB_QPT_GSI] = PIB_QP_CUR_STATE | PIB_QP_QKEY,                    \
+    }
+
 static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
     [PIB_QPS_RESET] = {
         [PIB_QPS_RESET] = { .valid = true },
         [PIB_QPS_INIT] = {
             .valid = true,
-            .req = {
-                [PIB_QPT_UD]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT | PIB_QP_QKEY,
-                [PIB_QPT_UC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |
-                                PIB_QP_ACCESS_FLAGS,
-                [PIB_QPT_RC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |
-                                PIB_QP_ACCESS_FLAGS,
-                [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,
-            },
+            .req = INIT_ATTRS,
         },
     },
     [PIB_QPS_INIT] = {
@@ -330,14 +341,7 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
         [PIB_QPS_ERR] = { .valid = true },
         [PIB_QPS_INIT] = {
             .valid = true,
-            .opt = {
-                [PIB_QPT_UD]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT | PIB_QP_QKEY,
-                [PIB_QPT_UC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |
-                                PIB_QP_ACCESS_FLAGS,
-                [PIB_QPT_RC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |
-                                PIB_QP_ACCESS_FLAGS,
-                [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,
-            },
+            .opt = INIT_ATTRS,
         },
         [PIB_QPS_RTR] = {
             .valid = true,
@@ -372,12 +376,7 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                                 PIB_QP_MAX_QP_RD_ATOMIC,
                 [PIB_QPT_GSI] = PIB_QP_SQ_PSN,
             },
-            .opt = {
-                [PIB_QPT_UD]  = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-                [PIB_QPT_UC]  = RC_UC_PATH,
-                [PIB_QPT_RC]  = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,
-                [PIB_QPT_GSI] = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-            },
+            .opt = RTS_OPT,
         },
     },
     [PIB_QPS_RTS] = {
@@ -385,12 +384,7 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
         [PIB_QPS_ERR] = { .valid = true },
         [PIB_QPS_RTS] = {
             .valid = true,
-            .opt = {
-                [PIB_QPT_UD]  = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-                [PIB_QPT_UC]  = RC_UC_PATH,
-                [PIB_QPT_RC]  = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,
-                [PIB_QPT_GSI] = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-            },
+            .opt = RTS_OPT,
         },
         [PIB_QPS_SQD] = {
             .valid = true,
@@ -407,12 +401,7 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
         [PIB_QPS_ERR] = { .valid = true },
         [PIB_QPS_RTS] = {
             .valid = true,
-            .opt = {
-                [PIB_QPT_UD]  = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-                [PIB_QPT_UC]  = RC_UC_PATH,
-                [PIB_QPT_RC]  = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,
-                [PIB_QPT_GSI] = PIB_QP_CUR_STATE | PIB_QP_QKEY,
-            },
+            .opt = RTS_OPT,
         },
         [PIB_QPS_SQD] = {
             .valid = true,
