@@ -29,8 +29,9 @@
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
  *                 completion events (CEQ)
  *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
- *   pib-qp.c      QPs: CREATE_QP, MODIFY_QP (the IBTA table), QUERY_QP,
- *                 DESTROY_QP, entering ERR
+ *   pib-qp.c      QPs: CREATE_QP, DESTROY_QP
+ *   pib-qp-state.c  the QP state machine: MODIFY_QP (the IBTA table),
+ *                 QUERY_QP, entering ERR
  *   pib-wqe.c     fetching and checking WQEs, completing and flushing them
  *   pib-sched.c   UAR doorbells (BAR2), the run list and the work bottom
  *                 half, the RC timers
@@ -765,7 +766,8 @@ uint64_t pib_port_guid(PibState *s);
  * The admin command handlers, one per line of PIB_ADMIN_OPCODES
  * (include/pib_hw.h): uint8_t pib_cmd_<name>(s, cmd, res) returns the
  * completion status and fills res.  They live with their objects: pib-com.c
- * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c.
+ * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c,
+ * pib-qp-state.c.
  */
 #define PIB_CMD_HANDLER_DECL(id, name, opcode)                          \
     uint8_t pib_cmd_##name(PibState *s, const struct pib_admin_cmd *cmd, \
@@ -857,6 +859,8 @@ PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
 void pib_qp_reset_all(PibState *s);
 const char *pib_qp_state_name(uint8_t state);
 bool pib_qp_is_connected(const PibQp *qp);
+
+/* pib-qp-state.c */
 void pib_qp_error(PibQp *qp, const char *why);
 
 /* pib-wqe.c */

@@ -25,7 +25,8 @@
  *   pib-mr-wqe.c BIND_MW, fast registration and invalidation WQEs
  *   pib-cq.c     CQs: CQEs, overflow, arming, completion events
  *   pib-srq.c    SRQs
- *   pib-qp.c     QPs: create, modify (the IBTA table), query, destroy
+ *   pib-qp.c     QPs: create, destroy
+ *   pib-qp-state.c  QP states: modify (the IBTA table), query, ERR
  *   pib-wqe.c    fetching, checking, completing and flushing WQEs
  *   pib-sched.c  UAR doorbells (BAR2), the run list, the RC timers
  *   pib-pkt.c    IB packets: build, parse, receive dispatch
