@@ -4,8 +4,9 @@
 # port's subnet manager, takes it to ACTIVE (node 0's opensm is stopped for the test: the
 # peer plays that part), then sends garbage, broken frames, malformed and misaddressed packets,
 # requests outside the PSN window, RDMA with forged rkeys and out-of-range addresses, aimed at
-# real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, and malformed,
-# truncated and misaddressed MADs to its QP0 and QP1.  For every phase:
+# real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, malformed,
+# truncated and misaddressed MADs to its QP0 and QP1, and forged CM messages that node 0's
+# ib_cm must reject without a trace (REJ, DREP; no QP appears in the device).  For every phase:
 #   - pib-hostile's own checks pass: the device drops the stream on framing loss, the link
 #     retrains, the NAKs and READ responses are the IBTA's;
 #   - each hw_counter of node 0 grows by exactly what pib-hostile says it sent (expect lines),
@@ -18,7 +19,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
-PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged mad)
+PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged mad cm)
 INFO=/tmp/pib-mr-target.info
 GO=/tmp/pib-mr-target.go
 work=$(mktemp -d)
@@ -56,6 +57,8 @@ check "pib-mr-target is ready (its info file)" grep -q '^qpns ' "$work/target.in
 
 declare -A before after
 expect_qps=() expect_events=()
+check "node 0: ib_cm is loaded (its counters are the cm phase's)" on 0 modprobe ib_cm
+qps_before=$(on 0 rdma resource show qp | grep -c .)
 for phase in "${PHASES[@]}"; do
   echo "== phase $phase"
   read_counters 0 before
@@ -78,6 +81,10 @@ for phase in "${PHASES[@]}"; do
   mapfile -t -O "${#expect_qps[@]}" expect_qps < <(awk '$1 == "expect_qp" {print $2, $3}' "$work/$phase.out")
   mapfile -t -O "${#expect_events[@]}" expect_events < <(awk '$1 == "expect_event" {print $2, $3}' "$work/$phase.out")
 done
+
+qps_after=$(on 0 rdma resource show qp | grep -c .)
+check "node 0: the forged CM messages made no QP in the device ($qps_before QPs before, $qps_after after)" \
+  test "$qps_after" -eq "$qps_before"
 
 echo "== the port after the attacks"
 "$HOSTILE" -s "$LINK_SOCK" -T "$work/target.info" hold >"$work/hold.out" 2>&1 &

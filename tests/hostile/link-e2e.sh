@@ -19,14 +19,16 @@ hostile_build() {
     { echo "cannot build $HOSTILE"; exit 1; }
 }
 
-# read_counters NODE ARRAY: ARRAY[name]=value for every hw_counter of pib_0 port 1.
+# read_counters NODE ARRAY: ARRAY[name]=value for every hw_counter of pib_0 port 1, and for
+# ib_cm's counters of the port, if ib_cm is loaded, as ARRAY[cm_rx_msgs/req] and so on.
 read_counters() {
   local -n arr=$2
   local name val
   arr=()
   while IFS=: read -r name val; do
     [ -n "$name" ] && arr[$name]=$val
-  done < <(on "$1" sh -c "cd $HW_COUNTERS 2>/dev/null && grep -H . *")
+  done < <(on "$1" sh -c "cd $HW_COUNTERS 2>/dev/null && grep -H . *;
+                          cd $HW_COUNTERS/.. && grep -H . cm_*/* 2>/dev/null")
 }
 
 # check_one_link_down: both nodes' link_downs grew by exactly 1 from the counters in the

@@ -130,11 +130,32 @@ static void expect(enum pib_counter c, unsigned n)
 		expect_drops += n;
 }
 
+/*
+ * Counters of the guest's port that are not the device's: ib_cm's, in the port's sysfs
+ * directory (cm_rx_msgs/req, ...).  The e2e test reads them next to the hw_counters.
+ */
+#define MAX_NAMED 16
+static struct { const char *name; unsigned n; } expect_named[MAX_NAMED];
+static int n_named;
+
+static void expect_port_counter(const char *name, unsigned n)
+{
+	for (int i = 0; i < n_named; i++)
+		if (!strcmp(expect_named[i].name, name)) {
+			expect_named[i].n += n;
+			return;
+		}
+	if (n_named < MAX_NAMED)
+		expect_named[n_named++] = (typeof(expect_named[0])){ name, n };
+}
+
 static void print_expectations(void)
 {
 	for (int c = 0; c < PIB_CNT_MAX; c++)
 		if (expect_set[c])
 			printf("expect %s %" PRIu64 "\n", counter_names[c], expect_n[c]);
+	for (int i = 0; i < n_named; i++)
+		printf("expect %s %u\n", expect_named[i].name, expect_named[i].n);
 	printf("expect_drops %d\n", expect_drops);
 }
 
@@ -668,6 +689,7 @@ static void send_pkt(struct session *s, const struct pkt *p)
  */
 
 #define QP1_QKEY        0x80010000u	/* IBTA: QP1's Q_Key */
+#define CM_CLASS        0x07		/* IBTA 16.7: the communication manager's class */
 #define HOSTILE_TID_HI  0x4853544cu	/* "HSTL": the high half of our transaction IDs */
 
 static uint32_t next_tid = 1;
@@ -791,6 +813,8 @@ static bool mad_request_to_us(const struct resp *r)
 
 	if (!h || (h->method & PIB_MAD_METHOD_RESP))
 		return false;
+	if (h->mgmt_class == CM_CLASS && h->tid_hi_be == htonl(HOSTILE_TID_HI))
+		return false;	/* a CM message answering one of ours (REJ, DREP): a Send */
 	info("a request to our QP%u: class 0x%02x method 0x%02x attribute 0x%04x: unanswered",
 	     r->dqpn, h->mgmt_class, h->method, ntohs(h->attr_id_be));
 	return true;
@@ -1738,6 +1762,161 @@ static void cmd_mad(struct session *s)
 #undef DR_SILENT
 }
 
+/* =============================================================================================
+ * cm: forged connection-manager MADs (IBTA 12) to the target's QP1.
+ *
+ * The device does not parse CM messages: to it they are GMPs for QP1, which ib_mad hands to
+ * the guest's ib_cm.  What is checked here is that the device delivers them whole and sends the
+ * answers ib_cm gives, and that ib_cm keeps no state for a connection that never was:
+ *   - a REQ for a service nobody listens on gets REJ "invalid service ID" (reason 8), and the
+ *     same REQ again gets the same REJ (a REQ that left its remote ID behind would be taken for
+ *     a duplicate and ignored);
+ *   - a REP and a DREQ for a connection ib_cm does not know: the REP is dropped silently, the
+ *     DREQ is answered with a DREP (12.9.6: a DREQ for no connection is answered all the same).
+ * The e2e test adds that no QP appeared in the device and that ib_cm counted each message.
+ */
+
+/* CM attribute IDs (IBTA 12.6, Table 97) */
+#define CM_ATTR_REQ  0x0010
+#define CM_ATTR_REJ  0x0012
+#define CM_ATTR_REP  0x0013
+#define CM_ATTR_DREQ 0x0015
+#define CM_ATTR_DREP 0x0016
+#define CM_CLASS_VERSION 2
+#define CM_REJ_INVALID_SERVICE_ID 8
+
+/* Byte offsets in a CM MAD's 232 bytes of data (IBTA 12.6.5 REQ, 12.6.7 REJ, 12.6.8 REP,
+ * 12.6.10 DREQ, 12.6.11 DREP): just the fields these checks write or read. */
+#define CM_LOCAL_COMM_ID   0	/* every message */
+#define CM_REMOTE_COMM_ID  4	/* every message but REQ */
+#define CM_REQ_SERVICE_ID  8
+#define CM_REQ_CA_GUID    16
+#define CM_REQ_QKEY       28
+#define CM_REQ_QPN        32	/* QPN << 8 | responder resources */
+#define CM_REQ_EECN       36	/* EECN << 8 | initiator depth */
+#define CM_REQ_TIMEOUTS   40	/* remote EECN << 8 | CM response timeout:5, transport:2, flow:1 */
+#define CM_REQ_PSN        44	/* starting PSN << 8 | local CM response timeout:5, retry:3 */
+#define CM_REQ_PKEY       48
+#define CM_REQ_MTU        50	/* path MTU:4, RDC:1, RNR retry:3 */
+#define CM_REQ_CM_RETRIES 51	/* max CM retries:4, SRQ:1, extended transport:3 */
+#define CM_REQ_LID        52	/* primary path: local LID, remote LID, then the GIDs */
+#define CM_REJ_MSG        8	/* MsgRejected in bits 7:6: 0 REQ, 1 REP, 2 other */
+#define CM_REJ_REASON     10
+
+struct cm_mad {
+	struct pib_mad_hdr hdr;
+	uint8_t data[PIB_MAD_SIZE - sizeof(struct pib_mad_hdr)];
+};
+
+static void put32(uint8_t *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
+static void put16(uint8_t *p, uint16_t v) { v = htons(v); memcpy(p, &v, 2); }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
+static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return ntohs(v); }
+
+/* A REQ for an RC connection from our QP 0x4242 to service_id, with comm ID id. */
+static void cm_req_init(struct cm_mad *m, const struct session *s, uint32_t id,
+			uint64_t service_id)
+{
+	memset(m, 0, sizeof(*m));
+	mad_hdr_init(&m->hdr, CM_CLASS, CM_CLASS_VERSION, PIB_MAD_METHOD_SEND, CM_ATTR_REQ, 0);
+	put32(m->data + CM_LOCAL_COMM_ID, id);
+	put32(m->data + CM_REQ_SERVICE_ID, service_id >> 32);
+	put32(m->data + CM_REQ_SERVICE_ID + 4, (uint32_t)service_id);
+	put32(m->data + CM_REQ_CA_GUID, HOSTILE_NODE_GUID >> 32);
+	put32(m->data + CM_REQ_CA_GUID + 4, (uint32_t)HOSTILE_NODE_GUID);
+	put32(m->data + CM_REQ_QPN, 0x4242u << 8 | 1);
+	put32(m->data + CM_REQ_EECN, 1);
+	put32(m->data + CM_REQ_TIMEOUTS, 18u << 3);		/* RC, CM timeout 2^18 * 4 us */
+	put32(m->data + CM_REQ_PSN, 0x123456u << 8 | 18u << 3 | 7);
+	put16(m->data + CM_REQ_PKEY, PIB_DEFAULT_PKEY);
+	m->data[CM_REQ_MTU] = 4 << 4 | 7;			/* 2048 bytes, RNR retry 7 */
+	m->data[CM_REQ_CM_RETRIES] = 2 << 4;
+	put16(m->data + CM_REQ_LID, s->t.peer_lid);
+	put16(m->data + CM_REQ_LID + 2, s->t.lid);
+}
+
+/* Send m to the target's QP1 and wait for the CM message that answers it (same TID). */
+static bool cm_send_wait(struct session *s, const char *what, struct cm_mad *m, int ms,
+			 struct cm_mad *ans)
+{
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	struct pkt p = mad_pkt(s, 1, false, m, sizeof(*m));
+	struct resp r;
+
+	send_pkt(s, &p);
+	if (!wait_mad(s, &m->hdr, ms, &r, buf))
+		return false;
+	memcpy(ans, r.payload, sizeof(*ans));
+	info("%s: answered with CM attribute 0x%04x, method 0x%02x, from QP%u", what,
+	     ntohs(ans->hdr.attr_id_be), ans->hdr.method, r.sqpn);
+	return true;
+}
+
+/* A REQ nobody listens for: REJ, invalid service ID, naming our comm ID. */
+static void cm_req_rejected(struct session *s, const char *what, uint32_t id)
+{
+	struct cm_mad m, ans;
+
+	cm_req_init(&m, s, id, 0x0106000000c0ffeeull);	/* an RDMA IP CM service ID, port 0xffee */
+	if (!cm_send_wait(s, what, &m, s->timeout_ms, &ans)) {
+		check(false, "%s: no REJ in %d ms", what, s->timeout_ms);
+		return;
+	}
+	check(ans.hdr.mgmt_class == CM_CLASS && ans.hdr.method == PIB_MAD_METHOD_SEND &&
+	      ntohs(ans.hdr.attr_id_be) == CM_ATTR_REJ &&
+	      get32(ans.data + CM_REMOTE_COMM_ID) == id && ans.data[CM_REJ_MSG] >> 6 == 0 &&
+	      get16(ans.data + CM_REJ_REASON) == CM_REJ_INVALID_SERVICE_ID,
+	      "%s: REJ (attribute 0x%04x, method 0x%02x) of the REQ (MsgRejected %u) for comm ID "
+	      "0x%x (ours 0x%x), reason %u (invalid service ID is %u)", what,
+	      ntohs(ans.hdr.attr_id_be), ans.hdr.method, ans.data[CM_REJ_MSG] >> 6,
+	      get32(ans.data + CM_REMOTE_COMM_ID), id, get16(ans.data + CM_REJ_REASON),
+	      CM_REJ_INVALID_SERVICE_ID);
+	expect_port_counter("cm_rx_msgs/req", 1);
+	expect_port_counter("cm_tx_msgs/rej", 1);
+}
+
+static void cmd_cm(struct session *s)
+{
+	struct cm_mad m, ans;
+
+	if (session_open(s)) {
+		check(false, "the link trains and the port goes ACTIVE with us as its SM");
+		return;
+	}
+	check(true, "the link trains; as its SM we took the port to ACTIVE");
+
+	cm_req_rejected(s, "REQ for service 0x0106000000c0ffee", 0x0c0ffee1);
+	cm_req_rejected(s, "the same REQ again (no remote ID left behind)", 0x0c0ffee1);
+
+	memset(&m, 0, sizeof(m));
+	mad_hdr_init(&m.hdr, CM_CLASS, CM_CLASS_VERSION, PIB_MAD_METHOD_SEND, CM_ATTR_REP, 0);
+	put32(m.data + CM_LOCAL_COMM_ID, 0x0c0ffee2);
+	put32(m.data + CM_REMOTE_COMM_ID, 0x5eed0001);	/* no cm_id of the guest's */
+	check(!cm_send_wait(s, "REP for no REQ", &m, MAD_QUIET_MS, &ans),
+	      "REP for a REQ the guest never sent: no answer");
+	expect_port_counter("cm_rx_msgs/rep", 1);
+
+	memset(&m, 0, sizeof(m));
+	mad_hdr_init(&m.hdr, CM_CLASS, CM_CLASS_VERSION, PIB_MAD_METHOD_SEND, CM_ATTR_DREQ, 0);
+	put32(m.data + CM_LOCAL_COMM_ID, 0x0c0ffee3);
+	put32(m.data + CM_REMOTE_COMM_ID, 0x5eed0002);
+	if (!cm_send_wait(s, "DREQ for no connection", &m, s->timeout_ms, &ans))
+		check(false, "DREQ for no connection: no DREP in %d ms", s->timeout_ms);
+	else
+		check(ntohs(ans.hdr.attr_id_be) == CM_ATTR_DREP &&
+		      get32(ans.data + CM_LOCAL_COMM_ID) == 0x5eed0002 &&
+		      get32(ans.data + CM_REMOTE_COMM_ID) == 0x0c0ffee3,
+		      "DREQ for no connection: DREP (attribute 0x%04x) with comm IDs 0x%x/0x%x "
+		      "(wanted 0x5eed0002/0x0c0ffee3)", ntohs(ans.hdr.attr_id_be),
+		      get32(ans.data + CM_LOCAL_COMM_ID), get32(ans.data + CM_REMOTE_COMM_ID));
+	expect_port_counter("cm_rx_msgs/dreq", 1);
+	expect_port_counter("cm_rx_duplicates/dreq", 1);
+
+	mad_good_smp(s, "after");
+	sync_probe(s, "sync probe after the CM messages");
+	session_close(s);
+}
+
 static void cmd_hold(struct session *s, int hold_s)
 {
 	int64_t end = hold_s > 0 ? now_ms() + hold_s * 1000ll : INT64_MAX;
@@ -1937,7 +2116,8 @@ static void usage(FILE *f)
 "  read         valid RDMA READs of the target MR (positive control)\n"
 "  forged       RDMA WRITE/READ with forged rkeys and out-of-range addresses\n"
 "  mad          malformed, truncated and misaddressed MADs to QP0 and QP1\n"
-"  all          garbage ... mad, in that order, on fresh connections\n"
+"  cm           forged CM messages (REQ, REP, DREQ) to QP1: ib_cm rejects them\n"
+"  all          garbage ... cm, in that order, on fresh connections\n"
 "Commands after garbage and bad-frames need --target: the info file of pib-mr-target,\n"
 "whose QPs they use as 0 control, 1 psn, 2 read, 3.. forged (one each; 13 in all).\n"
 "With it, each connection also makes us the subnet manager of the target's port: once the\n"
@@ -2034,6 +2214,7 @@ int main(int argc, char **argv)
 		{ "read", cmd_read, true },
 		{ "forged", cmd_forged, true },
 		{ "mad", cmd_mad, true },
+		{ "cm", cmd_cm, true },
 	};
 	bool all = !strcmp(cmd_name, "all"), found = all;
 
