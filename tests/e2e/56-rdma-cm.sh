@@ -4,7 +4,8 @@
 # exchanges REQ/REP/RTU on QP1.  rdma-core's own tools, from our 56.1 build:
 #   - rping: 100 RDMA WRITE/READ round trips, each buffer validated (-V);
 #   - ucmatose (RC) and udaddy (UD, AHs from the path): their own data checks, "return status 0";
-#   - mckey: a UD multicast group joined through the SA (MCMemberRecord), 10 datagrams each way;
+#   - mckey: a UD multicast group joined through the SA (MCMemberRecord), 10 datagrams each way,
+#     counted by the device and by both ports' PMAs (PortMulticastXmitPkts/RcvPkts);
 #   - perftest over rdma_cm (-R): ib_send_bw and ib_write_lat;
 #   - qperf rc_bw, rc_lat and ud_lat to node1-ib.
 source "$(dirname "$0")/lib.sh"
@@ -39,11 +40,16 @@ mc_counters() {
   for c in rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey; do out+="$(hw_counter "$1" $c 2>/dev/null) "; done
   echo "$out"
 }
+# pma_mcast NODE FIELD: PortMulticastXmitPkts or PortMulticastRcvPkts of the node's port, as
+# its PMA answers perfquery -x (PortCountersExtended).
+pma_mcast() { on "$1" perfquery -x | sed -n "s/^$2:\.*//p" | head -n 1; }
 # mckey_way RX LAST_OCTET: node RX receives on 239.1.1.LAST_OCTET, the other node sends.
 mckey_way() {
   local rx=$1 grp=239.1.1.$2 tail=f01:10$2 tx=$((1 - $1)) slog spid src crc out i before after
+  local pma_rx0 pma_tx0 pma_rx1 pma_tx1
   slog=$(mktemp)
   before=$(mc_counters "$rx")
+  pma_rx0=$(pma_mcast "$rx" PortMulticastRcvPkts) pma_tx0=$(pma_mcast "$tx" PortMulticastXmitPkts)
   "$PIBVM" exec "$rx" --timeout 200 -- timeout 180 mckey -m "$grp" -b "10.13.0.$((rx + 1))" -C 10 >"$slog" 2>&1 &
   spid=$!
   for ((i = 0; i < 60; i++)); do
@@ -58,6 +64,11 @@ mckey_way() {
   echo "node $rx counters (rx_mcast_packets rx_drop_mcast rx_drop_qkey rx_drop_pkey): $before-> $after"
   check "mckey node $tx -> node $rx: the device took at least 10 multicast packets" \
     test "${after%% *}" -ge $(( ${before%% *} + 10 ))
+  pma_rx1=$(pma_mcast "$rx" PortMulticastRcvPkts) pma_tx1=$(pma_mcast "$tx" PortMulticastXmitPkts)
+  check "mckey node $tx -> node $rx: node $tx's PMA PortMulticastXmitPkts grew by at least 10 ($pma_tx0 -> $pma_tx1)" \
+    test "${pma_tx1:-0}" -ge $(( ${pma_tx0:-10**9} + 10 ))
+  check "mckey node $tx -> node $rx: node $rx's PMA PortMulticastRcvPkts grew by at least 10 ($pma_rx0 -> $pma_rx1)" \
+    test "${pma_rx1:-0}" -ge $(( ${pma_rx0:-10**9} + 10 ))
   echo "--- mckey sender (node $tx)"; echo "$out"
   check "mckey node $tx -> node $rx: sender exits 0 (got $crc)" test "$crc" -eq 0
   check "mckey node $tx -> node $rx: receiver got its 10 datagrams, exits 0 (got $src)" \
@@ -88,7 +99,8 @@ if wait_listen 1 19765; then
 else
   check "qperf server listens on 19765" false
 fi
-on 1 pkill -x qperf >/dev/null 2>&1
+# The image has no pkill: the server is found by its name in /proc.
+on 1 sh -c 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = qperf ] && kill ${p#/proc/}; done'
 wait "$qpid" 2>/dev/null
 
 finish
