@@ -20,6 +20,10 @@ check "node 0: pyverbs and rdma-core's tests are installed" \
   on 0 sh -c "test -f $TESTS_DIR/run_tests.py && python3 -c 'import pyverbs.device'"
 # The traffic tests skip themselves, silently for the pass count, on a port that is not up.
 check "node 0: $DEV port 1 is ACTIVE" sh -c "\"$PIBVM\" exec 0 -- ibv_devinfo -d $DEV | grep -q PORT_ACTIVE"
+# The rdma_cm tests reach the device through the IP address of its net interface (base.py:
+# the first address of the netdev under /sys/class/infiniband/DEV/device/net/): IPoIB on ib0.
+trap '"$PIBVM" ipoib down >/dev/null 2>&1' EXIT
+check "IPoIB datagram up (ib0 is pib_0's net interface for the rdma_cm tests)" "$PIBVM" ipoib datagram
 mark=$(on 0 dmesg | wc -l)
 
 # The runner writes its lines to a file in the guest, read back afterwards: what ran is known
