@@ -85,7 +85,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	/* The ring, then one page for the consumer index record. */
 	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
 		    << PIB_PAGE_SHIFT;
-	cq->buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	cq->buf_size = (size_t)pib_cq_pages(depth, PIB_CQE_STRIDE_LOG) << PIB_PAGE_SHIFT;
 	/* A parent domain, if given, is the CQ's allocator (and nothing else). */
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
 		cq->src.pad = to_pib_parent(attr->parent_domain);
@@ -176,7 +176,7 @@ int pib_resize_cq(struct ibv_cq *ibvcq, int cqe)
 	depth = roundup_pow_of_two(max_t(uint32_t, cqe + 1, 2));
 	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
 		    << PIB_PAGE_SHIFT;
-	buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	buf_size = (size_t)pib_cq_pages(depth, PIB_CQE_STRIDE_LOG) << PIB_PAGE_SHIFT;
 	buf = pib_alloc_ring(&src, buf_size);
 	if (!buf)
 		return errno;
