@@ -3,12 +3,13 @@
  * pib_cq.c - completion queues.
  *
  * A CQ is a ring of depth 32-byte CQEs followed by one page whose first u32 is the consumer
- * index record (include/pib_wqe.h, docs/hardware.md "Rings").  A user CQ may ask for
- * completion timestamps: its CQEs are then 64 bytes, the second half the device clock when the
- * CQE was written (struct pib_cqe_ts), and the provider reads them; kernel CQs have none.  A user CQ's ring belongs to
+ * index record (include/pib_wqe.h, docs/hardware.md "Rings").  A user CQ's ring belongs to
  * the provider: the driver pins it and gives the device its page list, and the provider
- * polls it and arms it with doorbells on its own UAR page.  A kernel CQ's ring belongs to
- * the driver, which polls and arms it here, with doorbells on UAR page 0.
+ * polls it and arms it with doorbells on its own UAR page.  A user CQ may also ask for
+ * completion timestamps (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): its CQEs are then 64
+ * bytes, the second half the device clock when the CQE was written (struct pib_cqe_ts).  A
+ * kernel CQ's ring belongs to the driver, which polls and arms it here, with doorbells on UAR
+ * page 0; its CQEs have no timestamps.
  *
  * The device writes a CQE with the phase bit set to 1 on its first pass over the ring, 0 on
  * the second, and so on; a consumer owns the slot at its index once the phase bit is the one
