@@ -61,6 +61,7 @@ struct pib_dev {
 	u32 max_srq_wr;
 	u32 max_srq_sge;
 	u32 max_fast_reg_pages;         /* 0: no fast registration (PIB_DEV_CAP_MEM_MGT_EXT) */
+	u32 clock_khz;                  /* 0: no device clock (PIB_DEV_CAP_CLOCK) */
 	bool counters;                  /* the device answers QUERY_COUNTERS: hw_counters */
 	bool mad;                       /* the firmware has an SMA and a PMA (MAD_IFC): the */
 					/* port is managed, with QP0/QP1 and process_mad */
@@ -167,6 +168,7 @@ struct pib_cq {
 	u32 cqn;
 	u32 depth;                      /* CQE slots, a power of two */
 	bool user;                      /* the ring belongs to a process (umem) */
+	u32 cq_flags;                   /* PIB_CQ_F_*: user CQs may have timestamped CQEs */
 	struct ib_umem *umem;           /* user CQ: the ring and record page, pinned */
 
 	/* Kernel CQ only. */

@@ -5,8 +5,11 @@
  * A CQ is a ring of depth 32-byte CQEs followed by one page whose first u32 is the consumer
  * index record (include/pib_wqe.h, docs/hardware.md "Rings").  A user CQ's ring belongs to
  * the provider: the driver pins it and gives the device its page list, and the provider
- * polls it and arms it with doorbells on its own UAR page.  A kernel CQ's ring belongs to
- * the driver, which polls and arms it here, with doorbells on UAR page 0.
+ * polls it and arms it with doorbells on its own UAR page.  A user CQ may also ask for
+ * completion timestamps (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): its CQEs are then 64
+ * bytes, the second half the device clock when the CQE was written (struct pib_cqe_ts).  A
+ * kernel CQ's ring belongs to the driver, which polls and arms it here, with doorbells on UAR
+ * page 0; its CQEs have no timestamps.
  *
  * The device writes a CQE with the phase bit set to 1 on its first pass over the ring, 0 on
  * the second, and so on; a consumer owns the slot at its index once the phase bit is the one
@@ -42,6 +45,12 @@ static size_t pib_cq_ring_size(u32 depth)
  * Creating and destroying
  * ------------------------------------------------------------------------------------------ */
 
+/* The device's CREATE_CQ flags for the provider's request. */
+static u32 pib_cq_flags_of(const struct pib_ibv_create_cq *req)
+{
+	return req->flags & PIB_IBV_CQ_F_TIMESTAMP ? PIB_CQ_F_TIMESTAMP : 0;
+}
+
 /*
  * The provider's request (struct pib_ibv_create_cq), checked field by field: the ring it
  * describes is the one the device will write, so it must be exactly depth CQEs and the
@@ -51,6 +60,7 @@ static int pib_cq_user_req(struct pib_dev *dev, const struct ib_cq_init_attr *at
 			   struct ib_udata *udata, struct pib_ibv_create_cq *req)
 {
 	struct ib_device *ibdev = &dev->ibdev;
+	u32 stride_log;
 	int err;
 
 	if (udata->inlen < sizeof(*req) ||
@@ -67,16 +77,29 @@ static int pib_cq_user_req(struct pib_dev *dev, const struct ib_cq_init_attr *at
 	err = ib_copy_from_udata(req, udata, sizeof(*req));
 	if (err)
 		return err;
-	if (req->comp_mask || req->reserved_14) {
-		ibdev_dbg(ibdev, "create_cq: comp_mask %#x not supported\n", req->comp_mask);
+	if (req->comp_mask & ~PIB_IBV_CREATE_CQ_MASK_FLAGS ||
+	    (!(req->comp_mask & PIB_IBV_CREATE_CQ_MASK_FLAGS) && req->flags) ||
+	    req->flags & ~PIB_IBV_CQ_F_TIMESTAMP) {
+		ibdev_dbg(ibdev, "create_cq: comp_mask %#x flags %#x not supported\n",
+			  req->comp_mask, req->flags);
 		return -EOPNOTSUPP;
+	}
+	/* Timestamps need the device clock, and the verbs flag and the ring to agree. */
+	if ((req->flags & PIB_IBV_CQ_F_TIMESTAMP) && !dev->clock_khz)
+		return -EOPNOTSUPP;
+	if (!(req->flags & PIB_IBV_CQ_F_TIMESTAMP) !=
+	    !(attr->flags & IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)) {
+		ibdev_dbg(ibdev, "create_cq: flags %#x with ring flags %#x\n", attr->flags,
+			  req->flags);
+		return -EINVAL;
 	}
 	if (!is_power_of_2(req->depth) || req->depth < 2 || req->depth > dev->max_cqe ||
 	    req->depth < (u64)attr->cqe + 1) {
 		ibdev_dbg(ibdev, "create_cq: bad depth %u for %u CQEs\n", req->depth, attr->cqe);
 		return -EINVAL;
 	}
-	if (req->buf_size != (size_t)pib_cq_pages(req->depth) << PIB_PAGE_SHIFT ||
+	stride_log = pib_cqe_stride_log(pib_cq_flags_of(req));
+	if (req->buf_size != (size_t)pib_cq_pages(req->depth, stride_log) << PIB_PAGE_SHIFT ||
 	    !req->buf_addr || !IS_ALIGNED(req->buf_addr, PIB_PAGE_SIZE)) {
 		ibdev_dbg(ibdev, "create_cq: bad ring %#llx size %u for depth %u\n",
 			  req->buf_addr, req->buf_size, req->depth);
@@ -98,6 +121,7 @@ static int pib_cq_init_user(struct pib_dev *dev, struct pib_cq *cq,
 
 	cq->user = true;
 	cq->depth = req.depth;
+	cq->cq_flags = pib_cq_flags_of(&req);
 	/* The device writes the ring and reads the record page. */
 	cq->umem = ib_umem_get(&dev->ibdev, req.buf_addr, req.buf_size, IB_ACCESS_LOCAL_WRITE);
 	if (IS_ERR(cq->umem)) {
@@ -156,7 +180,9 @@ int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct pib_pbl pbl;
 	int err;
 
-	if (attr->flags)
+	/* Completion timestamps: user CQs only (the provider reads them). */
+	if (attr->flags & ~IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION ||
+	    (attr->flags && !udata))
 		return -EOPNOTSUPP;
 	if (attr->comp_vector >= ibcq->device->num_comp_vectors || attr->cqe >= dev->max_cqe)
 		return -EINVAL;
@@ -182,6 +208,7 @@ int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	in.depth = cq->depth;
 	in.npages = pbl.npages;
 	in.pbl_addr = pbl.dma;
+	in.flags = cq->cq_flags;
 	err = pib_cmd_create_cq(&dev->com, &in, &cq->cqn);
 	pib_pbl_free(dev, &pbl);
 	if (err)
@@ -279,7 +306,8 @@ int pib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 		return -EOPNOTSUPP;
 	if (cqe < 1 || cqe >= dev->max_cqe || !is_power_of_2(req.depth) || req.depth < 2 ||
 	    req.depth > dev->max_cqe || req.depth < (u64)cqe + 1 ||
-	    req.buf_size != (size_t)pib_cq_pages(req.depth) << PIB_PAGE_SHIFT ||
+	    req.buf_size != (size_t)pib_cq_pages(req.depth, pib_cqe_stride_log(cq->cq_flags))
+			    << PIB_PAGE_SHIFT ||
 	    !req.buf_addr || !IS_ALIGNED(req.buf_addr, PIB_PAGE_SIZE)) {
 		ibdev_dbg(&dev->ibdev, "resize_cq: bad ring %#llx size %u depth %u for %d CQEs\n",
 			  req.buf_addr, req.buf_size, req.depth, cqe);

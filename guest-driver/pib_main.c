@@ -439,6 +439,10 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 		dev->max_fast_reg_pages = min_t(u32, dev->attr.max_fast_reg_pages,
 						PIB_MAX_FAST_REG_PAGES);
 
+	/* Timestamped completions only with a clock whose rate the device says. */
+	if (dev->attr.device_cap_flags & PIB_DEV_CAP_CLOCK)
+		dev->clock_khz = dev->attr.clock_khz;
+
 	err = pib_query_counters_cap(dev);
 	if (err)
 		return err;

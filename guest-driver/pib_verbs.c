@@ -134,6 +134,11 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 		props->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
 		props->max_fast_reg_page_list_len = dev->max_fast_reg_pages;
 	}
+	/* The device clock (the UAR's CLOCK registers, CQE timestamps): 64 bits of it. */
+	if (dev->clock_khz) {
+		props->hca_core_clock = dev->clock_khz;
+		props->timestamp_mask = U64_MAX;
+	}
 	return 0;
 }
 

@@ -4,6 +4,10 @@
  *
  * The CQ ring is in the provider's memory; the device writes 32-byte CQEs
  * into it by DMA and the provider reads them without entering the kernel.
+ * A CQ created with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP has 64-byte slots
+ * instead, the CQE followed by the device clock when the device wrote it
+ * (struct pib_cqe_ts); ibv_query_rt_values_ex reads the same clock from the
+ * UAR page (see the end of this file).
  * Who owns a slot is told by the CQE's phase bit alone (pib_wqe.h): on the
  * first pass over the ring the device writes phase 1 into each CQE, on the
  * second pass 0, and so on, so a slot still holding the previous pass's
@@ -33,8 +37,15 @@
 		      "CQE status " #name " is the verbs value");
 PIB_WC_STATUSES(PIB_SAME_STATUS)
 
-/* The work completion fields an extended CQ can report (all but the VLAN, flow and tag ones). */
+/*
+ * The work completion fields an extended CQ can report: all but the VLAN, flow
+ * and tag ones, and the completion timestamp in the device clock's own units
+ * (when the device has its clock).  Not the wall-clock timestamp: the device
+ * clock counts from the machine's start, and nothing ties it to the system's
+ * real time.
+ */
 #define PIB_CQ_WC_FLAGS		IBV_WC_STANDARD_FLAGS
+#define PIB_CQ_WC_FLAGS_CLOCK	IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
 #define PIB_CQ_CREATE_FLAGS	IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
 static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags);
@@ -45,6 +56,10 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	struct pib_context *ctx = to_pib_context(ibvctx);
 	struct pib_create_cq_ex_resp resp = {};
 	struct pib_create_cq_ex cmd = {};
+	uint64_t wc_flags_ok = PIB_CQ_WC_FLAGS |
+			       (ctx->clock ? PIB_CQ_WC_FLAGS_CLOCK : 0);
+	bool ts = attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	uint32_t cqe_log = ts ? PIB_CQE_TS_STRIDE_LOG : PIB_CQE_STRIDE_LOG;
 	int cqe = attr->cqe;
 	size_t ring_size;
 	struct pib_cq *cq;
@@ -53,7 +68,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 
 	if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS |
 				IBV_CQ_INIT_ATTR_MASK_PD) ||
-	    attr->wc_flags & ~PIB_CQ_WC_FLAGS ||
+	    attr->wc_flags & ~wc_flags_ok ||
 	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	     attr->flags & ~PIB_CQ_CREATE_FLAGS)) {
 		errno = EOPNOTSUPP;
@@ -83,9 +98,8 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	}
 
 	/* The ring, then one page for the consumer index record. */
-	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
-		    << PIB_PAGE_SHIFT;
-	cq->buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	ring_size = (size_t)pib_ring_pages(depth, cqe_log) << PIB_PAGE_SHIFT;
+	cq->buf_size = (size_t)pib_cq_pages(depth, cqe_log) << PIB_PAGE_SHIFT;
 	/* A parent domain, if given, is the CQ's allocator (and nothing else). */
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
 		cq->src.pad = to_pib_parent(attr->parent_domain);
@@ -103,6 +117,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	cq->ring = cq->buf;
 	cq->ci_record = (_Atomic(uint32_t) *)((uint8_t *)cq->buf + ring_size);
 	cq->depth = depth;
+	cq->cqe_log = cqe_log;
 	cq->ci = 0;
 
 	err = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
@@ -112,11 +127,18 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	cmd.depth = depth;
 	cmd.buf_addr = (uintptr_t)cq->buf;
 	cmd.buf_size = cq->buf_size;
+	/* The timestamp wc flag becomes the verbs' TIMESTAMP_COMPLETION flag. */
+	if (ts) {
+		cmd.comp_mask = PIB_IBV_CREATE_CQ_MASK_FLAGS;
+		cmd.flags = PIB_IBV_CQ_F_TIMESTAMP;
+	}
 	err = ibv_cmd_create_cq_ex(ibvctx,
 				   &(struct ibv_cq_init_attr_ex){
 					.cqe = depth - 1,
 					.channel = attr->channel,
 					.comp_vector = attr->comp_vector,
+					.wc_flags = attr->wc_flags &
+						    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
 				   },
 				   &cq->vcq, &cmd.ibv_cmd, sizeof(cmd),
 				   &resp.ibv_resp, sizeof(resp), 0);
@@ -174,9 +196,9 @@ int pib_resize_cq(struct ibv_cq *ibvcq, int cqe)
 	if (cqe < 1 || (uint32_t)cqe > ctx->max_cqe)
 		return EINVAL;
 	depth = roundup_pow_of_two(max_t(uint32_t, cqe + 1, 2));
-	ring_size = (size_t)pib_ring_pages(depth, PIB_CQE_STRIDE_LOG)
-		    << PIB_PAGE_SHIFT;
-	buf_size = (size_t)pib_cq_pages(depth) << PIB_PAGE_SHIFT;
+	/* The same CQE size: the device moves the CQEs as they are. */
+	ring_size = (size_t)pib_ring_pages(depth, cq->cqe_log) << PIB_PAGE_SHIFT;
+	buf_size = (size_t)pib_cq_pages(depth, cq->cqe_log) << PIB_PAGE_SHIFT;
 	buf = pib_alloc_ring(&src, buf_size);
 	if (!buf)
 		return errno;
@@ -250,7 +272,8 @@ int pib_destroy_cq(struct ibv_cq *ibvcq)
  */
 static struct pib_cqe *pib_cq_cqe_at(struct pib_cq *cq, uint32_t index)
 {
-	struct pib_cqe *cqe = &cq->ring[index & (cq->depth - 1)];
+	struct pib_cqe *cqe = (struct pib_cqe *)((uint8_t *)cq->ring +
+		((size_t)(index & (cq->depth - 1)) << cq->cqe_log));
 
 	if (!pib_ring_owned(cqe->flags & PIB_CQE_F_PHASE, index, cq->depth))
 		return NULL;
@@ -443,6 +466,10 @@ static int pib_cq_ex_next(struct pib_cq *cq)
 		if (!live)
 			continue;
 		pib_cqe_to_wc(cqe, &cq->cur);
+		/* The timestamp half was written before the phase (pib_wqe.h). */
+		if (cq->cqe_log == PIB_CQE_TS_STRIDE_LOG)
+			cq->cur_ts = le64toh(container_of(cqe, struct pib_cqe_ts,
+							  cqe)->timestamp);
 		cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
 		cq->vcq.cq_ex.status = cq->cur.status;
 		return 0;
@@ -534,6 +561,12 @@ static uint8_t pib_wc_read_dlid_path_bits(struct ibv_cq_ex *cqx)
 	return pib_cq_of_ex(cqx)->cur.dlid_path_bits;
 }
 
+/* The device clock when the device wrote the CQE (ns; hca_core_clock is in kHz). */
+static uint64_t pib_wc_read_completion_ts(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur_ts;
+}
+
 /* The poll and read functions of a CQ, for the fields wc_flags asks for. */
 static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags)
 {
@@ -559,6 +592,8 @@ static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags)
 		cqx->read_sl = pib_wc_read_sl;
 	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
 		cqx->read_dlid_path_bits = pib_wc_read_dlid_path_bits;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		cqx->read_completion_ts = pib_wc_read_completion_ts;
 }
 
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)
@@ -581,5 +616,50 @@ int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)
 	pib_ring_doorbell(ctx, PIB_UAR_CQ_DB, cq->cqn | arm, cq->ci);
 	pthread_spin_unlock(&cq->lock);
 
+	return 0;
+}
+
+/* ---- The device clock ---------------------------------------------------------------------
+ *
+ * The device's free-running clock (pib_hw.h, PIB_UAR_CLOCK_LO/HI), the clock the completion
+ * timestamps come from, is in every UAR page, so it is read from the context's own page: no
+ * system call.  Two 32-bit halves, read high, low, high: if the high half changed, the low one
+ * wrapped in between and the three are read again (as mlx4 and mlx5 read their HCA's timer).
+ */
+static uint64_t pib_read_clock(struct pib_context *ctx)
+{
+	const uint8_t *uar = ctx->uar;
+	uint32_t hi, lo, hi2;
+
+	hi = mmio_read32(uar + PIB_UAR_CLOCK_HI);
+	for (;;) {
+		lo = mmio_read32(uar + PIB_UAR_CLOCK_LO);
+		hi2 = mmio_read32(uar + PIB_UAR_CLOCK_HI);
+		if (hi2 == hi)
+			return (uint64_t)hi << 32 | lo;
+		hi = hi2;
+	}
+}
+
+/*
+ * ibv_query_rt_values_ex: the raw clock only (IBV_VALUES_MASK_RAW_CLOCK), in the device's
+ * units, as tv_nsec with tv_sec 0 (the convention of the verbs API: ticks of hca_core_clock,
+ * which are nanoseconds here).  Anything else asked for is EINVAL; no clock, EOPNOTSUPP.
+ */
+int pib_query_rt_values(struct ibv_context *ibvctx, struct ibv_values_ex *values)
+{
+	struct pib_context *ctx = to_pib_context(ibvctx);
+	uint32_t asked = values->comp_mask;
+
+	if (asked & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (!ctx->clock)
+		return EOPNOTSUPP;
+	values->comp_mask = 0;
+	if (!(asked & IBV_VALUES_MASK_RAW_CLOCK))
+		return 0;
+	values->raw_clock.tv_sec = 0;
+	values->raw_clock.tv_nsec = pib_read_clock(ctx);
+	values->comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
 	return 0;
 }

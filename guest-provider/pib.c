@@ -12,7 +12,7 @@
  *
  * Opening the device allocates a user context, for which the kernel reserves a
  * UAR page of its own; the provider maps it once and keeps it for the data
- * path's doorbells.  The context also holds the device limits the data path
+ * path's doorbells and for reading the device clock.  The context also holds the device limits the data path
  * checks requests against and the QPN table poll_cq looks QPs up in.
  */
 #include <errno.h>
@@ -65,6 +65,7 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.query_device_ex = pib_query_device_ex,
 	.query_port = pib_query_port,
 	.query_qp = pib_query_qp,
+	.query_rt_values = pib_query_rt_values,
 	.query_srq = pib_query_srq,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
@@ -101,10 +102,10 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 		goto err_free_ctx;
 	}
 
-	/* A UAR page is write-only MMIO: the device defines no reads. */
+	/* Doorbells are written, the clock registers read (pib_hw.h). */
 	ctx->uar_size = resp.uar_size;
-	ctx->uar = mmap(NULL, ctx->uar_size, PROT_WRITE, MAP_SHARED, cmd_fd,
-			resp.uar_mmap_key);
+	ctx->uar = mmap(NULL, ctx->uar_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			cmd_fd, resp.uar_mmap_key);
 	if (ctx->uar == MAP_FAILED) {
 		err = errno;
 		verbs_err(&ctx->ibvctx, "Failed to map UAR page %u: %d\n",

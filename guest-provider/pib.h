@@ -68,12 +68,14 @@ struct pib_context {
 	struct verbs_context ibvctx;
 	/*
 	 * This context's UAR page (page resp.uar_index of BAR2), mapped
-	 * write-only and non-cached.  Doorbells are single 64-bit writes at
-	 * the offsets of enum pib_uar_offset; the device drops (and counts)
-	 * doorbells for QPs/CQs that were not created on this page.
+	 * non-cached.  Doorbells are single 64-bit writes at the offsets of
+	 * enum pib_uar_offset; the device drops (and counts) doorbells for
+	 * QPs/CQs that were not created on this page.  The page's only reads
+	 * are the device clock's two halves (PIB_UAR_CLOCK_LO/HI).
 	 */
 	void *uar;
 	size_t uar_size;
+	bool clock;			/* the device has its clock (hca_core_clock) */
 
 	/* Device limits (QUERY_DEVICE at open), checked before any command. */
 	uint32_t max_qp_wr;
@@ -143,7 +145,8 @@ struct pib_ring_src {
 /*
  * A completion queue: a ring of depth CQEs that the device produces and the
  * provider consumes, followed by one page whose first u32 is the consumer
- * index record (pib_wqe.h).
+ * index record (pib_wqe.h).  With completion timestamps the slots are
+ * struct pib_cqe_ts (64 bytes), whose first half is the CQE.
  */
 struct pib_cq {
 	struct verbs_cq vcq;
@@ -151,12 +154,14 @@ struct pib_cq {
 	void *buf;			/* ring + record page, page aligned */
 	size_t buf_size;
 	struct pib_ring_src src;
-	struct pib_cqe *ring;		/* == buf */
+	struct pib_cqe *ring;		/* == buf; slots of 2^cqe_log bytes */
 	_Atomic(uint32_t) *ci_record;	/* little-endian, read by the device */
 	uint32_t depth;			/* power of two */
+	uint32_t cqe_log;		/* PIB_CQE_STRIDE_LOG, or _TS_ with timestamps */
 	uint32_t ci;			/* next CQE to look at, free-running */
 	uint32_t cqn;
 	struct ibv_wc cur;		/* ibv_cq_ex: the completion being read */
+	uint64_t cur_ts;		/* ... and its timestamp (timestamped CQs) */
 };
 
 /*

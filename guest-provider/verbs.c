@@ -57,7 +57,7 @@ int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp)
 	int err;
 
 	err = ibv_cmd_query_device_any(&ctx->ibvctx.context, NULL, &attr,
-				       sizeof(attr.orig_attr), NULL, NULL);
+				       sizeof(attr), NULL, NULL);
 	if (err)
 		return err;
 
@@ -67,6 +67,8 @@ int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp)
 	ctx->max_srq_wr = attr.orig_attr.max_srq_wr;
 	ctx->max_srq_sge = attr.orig_attr.max_srq_sge;
 	*max_qp = attr.orig_attr.max_qp;
+	/* The device clock that timestamps completions (the driver says its rate). */
+	ctx->clock = attr.hca_core_clock != 0;
 	return 0;
 }
 

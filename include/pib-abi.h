@@ -22,16 +22,23 @@ struct pib_ibv_alloc_ucontext_resp {
 };
 
 /*
- * CQ: the provider allocates the ring (depth * sizeof(struct pib_cqe), then one page whose
- * first u32 is the consumer index record), page aligned, and passes it here; the driver pins
- * it and hands its page list to the device.
+ * CQ: the provider allocates the ring (depth CQEs, then one page whose first u32 is the
+ * consumer index record), page aligned, and passes it here; the driver pins it and hands its
+ * page list to the device.  The CQEs are struct pib_cqe (32 bytes), or with
+ * PIB_IBV_CQ_F_TIMESTAMP struct pib_cqe_ts (64 bytes, with the completion's timestamp:
+ * CREATE_CQ's PIB_CQ_F_TIMESTAMP in pib_hw.h).  That flag goes with the verbs' own
+ * IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION (which ibv_create_cq_ex sends for the
+ * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP wc flag): one without the other is refused.  A CQ keeps
+ * its CQE size through resize_cq.
  */
+#define PIB_IBV_CREATE_CQ_MASK_FLAGS   (1u << 0)  /* comp_mask: flags is meant             */
+#define PIB_IBV_CQ_F_TIMESTAMP         (1u << 0)  /* flags: 64-byte timestamped CQEs       */
 struct pib_ibv_create_cq {
 	__u32 comp_mask;
 	__u32 depth;            /* power of two >= the cqe count asked for                     */
 	__aligned_u64 buf_addr; /* user VA of the ring, page aligned                           */
-	__u32 buf_size;         /* depth * 32 rounded up to a page, plus one page              */
-	__u32 reserved_14;
+	__u32 buf_size;         /* depth CQEs rounded up to a page, plus one page              */
+	__u32 flags;            /* PIB_IBV_CQ_F_*, with PIB_IBV_CREATE_CQ_MASK_FLAGS; else 0   */
 };
 
 struct pib_ibv_create_cq_resp {
@@ -51,7 +58,8 @@ struct pib_ibv_resize_cq {
 	__u32 comp_mask;
 	__u32 depth;            /* power of two >= the cqe count asked for                     */
 	__aligned_u64 buf_addr; /* user VA of the new ring, page aligned                       */
-	__u32 buf_size;         /* depth * 32 rounded up to a page, plus one page              */
+	__u32 buf_size;         /* depth CQEs of the CQ's size rounded up to a page, plus one  */
+	                        /* page                                                        */
 	__u32 ci;               /* the consumer index                                          */
 };
 

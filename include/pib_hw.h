@@ -222,8 +222,10 @@ enum pib_guest_error {
  * others: one per user context, mmap'ed non-cached).  Doorbells are single 64-bit writes,
  * so the object number and the index arrive together.  A doorbell naming an object that
  * was not created on this UAR page is dropped and counted (PIB_GERR_UAR_DB_BAD_OBJ).
- * PIB_UAR_DOORBELLS(X) calls X(ID, offset) once per doorbell of a page: the enum below is
- * PIB_UAR_<ID>, and the device decodes and names doorbells from the same list.
+ * PIB_UAR_DOORBELLS(X) calls X(ID, offset) once per doorbell of a page, PIB_UAR_REGISTERS(X)
+ * once per read-only register: the enum below is PIB_UAR_<ID>, and the device decodes and
+ * names UAR accesses from the same lists.  Any other access (a read of a doorbell, a write
+ * of a register, a size other than the one listed) is PIB_GERR_UAR_DB_BAD_OFF.
  * ------------------------------------------------------------------------------------------ */
 #define PIB_UAR_DOORBELLS(X)                                                                   \
 	X(SQ_DB,  0x00)  /* [23:0] QPN, [63:32] SQ producer index                            */ \
@@ -232,15 +234,31 @@ enum pib_guest_error {
 	                 /* [63:32] CQ consumer index                                         */ \
 	X(SRQ_DB, 0x18)  /* [23:0] SRQN, [63:32] SRQ producer index                          */
 
+/*
+ * The device clock, in every UAR page, so that the driver (page 0) and each process (its own
+ * page, already mapped for its doorbells) read it without a system call.  It is a free-running
+ * 64-bit count of nanoseconds (PIB_CLOCK_KHZ: one tick per ns) that starts at 0 when the
+ * machine starts and never goes back; it stands still while the machine is stopped.  It is
+ * read in two 32-bit reads of its halves.  A reader that wants the whole reads HI, LO and HI
+ * again, and if the two HI differ (LO wrapped in between) reads them all again: as mlx4 and
+ * mlx5 read their internal timer.  The completion timestamps of timestamped CQEs
+ * (struct pib_cqe_ts, pib_wqe.h) are readings of this clock.
+ */
+#define PIB_UAR_REGISTERS(X)                                                                   \
+	X(CLOCK_LO, 0x20)  /* RO, 32-bit reads: device clock [31:0]                          */ \
+	X(CLOCK_HI, 0x24)  /* RO, 32-bit reads: device clock [63:32]                         */
+
 #define PIB_UAR_ENUM_ENTRY(id, offset) PIB_UAR_##id = offset,
 enum pib_uar_offset {
 	PIB_UAR_DOORBELLS(PIB_UAR_ENUM_ENTRY)
+	PIB_UAR_REGISTERS(PIB_UAR_ENUM_ENTRY)
 };
 #undef PIB_UAR_ENUM_ENTRY
 #define PIB_DB_OBJ_MASK        0x00ffffffu
 #define PIB_DB_CQ_ARM          (1u << 24)
 #define PIB_DB_CQ_SOLICITED    (1u << 25)
 #define PIB_DB_INDEX_SHIFT     32
+#define PIB_CLOCK_KHZ          1000000u /* the device clock ticks once a nanosecond          */
 
 /* ------------------------------------------------------------------------------------------
  * The phase bit.  Every ring the device produces (the admin CQ, the AEQ, the CEQ and the CQs)
@@ -444,14 +462,21 @@ struct pib_cmd_rereg_mr {
 	pib_u32 rsvd;
 };
 
-/* CREATE_CQ: a ring of depth CQEs (32 bytes each) followed by one page whose first u32 is the
- * consumer index record; npages = depth * 32 / 4096 (at least 1) + 1. */
+/*
+ * CREATE_CQ: a ring of depth CQEs followed by one page whose first u32 is the consumer index
+ * record; npages = pib_cq_pages(depth, pib_cqe_stride_log(flags)) (pib_wqe.h).  The CQEs are
+ * struct pib_cqe (32 bytes), or with PIB_CQ_F_TIMESTAMP struct pib_cqe_ts (64 bytes: the CQE,
+ * then the device clock's reading when the device wrote it).  Unknown flags are BAD_PARAM.
+ * The CQ keeps its CQE size for its life (RESIZE_CQ too).
+ */
+#define PIB_CQ_F_TIMESTAMP     (1u << 0)
+#define PIB_CQ_F_ALL           PIB_CQ_F_TIMESTAMP
 struct pib_cmd_create_cq {
 	pib_u32 depth;          /* power of two, 2..max_cqe                                   */
 	pib_u32 npages;
 	pib_u64 pbl_addr;
 	pib_u32 uar;            /* UAR page whose CQ doorbell may name this CQ                 */
-	pib_u32 rsvd;
+	pib_u32 flags;          /* PIB_CQ_F_*                                                 */
 };
 
 /* CREATE_SRQ: a ring of depth receive WQEs (struct pib_recv_wqe + SGEs, 1 << stride_log
@@ -495,8 +520,9 @@ struct pib_cmd_modify_srq {
 
 /*
  * RESIZE_CQ: the CQ moves to a new ring of depth CQEs (a power of two, 2..max_cqe) on the
- * pages listed at pbl_addr, zeroed and laid out as CREATE_CQ's (npages = pib_cq_pages(depth):
- * the ring, then the page of the consumer index record).  The new ring starts over at index 0,
+ * pages listed at pbl_addr, zeroed and laid out as CREATE_CQ's, CQEs of the size the CQ was
+ * created with (npages = pib_cq_pages(depth, its CQE stride): the ring, then the page of the
+ * consumer index record).  The new ring starts over at index 0,
  * as a new CQ's does, so that its zeroed slots read as not written: the device copies the n
  * CQEs it wrote and the consumer has not read (indices ci up to its producer index) into
  * entries 0..n-1 of the new ring, in order, with the first pass's phase bit, and writes every
@@ -807,7 +833,8 @@ struct pib_device_attr {
 	pib_u32 max_mcast_qp_attach;   /* QPs attached to one group                            */
 	pib_u32 max_total_mcast_qp_attach; /* attachments in all                               */
 	pib_u32 max_fast_reg_pages; /* pages one REG_MR WQE may map (ALLOC_MR's max_num_sg)     */
-	pib_u32 rsvd[4];
+	pib_u32 clock_khz;      /* the device clock's frequency (PIB_CLOCK_KHZ)                */
+	pib_u32 rsvd[3];
 };
 
 struct pib_port_attr {
@@ -917,6 +944,8 @@ enum pib_counter {
 #define PIB_DEV_CAP_MEM_MGT_EXT    (1u << 8)  /* ALLOC_MR, REG_MR and LOCAL_INV WQEs,     */
                                               /* SEND_INV (IB_DEVICE_MEM_MGT_EXTENSIONS) */
 #define PIB_DEV_CAP_RESIZE         (1u << 9)  /* RESIZE_CQ, MODIFY_SRQ's MAX_WR            */
+#define PIB_DEV_CAP_CLOCK          (1u << 10) /* the UAR pages' clock, timestamped CQEs    */
+                                              /* (PIB_CQ_F_TIMESTAMP)                      */
 
 /* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */

@@ -23,12 +23,14 @@
  * Ring geometry: the rules every layer sizes and checks rings by.  A work queue slot is
  * 2^stride_log bytes: at least its header (the 64-byte send control segment, the 16-byte
  * receive header), at most a page, so that no WQE straddles two pages.  A CQ's slots are
- * CQEs (32 bytes); its ring is followed by the page of the consumer index record.
+ * CQEs (32 bytes, or 64 with a timestamp); its ring is followed by the page of the consumer
+ * index record.
  */
 #define PIB_SQ_STRIDE_LOG_MIN  6      /* sizeof(struct pib_send_wqe)                       */
 #define PIB_RQ_STRIDE_LOG_MIN  4      /* sizeof(struct pib_recv_wqe): RQs and SRQs         */
 #define PIB_STRIDE_LOG_MAX     PIB_PAGE_SHIFT
 #define PIB_CQE_STRIDE_LOG     5      /* sizeof(struct pib_cqe)                            */
+#define PIB_CQE_TS_STRIDE_LOG  6      /* sizeof(struct pib_cqe_ts)                         */
 
 /* ---- Scatter/gather element: 16 bytes ---------------------------------------------------- */
 struct pib_sge {
@@ -254,10 +256,17 @@ static inline pib_u32 pib_ring_pages(pib_u32 depth, pib_u32 stride_log)
 	return (pib_u32)((((pib_u64)depth << stride_log) + PIB_PAGE_SIZE - 1) >> PIB_PAGE_SHIFT);
 }
 
-/* Pages of a CQ: its ring of CQEs, then the page of the consumer index record. */
-static inline pib_u32 pib_cq_pages(pib_u32 depth)
+/* The CQE stride of a CQ created with these PIB_CQ_F_* flags (CREATE_CQ, pib_hw.h). */
+static inline pib_u32 pib_cqe_stride_log(pib_u32 cq_flags)
 {
-	return pib_ring_pages(depth, PIB_CQE_STRIDE_LOG) + 1;
+	return cq_flags & PIB_CQ_F_TIMESTAMP ? PIB_CQE_TS_STRIDE_LOG : PIB_CQE_STRIDE_LOG;
+}
+
+/* Pages of a CQ: its ring of CQEs of 2^cqe_stride_log bytes, then the page of the consumer
+ * index record. */
+static inline pib_u32 pib_cq_pages(pib_u32 depth, pib_u32 cqe_stride_log)
+{
+	return pib_ring_pages(depth, cqe_stride_log) + 1;
 }
 
 static inline pib_u32 pib_sq_slot_bytes(pib_u32 max_sge, pib_u32 max_inline)
@@ -376,6 +385,20 @@ struct pib_cqe {
 	pib_u16 wqe_index;      /* 0x1e index (mod 2^16) of the WQE this completes, so the      */
 	                        /*      consumer can retire SQ slots up to it                    */
 };
+/*
+ * ---- Timestamped CQE: 64 bytes --------------------------------------------------------------
+ * A CQ created with PIB_CQ_F_TIMESTAMP has 64-byte slots: the 32-byte CQE as above (its phase
+ * bit and the rule for reading it unchanged), then the device clock (pib_hw.h, the UAR's
+ * CLOCK registers) at the moment the device wrote the CQE.  The device writes the timestamp
+ * before the dword with the phase bit, so a CQE whose phase bit is new has its timestamp.
+ * Timestamps of one CQ never decrease in ring order.
+ */
+struct pib_cqe_ts {
+	struct pib_cqe cqe;     /* 0x00                                                        */
+	pib_u64 timestamp;      /* 0x20 device clock, ns                                       */
+	pib_u8  rsvd[24];       /* 0x28 written as zero                                        */
+};
+
 /* The fields a datagram receive CQE packs next to the QPNs (qpn [31:24], src_qp [30:24]). */
 #define PIB_CQE_PKEY_INDEX_SHIFT    24
 #define PIB_CQE_PATH_BITS_SHIFT     24
@@ -404,6 +427,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_ceqe) == 8, "CEQE is 8 bytes");
 PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "SQ stride");
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "RQ stride");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 1u << PIB_CQE_STRIDE_LOG, "CQE stride");
+PIB_STATIC_ASSERT(sizeof(struct pib_cqe_ts) == 1u << PIB_CQE_TS_STRIDE_LOG, "CQE stride");
 /* A CQE names the send WQE it completes by a 16-bit index (wqe_index). */
 PIB_STATIC_ASSERT(PIB_MAX_QP_WR <= 1u << 16, "wqe_index is 16 bits");
 

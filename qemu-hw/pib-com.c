@@ -46,7 +46,7 @@
                          PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ | \
                          PIB_DEV_CAP_RC_RNR_NAK_GEN | \
                          PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT | \
-                         PIB_DEV_CAP_RESIZE)
+                         PIB_DEV_CAP_RESIZE | PIB_DEV_CAP_CLOCK)
 
 /*
  * Names for traces, from the lists in include/pib_hw.h
@@ -313,6 +313,7 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .max_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_QP),
         .max_total_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_GRP * PIB_MAX_MCAST_QP),
         .max_fast_reg_pages  = cpu_to_le32(PIB_MAX_FAST_REG_PAGES),
+        .clock_khz           = cpu_to_le32(PIB_CLOCK_KHZ),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));

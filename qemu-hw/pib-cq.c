@@ -10,6 +10,9 @@
  *
  *  - CQE i goes to slot i % depth with its phase bit 1 on the first pass,
  *    0 on the second, ...; the dword holding the phase is written last.
+ *  - A CQ created with PIB_CQ_F_TIMESTAMP has 64-byte slots: the CQE, then
+ *    the device clock when the CQE was written (struct pib_cqe_ts).  The slot
+ *    size is the ring's stride; it stays the CQ's through RESIZE_CQ.
  *  - The ring is followed by a page whose first u32 is the consumer index
  *    record.  The device reads it only when the ring looks full.  If it
  *    really is full, that is an overflow: the CQ enters the error state
@@ -91,6 +94,7 @@ static bool pib_cq_full(PibState *s, PibCq *cq)
  */
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
 {
+    struct pib_cqe_ts slot = { 0 };
     uint64_t addr;
 
     if (cq->error) {
@@ -107,13 +111,18 @@ bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
 
     cqe->flags = (cqe->flags & ~PIB_CQE_F_PHASE) |
                  (pib_ring_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
+    slot.cqe = *cqe;
+    slot.timestamp = cpu_to_le64(pib_clock_ns());
     addr = pib_ring_addr(&cq->ring, cq->pi);
-    if (!pib_ring_publish(s, addr, cqe, sizeof(*cqe),
+    if (!pib_ring_publish(s, addr, &slot, 1u << cq->ring.stride_log,
                           offsetof(struct pib_cqe, flags), "CQE")) {
         cq->error = true;
         trace_pib_cqe_lost(cq->cqn, le64_to_cpu(cqe->wr_id), "DMA failed");
         pib_aeq_post(s, PIB_AE_CQ_ERR, cq->cqn, 0);
         return false;
+    }
+    if (cq->ring.stride_log == PIB_CQE_TS_STRIDE_LOG) {
+        trace_pib_cqe_ts(cq->cqn, cq->pi, le64_to_cpu(slot.timestamp));
     }
     trace_pib_cqe(cq->cqn, cq->pi, le32_to_cpu(cqe->qpn),
                   le64_to_cpu(cqe->wr_id), cqe->opcode, cqe->status,
@@ -210,8 +219,8 @@ static bool pib_cq_depth_ok(uint32_t depth)
 }
 
 /*
- * CREATE_CQ: a ring of depth CQEs on the pages of the page list, then the
- * page of the consumer index record.
+ * CREATE_CQ: a ring of depth CQEs (of the size the flags say) on the pages of
+ * the page list, then the page of the consumer index record.
  */
 uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
                           PibAdminResult *res)
@@ -220,16 +229,22 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t depth = le32_to_cpu(in->depth);
     uint32_t npages = le32_to_cpu(in->npages);
     uint32_t uar = le32_to_cpu(in->uar);
+    uint32_t flags = le32_to_cpu(in->flags);
+    uint32_t stride_log = pib_cqe_stride_log(flags);
     uint32_t cqn;
     uint64_t *pages;
     uint8_t status;
     PibCq *cq;
 
+    if (flags & ~PIB_CQ_F_ALL) {
+        return pib_cmd_reject("CREATE_CQ", "unknown flags", flags,
+                              PIB_AQ_BAD_PARAM);
+    }
     if (!pib_cq_depth_ok(depth)) {
         return pib_cmd_reject("CREATE_CQ", "bad depth", depth,
                               PIB_AQ_BAD_PARAM);
     }
-    if (npages != pib_cq_pages(depth)) {
+    if (npages != pib_cq_pages(depth, stride_log)) {
         return pib_cmd_reject("CREATE_CQ", "npages is not ring + 1", npages,
                               PIB_AQ_BAD_PARAM);
     }
@@ -252,12 +267,12 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     cq->cqn = cqn;
     cq->uar = uar;
     cq->ring = (PibRing) {
-        .depth = depth, .stride_log = PIB_CQE_STRIDE_LOG, .npages = npages,
+        .depth = depth, .stride_log = stride_log, .npages = npages,
         .pages = pages,
     };
     cq->ci_record = pages[npages - 1];
     s->cq[cqn] = cq;
-    trace_pib_cq_create(cqn, depth, uar);
+    trace_pib_cq_create(cqn, depth, uar, 1u << stride_log);
     res->result0 = cqn;
     return PIB_AQ_OK;
 }
@@ -294,7 +309,8 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t npages = le32_to_cpu(in->npages);
     uint32_t ci = le32_to_cpu(in->ci);
     PibCq *cq = pib_cq_lookup(s, cqn);
-    struct pib_cqe cqe;
+    struct pib_cqe_ts cqe;
+    uint32_t size;
     uint64_t *pages;
     PibRing ring;
     uint8_t status;
@@ -310,7 +326,7 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     if (!pib_cq_depth_ok(depth)) {
         return pib_cmd_reject("RESIZE_CQ", "bad depth", depth, PIB_AQ_BAD_PARAM);
     }
-    if (npages != pib_cq_pages(depth)) {
+    if (npages != pib_cq_pages(depth, cq->ring.stride_log)) {
         return pib_cmd_reject("RESIZE_CQ", "npages is not ring + 1", npages,
                               PIB_AQ_BAD_PARAM);
     }
@@ -335,19 +351,21 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     if (status != PIB_AQ_OK) {
         return status;
     }
+    /* Same CQE size, so the timestamps move with their CQEs. */
     ring = (PibRing) {
-        .depth = depth, .stride_log = PIB_CQE_STRIDE_LOG, .npages = npages,
+        .depth = depth, .stride_log = cq->ring.stride_log, .npages = npages,
         .pages = pages,
     };
+    size = 1u << ring.stride_log;
     n = cq->pi - ci;
     for (i = 0; i < n; i++) {
         if (!pib_dma_read(s, pib_ring_addr(&cq->ring, ci + i), &cqe,
-                          sizeof(cqe), "CQE (resize)")) {
+                          size, "CQE (resize)")) {
             break;
         }
-        cqe.flags = (cqe.flags & ~PIB_CQE_F_PHASE) |
-                    (pib_ring_phase(i, depth) ? PIB_CQE_F_PHASE : 0);
-        if (!pib_ring_publish(s, pib_ring_addr(&ring, i), &cqe, sizeof(cqe),
+        cqe.cqe.flags = (cqe.cqe.flags & ~PIB_CQE_F_PHASE) |
+                        (pib_ring_phase(i, depth) ? PIB_CQE_F_PHASE : 0);
+        if (!pib_ring_publish(s, pib_ring_addr(&ring, i), &cqe, size,
                               offsetof(struct pib_cqe, flags), "CQE (resize)")) {
             break;
         }

@@ -45,6 +45,7 @@ static const char *pib_uar_db_name(uint32_t reg)
     switch (reg) {
 #define PIB_UAR_NAME(id, offset) case PIB_UAR_##id: return #id;
     PIB_UAR_DOORBELLS(PIB_UAR_NAME)
+    PIB_UAR_REGISTERS(PIB_UAR_NAME)
 #undef PIB_UAR_NAME
     default: return "UNDEFINED";
     }
@@ -109,16 +110,28 @@ static void pib_uar_doorbell(PibState *s, uint32_t page, uint32_t reg,
                   page, pib_uar_db_name(reg), num, index);
 }
 
+/*
+ * Reads: the halves of the device clock, 32 bits at a time (pib_hw.h says how
+ * a reader puts them together).  Every page has them, so no page check.
+ */
 static uint64_t pib_uar_read(void *opaque, hwaddr addr, unsigned size)
 {
     PibState *s = opaque;
+    uint32_t page = addr >> PIB_UAR_PAGE_SHIFT;
+    uint32_t reg = addr & (PIB_UAR_PAGE_SIZE - 1);
+    uint64_t clock = pib_clock_ns();
+    uint32_t val;
 
-    PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
-                  "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32
-                  " (doorbells are write-only)",
-                  "read", size, (uint32_t)(addr >> PIB_UAR_PAGE_SHIFT),
-                  (uint32_t)(addr & (PIB_UAR_PAGE_SIZE - 1)));
-    return 0;
+    if (size != 4 || (reg != PIB_UAR_CLOCK_LO && reg != PIB_UAR_CLOCK_HI)) {
+        PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OFF, pib_ub_uar_bad_off,
+                      "%s of size %u at UAR page %" PRIu32 " offset 0x%" PRIx32
+                      " (only the clock halves are read, 32 bits each)",
+                      "read", size, page, reg);
+        return 0;
+    }
+    val = reg == PIB_UAR_CLOCK_LO ? (uint32_t)clock : (uint32_t)(clock >> 32);
+    trace_pib_uar_read(page, pib_uar_db_name(reg), val);
+    return val;
 }
 
 /*

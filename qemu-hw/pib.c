@@ -172,6 +172,17 @@ bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
 }
 
 /*
+ * The device clock (include/pib_hw.h, the UAR's CLOCK registers): QEMU's
+ * virtual clock, nanoseconds since the machine started.  It stands still while
+ * the machine is stopped (and qtests move it with clock_step), never goes
+ * back, and is the same clock the device's timers run on.
+ */
+uint64_t pib_clock_ns(void)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+}
+
+/*
  * Copy a page list from guest memory: npages little-endian u64 addresses of
  * 4 KiB pages.  The caller bounded npages.  Returns an admin status.
  */

@@ -82,15 +82,22 @@ int ibv_cmd_create_cq_ex(struct ibv_context *context,
 		container_of(resp, struct pib_create_cq_ex_resp, ibv_resp);
 	struct ibv_cq *cq = &vcq->cq;
 	int cqe = attr->cqe;
+	bool ts = (c->comp_mask & PIB_IBV_CREATE_CQ_MASK_FLAGS) &&
+		  (c->flags & PIB_IBV_CQ_F_TIMESTAMP);
+	uint32_t cqe_size = ts ? 64 : 32;
 
 	create_cq_calls++;
 	CHECK_EQ(cmd_size, sizeof(*c));
 	CHECK_EQ(resp_size, sizeof(*r));
 	/* What the driver will check: a page-aligned ring of depth CQEs plus
-	 * the record page, depth a power of two. */
+	 * the record page, depth a power of two; the ring's timestamp flag
+	 * with the verbs' own (which the wc flag becomes). */
+	CHECK_EQ(c->comp_mask & ~PIB_IBV_CREATE_CQ_MASK_FLAGS, 0);
+	CHECK_EQ(c->flags & ~PIB_IBV_CQ_F_TIMESTAMP, 0);
+	CHECK_EQ(!!(attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), ts);
 	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->depth & (c->depth - 1), 0);
-	CHECK_EQ(c->buf_size, align(c->depth * 32, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
+	CHECK_EQ(c->buf_size, align(c->depth * cqe_size, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
 	CHECK_EQ((uint32_t)cqe, c->depth - 1);
 
 	cq->context = context;
@@ -246,21 +253,22 @@ int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd,
 	struct pib_resize_cq *c = container_of(cmd, struct pib_resize_cq, ibv_cmd);
 	struct pib_resize_cq_resp *r =
 		container_of(resp, struct pib_resize_cq_resp, ibv_resp);
-	struct pib_cqe *old = resize_dev->cq->ring, *ring = (void *)c->buf_addr;
+	uint8_t *old = (void *)resize_dev->cq->ring, *ring = (void *)c->buf_addr;
+	uint32_t size = 1u << resize_dev->cq->cqe_log;	/* the CQ keeps it */
 	uint32_t i;
 
 	CHECK_EQ(cmd_size, sizeof(*c));
 	CHECK_EQ(resp_size, sizeof(*r));
 	CHECK_EQ((uint32_t)cqe, c->depth - 1);
 	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
-	CHECK_EQ(c->buf_size, align(c->depth * 32, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
-	CHECK_EQ(le32toh(*(uint32_t *)((uint8_t *)ring +
-				       align(c->depth * 32, PIB_PAGE_SIZE))), 0);
+	CHECK_EQ(c->buf_size, align(c->depth * size, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
+	CHECK_EQ(le32toh(*(uint32_t *)(ring + align(c->depth * size, PIB_PAGE_SIZE))), 0);
 	if (resize_dev->pi - c->ci > c->depth)
 		return EINVAL;
 	for (i = 0; i != resize_dev->pi - c->ci; i++) {
-		ring[i] = old[(c->ci + i) & (resize_dev->cq->depth - 1)];
-		ring[i].flags |= PIB_CQE_F_PHASE;
+		memcpy(ring + i * size,
+		       old + ((c->ci + i) & (resize_dev->cq->depth - 1)) * size, size);
+		((struct pib_cqe *)(ring + i * size))->flags |= PIB_CQE_F_PHASE;
 	}
 	resize_dev->pi = i;
 	cq->cqe = cqe;
@@ -302,14 +310,23 @@ static uint64_t uar_read(struct pib_context *ctx, unsigned int offset)
 	return le64toh(*(uint64_t *)((uint8_t *)ctx->uar + offset));
 }
 
-static void dev_write_cqe(struct fake_cq *f, const struct pib_cqe *in)
+/* A CQE, and on a timestamped CQ the timestamp ts in the slot's second half. */
+static void dev_write_cqe_ts(struct fake_cq *f, const struct pib_cqe *in, uint64_t ts)
 {
-	struct pib_cqe *slot = &f->cq->ring[f->pi & (f->cq->depth - 1)];
+	struct pib_cqe_ts *slot = (void *)((uint8_t *)f->cq->ring +
+		((f->pi & (f->cq->depth - 1)) << f->cq->cqe_log));
 	uint8_t phase = ((f->pi / f->cq->depth) & 1) ? 0 : PIB_CQE_F_PHASE;
 
-	*slot = *in;
-	slot->flags = (in->flags & ~PIB_CQE_F_PHASE) | phase;
+	if (f->cq->cqe_log == PIB_CQE_TS_STRIDE_LOG)
+		slot->timestamp = htole64(ts);
+	slot->cqe = *in;
+	slot->cqe.flags = (in->flags & ~PIB_CQE_F_PHASE) | phase;
 	f->pi++;
+}
+
+static void dev_write_cqe(struct fake_cq *f, const struct pib_cqe *in)
+{
+	dev_write_cqe_ts(f, in, 0);
 }
 
 static void dev_send_cqe(struct fake_cq *f, uint32_t qpn, uint16_t wqe_index,
@@ -1540,6 +1557,123 @@ static void test_cq_ex(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 }
 
+/*
+ * The device clock and completion timestamps: without the clock (hca_core_clock 0) neither
+ * is offered; with it, ibv_query_rt_values_ex reads the clock's halves from the UAR page, and
+ * a CQ created with the timestamp wc flag has 64-byte CQEs whose timestamps
+ * ibv_wc_read_completion_ts returns, through poll and resize; the wall-clock flag is refused.
+ */
+static void test_clock(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq_init_attr_ex cattr = {
+		.cqe = 4,
+		.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+	};
+	struct ibv_qp_init_attr attr = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 2, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	struct ibv_poll_cq_attr pattr = {};
+	uint8_t *uar = ctx->uar;
+	struct ibv_cq_ex *cqx;
+	struct ibv_qp *ibvqp;
+	struct fake_cq dev;
+	struct pib_cq *cq;
+	struct ibv_wc wc;
+	uint32_t qpn, i;
+
+	/* No clock: neither the clock nor timestamps. */
+	ctx->clock = false;
+	CHECK_EQ(pib_query_rt_values(&ctx->ibvctx.context, &v), EOPNOTSUPP);
+	errno = 0;
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+
+	/* The clock: HI and LO put together; only the raw clock is offered. */
+	ctx->clock = true;
+	*(uint32_t *)(uar + PIB_UAR_CLOCK_HI) = htole32(0x12);
+	*(uint32_t *)(uar + PIB_UAR_CLOCK_LO) = htole32(0x89abcdef);
+	v = (struct ibv_values_ex){ .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	CHECK_EQ(pib_query_rt_values(&ctx->ibvctx.context, &v), 0);
+	CHECK_EQ(v.comp_mask, IBV_VALUES_MASK_RAW_CLOCK);
+	CHECK_EQ(v.raw_clock.tv_sec, 0);
+	CHECK_EQ(v.raw_clock.tv_nsec, 0x1289abcdefull);
+	v = (struct ibv_values_ex){ .comp_mask = IBV_VALUES_MASK_RAW_CLOCK | (1u << 1) };
+	CHECK_EQ(pib_query_rt_values(&ctx->ibvctx.context, &v), EINVAL);
+	v = (struct ibv_values_ex){ .comp_mask = 0 };
+	CHECK_EQ(pib_query_rt_values(&ctx->ibvctx.context, &v), 0);
+	CHECK_EQ(v.comp_mask, 0);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+
+	/* Wall-clock timestamps are not offered. */
+	cattr.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+	errno = 0;
+	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+
+	/* A timestamped CQ of 4 (depth 8): 64-byte slots. */
+	cattr.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	cqx = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cqx);
+	cq = to_pib_cq(ibv_cq_ex_to_cq(cqx));
+	CHECK_EQ(cq->cqe_log, PIB_CQE_TS_STRIDE_LOG);
+	CHECK_EQ(cq->buf_size, 2 * PIB_PAGE_SIZE);
+	CHECK(cqx->read_completion_ts && !cqx->read_completion_wallclock_ns);
+	dev = (struct fake_cq){ .cq = cq };
+	resize_dev = &dev;
+	attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cqx);
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qpn = ibvqp->qp_num;
+
+	/* Three completions at 1000, 2000, 3000: two read through the ex interface. */
+	for (i = 0; i < 3; i++)
+		dev_write_cqe_ts(&dev, &(struct pib_cqe){
+					.wr_id = htole64(0x80 + i), .qpn = htole32(qpn),
+					.opcode = PIB_CQE_SEND,
+					.wqe_index = htole16(i) },
+				 1000 * (i + 1));
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
+	CHECK_EQ(cqx->wr_id, 0x80);
+	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 1000);
+	CHECK_EQ(ibv_next_poll(cqx), 0);
+	CHECK_EQ(cqx->wr_id, 0x81);
+	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 2000);
+	ibv_end_poll(cqx);
+	/* Resized to 100 (depth 128, 8 KiB of 64-byte CQEs): the unread one keeps its timestamp. */
+	CHECK_EQ(pib_resize_cq(ibv_cq_ex_to_cq(cqx), 100), 0);
+	CHECK_EQ(cq->depth, 128);
+	CHECK_EQ(cq->cqe_log, PIB_CQE_TS_STRIDE_LOG);
+	CHECK_EQ(cq->buf_size, 3 * PIB_PAGE_SIZE);
+	dev_write_cqe_ts(&dev, &(struct pib_cqe){
+				.wr_id = htole64(0x83), .qpn = htole32(qpn),
+				.opcode = PIB_CQE_SEND, .wqe_index = htole16(3) },
+			 4000);
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
+	CHECK_EQ(cqx->wr_id, 0x82);
+	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 3000);
+	CHECK_EQ(ibv_next_poll(cqx), 0);
+	CHECK_EQ(cqx->wr_id, 0x83);
+	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 4000);
+	CHECK_EQ(ibv_next_poll(cqx), ENOENT);
+	ibv_end_poll(cqx);
+	/* poll_cq reads the 64-byte slots too. */
+	dev_write_cqe_ts(&dev, &(struct pib_cqe){
+				.wr_id = htole64(0x84), .qpn = htole32(qpn),
+				.opcode = PIB_CQE_SEND, .wqe_index = htole16(4) },
+			 5000);
+	CHECK_EQ(pib_poll_cq(ibv_cq_ex_to_cq(cqx), 1, &wc), 1);
+	CHECK_EQ(wc.wr_id, 0x84);
+	CHECK_EQ(le32toh(*cq->ci_record), 3);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+	resize_dev = NULL;
+	ctx->clock = false;
+}
+
 /* A parent domain's allocator: what it was asked for, and what it got back. */
 static int pad_allocs, pad_frees;
 static uint64_t pad_types;
@@ -1830,6 +1964,7 @@ int main(void)
 	test_parent_domain(ctx, pd);
 	test_resize(ctx, pd);
 	test_qp_reset(ctx, pd);
+	test_clock(ctx, pd);
 
 	pib_qp_table_fini(ctx);
 	free(ctx->uar);

@@ -222,8 +222,18 @@ int main(int argc, char **argv)
 	CQ_BAD(-EINVAL, "buf_size huge", 15, d.buf_size = 0xfffff000u);
 	CQ_BAD(-EINVAL, "buf_addr unaligned", 15, d.buf_addr += 8);
 	CQ_BAD(-EINVAL, "buf_addr 0", 15, d.buf_addr = 0);
-	CQ_BAD(-EOPNOTSUPP, "comp_mask 1", 15, d.comp_mask = 1);
-	CQ_BAD(-EOPNOTSUPP, "reserved_14 set", 15, d.reserved_14 = 1);
+	CQ_BAD(-EOPNOTSUPP, "comp_mask 2", 15, d.comp_mask = 2);
+	CQ_BAD(-EOPNOTSUPP, "flags without their comp_mask bit", 15,
+	       d.flags = PIB_IBV_CQ_F_TIMESTAMP);
+	CQ_BAD(-EOPNOTSUPP, "unknown flag", 15,
+	       d.comp_mask = PIB_IBV_CREATE_CQ_MASK_FLAGS; d.flags = 2);
+	CQ_BAD(0, "comp_mask FLAGS, no flags", 15, d.comp_mask = PIB_IBV_CREATE_CQ_MASK_FLAGS);
+	/*
+	 * A timestamped ring (16 CQEs of 64 bytes: two pages, as 16 of 32) without the verbs'
+	 * TIMESTAMP_COMPLETION flag, which this (write) command cannot carry.
+	 */
+	CQ_BAD(-EINVAL, "timestamp ring, no verbs flag", 15,
+	       d.comp_mask = PIB_IBV_CREATE_CQ_MASK_FLAGS; d.flags = PIB_IBV_CQ_F_TIMESTAMP);
 	CQ_BAD(-EFAULT, "buf_addr unmapped", 15, d.buf_addr = 0x10000);
 	CQ_BAD(-EFAULT, "buf_addr kernel half", 15, d.buf_addr = 0xffff888000000000ull);
 	{

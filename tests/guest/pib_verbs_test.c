@@ -440,6 +440,7 @@ struct conn_params {
 	uint8_t retry_cnt;		/* requester: transport retries */
 	struct ibv_srq *srq;		/* receives come from this SRQ (the QP has no RQ) */
 	struct ibv_cq *rcq;		/* a receive CQ to share (conn_close leaves it alone) */
+	bool timestamps;		/* extended CQs with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP */
 };
 
 /* -u: the ACK timeout the connections of the subtests get unless they ask for their own. */
@@ -460,6 +461,7 @@ static struct conn_params conn_defaults(void)
 
 struct conn {
 	struct ibv_cq *scq, *rcq;
+	struct ibv_cq_ex *scqx, *rcqx;	/* conn_params.timestamps: the same CQs, extended */
 	bool shared_rcq;	/* rcq is the caller's (conn_params.rcq), not ours */
 	struct ibv_qp *qp;
 	uint32_t psn;		/* our first send PSN */
@@ -499,8 +501,24 @@ static int conn_create(struct role *r, struct conn *c, const struct conn_params 
 		attr.qp_access_flags |= IBV_ACCESS_REMOTE_ATOMIC;
 	memset(c, 0, sizeof(*c));
 	c->shared_rcq = p->rcq != NULL;
-	c->scq = ibv_create_cq(r->ctx, p->send_cqe, NULL, NULL, 0);
-	c->rcq = p->rcq ? p->rcq : ibv_create_cq(r->ctx, p->recv_cqe, NULL, NULL, 0);
+	if (p->timestamps && !p->rcq) {
+		struct ibv_cq_init_attr_ex cx = {
+			.cqe = p->send_cqe,
+			.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+		};
+
+		c->scqx = ibv_create_cq_ex(r->ctx, &cx);
+		cx.cqe = p->recv_cqe;
+		c->rcqx = c->scqx ? ibv_create_cq_ex(r->ctx, &cx) : NULL;
+		if (!c->scqx || !c->rcqx)
+			return fail(r, "ibv_create_cq_ex(COMPLETION_TIMESTAMP): %s",
+				    strerror(errno));
+		c->scq = ibv_cq_ex_to_cq(c->scqx);
+		c->rcq = ibv_cq_ex_to_cq(c->rcqx);
+	} else {
+		c->scq = ibv_create_cq(r->ctx, p->send_cqe, NULL, NULL, 0);
+		c->rcq = p->rcq ? p->rcq : ibv_create_cq(r->ctx, p->recv_cqe, NULL, NULL, 0);
+	}
 	if (!c->scq || !c->rcq)
 		return fail(r, "ibv_create_cq: %s", strerror(errno));
 	init.send_cq = c->scq;
@@ -3037,6 +3055,239 @@ static int rereg_client(struct role *r)
 	return chan_sync(r, "end");
 }
 
+/* =============================================================================================
+ * Subtest timestamps
+ *
+ * The device clock and completion timestamps: ibv_query_rt_values_ex never goes back and keeps
+ * time; then a ping-pong of SENDs on extended CQs with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+ * where every completion's timestamp lies between the clock readings taken before the work it
+ * completes could have started and after it was polled, and a CQ's timestamps never decrease.
+ * Each role only compares timestamps with its own device's clock.
+ */
+
+#define TS_ROUNDS 32
+#define TS_LEN 64
+#define TS_READS 1000
+
+/* The device clock in its own ticks (hca_core_clock kHz), or -1 (a failed check). */
+static int64_t ts_clock(struct role *r)
+{
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	int ret = ibv_query_rt_values_ex(r->ctx, &v);
+
+	if (ret || !(v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK)) {
+		fail(r, "ibv_query_rt_values_ex: %s (comp_mask 0x%x)", strerror(ret), v.comp_mask);
+		return -1;
+	}
+	return (int64_t)v.raw_clock.tv_sec * 1000000000 + v.raw_clock.tv_nsec;
+}
+
+/*
+ * The device's clock rate, or 0 when it has none (then the subtest has nothing to test); the
+ * raw clock reads never go back, and keep pace with the system's clock over a short sleep (at
+ * least half of it: the guest may be descheduled, but a device clock cannot run slow).
+ */
+static uint64_t ts_check_clock(struct role *r)
+{
+	struct ibv_device_attr_ex attr;
+	int64_t t, prev, start, ms0;
+	double ms_dev, ms_sys;
+	int back = 0, ret;
+
+	ret = ibv_query_device_ex(r->ctx, NULL, &attr);
+	if (ret) {
+		fail(r, "ibv_query_device_ex: %s", strerror(ret));
+		return 0;
+	}
+	if (!attr.hca_core_clock) {
+		skip(r, "the device reports no clock (hca_core_clock 0)");
+		return 0;
+	}
+	info(r, "device clock %" PRIu64 " kHz, timestamp mask 0x%" PRIx64, attr.hca_core_clock,
+	     attr.completion_timestamp_mask);
+	start = prev = ts_clock(r);
+	if (start < 0)
+		return 0;
+	for (int i = 0; i < TS_READS; i++) {
+		t = ts_clock(r);
+		if (t < 0)
+			return 0;
+		back += t < prev;
+		prev = t;
+	}
+	check(r, back == 0 && prev > start, "%d reads of ibv_query_rt_values_ex never go back and "
+	      "advance (%d went back; %" PRId64 " ticks in all)", TS_READS, back, prev - start);
+	ms0 = now_ms();
+	start = ts_clock(r);
+	sleep_ms(50);
+	t = ts_clock(r);
+	ms_sys = (double)(now_ms() - ms0);
+	ms_dev = (double)(t - start) / (double)attr.hca_core_clock;
+	check(r, start >= 0 && t >= 0 && ms_dev >= ms_sys / 2,
+	      "the device clock kept time over a sleep: %.1f ms of it in %.0f ms of the system's",
+	      ms_dev, ms_sys);
+	return attr.hca_core_clock;
+}
+
+/*
+ * One completion of an extended CQ, with its timestamp.  1: got it; 0: none within the timeout;
+ * -1: poll error.
+ */
+static int ts_poll(struct ibv_cq_ex *cqx, uint64_t *wr_id, enum ibv_wc_status *status,
+		   uint32_t *byte_len, uint64_t *ts, int timeout_ms)
+{
+	struct ibv_poll_cq_attr attr = {};
+	int64_t deadline = now_ms() + timeout_ms;
+	int ret;
+
+	while ((ret = ibv_start_poll(cqx, &attr)) == ENOENT) {
+		if (now_ms() >= deadline)
+			return 0;
+		usleep(50);
+	}
+	if (ret)
+		return -1;
+	*wr_id = cqx->wr_id;
+	*status = cqx->status;
+	*byte_len = ibv_wc_read_byte_len(cqx);
+	*ts = ibv_wc_read_completion_ts(cqx);
+	ibv_end_poll(cqx);
+	return 1;
+}
+
+/* The tallies of a role's completions: each within its bracket, each CQ non-decreasing. */
+struct ts_tally {
+	int n, bad_status, outside, back, bad_data;
+	uint64_t prev_s, prev_r;
+	char first_bad[160];
+};
+
+static void ts_note(struct ts_tally *t, const char *what, int round, uint64_t ts, int64_t lo,
+		    int64_t hi, uint64_t *prev)
+{
+	bool outside = (int64_t)ts < lo || (int64_t)ts > hi, back = ts < *prev;
+
+	t->n++;
+	t->outside += outside;
+	t->back += back;
+	if ((outside || back) && !t->first_bad[0])
+		snprintf(t->first_bad, sizeof(t->first_bad), "round %d %s: %" PRIu64 " not in "
+			 "[%" PRId64 ", %" PRId64 "] or below the previous %" PRIu64, round, what,
+			 ts, lo, hi, *prev);
+	*prev = ts;
+}
+
+/* One completion on cqx that must be wr_id, successful; its timestamp tallied. */
+static int ts_expect(struct role *r, struct ts_tally *t, struct ibv_cq_ex *cqx, uint64_t wr_id,
+		     const char *what, int round, int64_t lo, uint64_t *prev, uint32_t *len)
+{
+	enum ibv_wc_status st;
+	uint64_t id, ts;
+	int64_t hi;
+	int got = ts_poll(cqx, &id, &st, len, &ts, r->o->timeout * 1000);
+
+	if (got <= 0)
+		return fail(r, "round %d: no %s completion within %d s", round, what,
+			    r->o->timeout);
+	hi = ts_clock(r);
+	if (hi < 0)
+		return -1;
+	if (id != wr_id || st != IBV_WC_SUCCESS)
+		t->bad_status++;
+	ts_note(t, what, round, ts, lo, hi, prev);
+	return 0;
+}
+
+static void ts_report(struct role *r, struct ts_tally *t)
+{
+	check(r, t->bad_status == 0 && t->bad_data == 0,
+	      "%d ping-pong completions successful, every message's bytes as sent "
+	      "(%d bad statuses, %d bad messages)", t->n, t->bad_status, t->bad_data);
+	check_why(r, t->outside == 0 && t->back == 0,
+		  "every completion timestamp lies between the clock reads around its work, and "
+		  "none goes back on its CQ", "%d outside, %d went back; first: %s", t->outside,
+		  t->back, t->first_bad);
+}
+
+static int timestamps_server(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct ts_tally t = { 0 };
+	struct buf rb, sb;
+	uint32_t len;
+	int64_t lo;
+	struct conn c;
+
+	if (!ts_check_clock(r))
+		return chan_sync(r, "end");
+	p.timestamps = true;
+	if (buf_alloc(r, &rb, TS_LEN, IBV_ACCESS_LOCAL_WRITE) ||
+	    buf_alloc(r, &sb, TS_LEN, IBV_ACCESS_LOCAL_WRITE) || conn_open(r, &c, &p, NULL) ||
+	    post_recv(r, &c, 0, rb.p, TS_LEN, rb.mr->lkey))
+		return -1;
+	/* The client's first SEND comes after this sync, so after lo. */
+	lo = ts_clock(r);
+	if (lo < 0 || chan_sync(r, "ready"))
+		return -1;
+	for (int i = 0; i < TS_ROUNDS; i++) {
+		if (ts_expect(r, &t, c.rcqx, i, "RECV", i, lo, &t.prev_r, &len))
+			return -1;
+		t.bad_data += len != TS_LEN || find_pattern_mismatch(rb.p, TS_LEN, i) >= 0;
+		if (i + 1 < TS_ROUNDS && post_recv(r, &c, i + 1, rb.p, TS_LEN, rb.mr->lkey))
+			return -1;
+		/* The reply, and (after it arrives) the client's next SEND, come after lo. */
+		fill_pattern(sb.p, TS_LEN, 1000 + i);
+		lo = ts_clock(r);
+		if (lo < 0 || post_send(r, &c, i, IBV_WR_SEND, sb.p, TS_LEN, sb.mr->lkey, 0, 0) ||
+		    ts_expect(r, &t, c.scqx, i, "SEND", i, lo, &t.prev_s, &len))
+			return -1;
+	}
+	ts_report(r, &t);
+	if (chan_sync(r, "done"))
+		return -1;
+	conn_close(r, &c);
+	buf_free(r, &rb);
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
+static int timestamps_client(struct role *r)
+{
+	struct conn_params p = conn_defaults();
+	struct ts_tally t = { 0 };
+	struct buf rb, sb;
+	uint32_t len;
+	int64_t lo;
+	struct conn c;
+
+	if (!ts_check_clock(r))
+		return chan_sync(r, "end");
+	p.timestamps = true;
+	if (buf_alloc(r, &rb, TS_LEN, IBV_ACCESS_LOCAL_WRITE) ||
+	    buf_alloc(r, &sb, TS_LEN, IBV_ACCESS_LOCAL_WRITE) || conn_open(r, &c, &p, NULL) ||
+	    chan_sync(r, "ready"))
+		return -1;
+	for (int i = 0; i < TS_ROUNDS; i++) {
+		/* SEND i and the reply to it: both complete after lo. */
+		if (post_recv(r, &c, i, rb.p, TS_LEN, rb.mr->lkey))
+			return -1;
+		fill_pattern(sb.p, TS_LEN, i);
+		lo = ts_clock(r);
+		if (lo < 0 || post_send(r, &c, i, IBV_WR_SEND, sb.p, TS_LEN, sb.mr->lkey, 0, 0) ||
+		    ts_expect(r, &t, c.scqx, i, "SEND", i, lo, &t.prev_s, &len) ||
+		    ts_expect(r, &t, c.rcqx, i, "RECV", i, lo, &t.prev_r, &len))
+			return -1;
+		t.bad_data += len != TS_LEN || find_pattern_mismatch(rb.p, TS_LEN, 1000 + i) >= 0;
+	}
+	ts_report(r, &t);
+	if (chan_sync(r, "done"))
+		return -1;
+	conn_close(r, &c);
+	buf_free(r, &rb);
+	buf_free(r, &sb);
+	return chan_sync(r, "end");
+}
+
 struct subtest {
 	const char *name;
 	int (*server)(struct role *r);
@@ -3070,6 +3321,8 @@ static const struct subtest subtests[] = {
 	  "memory windows type 2 (LOCAL_INV, SEND_WITH_INV, range) and type 1 (unbind)" },
 	{ "rereg", rereg_server, rereg_client,
 	  "ibv_rereg_mr: access, translation, PD changed under the same keys; the next WRITE sees it" },
+	{ "timestamps", timestamps_server, timestamps_client,
+	  "device clock (ibv_query_rt_values_ex) and completion timestamps of a SEND ping-pong" },
 };
 
 static void usage(FILE *f)

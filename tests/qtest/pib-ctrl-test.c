@@ -310,6 +310,61 @@ static void test_bad_commands(void)
  * Doorbell and register rules
  */
 
+/*
+ * The device clock: the same in every UAR page, standing still until the
+ * virtual clock moves and then moving by exactly as much, LO carrying into
+ * HI; reads of another size and writes are guest errors that change nothing.
+ */
+static void test_clock(void)
+{
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0");
+    uint32_t errs = 0;
+    uint64_t c0, c1;
+    uint32_t lo;
+    PibDev d;
+
+    pib_open(&d, qs, PIB_DEVFN_A);
+
+    /* Before ENABLE too: the clock runs from power-on, in every page. */
+    c0 = pib_clock_read(&d, 0);
+    g_assert_cmpuint(c0, ==, qtest_clock_step(qts(&d), 0));
+    g_assert_cmpuint(pib_clock_read(&d, 7), ==, c0);
+    g_assert_cmpuint(pib_clock_read(&d, PIB_NUM_UARS - 1), ==, c0);
+    qtest_clock_step(qts(&d), 12345);
+    c1 = pib_clock_read(&d, 0);
+    g_assert_cmpuint(c1, ==, c0 + 12345);
+    g_assert_cmpuint(pib_clock_read(&d, 1), ==, c1);
+
+    /* LO wraps into HI: step to 5 ns past the next 2^32. */
+    lo = (uint32_t)c1;
+    qtest_clock_step(qts(&d), (1ull << 32) - lo + 5);
+    g_assert_cmphex(qpci_io_readl(d.dev, d.bar2, PIB_UAR_CLOCK_LO), ==, 5);
+    g_assert_cmphex(qpci_io_readl(d.dev, d.bar2, PIB_UAR_CLOCK_HI), ==,
+                    (c1 >> 32) + 1);
+    c1 = pib_clock_read(&d, 0);
+
+    /* 64-bit and 16-bit reads, writes: guest errors; the clock goes on. */
+    g_assert_cmphex(qpci_io_readq(d.dev, d.bar2, PIB_UAR_CLOCK_LO), ==, 0);
+    pib_expect_guest_error(&d, &errs, PIB_GERR_UAR_DB_BAD_OFF);
+    g_assert_cmphex(qpci_io_readw(d.dev, d.bar2, PIB_UAR_CLOCK_HI), ==, 0);
+    pib_expect_guest_error(&d, &errs, PIB_GERR_UAR_DB_BAD_OFF);
+    qpci_io_writel(d.dev, d.bar2, PIB_UAR_CLOCK_LO, 0);
+    pib_expect_guest_error(&d, &errs, PIB_GERR_UAR_DB_BAD_OFF);
+    qpci_io_writeq(d.dev, d.bar2, PIB_UAR_CLOCK_LO, 0);
+    pib_expect_guest_error(&d, &errs, PIB_GERR_UAR_DB_BAD_OFF);
+    g_assert_cmphex(qpci_io_readl(d.dev, d.bar2, 0x28), ==, 0);
+    pib_expect_guest_error(&d, &errs, PIB_GERR_UAR_DB_BAD_OFF);
+    g_assert_cmpuint(pib_clock_read(&d, 0), ==, c1);
+
+    /* A function reset does not stop or rewind it. */
+    wr(&d, PIB_REG_CONTROL, PIB_CTRL_RESET);
+    qtest_clock_step(qts(&d), 1000);
+    g_assert_cmpuint(pib_clock_read(&d, 0), ==, c1 + 1000);
+
+    pib_close(&d);
+    qtest_shutdown(qs);
+}
+
 static void test_doorbells(void)
 {
     QOSState *qs = pib_boot("-device pib-hca,addr=4.0");
@@ -635,6 +690,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/admin/bad-commands", test_bad_commands);
     qtest_add_func("/pib/admin/uar-alloc", test_uar_alloc);
     qtest_add_func("/pib/doorbells", test_doorbells);
+    qtest_add_func("/pib/clock", test_clock);
     qtest_add_func("/pib/config/bad", test_bad_config);
     qtest_add_func("/pib/config/fatal-cq", test_fatal_cq);
     qtest_add_func("/pib/config/rings-at-own-bar", test_rings_at_own_bar);

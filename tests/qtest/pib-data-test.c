@@ -53,7 +53,9 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_RC | PIB_DEV_CAP_RDMA | PIB_DEV_CAP_ATOMIC |
                     PIB_DEV_CAP_UC | PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ |
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
-                    PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE);
+                    PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE |
+                    PIB_DEV_CAP_CLOCK);
+    g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_srq), ==, 256);
@@ -916,7 +918,7 @@ static void test_dp_cq_overflow(void)
 static uint8_t dp_resize_cq(PibDev *d, TestCq *cq, uint32_t depth,
                             uint32_t ci, uint64_t pbl_addr)
 {
-    uint64_t ring_bytes = ROUND_UP(depth * sizeof(struct pib_cqe), 4096);
+    uint64_t ring_bytes = ROUND_UP((uint64_t)depth * cq->cqe_size, 4096);
     uint32_t npages = ring_bytes / 4096 + 1;
     uint64_t ring = dp_alloc(d, ring_bytes + 4096);
     struct pib_admin_cmd cmd = {
@@ -957,7 +959,7 @@ static void dp_writes(TestEnd *x, TestEnd *y, uint64_t first, uint32_t n)
 /* Wait until the device wrote CQE idx (phase bit), without consuming it. */
 static void dp_wait_cqe_written(PibDev *d, TestCq *cq, uint32_t idx)
 {
-    uint64_t addr = cq->ring + (idx & (cq->depth - 1)) * sizeof(struct pib_cqe);
+    uint64_t addr = cq->ring + (uint64_t)(idx & (cq->depth - 1)) * cq->cqe_size;
     gint64 end = g_get_monotonic_time() + TIMEOUT_US;
 
     while ((qtest_readb(qts(d), addr + offsetof(struct pib_cqe, flags)) &
@@ -1067,6 +1069,115 @@ static void test_dp_cq_resize(void)
     cq.cqn += 100;
     g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 8, 0, 0), ==,
                      PIB_AQ_BAD_RESOURCE);
+    dp_pair_down(&p);
+}
+
+/* The next CQE of a timestamped CQ is this one, written at clock `ts`. */
+static void dp_expect_ts(PibDev *d, TestCq *cq, uint64_t wr_id,
+                         uint8_t opcode, uint64_t ts)
+{
+    static const uint8_t zero[sizeof(((struct pib_cqe_ts *)0)->rsvd)];
+    struct pib_cqe_ts slot;
+
+    g_assert_true(dp_poll_ts(d, cq, &slot, TIMEOUT_US));
+    g_assert_cmphex(le64_to_cpu(slot.cqe.wr_id), ==, wr_id);
+    g_assert_cmpuint(slot.cqe.status, ==, PIB_WC_SUCCESS);
+    g_assert_cmphex(slot.cqe.opcode, ==, opcode);
+    g_assert_cmpuint(le64_to_cpu(slot.timestamp), ==, ts);
+    g_assert_cmpmem(slot.rsvd, sizeof(slot.rsvd), zero, sizeof(zero));
+}
+
+/*
+ * CQs with PIB_CQ_F_TIMESTAMP: 64-byte CQEs whose second half holds the
+ * device clock when the CQE was written.  Under qtest the virtual clock stands
+ * still between clock_steps, so a completion's timestamp is exactly the clock
+ * read before the work.  Bad flags and a ring sized for 32-byte CQEs are
+ * refused; RESIZE_CQ keeps the CQE size, and the timestamps move with the
+ * CQEs not yet read.
+ */
+static void test_dp_cq_timestamp(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    TestCq xcq, ycq;
+    struct pib_admin_cmd cmd;
+    struct pib_sge xsge, ysge;
+    uint64_t ring, t0;
+    uint32_t i;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 4096);
+
+    /* Unknown flags; a timestamped CQ on pages for 32-byte CQEs. */
+    g_assert_cmpuint(dp_create_cq_flags(&p.a, 4, 1u << 1, &xcq), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_create_cq_flags(&p.a, 4, UINT32_MAX, &xcq), ==,
+                     PIB_AQ_BAD_PARAM);
+    ring = dp_alloc(&p.a, 5 * 4096);
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_CREATE_CQ,
+        .in.create_cq = {
+            .depth = cpu_to_le32(256),
+            .npages = cpu_to_le32(pib_cq_pages(256, PIB_CQE_STRIDE_LOG)),
+            .pbl_addr = cpu_to_le64(dp_pbl(&p.a, ring, 3)),
+            .flags = cpu_to_le32(PIB_CQ_F_TIMESTAMP),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&p.a, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.create_cq.npages = cpu_to_le32(5);
+    cmd.in.create_cq.pbl_addr = cpu_to_le64(dp_pbl(&p.a, ring, 5));
+    cmd.in.create_cq.flags = 0;
+    g_assert_cmpuint(pib_cmd(&p.a, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+
+    /* x sends and y receives on timestamped CQs of 4. */
+    g_assert_cmpuint(dp_create_cq_flags(&p.a, 4, PIB_CQ_F_TIMESTAMP, &xcq),
+                     ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_create_cq_flags(&p.b, 4, PIB_CQ_F_TIMESTAMP, &ycq),
+                     ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.a, PIB_CMD_DESTROY_QP, x.qp.qpn), ==,
+                     PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, y.qp.qpn), ==,
+                     PIB_AQ_OK);
+    dp_create_qp(&p.a, PIB_QPT_RC, x.pdn, &xcq, &x.rcq, &x.qp);
+    dp_create_qp(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &ycq, &y.qp);
+    dp_link_ends(&x, 1, &y, 2);
+
+    /* A SEND: both completions are stamped with the clock of the moment. */
+    xsge = dp_sge(x.buf, 64, x.key);
+    ysge = dp_sge(y.buf, 64, y.key);
+    dp_post_recv(&p.b, &y.qp, 0x100, &ysge, 1);
+    qtest_clock_step(qts(&p.a), 1000);
+    t0 = pib_clock_read(&p.a, DP_UAR);
+    g_assert_cmpuint(pib_clock_read(&p.b, DP_UAR), ==, t0);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x200,
+                 &xsge, 1, 0, 0);
+    dp_expect_ts(&p.b, &ycq, 0x100, PIB_CQE_RECV, t0);
+    dp_expect_ts(&p.a, &xcq, 0x200, PIB_CQE_SEND, t0);
+
+    /* Three writes, 1 us apart; one read, then RESIZE_CQ 4 -> 8. */
+    for (i = 0; i < 3; i++) {
+        qtest_clock_step(qts(&p.a), 1000);
+        dp_writes(&x, &y, 0x10 + i, 1);
+        dp_wait_cqe_written(&p.a, &xcq, xcq.ci + i);
+    }
+    dp_expect_ts(&p.a, &xcq, 0x10, PIB_CQE_RDMA_WRITE, t0 + 1000);
+    /* The new ring must be laid out for the CQ's own CQE size. */
+    xcq.cqe_size = sizeof(struct pib_cqe);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &xcq, 256, xcq.ci, 0), ==,
+                     PIB_AQ_BAD_PARAM);
+    xcq.cqe_size = sizeof(struct pib_cqe_ts);
+    g_assert_cmpuint(dp_resize_cq(&p.a, &xcq, 8, xcq.ci, 0), ==, PIB_AQ_OK);
+    dp_expect_ts(&p.a, &xcq, 0x11, PIB_CQE_RDMA_WRITE, t0 + 2000);
+    dp_expect_ts(&p.a, &xcq, 0x12, PIB_CQE_RDMA_WRITE, t0 + 3000);
+    /* Later CQEs: 64 bytes apart in the new ring, at their own moments. */
+    for (i = 0; i < 8; i++) {
+        qtest_clock_step(qts(&p.a), 500);
+        dp_writes(&x, &y, 0x20 + i, 1);
+        dp_expect_ts(&p.a, &xcq, 0x20 + i, PIB_CQE_RDMA_WRITE,
+                     t0 + 3500 + 500 * i);
+    }
+    dp_expect_none(&p.a, &xcq);
     dp_pair_down(&p);
 }
 
@@ -2601,6 +2712,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/srq-resize", test_dp_srq_resize);
     qtest_add_func("/pib/data/cq-resize", test_dp_cq_resize);
+    qtest_add_func("/pib/data/cq-timestamp", test_dp_cq_timestamp);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
     qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);

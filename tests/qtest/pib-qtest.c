@@ -251,6 +251,21 @@ void pib_expect_guest_error(PibDev *d, uint32_t *count, uint32_t code)
     g_assert_cmpuint(rd(d, PIB_REG_ERR_LAST), ==, code);
 }
 
+uint64_t pib_clock_read(PibDev *d, uint32_t page)
+{
+    uint64_t base = (uint64_t)page * PIB_UAR_PAGE_SIZE;
+    uint32_t hi, lo, hi2;
+
+    for (;;) {
+        hi = qpci_io_readl(d->dev, d->bar2, base + PIB_UAR_CLOCK_HI);
+        lo = qpci_io_readl(d->dev, d->bar2, base + PIB_UAR_CLOCK_LO);
+        hi2 = qpci_io_readl(d->dev, d->bar2, base + PIB_UAR_CLOCK_HI);
+        if (hi == hi2) {
+            return (uint64_t)hi << 32 | lo;
+        }
+    }
+}
+
 
 /*
  * The link peer: this process at the other end of the cable
@@ -502,10 +517,11 @@ uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
     return key;
 }
 
-uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
-                            TestCq *cq)
+static uint8_t dp_create_cq_ex(PibDev *d, uint32_t depth, uint32_t uar,
+                               uint32_t flags, TestCq *cq)
 {
-    uint64_t ring_bytes = ROUND_UP(depth * sizeof(struct pib_cqe), 4096);
+    uint32_t cqe_size = 1u << pib_cqe_stride_log(flags);
+    uint64_t ring_bytes = ROUND_UP((uint64_t)depth * cqe_size, 4096);
     uint32_t npages = ring_bytes / 4096 + 1;
     struct pib_admin_cmd cmd;
     struct pib_admin_cqe cqe;
@@ -513,6 +529,7 @@ uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
 
     memset(cq, 0, sizeof(*cq));
     cq->depth = depth;
+    cq->cqe_size = cqe_size;
     cq->ring_bytes = ring_bytes;
     cq->ring = dp_alloc(d, ring_bytes + 4096);
     cmd = (struct pib_admin_cmd) {
@@ -522,11 +539,24 @@ uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
             .npages = cpu_to_le32(npages),
             .pbl_addr = cpu_to_le64(dp_pbl(d, cq->ring, npages)),
             .uar = cpu_to_le32(uar),
+            .flags = cpu_to_le32(flags),
         },
     };
     status = pib_cmd(d, &cmd, &cqe);
     cq->cqn = le32_to_cpu(cqe.result0);
     return status;
+}
+
+uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
+                            TestCq *cq)
+{
+    return dp_create_cq_ex(d, depth, uar, 0, cq);
+}
+
+uint8_t dp_create_cq_flags(PibDev *d, uint32_t depth, uint32_t flags,
+                           TestCq *cq)
+{
+    return dp_create_cq_ex(d, depth, DP_UAR, flags, cq);
 }
 
 void dp_create_cq(PibDev *d, uint32_t depth, TestCq *cq)
@@ -813,15 +843,18 @@ gulong dp_poll_interval_us = 200;
 const char *pib_dev_props = "";
 
 /* The next CQE, by its phase bit; gives the slot back (CI record). */
-bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
-             gint64 timeout_us)
+bool dp_poll_ts(PibDev *d, TestCq *cq, struct pib_cqe_ts *slot,
+                gint64 timeout_us)
 {
-    uint64_t addr = cq->ring + (cq->ci & (cq->depth - 1)) * sizeof(*cqe);
+    uint32_t size = cq->cqe_size ? cq->cqe_size : sizeof(struct pib_cqe);
+    uint64_t addr = cq->ring + (uint64_t)(cq->ci & (cq->depth - 1)) * size;
     gint64 end = g_get_monotonic_time() + timeout_us;
 
+    memset(slot, 0, sizeof(*slot));
     for (;;) {
-        qtest_memread(qts(d), addr, cqe, sizeof(*cqe));
-        if ((cqe->flags & PIB_CQE_F_PHASE) == phase_of(cq->ci, cq->depth)) {
+        qtest_memread(qts(d), addr, slot, size);
+        if ((slot->cqe.flags & PIB_CQE_F_PHASE) ==
+            phase_of(cq->ci, cq->depth)) {
             break;
         }
         if (g_get_monotonic_time() >= end) {
@@ -832,6 +865,16 @@ bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
     cq->ci++;
     qtest_writel(qts(d), cq->ring + cq->ring_bytes, cq->ci);
     return true;
+}
+
+bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe,
+             gint64 timeout_us)
+{
+    struct pib_cqe_ts slot;
+    bool got = dp_poll_ts(d, cq, &slot, timeout_us);
+
+    *cqe = slot.cqe;
+    return got;
 }
 
 void dp_expect(PibDev *d, TestCq *cq, uint64_t wr_id, uint8_t status,

@@ -102,6 +102,8 @@ bool pib_aeq_find(PibDev *d, uint8_t type, gint64 timeout_us);
 /* Poll QUERY_PORT until the port is in `state` (TIMEOUT_US at most). */
 void pib_wait_port_state(PibDev *d, uint8_t state);
 void pib_expect_guest_error(PibDev *d, uint32_t *count, uint32_t code);
+/* The device clock, read from UAR page `page` hi-lo-hi as pib_hw.h says. */
+uint64_t pib_clock_read(PibDev *d, uint32_t page);
 
 /*
  * The link peer: this process on the other end of a device's cable (a unix
@@ -157,6 +159,7 @@ typedef struct TestCq {
     uint32_t ci;            /* next CQE to look at */
     uint64_t ring;          /* depth CQEs, then the consumer index page */
     uint64_t ring_bytes;
+    uint32_t cqe_size;      /* 32, or 64 with PIB_CQ_F_TIMESTAMP */
 } TestCq;
 
 typedef struct TestQp {
@@ -208,6 +211,9 @@ uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
                    uint64_t addr, uint64_t len);
 uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
                             TestCq *cq);
+/* CREATE_CQ with PIB_CQ_F_* flags; npages as the flags' CQE size needs. */
+uint8_t dp_create_cq_flags(PibDev *d, uint32_t depth, uint32_t flags,
+                           TestCq *cq);
 void dp_create_cq(PibDev *d, uint32_t depth, TestCq *cq);
 uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
                         TestCq *scq, TestCq *rcq, uint32_t sq_depth,
@@ -243,6 +249,9 @@ void dp_post_bind(PibDev *d, TestQp *qp, uint64_t wr_id, uint8_t type,
                   uint32_t mw_rkey, uint32_t new_rkey, uint32_t mr_key,
                   uint64_t addr, uint64_t len, uint32_t access);
 bool dp_poll(PibDev *d, TestCq *cq, struct pib_cqe *cqe, gint64 timeout_us);
+/* dp_poll of a timestamped CQ: the CQE and its timestamp. */
+bool dp_poll_ts(PibDev *d, TestCq *cq, struct pib_cqe_ts *slot,
+                gint64 timeout_us);
 /* The next CQE has this wr_id, status and opcode; a copy in *out if asked. */
 void dp_expect(PibDev *d, TestCq *cq, uint64_t wr_id, uint8_t status,
                uint8_t opcode, struct pib_cqe *out);
