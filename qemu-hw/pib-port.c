@@ -34,7 +34,7 @@
 
 #define PIB_NODE_DESC_DEFAULT   "pib-hca"
 
-static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
+const char *const pib_port_sm_names[PIB_PSM__MAX] = {
     [PIB_PSM_POLLING]  = "POLLING",
     [PIB_PSM_TRAINING] = "TRAINING",
     [PIB_PSM_INIT]     = "INIT",
@@ -42,7 +42,7 @@ static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
     [PIB_PSM_ACTIVE]   = "ACTIVE",
 };
 
-static const char *const pib_port_ev_names[PIB_PEV__MAX] = {
+const char *const pib_port_ev_names[PIB_PEV__MAX] = {
     [PIB_PEV_STREAM_UP]   = "STREAM_UP",
     [PIB_PEV_HELLO]       = "HELLO",
     [PIB_PEV_STREAM_DOWN] = "STREAM_DOWN",
@@ -106,24 +106,24 @@ static PibPortSmState pib_port_trained_state(const PibState *s)
 
 /*
  * The transition table, one state at a time.  Events that do not apply leave the state as
- * it is (the SMA has already refused the transitions the IBTA forbids).
+ * it is (the SMA has already refused the transitions the IBTA forbids).  Every port runs
+ * it: the HCA's and each external port of a switch (pib-switch.c).
  */
-static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
+PibPortSmState pib_port_sm_next(PibPortSmState cur, PibPortSmEvent ev, bool disabled,
+                                PibPortSmState trained)
 {
-    PibPortSmState cur = s->port.sm;
-
     if (ev == PIB_PEV_STREAM_DOWN) {
         return PIB_PSM_POLLING;
     }
     switch (cur) {
     case PIB_PSM_POLLING:
-        if (ev == PIB_PEV_STREAM_UP && !s->port.disabled) {
+        if (ev == PIB_PEV_STREAM_UP && !disabled) {
             return PIB_PSM_TRAINING;
         }
         break;
     case PIB_PSM_TRAINING:
         if (ev == PIB_PEV_HELLO) {
-            return pib_port_trained_state(s);
+            return trained;
         }
         break;
     case PIB_PSM_INIT:
@@ -131,7 +131,7 @@ static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
             return PIB_PSM_ARMED;
         }
         if (ev == PIB_PEV_LID_SET) {
-            return pib_port_trained_state(s);
+            return trained;
         }
         break;
     case PIB_PSM_ARMED:
@@ -143,6 +143,11 @@ static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
         break;
     }
     return cur;
+}
+
+static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
+{
+    return pib_port_sm_next(s->port.sm, ev, s->port.disabled, pib_port_trained_state(s));
 }
 
 /*
