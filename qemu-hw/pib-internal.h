@@ -39,6 +39,9 @@
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
+ *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding,
+ *                 directed route; it shares the link, the SMA/PMA and the
+ *                 packet headers with the HCA (docs/switch.md)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
  * handlers, bottom halves, timers and chardev callbacks never run
@@ -823,8 +826,14 @@ typedef struct PibPktFields {
 
 const PibOpInfo *pib_op_info(uint8_t opcode);
 const char *pib_op_name(uint8_t opcode);
+PibPktFields pib_pkt_trap_fields(uint16_t dlid, uint8_t sl);
+uint32_t pib_pkt_len(const PibPktFields *f, uint32_t paylen);
+void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8_t *sgid,
+                   const void *payload, uint32_t paylen);
 PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                          const void *payload, uint32_t paylen);
+enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
+                               PibPktInfo *pi);
 uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
 void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
@@ -865,6 +874,7 @@ void pib_port_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
 void pib_port_event(PibState *s, PibPortSmEvent ev);
 void pib_port_announce(PibState *s);
+uint8_t pib_port_sm_ib_state(PibPortSmState sm);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);

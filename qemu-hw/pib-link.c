@@ -123,8 +123,8 @@ void pib_link_packet_free(PibLink *l, PibPacket *p)
     l->pool_len++;
 }
 
-/* The device goes away: the free list goes back to the allocator. */
-static void pib_packet_pool_free(PibLink *l)
+/* The owner goes away: the free list goes back to the allocator. */
+void pib_link_free_pool(PibLink *l)
 {
     PibPacket *p;
 
@@ -970,5 +970,5 @@ void pib_link_unrealize(PibState *s)
 /* Last, after every frame went back to the free list. */
 void pib_link_free_buffers(PibState *s)
 {
-    pib_packet_pool_free(&s->link);
+    pib_link_free_pool(&s->link);
 }

@@ -206,6 +206,8 @@ void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
                    MemReentrancyGuard *guard);
 void pib_link_attach(PibLink *l);
 void pib_link_fini(PibLink *l);
+/* Last, after every frame went back to the free list (or to another link's). */
+void pib_link_free_pool(PibLink *l);
 PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len);
 void pib_link_packet_free(PibLink *l, PibPacket *p);
 void pib_link_enqueue(PibLink *l, PibPacket *p);

@@ -56,14 +56,20 @@ const char *const pib_port_ev_names[PIB_PEV__MAX] = {
  * Port state machine
  */
 
-uint8_t pib_port_ib_state(const PibState *s)
+/* The IBTA PortState of a state of the machine (an HCA's port or a switch's). */
+uint8_t pib_port_sm_ib_state(PibPortSmState sm)
 {
-    switch (s->port.sm) {
+    switch (sm) {
     case PIB_PSM_INIT:   return PIB_PORT_INIT;
     case PIB_PSM_ARMED:  return PIB_PORT_ARMED;
     case PIB_PSM_ACTIVE: return PIB_PORT_ACTIVE;
     default:             return PIB_PORT_DOWN;
     }
+}
+
+uint8_t pib_port_ib_state(const PibState *s)
+{
+    return pib_port_sm_ib_state(s->port.sm);
 }
 
 uint8_t pib_port_phys_state(const PibState *s)
@@ -295,16 +301,7 @@ static void pib_mgmt_send_trap(PibMgmtPort *m, const struct pib_smp *smp, uint16
                                uint8_t sl)
 {
     PibState *s = pib_mgmt_state(m);
-    PibPktFields f = {
-        .opcode = PIB_OP_UD_SEND_ONLY,
-        .dqpn = PIB_QPN_SMI,
-        .dlid = dlid,
-        .sl = sl,
-        .vl15 = true,
-        .pkey = PIB_DEFAULT_PKEY,
-        .qkey = PIB_SMI_QKEY,
-        .src_qpn = PIB_QPN_SMI,
-    };
+    PibPktFields f = pib_pkt_trap_fields(dlid, sl);
 
     if (!pib_xmit_room(s, dlid)) {
         return;             /* the queue is full: the trap's resend timer tries again */
