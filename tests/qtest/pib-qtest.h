@@ -26,6 +26,7 @@
  *   pib-data-test.c    objects, SEND/RECV, RDMA, atomics, UD/UC, SRQ, MW,
  *                      errors, RNR, retry, CQ overflow, the wire, link death
  *   pib-inject-test.c  the inject-* QOM properties
+ *   pib-switch-test.c  pib-switch between two devices and this process as the SM
  *   pib-bench.c        throughput and QEMU CPU time (perf mode only)
  *
  * Every helper fails the test (a GLib assertion) on anything unexpected, so a

@@ -1,0 +1,449 @@
+/*
+ * QTest testcase for the pib switch (-device pib-switch, qemu-hw/pib-switch.c)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * One QEMU holds a three-port switch and two pib HCAs: HCA A (LID 1) on port 1, HCA B
+ * (LID 2) on port 2.  This process is the node on port 3 and plays the subnet manager
+ * (LID SW_SM_LID): it speaks the link protocol and sends SMPs itself, as a CA's QP0 would.
+ *
+ *   /pib/switch/dr          directed-route SMPs: NodeInfo (type 2, LocalPortNum = the arrival
+ *                           port), a two-hop path out of and back into port 3 (the hop
+ *                           pointer, InitialPath, ReturnPath and the D bit at each step), a hop
+ *                           count over 63 and a path to a port that does not exist dropped
+ *                           and counted; attributes with bad modifiers answered with status
+ *                           0x1c (LFT block, MFT block, PortInfo port)
+ *   /pib/switch/forwarding  the SM programs the switch (its LID, LinearFDBTop, the LFT) and
+ *                           brings ports 1-3 to ACTIVE; an RC SEND from A to B crosses the
+ *                           switch (bytes compared); frames to an LFT entry of 255, to a port
+ *                           that does not exist and back out of their arrival port are
+ *                           dropped, each counted under its reason; a LID-routed SMP to the
+ *                           switch's LID is answered
+ */
+
+#include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <poll.h>
+#include <glib/gstdio.h>
+
+#include "pib-qtest.h"
+
+#define SW_NODE_GUID    0x0002c90300ee0000ull
+#define SW_PORTS        3
+#define SW_TEST_PORT    3           /* this process */
+#define SW_SM_LID       9           /* this process, as the SM */
+#define SW_LID          7           /* what the SM gives the switch */
+#define SW_MAD_PKT_LEN  (8 + 12 + 8 + PIB_MAD_SIZE)   /* LRH, BTH, DETH, MAD */
+
+typedef struct Sw {
+    QOSState *qs;
+    char *dir;
+    PibDev a, b;
+    int fd;                 /* port 3: this process */
+} Sw;
+
+static char *sw_sock(Sw *s, const char *name)
+{
+    return g_build_filename(s->dir, name, NULL);
+}
+
+static void sw_boot(Sw *s)
+{
+    g_autofree char *p1 = NULL, *p2 = NULL, *p3 = NULL, *args = NULL;
+    PibDev *devs[2] = { &s->a, &s->b };
+    int i;
+
+    memset(s, 0, sizeof(*s));
+    s->dir = g_dir_make_tmp("pib-switch-XXXXXX", NULL);
+    p1 = sw_sock(s, "p1.sock");
+    p2 = sw_sock(s, "p2.sock");
+    p3 = sw_sock(s, "p3.sock");
+    /* The switch's ports listen; the HCAs dial them (and redial, as a cable would). */
+    args = g_strdup_printf(
+        "-m 256M "
+        "-chardev socket,id=s1,path=%s,server=on,wait=off "
+        "-chardev socket,id=s2,path=%s,server=on,wait=off "
+        "-chardev socket,id=s3,path=%s,server=on,wait=off "
+        "-chardev socket,id=ca,path=%s," PIB_CHR_RECONNECT_1S " "
+        "-chardev socket,id=cb,path=%s," PIB_CHR_RECONNECT_1S " "
+        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port2=s2,port3=s3 "
+        "-device pib-hca,addr=4.0,id=pa,chardev=ca,lid=1 "
+        "-device pib-hca,addr=5.0,id=pb,chardev=cb,lid=2",
+        p1, p2, p3, p1, p2, SW_PORTS, (uint64_t)SW_NODE_GUID);
+    s->qs = pib_boot(args);
+    pib_open(&s->a, s->qs, PIB_DEVFN_A);
+    pib_open(&s->b, s->qs, PIB_DEVFN_B);
+    for (i = 0; i < 2; i++) {
+        pib_enable(devs[i], 16, 64);
+    }
+    s->fd = peer_connect(p3);
+    peer_expect_hello(s->fd, SW_NODE_GUID);
+    peer_send_hello(s->fd);
+    /* An HCA with a `lid` needs no SM: ACTIVE once its cable trained. */
+    pib_wait_port_state(&s->a, PIB_PORT_ACTIVE);
+    pib_wait_port_state(&s->b, PIB_PORT_ACTIVE);
+}
+
+static void sw_shutdown(Sw *s)
+{
+    const char *names[] = { "p1.sock", "p2.sock", "p3.sock" };
+    int i;
+
+    close(s->fd);
+    pib_close(&s->a);
+    pib_close(&s->b);
+    qtest_shutdown(s->qs);
+    for (i = 0; i < 3; i++) {
+        g_autofree char *p = sw_sock(s, names[i]);
+
+        g_unlink(p);
+    }
+    g_rmdir(s->dir);
+    g_free(s->dir);
+}
+
+/* A drop counter of the switch (a QOM property). */
+static uint64_t sw_counter(Sw *s, const char *name)
+{
+    QDict *rsp = qtest_qmp(s->qs->qts,
+                           "{'execute': 'qom-get', 'arguments': "
+                           "{'path': '/machine/peripheral/sw0', 'property': %s}}", name);
+    uint64_t v;
+
+    g_assert_true(qdict_haskey(rsp, "return"));
+    v = qdict_get_int(rsp, "return");
+    qobject_unref(rsp);
+    return v;
+}
+
+/*
+ * Packets on port 3
+ */
+
+/* One UD packet, LRH to payload: QP0 on VL15 for an SMP, else QP dqpn on VL0. */
+static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
+                       const void *payload, uint16_t paylen)
+{
+    uint16_t len = 8 + 12 + 8 + paylen;
+    g_autofree uint8_t *f = g_malloc0(PIB_LINK_HDR_LEN + len);
+    struct pib_link_hdr hdr = {
+        .magic = PIB_LINK_MAGIC,
+        .type = PIB_FRAME_PACKET,
+        .length_be = cpu_to_be16(len),
+    };
+    uint8_t *b = f + PIB_LINK_HDR_LEN;
+    struct pib_lrh *lrh = (struct pib_lrh *)b;
+    struct pib_bth *bth = (struct pib_bth *)(b + 8);
+
+    g_assert_cmpuint(paylen % 4, ==, 0);
+    memcpy(f, &hdr, sizeof(hdr));
+    lrh->vl_lver = vl15 ? 15 << 4 : 0;
+    lrh->sl_lnh = PIB_LNH_IBA_LOCAL;
+    lrh->dlid_be = cpu_to_be16(dlid);
+    lrh->pktlen_be = cpu_to_be16(len / 4);
+    lrh->slid_be = cpu_to_be16(slid);
+    bth->opcode = PIB_OP_UD_SEND_ONLY;
+    bth->pkey_be = cpu_to_be16(0xffff);
+    bth->dqpn_be = cpu_to_be32(dqpn);
+    stl_be_p(b + 20, dqpn == 0 ? 0 : 0x80010000u);    /* DETH: Q_Key */
+    stl_be_p(b + 24, dqpn == 0 ? 0 : 1);              /* DETH: source QP */
+    memcpy(b + 28, payload, paylen);
+    peer_write(s->fd, f, PIB_LINK_HDR_LEN + len);
+}
+
+/* The next SMP packet on port 3 within the timeout; its LRH DLID in *dlid. */
+static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms)
+{
+    uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+    struct pib_link_hdr hdr;
+    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+    uint16_t len;
+
+    for (;;) {
+        if (poll(&pfd, 1, timeout_ms) != 1) {
+            return false;
+        }
+        len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
+        if (hdr.type != PIB_FRAME_PACKET || len != SW_MAD_PKT_LEN || buf[0] >> 4 != 15) {
+            continue;                   /* not an SMP: a trap's cousins, HCA traffic */
+        }
+        if (buf[28 + 3] == PIB_MAD_METHOD_TRAP) {
+            continue;                   /* trap 128 from the switch: not what we wait for */
+        }
+        memcpy(smp, buf + 28, sizeof(*smp));
+        if (dlid) {
+            *dlid = lduw_be_p(buf + 2);
+        }
+        return true;
+    }
+}
+
+/*
+ * A directed-route SMP to the switch, one hop out of port 3, as our CA's QP0 sends it: the
+ * sender counted its own hop (hop pointer 1, InitialPath[1] = our port).
+ */
+static struct pib_smp sw_dr_new(uint8_t method, uint16_t attr, uint32_t mod)
+{
+    struct pib_smp smp = peer_smp_new(PIB_MGMT_CLASS_SUBN_DR, method, attr, mod);
+
+    smp.hdr.class_spec_be = cpu_to_be16(1 << 8 | 1);
+    smp.dr_slid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
+    smp.dr_dlid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
+    smp.initial_path[1] = 1;
+    return smp;
+}
+
+/* A round trip that must be answered: the status without the D bit. */
+static uint16_t sw_dr(Sw *s, struct pib_smp *req, struct pib_smp *resp)
+{
+    uint16_t dlid;
+
+    sw_send_ud(s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, req, sizeof(*req));
+    g_assert_true(sw_recv_smp(s, resp, &dlid, 5000));
+    g_assert_cmphex(dlid, ==, PIB_LID_PERMISSIVE);
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp->hdr.tid_lo_be, ==, req->hdr.tid_lo_be);
+    g_assert_cmphex(be16_to_cpu(resp->hdr.status_be) & PIB_SMP_STATUS_DIRECTION, ==,
+                    PIB_SMP_STATUS_DIRECTION);
+    /* C14-13:1: the switch took the hop back; the hop count is untouched. */
+    g_assert_cmphex(be16_to_cpu(resp->hdr.class_spec_be), ==,
+                    be16_to_cpu(req->hdr.class_spec_be));
+    return be16_to_cpu(resp->hdr.status_be) & ~PIB_SMP_STATUS_DIRECTION;
+}
+
+static uint16_t sw_dr_get(Sw *s, uint16_t attr, uint32_t mod, struct pib_smp *resp)
+{
+    struct pib_smp req = sw_dr_new(PIB_MAD_METHOD_GET, attr, mod);
+
+    return sw_dr(s, &req, resp);
+}
+
+static uint16_t sw_dr_set(Sw *s, uint16_t attr, uint32_t mod, const void *data,
+                          size_t len, struct pib_smp *resp)
+{
+    struct pib_smp req = sw_dr_new(PIB_MAD_METHOD_SET, attr, mod);
+
+    memcpy(req.data, data, len);
+    return sw_dr(s, &req, resp);
+}
+
+/* PortInfo Set of one port: what it reads now, with the new PortState (and LIDs, port 0). */
+static void sw_port_state(Sw *s, uint8_t port, uint8_t state, uint16_t lid)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    pi.speed_state = (pi.speed_state & 0xf0) | state;
+    pi.phys_down &= 0x0f;                       /* PortPhysicalState: no change */
+    if (port == 0) {
+        pi.lid_be = cpu_to_be16(lid);
+        pi.sm_lid_be = cpu_to_be16(SW_SM_LID);
+    }
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, port, &pi, sizeof(pi), &resp),
+                    ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    if (state) {
+        g_assert_cmpuint(pi.speed_state & 0xf, ==, state);
+    }
+}
+
+/*
+ * Tests
+ */
+
+static void test_switch_dr(void)
+{
+    Sw s;
+    struct pib_smp req, resp;
+    struct pib_node_info ni;
+    struct pib_switch_info si;
+    struct pib_port_info pi;
+    uint64_t before;
+    int i;
+
+    sw_boot(&s);
+
+    /* NodeInfo: a switch of 3 ports, reached on port 3. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 0, &resp), ==, 0);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmpuint(ni.node_type, ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmpuint(ni.num_ports, ==, SW_PORTS);
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_NODE_GUID);
+    g_assert_cmphex(ldq_be_p(&ni.port_guid_hi_be), ==, SW_NODE_GUID + 1);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, SW_TEST_PORT);
+    /* C14-9:3: the switch recorded the port the SMP came in by. */
+    g_assert_cmpuint(resp.return_path[1], ==, SW_TEST_PORT);
+
+    /* SwitchInfo: the capacities, nothing set yet. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_cap_be), ==, 0xc000);
+    g_assert_cmpuint(be16_to_cpu(si.mft_cap_be), >, 0);
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, 0);
+
+    /* PortInfo of port 3: LocalPortNum is the arrival port, the link is up (INIT). */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 3, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    g_assert_cmpuint(pi.local_port_num, ==, SW_TEST_PORT);
+    g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
+    g_assert_cmpuint(pi.phys_down >> 4, ==, PIB_PHYS_LINKUP);
+
+    /* Bad modifiers: the status, never a drop. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_LFT, 0xc000 / 64, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_LFT, 0xc000 / 64 - 1, &resp), ==, 0);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 1024 / 32, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 1u << 28, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);      /* position 1: ports 16..31 */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, SW_PORTS + 1, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+
+    /*
+     * Two hops: out of port 3 and straight back into it (InitialPath [_, 1, 3]).  The
+     * switch is hop 1: it records ReturnPath[1] = 3, moves the hop pointer to 2 and sends the
+     * SMP out of port 3 again, to us, as hop 2.
+     */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = SW_TEST_PORT;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    g_assert_true(sw_recv_smp(&s, &resp, NULL, 5000));
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.class_spec_be), ==, 2 << 8 | 2);
+    g_assert_cmpuint(resp.return_path[1], ==, SW_TEST_PORT);
+    /*
+     * We answer as hop 2 would: D set, hop pointer back to 2 (C14-13:1), ReturnPath[2] our
+     * port.  The switch takes the hop back (C14-13:2): the pointer at 1, out of ReturnPath[1].
+     */
+    resp.hdr.method = PIB_MAD_METHOD_GET_RESP;
+    resp.hdr.status_be = cpu_to_be16(PIB_SMP_STATUS_DIRECTION);
+    resp.return_path[2] = 1;
+    resp.data[0] = 0xab;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &resp, sizeof(resp));
+    g_assert_true(sw_recv_smp(&s, &req, NULL, 5000));
+    g_assert_cmphex(req.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(be16_to_cpu(req.hdr.class_spec_be), ==, 1 << 8 | 2);
+    g_assert_cmphex(req.data[0], ==, 0xab);
+
+    /* A hop count over 63, a path through a port that does not exist: counted drops. */
+    before = sw_counter(&s, "drop-dr");
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 64);
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = SW_PORTS + 1;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    /* A hop pointer of 0 with hops to go: the sender did not count its hop. */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(0 << 8 | 1);
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    g_assert_false(sw_recv_smp(&s, &resp, NULL, 300));
+    for (i = 0; i < 50 && sw_counter(&s, "drop-dr") < before + 3; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_counter(&s, "drop-dr"), ==, before + 3);
+
+    sw_shutdown(&s);
+}
+
+static void test_switch_forwarding(void)
+{
+    Sw s;
+    struct pib_smp req, resp;
+    struct pib_switch_info si;
+    uint8_t lft[64];
+    uint8_t junk[64] = { 0 };
+    TestEnd x, y;
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint64_t no_route, bad_port, arrival, fwd;
+    uint16_t dlid;
+    int i;
+
+    sw_boot(&s);
+
+    /* The SM's work: the switch's LID, the LFT and its top, every port ACTIVE. */
+    sw_port_state(&s, 0, 0, SW_LID);
+    memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
+    lft[1] = 1;
+    lft[2] = 2;
+    lft[SW_LID] = 0;
+    lft[SW_SM_LID] = SW_TEST_PORT;
+    lft[4] = SW_PORTS + 2;          /* a port the switch does not have */
+    lft[5] = SW_TEST_PORT;          /* back out of port 3, for frames from port 3 */
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_LFT, 0, lft, sizeof(lft), &resp), ==, 0);
+    g_assert_cmpmem(resp.data, 64, lft, 64);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    si.lft_top_be = cpu_to_be16(SW_SM_LID);
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                    ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
+    for (i = 1; i <= SW_PORTS; i++) {
+        sw_port_state(&s, i, PIB_PORT_ARMED, 0);
+        sw_port_state(&s, i, PIB_PORT_ACTIVE, 0);
+    }
+
+    /* An RC SEND from A (LID 1) to B (LID 2), through ports 1 and 2. */
+    fwd = sw_counter(&s, "forwarded");
+    dp_end(&s.a, &x, PIB_QPT_RC, 8192);
+    dp_end(&s.b, &y, PIB_QPT_RC, 8192);
+    dp_link_ends(&x, 1, &y, 2);
+    dp_fill(&s.a, x.buf, 5000, 77);
+    sge = dp_sge(y.buf, 8192, y.key);
+    dp_post_recv(&s.b, &y.qp, 0x10, &sge, 1);
+    sge = dp_sge(x.buf, 5000, x.key);
+    dp_post_send(&s.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x11, &sge, 1, 0, 0);
+    dp_expect(&s.a, &x.scq, 0x11, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&s.b, &y.rcq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
+    dp_assert_same(&s.a, x.buf, &s.b, y.buf, 5000);
+    /* 5 requests at MTU 1024 and at least one ACK crossed the switch. */
+    g_assert_cmpuint(sw_counter(&s, "forwarded"), >=, fwd + 6);
+
+    /* Frames from port 3 that go nowhere, each under its reason. */
+    no_route = sw_counter(&s, "drop-no-route");
+    bad_port = sw_counter(&s, "drop-bad-port");
+    arrival = sw_counter(&s, "drop-arrival-port");
+    sw_send_ud(&s, 3, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* LFT 255 */
+    sw_send_ud(&s, SW_SM_LID + 1, SW_SM_LID, false, 0x42, junk, sizeof(junk)); /* > top */
+    sw_send_ud(&s, 4, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* no port 5 */
+    sw_send_ud(&s, 5, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* back to 3 */
+    sw_send_ud(&s, SW_SM_LID, SW_SM_LID, false, 0x42, junk, sizeof(junk)); /* to us: 3 */
+    for (i = 0; i < 100 && sw_counter(&s, "drop-arrival-port") < arrival + 2; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 2);
+    g_assert_cmpuint(sw_counter(&s, "drop-bad-port"), ==, bad_port + 1);
+    g_assert_cmpuint(sw_counter(&s, "drop-arrival-port"), ==, arrival + 2);
+
+    /* A LID-routed SMP to the switch's LID: the SMA answers, by the LFT, to our LID. */
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    sw_send_ud(&s, SW_LID, SW_SM_LID, true, 0, &req, sizeof(req));
+    g_assert_true(sw_recv_smp(&s, &resp, &dlid, 5000));
+    g_assert_cmphex(dlid, ==, SW_SM_LID);
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp.hdr.status_be, ==, 0);
+    g_assert_cmpuint(resp.data[2], ==, PIB_NODE_TYPE_SWITCH);
+
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
+    sw_shutdown(&s);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    qtest_add_func("/pib/switch/dr", test_switch_dr);
+    qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
+    return g_test_run();
+}
