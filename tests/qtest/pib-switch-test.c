@@ -20,7 +20,9 @@
  *                           switch (bytes compared); frames to an LFT entry of 255, to a port
  *                           that does not exist and back out of their arrival port are
  *                           dropped, each counted under its reason; a LID-routed SMP to the
- *                           switch's LID is answered
+ *                           switch's LID is answered; a multicast packet reaches every port
+ *                           of its MFT entry but the arrival port, an MLID without ports is
+ *                           a counted drop
  */
 
 #include "qemu/osdep.h"
@@ -425,6 +427,46 @@ static void test_switch_forwarding(void)
     g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 2);
     g_assert_cmpuint(sw_counter(&s, "drop-bad-port"), ==, bad_port + 1);
     g_assert_cmpuint(sw_counter(&s, "drop-arrival-port"), ==, arrival + 2);
+
+    /*
+     * Multicast: MLID 0xc000 to ports 1, 2 and 3 (MFT block 0, position 0, and
+     * MulticastFDBTop).  A packet from port 3 reaches A and B, each once (their drop counter
+     * for a group nobody there joined), and never comes back out of port 3; an MLID with no
+     * ports is a counted drop.
+     */
+    {
+        uint16_t mft[32] = { 0 };
+        uint64_t ca[PIB_CNT_MAX], cb[PIB_CNT_MAX], ca2[PIB_CNT_MAX], cb2[PIB_CNT_MAX];
+
+        stw_be_p(&mft[0], 1u << 1 | 1u << 2 | 1u << SW_TEST_PORT);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_MFT, 0, mft, sizeof(mft), &resp), ==, 0);
+        g_assert_cmphex(lduw_be_p(resp.data), ==, 0x000e);
+        si.mft_top_be = cpu_to_be16(0xc001);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                        ==, 0);
+        dp_counters(&s.a, ca);
+        dp_counters(&s.b, cb);
+        fwd = sw_counter(&s, "forwarded");
+        no_route = sw_counter(&s, "drop-no-route");
+        sw_send_ud(&s, 0xc000, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
+        sw_send_ud(&s, 0xc001, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
+        for (i = 0; i < 100 && sw_counter(&s, "drop-no-route") < no_route + 1; i++) {
+            g_usleep(10000);
+        }
+        g_assert_cmpuint(sw_counter(&s, "forwarded"), ==, fwd + 2);
+        g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 1);
+        for (i = 0; i < 100; i++) {
+            dp_counters(&s.a, ca2);
+            dp_counters(&s.b, cb2);
+            if (ca2[PIB_CNT_RX_DROP_MCAST] > ca[PIB_CNT_RX_DROP_MCAST] &&
+                cb2[PIB_CNT_RX_DROP_MCAST] > cb[PIB_CNT_RX_DROP_MCAST]) {
+                break;
+            }
+            g_usleep(10000);
+        }
+        g_assert_cmpuint(ca2[PIB_CNT_RX_DROP_MCAST], ==, ca[PIB_CNT_RX_DROP_MCAST] + 1);
+        g_assert_cmpuint(cb2[PIB_CNT_RX_DROP_MCAST], ==, cb[PIB_CNT_RX_DROP_MCAST] + 1);
+    }
 
     /* A LID-routed SMP to the switch's LID: the SMA answers, by the LFT, to our LID. */
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
