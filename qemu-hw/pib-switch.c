@@ -231,7 +231,9 @@ static void sw_route_multicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, u
     uint32_t mask;
     int port, last;
 
-    mask = idx < PIB_SW_MFT_CAP && mlid <= t->mft_top ? t->mft[idx] : 0;
+    /* A MulticastFDBTop of 0 is an SM that never set it: then the whole table is valid. */
+    mask = idx < PIB_SW_MFT_CAP && (t->mft_top == 0 || mlid <= t->mft_top) ?
+           t->mft[idx] : 0;
     mask &= ~(1u << in->num) & ~1u;
     if (!mask) {
         sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, mlid);
