@@ -15,6 +15,8 @@
  *                           count over 63 and a path to a port that does not exist dropped
  *                           and counted; attributes with bad modifiers answered with status
  *                           0x1c (LFT block, MFT block, PortInfo port)
+ *   /pib/switch/hca-qp0     HCA A's own QP0 sends a directed-route NodeInfo to the switch;
+ *                           the answer (a switch, reached on port 1) arrives on that QP0
  *   /pib/switch/forwarding  the SM programs the switch (its LID, LinearFDBTop, the LFT) and
  *                           brings ports 1-3 to ACTIVE; an RC SEND from A to B crosses the
  *                           switch (bytes compared); frames to an LFT entry of 255, to a port
@@ -482,10 +484,83 @@ static void test_switch_forwarding(void)
     sw_shutdown(&s);
 }
 
+/*
+ * HCA A's own QP0 (as ib_mad drives it) sends a directed-route SMP, NodeInfo one hop out of its
+ * port: the kernel's smi.c send rule C14-9:1 is applied here (hop pointer 1, InitialPath[1] =
+ * the port), the HCA sends it on VL15 to the permissive LID, and the switch's answer arrives on
+ * A's QP0: a switch, reached on its port 1, the hop pointer back at 1.
+ */
+static void test_switch_hca_qp0(void)
+{
+    Sw s;
+    TestCq cq;
+    TestQp qp0;
+    struct pib_smp req, resp;
+    struct pib_node_info ni;
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_PKEY_INDEX | PIB_QP_QKEY),
+        .qp_state = PIB_QPS_INIT,
+    };
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(0x5eed),
+        .ud_qpn = cpu_to_le32(0),
+        .ud_qkey = cpu_to_le32(0),
+        .ud_dlid = cpu_to_le16(PIB_LID_PERMISSIVE),
+    };
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint32_t pdn, key;
+    uint64_t buf;
+
+    sw_boot(&s);
+    pdn = dp_create_pd(&s.a);
+    buf = dp_alloc(&s.a, 8192);
+    key = dp_reg_mr(&s.a, pdn, PIB_ACCESS_LOCAL_WRITE, buf, 8192);
+    dp_create_cq(&s.a, 16, &cq);
+    g_assert_cmpuint(dp_create_qp_ex(&s.a, PIB_QPT_SMI, pdn, &cq, &cq, 16, 16, DP_UAR,
+                                     PIB_SRQN_NONE, &qp0), ==, PIB_AQ_OK);
+    g_assert_cmpuint(qp0.qpn, ==, 0);
+    g_assert_cmpuint(dp_modify(&s.a, 0, &a), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_modify_state(&s.a, 0, PIB_QPS_RTR), ==, PIB_AQ_OK);
+    a = (struct pib_qp_attr) {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN),
+        .qp_state = PIB_QPS_RTS,
+    };
+    g_assert_cmpuint(dp_modify(&s.a, 0, &a), ==, PIB_AQ_OK);
+    /* A receive: the 40-byte GRH slot, then the MAD. */
+    sge = dp_sge(buf + 4096, 40 + PIB_MAD_SIZE, key);
+    dp_post_recv(&s.a, &qp0, 0x77, &sge, 1);
+
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    qtest_memwrite(qts(&s.a), buf, &req, sizeof(req));
+    sge = dp_sge(buf, PIB_MAD_SIZE, key);
+    dp_post_send_raw(&s.a, &qp0, &w, &sge, sizeof(sge), true);
+    dp_expect(&s.a, &cq, 0x5eed, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&s.a, &cq, 0x77, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 40 + PIB_MAD_SIZE);
+    qtest_memread(qts(&s.a), buf + 4096 + 40, &resp, sizeof(resp));
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp.hdr.tid_lo_be, ==, req.hdr.tid_lo_be);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.status_be), ==, PIB_SMP_STATUS_DIRECTION);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.class_spec_be), ==, 1 << 8 | 1);
+    g_assert_cmpuint(resp.return_path[1], ==, 1);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmpuint(ni.node_type, ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmpuint(ni.num_ports, ==, SW_PORTS);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, 1);   /* A is on port 1 */
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_NODE_GUID);
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
+    sw_shutdown(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     qtest_add_func("/pib/switch/dr", test_switch_dr);
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
+    qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     return g_test_run();
 }
