@@ -24,7 +24,8 @@
  *                           dropped, each counted under its reason; a LID-routed SMP to the
  *                           switch's LID is answered; a multicast packet reaches every port
  *                           of its MFT entry but the arrival port, an MLID without ports is
- *                           a counted drop
+ *                           a counted drop; a port that goes down and comes back raises
+ *                           trap 128 to the SM and PortStateChange, which the SM clears
  */
 
 #include "qemu/osdep.h"
@@ -157,8 +158,12 @@ static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t 
     peer_write(s->fd, f, PIB_LINK_HDR_LEN + len);
 }
 
-/* The next SMP packet on port 3 within the timeout; its LRH DLID in *dlid. */
-static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms)
+/*
+ * The next SMP packet on port 3 within the timeout, a trap or (trap false) anything else; its
+ * LRH DLID in *dlid.
+ */
+static bool sw_recv_smp_ex(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms,
+                           bool trap)
 {
     uint8_t buf[PIB_LINK_MAX_PAYLOAD];
     struct pib_link_hdr hdr;
@@ -173,8 +178,8 @@ static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_
         if (hdr.type != PIB_FRAME_PACKET || len != SW_MAD_PKT_LEN || buf[0] >> 4 != 15) {
             continue;                   /* not an SMP: a trap's cousins, HCA traffic */
         }
-        if (buf[28 + 3] == PIB_MAD_METHOD_TRAP) {
-            continue;                   /* trap 128 from the switch: not what we wait for */
+        if ((buf[28 + 3] == PIB_MAD_METHOD_TRAP) != trap) {
+            continue;                   /* (not) a trap from the switch: not what we wait for */
         }
         memcpy(smp, buf + 28, sizeof(*smp));
         if (dlid) {
@@ -188,6 +193,11 @@ static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_
  * A directed-route SMP to the switch, one hop out of port 3, as our CA's QP0 sends it: the
  * sender counted its own hop (hop pointer 1, InitialPath[1] = our port).
  */
+static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms)
+{
+    return sw_recv_smp_ex(s, smp, dlid, timeout_ms, false);
+}
+
 static struct pib_smp sw_dr_new(uint8_t method, uint16_t attr, uint32_t mod)
 {
     struct pib_smp smp = peer_smp_new(PIB_MGMT_CLASS_SUBN_DR, method, attr, mod);
@@ -478,6 +488,47 @@ static void test_switch_forwarding(void)
     g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
     g_assert_cmphex(resp.hdr.status_be, ==, 0);
     g_assert_cmpuint(resp.data[2], ==, PIB_NODE_TYPE_SWITCH);
+
+    /*
+     * Trap 128: port 3's cable is pulled and plugged back.  Once the port is up again the
+     * switch tells its SM (us, by the LFT) from its own LID; PortStateChange says so until the
+     * SM clears it; a TrapRepress ends the resends and is not answered.
+     */
+    {
+        g_autofree char *p3 = sw_sock(&s, "p3.sock");
+        struct pib_notice notice;
+
+        close(s.fd);
+        s.fd = peer_connect(p3);
+        peer_expect_hello(s.fd, SW_NODE_GUID);
+        peer_send_hello(s.fd);
+        g_assert_true(sw_recv_smp_ex(&s, &resp, &dlid, 5000, true));
+        g_assert_cmphex(dlid, ==, SW_SM_LID);
+        g_assert_cmphex(resp.hdr.mgmt_class, ==, PIB_MGMT_CLASS_SUBN_LID);
+        g_assert_cmphex(be16_to_cpu(resp.hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
+        memcpy(&notice, resp.data, sizeof(notice));
+        g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
+        g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
+        g_assert_cmpuint(be16_to_cpu(notice.producer_lo_be), ==, PIB_NODE_TYPE_SWITCH);
+        g_assert_cmpuint(lduw_be_p(notice.details), ==, SW_LID);
+        /* Unanswered, it comes again after the subnet timeout (about 1.07 s here). */
+        qtest_clock_step(s.qs->qts, 1200 * 1000 * 1000ll);
+        g_assert_true(sw_recv_smp_ex(&s, &req, NULL, 5000, true));
+        g_assert_cmphex(req.hdr.tid_lo_be, ==, resp.hdr.tid_lo_be);
+        req.hdr.method = PIB_MAD_METHOD_TRAP_REPRESS;
+        sw_send_ud(&s, SW_LID, SW_SM_LID, true, 0, &req, sizeof(req));
+
+        g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+        memcpy(&si, resp.data, sizeof(si));
+        g_assert_cmphex(si.life_state & PIB_SWINFO_PORT_STATE_CHANGE, !=, 0);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                        ==, 0);
+        memcpy(&si, resp.data, sizeof(si));
+        g_assert_cmphex(si.life_state & PIB_SWINFO_PORT_STATE_CHANGE, ==, 0);
+        /* Repressed: no more resends (the next, unrepressed, would be due by now). */
+        qtest_clock_step(s.qs->qts, 2400 * 1000 * 1000ll);
+        g_assert_false(sw_recv_smp_ex(&s, &resp, NULL, 300, true));
+    }
 
     g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
