@@ -30,9 +30,10 @@
  * one write per port when the read is done (rx_run).  A full output queue drops (a switch's
  * head-of-queue lifetime), which RC's retransmission recovers from.
  *
- * It is a device (-device, device_add) rather than an -object: since QEMU 6.0 -object and
- * object-add accept only the types of QAPI's ObjectType, which a device model outside the
- * tree cannot extend (docs/switch.md).  A device with no bus needs no machine: -machine none.
+ * It is a device (-device) rather than an -object: since QEMU 6.0 -object and object-add
+ * accept only the types of QAPI's ObjectType, which a device model outside the tree cannot
+ * extend (docs/switch.md).  A device with no bus needs no machine (-machine none), but it
+ * cannot be hot-plugged: device_add refuses it.
  */
 
 #include "qemu/osdep.h"
