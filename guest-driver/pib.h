@@ -4,10 +4,12 @@
  *
  * Layers, each in its own file:
  *   pib_main.c     PCI probe/remove, BARs, MSI-X, the ib_device_ops table, event delivery
- *   pib_verbs.c    device, port and its counters, user contexts, PDs, MRs, memory windows,
- *                  AHs, and the page lists the device reads
+ *   pib_verbs.c    device, port and its counters, user contexts, PDs, AHs, multicast, and
+ *                  the DMA memory and page lists the device reads
+ *   pib_mr.c       memory regions (user, DMA, fast-registration) and memory windows
  *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
- *   pib_qp.c       queue pairs: creation, state changes, and posting to kernel QPs
+ *   pib_qp.c       queue pairs: creation, state changes, queries, destruction
+ *   pib_wq.c       work queue rings of QPs and SRQs, and posting to kernel QPs
  *   pib_srq.c      shared receive queues: creation, limit, and posting to kernel SRQs
  *   pib_mad.c      process_mad: MADs for the firmware's management agents (MAD_IFC)
  *   pib_com_cmd.c  one function per admin command
@@ -15,7 +17,7 @@
  *
  * The verbs reach the device's control path only through pib_com_cmd.c.  The data path of a
  * user QP, CQ or SRQ bypasses the kernel (the provider in guest-provider/ owns its rings);
- * the driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c, pib_qp.c
+ * the driver has rings of its own only for kernel consumers (ULPs), in pib_cq.c, pib_wq.c
  * and pib_srq.c, laid out exactly as the provider lays them out (include/pib_wqe.h).
  */
 #ifndef PIB_H
@@ -23,6 +25,7 @@
 
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
 
@@ -113,6 +116,14 @@ struct pib_pbl {
 	dma_addr_t dma;
 	u32 npages;
 };
+
+/*
+ * A page list must be one contiguous DMA allocation, and the page allocator gives at most
+ * 4 MiB of those: 512 Ki pages, 2 GiB of memory.  That bounds what one MR or ring can map.
+ * (A fast-registration MR's list is far smaller: PIB_MAX_FAST_REG_PAGES entries.)
+ */
+#define PIB_PBL_MAX_BYTES       SZ_4M
+#define PIB_PBL_MAX_PAGES       (PIB_PBL_MAX_BYTES / sizeof(u64))
 
 struct pib_mr {
 	struct ib_mr ibmr;
@@ -321,21 +332,6 @@ void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 
-int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access);
-struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
-struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
-			      int access, struct ib_udata *udata);
-int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
-struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
-				u64 virt_addr, int access, struct ib_pd *ibpd,
-				struct ib_udata *udata);
-struct ib_mr *pib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type, u32 max_num_sg);
-int pib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
-		  unsigned int *sg_offset);
-
-int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
-int pib_dealloc_mw(struct ib_mw *ibmw);
-
 int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);
 int pib_destroy_ah(struct ib_ah *ibah, u32 flags);
@@ -352,11 +348,28 @@ int pib_udata_req(struct ib_udata *udata, void *req, size_t size);
 int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err);
 int pib_dma_buf_alloc(struct pib_dev *dev, size_t size, struct pib_dma_buf *buf);
 void pib_dma_buf_free(struct pib_dev *dev, struct pib_dma_buf *buf);
+int pib_pbl_alloc(struct pib_dev *dev, u32 npages, struct pib_pbl *pbl);
 int pib_pbl_from_umem(struct pib_dev *dev, struct ib_umem *umem, u32 npages,
 		      struct pib_pbl *pbl);
 int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
 			 struct pib_pbl *pbl);
 void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl);
+
+/* pib_mr.c */
+int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access);
+struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+			      int access, struct ib_udata *udata);
+int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+				u64 virt_addr, int access, struct ib_pd *ibpd,
+				struct ib_udata *udata);
+struct ib_mr *pib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type, u32 max_num_sg);
+int pib_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		  unsigned int *sg_offset);
+
+int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int pib_dealloc_mw(struct ib_mw *ibmw);
 
 /* pib_mad.c */
 int pib_process_mad(struct ib_device *ibdev, int mad_flags, u32 port_num,
@@ -384,14 +397,14 @@ int pib_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 int pib_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int attr_mask,
 		 struct ib_qp_init_attr *init_attr);
 int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
+
+/* pib_wq.c: work queue rings (shared with pib_srq.c), and posting to kernel QPs */
 int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		  const struct ib_send_wr **bad_wr);
 int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
-void pib_qp_async_event(struct pib_dev *dev, u32 qpn, enum ib_event_type type);
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
-
-/* pib_qp.c: work queue rings, shared with pib_srq.c */
 bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
 		   u32 slot_bytes, u64 addr, u32 size);
 int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,

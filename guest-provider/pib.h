@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
 /*
  * pib.h - rdma-core provider for the pib HCA: objects shared by pib.c, verbs.c,
- * cq.c and qp.c.
+ * cq.c, qp.c, qp_ex.c, wq.c and srq.c.
  *
  * The provider sees the device through headers shared with every other layer:
  * pib_hw.h (PCI identity, UAR doorbell layout), pib_wqe.h (WQE and CQE
@@ -212,7 +212,7 @@ struct pib_qp {
 	struct pib_qp *table_next;	/* chain in pib_context.qp_table */
 	/*
 	 * The ibv_qp_ex batch being built, from ibv_wr_start() to
-	 * ibv_wr_complete() or ibv_wr_abort(), under sq.lock (qp.c).
+	 * ibv_wr_complete() or ibv_wr_abort(), under sq.lock (qp_ex.c).
 	 */
 	struct {
 		uint32_t first;		/* sq.pi at ibv_wr_start() */
@@ -290,16 +290,48 @@ int pib_qp_table_init(struct pib_context *ctx, uint32_t max_qp);
 void pib_qp_table_fini(struct pib_context *ctx);
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe);
 
-/* The extended send interface (qp.c). */
+/* The extended send interface (qp_ex.c). */
 bool pib_qp_ex_ops_allowed(enum ibv_qp_type qp_type, uint64_t ops);
 void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops);
 
-/* Work queue rings, shared by QPs and SRQs (qp.c). */
+/* Writing send WQEs: post_send's helpers, shared with the ibv_qp_ex builders (wq.c). */
+#define PIB_SEND_FLAGS_SUPPORTED \
+	(IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE | IBV_SEND_INLINE)
+
+int pib_check_bind(const struct ibv_mw *mw, uint32_t rkey,
+		   const struct ibv_mw_bind_info *bind);
+uint8_t pib_wqe_flags(const struct pib_qp *qp, unsigned int send_flags);
+void pib_write_sges(struct pib_sge *dst, const struct ibv_sge *src,
+		    int num_sge);
+void pib_write_bind_wqe(struct pib_qp *qp, void *slot,
+			unsigned int send_flags, uint64_t wr_id,
+			const struct ibv_mw *mw, uint32_t rkey,
+			const struct ibv_mw_bind_info *bind);
+void pib_write_ud_dest(struct pib_send_wqe *wqe, struct ibv_ah *ibvah,
+		       uint32_t remote_qpn, uint32_t remote_qkey);
+void pib_sq_publish(struct pib_context *ctx, struct pib_qp *qp,
+		    uint32_t first, uint32_t pi);
+
+/* Work queue rings, shared by QPs and SRQs (wq.c). */
 int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type);
 void pib_wq_fini(struct pib_wq *wq);
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 		     enum pib_uar_offset db, uint32_t obj,
 		     struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+
+static inline void *pib_wq_slot(struct pib_wq *wq, uint32_t index)
+{
+	return (uint8_t *)wq->buf + ((index & (wq->depth - 1)) << wq->stride_log);
+}
+
+/* Room for one more WQE?  ci is re-read only when the ring looks full. */
+static inline bool pib_wq_full(struct pib_wq *wq, uint32_t pi, uint32_t *ci)
+{
+	if (pi - *ci < wq->depth)
+		return false;
+	*ci = atomic_load_explicit(&wq->ci, memory_order_acquire);
+	return pi - *ci >= wq->depth;
+}
 
 /* Retiring SRQ slots (srq.c, cq.c). */
 void pib_srq_retire(struct pib_srq *srq);

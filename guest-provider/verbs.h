@@ -2,7 +2,8 @@
 /*
  * verbs.h - the verbs the pib provider implements, wired up in pib.c:
  * control path in verbs.c, completion queues in cq.c, queue pairs in qp.c,
- * shared receive queues in srq.c.
+ * posting to them in wq.c (the ibv_qp_ex builders in qp_ex.c), shared
+ * receive queues in srq.c.
  */
 #ifndef __PIB_VERBS_H__
 #define __PIB_VERBS_H__
@@ -62,6 +63,8 @@ int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		  int attr_mask);
 int pib_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		 int attr_mask, struct ibv_qp_init_attr *init_attr);
+
+/* wq.c */
 int pib_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 		  struct ibv_send_wr **bad_wr);
 int pib_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,

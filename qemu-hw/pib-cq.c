@@ -298,7 +298,7 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     uint64_t *pages;
     PibRing ring;
     uint8_t status;
-    uint32_t i, n;
+    uint32_t i, n, need;
 
     if (!cq) {
         return pib_cmd_reject("RESIZE_CQ", "no such CQ", cqn,
@@ -325,9 +325,10 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
      * would overflow the ring and be lost.  (Receives are not counted: posted receives are
      * the normal state of a CQ, and they complete only as messages arrive.)
      */
-    if (cq->pi - ci + pib_cq_sends_owed(s, cq) > depth) {
-        return pib_cmd_reject("RESIZE_CQ", "unread and owed CQEs do not fit",
-                              cq->pi - ci + pib_cq_sends_owed(s, cq), PIB_AQ_BAD_PARAM);
+    need = cq->pi - ci + pib_cq_sends_owed(s, cq);
+    if (need > depth) {
+        return pib_cmd_reject("RESIZE_CQ", "unread and owed CQEs do not fit", need,
+                              PIB_AQ_BAD_PARAM);
     }
     status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
                           "RESIZE_CQ");

@@ -23,19 +23,24 @@
  *   pib-pma.c     the performance management agent (pib-mgmt.h)
  *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
  *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
- *                 checks, BIND_MW, REG_MR, invalidation, DMA through MRs
+ *                 checks, DMA through MRs
+ *   pib-mr-wqe.c  the send queue's memory operations: BIND_MW, REG_MR (fast
+ *                 registration), invalidation
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
  *                 completion events (CEQ)
  *   pib-srq.c     SRQs: their commands, taking WQEs, the limit event
- *   pib-qp.c      QPs: CREATE_QP, MODIFY_QP (the IBTA table), QUERY_QP,
- *                 DESTROY_QP, entering ERR
+ *   pib-qp.c      QPs: CREATE_QP, DESTROY_QP
+ *   pib-qp-state.c  the QP state machine: MODIFY_QP (the IBTA table),
+ *                 QUERY_QP, entering ERR
  *   pib-wqe.c     fetching and checking WQEs, completing and flushing them
  *   pib-sched.c   UAR doorbells (BAR2), the run list and the work bottom
  *                 half, the RC timers
  *   pib-pkt.c     IB packet headers: build, parse, validate; receive dispatch
  *   pib-req.c     requester: send WQEs -> request packets
- *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs,
- *                 READ responses, atomics
+ *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs
+ *                 (its state machine's types in pib-resp.h)
+ *   pib-resp-rdatom.c  the responder's READ and atomics: executing them, the
+ *                 replay cache, sending READ responses
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
@@ -624,7 +629,8 @@ uint64_t pib_port_guid(PibState *s);
  * The admin command handlers, one per line of PIB_ADMIN_OPCODES
  * (include/pib_hw.h): uint8_t pib_cmd_<name>(s, cmd, res) returns the
  * completion status and fills res.  They live with their objects: pib-com.c
- * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c.
+ * (the device's own commands), pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c,
+ * pib-qp-state.c.
  */
 #define PIB_CMD_HANDLER_DECL(id, name, opcode)                          \
     uint8_t pib_cmd_##name(PibState *s, const struct pib_admin_cmd *cmd, \
@@ -682,12 +688,21 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
                          PibMr **mrp);
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir);
-uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
-uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
-bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t num_sge, uint64_t offset, void *buf,
                        uint32_t len, DMADirection dir);
+PibMr *pib_mr_lookup(PibState *s, uint32_t key);
+PibMw *pib_mw_by_index(PibState *s, uint32_t key);
+void pib_mw_unbind(PibState *s, PibMw *mw);
+uint32_t pib_mw_mr_access(uint32_t access);
+const char *pib_mr_access_fault(uint32_t access);
+bool pib_mr_length_ok(uint64_t iova, uint64_t length);
+uint64_t pib_mr_span(uint64_t iova, uint64_t length);
+
+/* pib-mr-wqe.c: the send queue's memory operations */
+uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
+uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
 
 /* pib-cq.c */
 PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
@@ -707,6 +722,8 @@ PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
 void pib_qp_reset_all(PibState *s);
 const char *pib_qp_state_name(uint8_t state);
 bool pib_qp_is_connected(const PibQp *qp);
+
+/* pib-qp-state.c */
 void pib_qp_error(PibQp *qp, const char *why);
 
 /* pib-wqe.c */
@@ -861,8 +878,10 @@ uint32_t pib_req_npkts(const PibQp *qp, uint64_t len);
 
 /* pib-resp.c */
 void pib_resp_recv(PibQp *qp, const PibPktInfo *pi);
-void pib_resp_run(PibQp *qp, unsigned *budget);
 void pib_resp_reset(PibQp *qp);
+
+/* pib-resp-rdatom.c */
+void pib_resp_run(PibQp *qp, unsigned *budget);
 
 /* pib-comp.c */
 void pib_comp_recv(PibQp *qp, const PibPktInfo *pi);

@@ -8,8 +8,9 @@
  * PDs, MRs and memory windows (docs/hardware.md "Keys" and "Memory
  * windows"), their admin commands, and every access the engines make through
  * an MR: key, PD, access right and range checks (MR and window rkeys), then
- * DMA page by page through the MR's page list.  BIND_MW and invalidation
- * (LOCAL_INV, SEND_WITH_INV) are here too.
+ * DMA page by page through the MR's page list.  The commands are defined in
+ * include/pib_hw.h.  The work requests that change keys (BIND_MW, REG_MR
+ * fast registration, LOCAL_INV and SEND_WITH_INV) are in pib-mr-wqe.c.
  *
  * Like every data-path object, each lives in a fixed-size table indexed by
  * its number, so every count the guest can ask for is bounded by a limit
@@ -34,7 +35,7 @@ PibPd *pib_pd_lookup(PibState *s, uint32_t pdn)
 }
 
 /* The MR a key names: the index must hold an MR and the key byte match. */
-static PibMr *pib_mr_lookup(PibState *s, uint32_t key)
+PibMr *pib_mr_lookup(PibState *s, uint32_t key)
 {
     uint32_t idx = key >> 8;
     PibMr *mr;
@@ -47,7 +48,7 @@ static PibMr *pib_mr_lookup(PibState *s, uint32_t key)
 }
 
 /* The window an rkey's index names, whatever its key byte, or NULL. */
-static PibMw *pib_mw_by_index(PibState *s, uint32_t key)
+PibMw *pib_mw_by_index(PibState *s, uint32_t key)
 {
     uint32_t idx = (key >> 8) - PIB_MW_INDEX_BASE;
 
@@ -124,24 +125,46 @@ static PibMr *pib_mr_install(PibState *s, uint32_t idx, PibPd *pd,
     return mr;
 }
 
-/* REG_MR's (and REREG_MR's) rules for an MR's access rights. */
-static uint8_t pib_mr_check_access(const char *cmd, uint32_t access)
+/*
+ * The rules for an MR's access rights, whoever registers it (REG_MR, REREG_MR,
+ * a REG_MR WQE): what is wrong with access, or NULL.
+ */
+const char *pib_mr_access_fault(uint32_t access)
 {
     if (access & ~PIB_ACCESS_ALL) {
-        return pib_cmd_reject(cmd, "unknown access bits", access,
-                              PIB_AQ_BAD_PARAM);
+        return "unknown access bits";
     }
     /* IBTA: remote write and atomic access need local write (11.2.8.2). */
     if ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
         !(access & PIB_ACCESS_LOCAL_WRITE)) {
-        return pib_cmd_reject(cmd, "remote write without local write",
-                              access, PIB_AQ_BAD_PARAM);
+        return "remote write without local write";
     }
-    return PIB_AQ_OK;
+    return NULL;
+}
+
+/* ... and for its range: a length the device can map, without wrapping. */
+bool pib_mr_length_ok(uint64_t iova, uint64_t length)
+{
+    return length != 0 && length <= PIB_MAX_MR_SIZE && iova + length >= iova;
+}
+
+/* The 4 KiB pages [iova, iova + length) spans. */
+uint64_t pib_mr_span(uint64_t iova, uint64_t length)
+{
+    return DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length, PIB_PAGE_SIZE);
+}
+
+/* REG_MR's (and REREG_MR's) check of the access rights. */
+static uint8_t pib_mr_check_access(const char *cmd, uint32_t access)
+{
+    const char *why = pib_mr_access_fault(access);
+
+    return why ? pib_cmd_reject(cmd, why, access, PIB_AQ_BAD_PARAM) :
+                 PIB_AQ_OK;
 }
 
 /*
- * ... and for its range: the page count must be exactly what [iova, iova +
+ * ... and of the range: the page count must be exactly what [iova, iova +
  * length) spans, and fit the device's page list budget once the MR being
  * changed gives back its own (freed pages).
  */
@@ -149,11 +172,10 @@ static uint8_t pib_mr_check_range(PibState *s, const char *cmd, uint64_t iova,
                                   uint64_t length, uint32_t npages,
                                   uint32_t freed)
 {
-    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova) {
+    if (!pib_mr_length_ok(iova, length)) {
         return pib_cmd_reject(cmd, "bad length", length, PIB_AQ_BAD_PARAM);
     }
-    if (npages != DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length,
-                               PIB_PAGE_SIZE)) {
+    if (npages != pib_mr_span(iova, length)) {
         return pib_cmd_reject(cmd, "npages does not match the range", npages,
                               PIB_AQ_BAD_PARAM);
     }
@@ -395,10 +417,10 @@ uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
 }
 
 /*
- * Memory windows (bound by BIND_MW WQEs: pib_mw_bind() below)
+ * Memory windows (bound by BIND_MW WQEs: pib_mw_bind(), pib-mr-wqe.c)
  */
 
-static void pib_mw_unbind(PibState *s, PibMw *mw)
+void pib_mw_unbind(PibState *s, PibMw *mw)
 {
     PibMr *mr = pib_mr_lookup(s, mw->mr_key);
 
@@ -514,6 +536,13 @@ const char *pib_mem_err_name(PibMemErr err)
     }
 }
 
+/* Is [va, va + len) inside [base, base + size)?  (Written not to wrap.) */
+static bool pib_range_in(uint64_t va, uint64_t len, uint64_t base,
+                         uint64_t size)
+{
+    return va >= base && len <= size && va - base <= size - len;
+}
+
 /*
  * May a QP of PD pdn access [va, va + len) through key with these rights?
  * (docs/hardware.md "Keys")  Local reads need no right; anything else needs
@@ -538,7 +567,7 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
     if ((mr->access & access) != access) {
         return PIB_MEM_ACCESS;
     }
-    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) {
+    if (!pib_range_in(va, len, mr->iova, mr->length)) {
         return PIB_MEM_RANGE;
     }
     return PIB_MEM_OK;
@@ -549,7 +578,7 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
  * when remote peers may write it (REMOTE_WRITE, REMOTE_ATOMIC; IBTA C10-74),
  * nothing else.
  */
-static uint32_t pib_mw_mr_access(uint32_t access)
+uint32_t pib_mw_mr_access(uint32_t access)
 {
     return access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC) ?
            PIB_ACCESS_LOCAL_WRITE : 0;
@@ -587,221 +616,11 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     if ((mw->access & access) != access) {
         return PIB_MEM_ACCESS;
     }
-    if (va < mw->addr || len > mw->length || va - mw->addr > mw->length - len) {
+    if (!pib_range_in(va, len, mw->addr, mw->length)) {
         return PIB_MEM_RANGE;
     }
     return pib_mr_check(s, mw->mr_key, qp->pdn, va, len,
                         pib_mw_mr_access(access), mrp);
-}
-
-static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
-{
-    trace_pib_mw_bind_fail(qp->qpn, why, val);
-    return PIB_WC_MW_BIND_ERR;
-}
-
-/*
- * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
- * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
- * of its own; the window's rkey becomes new_rkey (same index).  The IBTA's
- * rules, as rxe applies them: the MR must allow binds (MW_BIND, C10-73), and
- * a window that remote peers may write (REMOTE_WRITE, REMOTE_ATOMIC) needs an
- * MR with LOCAL_WRITE (C10-74); the MR's own remote rights do not limit the
- * window's.  The local bits of access (LOCAL_WRITE, MW_BIND), which callers
- * pass along with an MR's flags, are ignored; any other bit (zero-based
- * windows) fails.  Only the
- * index counts: nothing updates the consumer's copy of a type 2 window's key
- * when the peer invalidates it, so that copy may be stale.  The window must
- * be in the QP's PD and of the type the WQE says.  A type 2 window must be
- * unbound (invalidated) first and is bound to this QP.  Length 0 unbinds a
- * type 1 window (ibv_bind_mw with no MR) and needs no MR; a type 2 window
- * cannot be bound with length 0 (IBTA o10-37.2.40).  Returns a completion
- * status.
- */
-uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b)
-{
-    PibState *s = qp->s;
-    uint32_t mw_rkey = le32_to_cpu(b->mw_rkey);
-    uint32_t new_rkey = le32_to_cpu(b->new_rkey);
-    uint32_t access = le32_to_cpu(b->access) &
-                      ~(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND);
-    uint64_t addr = le64_to_cpu(b->addr);
-    uint64_t length = le64_to_cpu(b->length);
-    PibMw *mw = pib_mw_by_index(s, mw_rkey);
-    PibMr *mr, *old;
-    PibMemErr err;
-    uint32_t need;
-
-    if (!mw) {
-        return pib_bind_fail(qp, "no such window", mw_rkey);
-    }
-    if (mw->pdn != qp->pdn || mw->type != b->mw_type) {
-        return pib_bind_fail(qp, "window PD or type", mw->type);
-    }
-    if ((new_rkey >> 8) != (mw_rkey >> 8)) {
-        return pib_bind_fail(qp, "new rkey changes the index", new_rkey);
-    }
-    if (access & ~PIB_ACCESS_REMOTE) {
-        return pib_bind_fail(qp, "access bits", access);
-    }
-    if (mw->type == 2 && mw->bound) {
-        return pib_bind_fail(qp, "type 2 window still bound", mw->key);
-    }
-    if (length == 0) {
-        if (mw->type == 2) {
-            return pib_bind_fail(qp, "type 2 bind of length 0", mw_rkey);
-        }
-        pib_mw_unbind(s, mw);
-        mw->key = new_rkey;
-        trace_pib_mw_unbind(qp->qpn, new_rkey);
-        return PIB_WC_SUCCESS;
-    }
-    /* The MR: valid, ours, MW_BIND (and LOCAL_WRITE if needed), the range. */
-    mr = pib_mr_lookup(s, le32_to_cpu(b->mr_lkey));
-    need = PIB_ACCESS_MW_BIND | pib_mw_mr_access(access);
-    err = !mr || mr->invalid ? PIB_MEM_BAD_KEY :
-          mr->pdn != qp->pdn ? PIB_MEM_BAD_PD :
-          (mr->access & need) != need ? PIB_MEM_ACCESS :
-          addr < mr->iova || length > mr->length ||
-              addr - mr->iova > mr->length - length ? PIB_MEM_RANGE :
-          PIB_MEM_OK;
-    if (err != PIB_MEM_OK) {
-        return pib_bind_fail(qp, pib_mem_err_name(err),
-                             le32_to_cpu(b->mr_lkey));
-    }
-
-    old = mw->bound ? pib_mr_lookup(s, mw->mr_key) : NULL;
-    if (old) {
-        old->mw_bound--;
-    }
-    mw->bound = true;
-    mw->key = new_rkey;
-    mw->mr_key = mr->key;
-    mw->addr = addr;
-    mw->length = length;
-    mw->access = access;
-    mw->qpn = qp->qpn;
-    mr->mw_bound++;
-    trace_pib_mw_bind(qp->qpn, new_rkey, mr->key, addr, length, access);
-    return PIB_WC_SUCCESS;
-}
-
-static uint8_t pib_fast_reg_fail(const PibQp *qp, const char *why,
-                                  uint64_t val, uint8_t status)
-{
-    trace_pib_mr_fast_reg_fail(qp->qpn, why, val);
-    return status;
-}
-
-/*
- * REG_MR (struct pib_reg_mr_wqe): register the fast-registration MR whose
- * index key names, in the QP's PD and invalid, for [iova, iova + length) on
- * the WQE's page list, which the device reads now, in send-queue order (the
- * driver may rewrite it once the WQE completed).  The MR's keys become key.
- * Every check comes before any change: a failed REG_MR leaves the MR as it
- * was.  Returns a completion status.
- */
-uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
-{
-    PibState *s = qp->s;
-    uint32_t key = le32_to_cpu(r->key);
-    uint32_t idx = key >> 8;
-    uint32_t access = le32_to_cpu(r->access);
-    uint32_t npages = le32_to_cpu(r->npages);
-    uint64_t iova = le64_to_cpu(r->iova);
-    uint64_t length = le64_to_cpu(r->length);
-    PibMr *mr = idx >= 1 && idx <= PIB_MAX_MR ? s->mr[idx] : NULL;
-    g_autofree uint64_t *pages = NULL;
-    uint64_t need;
-    uint32_t i;
-
-    if (!mr || !mr->fast_reg) {
-        return pib_fast_reg_fail(qp, "no fast-registration MR", key,
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    if (mr->pdn != qp->pdn) {
-        return pib_fast_reg_fail(qp, "MR in another PD", mr->pdn,
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    if (!mr->invalid) {
-        return pib_fast_reg_fail(qp, "MR still valid", mr->key,
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    if (r->page_shift != PIB_PAGE_SHIFT) {
-        return pib_fast_reg_fail(qp, "page size", r->page_shift,
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    if ((access & ~PIB_ACCESS_ALL) ||
-        ((access & (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_ATOMIC)) &&
-         !(access & PIB_ACCESS_LOCAL_WRITE))) {
-        return pib_fast_reg_fail(qp, "access bits", access,
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    if (npages > mr->max_pages) {
-        return pib_fast_reg_fail(qp, "more pages than max_num_sg", npages,
-                                 PIB_WC_LOC_LEN_ERR);
-    }
-    need = DIV_ROUND_UP((iova & (PIB_PAGE_SIZE - 1)) + length, PIB_PAGE_SIZE);
-    if (length == 0 || length > PIB_MAX_MR_SIZE || iova + length < iova ||
-        npages < need) {
-        return pib_fast_reg_fail(qp, "length outside the pages", length,
-                                 PIB_WC_LOC_LEN_ERR);
-    }
-    /* The page list, into a scratch copy: a bad one changes nothing. */
-    pages = g_new(uint64_t, npages);
-    if (!pib_dma_read(s, le64_to_cpu(r->pbl_addr), pages,
-                      (size_t)npages * sizeof(uint64_t), "REG_MR page list")) {
-        return pib_fast_reg_fail(qp, "page list unreadable",
-                                 le64_to_cpu(r->pbl_addr),
-                                 PIB_WC_LOC_PROT_ERR);
-    }
-    for (i = 0; i < npages; i++) {
-        pages[i] = le64_to_cpu(pages[i]);
-        if (pages[i] & (PIB_PAGE_SIZE - 1)) {
-            return pib_fast_reg_fail(qp, "unaligned page", pages[i],
-                                     PIB_WC_LOC_PROT_ERR);
-        }
-    }
-
-    memcpy(mr->pages, pages, (size_t)npages * sizeof(uint64_t));
-    mr->npages = npages;
-    mr->iova = iova;
-    mr->length = length;
-    mr->access = access;
-    mr->key = key;
-    s->mr_key[idx] = key & 0xff;
-    mr->invalid = false;
-    trace_pib_mr_reg(mr->key, mr->pdn, access, iova, length, npages);
-    return PIB_WC_SUCCESS;
-}
-
-/*
- * LOCAL_INV and SEND_WITH_INV: invalidate a type 2 window (it becomes
- * unbound) or an MR (its keys fail from now on), in QP's PD.
- */
-bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey)
-{
-    PibMw *mw = pib_mw_by_index(s, rkey);
-    PibMr *mr;
-
-    if (mw) {
-        if (mw->key != rkey || mw->type != 2 || !mw->bound ||
-            mw->pdn != qp->pdn) {
-            trace_pib_invalidate(qp->qpn, rkey, "refused");
-            return false;
-        }
-        pib_mw_unbind(s, mw);
-        trace_pib_invalidate(qp->qpn, rkey, "window unbound");
-        return true;
-    }
-    mr = pib_mr_lookup(s, rkey);
-    if (!mr || mr->invalid || mr->pdn != qp->pdn || mr->mw_bound) {
-        trace_pib_invalidate(qp->qpn, rkey, "refused");
-        return false;
-    }
-    mr->invalid = true;
-    trace_pib_invalidate(qp->qpn, rkey, "MR invalid");
-    return true;
 }
 
 /*

@@ -22,13 +22,16 @@
  *   pib-com.c    the admin queue, the AEQ and CEQ, the device's commands
  *   pib-link.c   the port and its link to a peer HCA (a chardev)
  *   pib-mr.c     PDs, MRs, memory windows, key checks, DMA through MRs
+ *   pib-mr-wqe.c BIND_MW, fast registration and invalidation WQEs
  *   pib-cq.c     CQs: CQEs, overflow, arming, completion events
  *   pib-srq.c    SRQs
- *   pib-qp.c     QPs: create, modify (the IBTA table), query, destroy
+ *   pib-qp.c     QPs: create, destroy
+ *   pib-qp-state.c  QP states: modify (the IBTA table), query, ERR
  *   pib-wqe.c    fetching, checking, completing and flushing WQEs
  *   pib-sched.c  UAR doorbells (BAR2), the run list, the RC timers
  *   pib-pkt.c    IB packets: build, parse, receive dispatch
- *   pib-req.c, pib-resp.c, pib-comp.c   the transport engines
+ *   pib-req.c, pib-resp.c (+ pib-resp-rdatom.c), pib-comp.c   the transport
+ *                engines
  *   pib-inject.c error injection
  *
  * Doorbell writes only validate and record the new index; bottom halves

@@ -4,9 +4,10 @@
 #
 #   guest-provider/test/run.sh
 #
-# The test links the provider's own cq.c, qp.c, srq.c and verbs.c with a fake kernel and a fake
-# device, against the libibverbs of the rdma-core build that guest-provider/build.sh makes
-# (run first, incrementally), with the same warnings and -Werror as the provider.
+# The test links the provider's own cq.c, qp.c, qp_ex.c, srq.c, verbs.c and wq.c with a fake
+# kernel and a fake device, against the libibverbs of the rdma-core build that
+# guest-provider/build.sh makes (run first, incrementally), with the same warnings and -Werror as
+# the provider.
 #
 # Everything of ours comes from this checkout, not from the rdma-core tree in the cache (which
 # another checkout may overlay at any time): the sources, the shared headers, and the kernel
@@ -27,6 +28,7 @@ P=$ROOT/guest-provider
 cc -std=gnu11 -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter -Wshadow \
    -Wmissing-prototypes -Wstrict-prototypes -Werror \
    -I"$GEN" -I"$P" -I"$ROOT/include" -I"$BLD/include" \
-   -o "$OUT" "$P/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/srq.c" "$P/verbs.c" \
+   -o "$OUT" "$P/test/provider-test.c" "$P/cq.c" "$P/qp.c" "$P/qp_ex.c" "$P/srq.c" "$P/verbs.c" \
+   "$P/wq.c" \
    -L"$BLD/lib" -Wl,-rpath,"$BLD/lib" -libverbs -lpthread
 "$OUT"

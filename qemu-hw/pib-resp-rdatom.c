@@ -1,0 +1,260 @@
+/*
+ * pib HCA device model - the responder's RDMA READ and atomics
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The steps of the responder (pib-resp.c) that use its resources
+ * (max_dest_rd_atomic of them, PibRdRes in pib-internal.h): EXECUTE for an
+ * atomic (run it, keep the answer in the replay cache) and for a READ (record
+ * it), DUPLICATE (answer again from the replay cache, or resend READ
+ * responses), and pib_resp_run(), which the scheduler calls to send the READ
+ * responses.  The packets (RETH, AtomicETH, AtomicAckETH, AETH) are defined
+ * in include/pib_link.h.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+
+#include "pib-internal.h"
+#include "pib-resp.h"
+#include "trace.h"
+
+static bool pib_psn_in(uint32_t psn, uint32_t first, uint32_t last)
+{
+    return pib_psn_diff(psn, first) >= 0 && pib_psn_diff(last, psn) >= 0;
+}
+
+/* An atomic, under the BQL: nothing else touches the device meanwhile. */
+PibRespStep pib_resp_atomic(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint64_t orig, val;
+    PibRdRes *res;
+    PibPktFields f = {
+        .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
+        .psn = pi->psn,
+        .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+    };
+
+    /* Target memory is little-endian, the guest's host order. */
+    if (pib_mr_rw(qp->s, c->mr, pi->va, &orig, sizeof(orig),
+                  DMA_DIRECTION_TO_DEVICE) != PIB_MEM_OK) {
+        return RESP_ERR_OP;
+    }
+    orig = le64_to_cpu(orig);
+    if (pi->opcode == PIB_OP_RC_COMPARE_SWAP) {
+        val = orig == pi->compare ? pi->swap_add : orig;
+    } else {
+        val = orig + pi->swap_add;
+    }
+    if (val != orig) {
+        val = cpu_to_le64(val);
+        if (pib_mr_rw(qp->s, c->mr, pi->va, &val, sizeof(val),
+                      DMA_DIRECTION_FROM_DEVICE) != PIB_MEM_OK) {
+            return RESP_ERR_OP;
+        }
+    }
+    trace_pib_resp_atomic(qp->qpn, pi->psn, pi->va, orig);
+
+    /* The replay cache: a duplicate gets the same answer. */
+    res = &r->res[r->res_next];
+    *res = (PibRdRes) {
+        .state = PIB_RES_DONE, .atomic = true, .psn = pi->psn,
+        .last_psn = pi->psn, .orig = orig, .seq = r->res_seq++,
+    };
+    r->res_next = (r->res_next + 1) % qp->max_dest_rd_atomic;
+    r->psn = pib_psn_add(r->psn, 1);
+    r->msn = (r->msn + 1) & 0xffffff;
+    r->opcode = -1;
+    r->unacked = 0;
+    f.orig = orig;
+    pib_resp_send(qp, &f);
+    return RESP_DONE;
+}
+
+/* A READ: recorded here, answered by pib_resp_run(). */
+PibRespStep pib_resp_read(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    uint32_t npkts = pib_req_npkts(qp, pi->dmalen);
+
+    r->res[r->res_next] = (PibRdRes) {
+        .state = PIB_RES_PENDING,
+        .psn = pi->psn,
+        .last_psn = pib_psn_add(pi->psn, npkts - 1),
+        .cur_psn = pi->psn,
+        .va = pi->va,
+        .rkey = pi->rkey,
+        .resid = pi->dmalen,
+        .first = true,
+        .seq = r->res_seq++,
+    };
+    r->res_next = (r->res_next + 1) % qp->max_dest_rd_atomic;
+    r->psn = pib_psn_add(r->psn, npkts);
+    r->msn = (r->msn + 1) & 0xffffff;
+    r->opcode = -1;
+    r->unacked = 0;             /* the responses acknowledge what came before */
+    trace_pib_resp_read(qp->qpn, pi->psn, pi->va, pi->dmalen);
+    pib_qp_schedule(qp);
+    return RESP_DONE;
+}
+
+/*
+ * DUPLICATE: a request we already executed (its ACK or response was lost).
+ * Never applied twice.
+ */
+PibRespStep pib_resp_duplicate(PibRespCtx *c)
+{
+    PibQp *qp = c->qp;
+    PibResp *r = &qp->resp;
+    const PibPktInfo *pi = c->pi;
+    PibRdRes *res;
+    PibMr *mr;
+    unsigned i;
+
+    pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_DUPLICATE, pi);
+    pib_count(qp->s, PIB_CNT_DUPLICATE_REQUESTS, 1);
+    if (c->mask & (PIB_OPM_SEND | PIB_OPM_WRITE)) {
+        if (pi->ackreq || (c->mask & PIB_OPM_LAST)) {
+            pib_resp_ack(qp, pib_psn_add(r->psn, -1),
+                         PIB_AETH_ACK | PIB_AETH_NO_CREDITS);
+        }
+        return RESP_DONE;
+    }
+    for (i = 0; i < PIB_MAX_RD_ATOM; i++) {
+        res = &r->res[i];
+        if (res->state == PIB_RES_FREE ||
+            res->atomic != !!(c->mask & PIB_OPM_ATOMIC) ||
+            !pib_psn_in(pi->psn, res->psn, res->last_psn)) {
+            continue;
+        }
+        if (res->atomic) {
+            PibPktFields f = {
+                .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
+                .psn = res->psn,
+                .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+                .orig = res->orig,
+            };
+
+            if (pi->psn == res->psn) {
+                trace_pib_resp_replay(qp->qpn, pi->psn, "atomic");
+                pib_resp_send(qp, &f);
+            }
+            return RESP_DONE;
+        }
+        /*
+         * READ: respond again from the PSN asked for, with the address and
+         * length of this request (they must match the original's tail).
+         */
+        if (pib_req_npkts(qp, pi->dmalen) - 1 !=
+                pib_psn_diff(res->last_psn, pi->psn) ||
+            pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+                           PIB_ACCESS_REMOTE_READ, &mr) != PIB_MEM_OK) {
+            return RESP_DONE;
+        }
+        trace_pib_resp_replay(qp->qpn, pi->psn, "READ");
+        res->state = PIB_RES_PENDING;
+        res->first = true;
+        res->cur_psn = pi->psn;
+        res->va = pi->va;
+        res->rkey = pi->rkey;
+        res->resid = pi->dmalen;
+        pib_qp_schedule(qp);
+        return RESP_DONE;
+    }
+    return RESP_DONE;       /* too old for the replay cache */
+}
+
+/* The pending READ whose next response comes first in PSN order. */
+static PibRdRes *pib_resp_next_read(PibQp *qp)
+{
+    PibRdRes *best = NULL;
+    unsigned i;
+
+    for (i = 0; i < PIB_MAX_RD_ATOM; i++) {
+        PibRdRes *res = &qp->resp.res[i];
+
+        if (res->state == PIB_RES_PENDING &&
+            (!best || pib_psn_diff(res->cur_psn, best->cur_psn) < 0)) {
+            best = res;
+        }
+    }
+    return best;
+}
+
+/*
+ * From the scheduler: send READ responses, oldest first, one packet
+ * per budget unit, while the transmit queue has room.  The data is read
+ * from guest memory straight into the frame.
+ */
+void pib_resp_run(PibQp *qp, unsigned *budget)
+{
+    uint32_t mtu = pib_mtu_bytes(qp->path_mtu);
+    PibPktFields f;
+    PibPacket *p;
+    PibRdRes *res;
+    PibMr *mr;
+    PibMemErr err;
+    bool first, last;
+    uint32_t paylen;
+
+    if (qp->type != PIB_QPT_RC) {
+        return;
+    }
+    while (*budget && (res = pib_resp_next_read(qp))) {
+        if (!pib_xmit_room(qp->s, qp->av.dlid)) {
+            qp->req.wait_tx = true;
+            return;
+        }
+        f = (PibPktFields) {
+            .psn = res->cur_psn,
+            .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+        };
+        paylen = MIN(res->resid, mtu);
+        first = res->first;     /* a replay starts with FIRST/ONLY too */
+        last = res->resid <= mtu;
+        f.opcode = first && last ? PIB_OP_RC_RDMA_READ_RESP_ONLY :
+                   first ? PIB_OP_RC_RDMA_READ_RESP_FIRST :
+                   last ? PIB_OP_RC_RDMA_READ_RESP_LAST :
+                   PIB_OP_RC_RDMA_READ_RESP_MIDDLE;
+        /* The MR may have gone since the request: check again. */
+        err = pib_rkey_check(qp->s, qp, res->rkey, res->va, paylen,
+                             PIB_ACCESS_REMOTE_READ, &mr);
+        p = NULL;
+        if (err == PIB_MEM_OK) {
+            p = pib_resp_build(qp, &f, paylen);
+            if (paylen) {
+                err = pib_mr_rw(qp->s, mr, res->va, pib_pkt_payload(p, paylen),
+                                paylen, DMA_DIRECTION_TO_DEVICE);
+            }
+        }
+        if (err != PIB_MEM_OK) {
+            if (p) {
+                pib_packet_free(qp->s, p);
+            }
+            if (err != PIB_MEM_DMA) {
+                pib_count(qp->s, PIB_CNT_ACCESS_NAKS_SENT, 1);
+            }
+            pib_resp_ack(qp, res->cur_psn, PIB_AETH_NAK |
+                         (err == PIB_MEM_DMA ? PIB_NAK_REM_OP_ERR :
+                                               PIB_NAK_REM_ACCESS_ERR));
+            pib_qp_error(qp, "READ response failed");
+            return;
+        }
+        pib_xmit(qp->s, p, f.dlid);
+        res->cur_psn = pib_psn_add(res->cur_psn, 1);
+        res->va += paylen;
+        res->resid -= paylen;
+        res->first = false;
+        if (last) {
+            res->state = PIB_RES_DONE;
+        }
+        (*budget)--;
+    }
+}
