@@ -207,6 +207,37 @@ struct pib_port_info {
 	pib_u8  speed_ext_enabled;      /* 0x3f [4:0]                                          */
 };
 
+/* ---- SwitchInfo (IBTA 14.2.5.4): 20 bytes used of the 64 ---------------------------------- */
+#define PIB_SWINFO_PORT_STATE_CHANGE 0x04   /* life_state [2]: a port changed state; Set 1 clears */
+#define PIB_SWINFO_ENHANCED_PORT0    0x08   /* flags [3]: port 0 is an enhanced port           */
+struct pib_switch_info {
+	pib_u16 lft_cap_be;             /* 0x00 LinearFDBCap: LFT entries                      */
+	pib_u16 rft_cap_be;             /* 0x02 RandomFDBCap: 0, no random table               */
+	pib_u16 mft_cap_be;             /* 0x04 MulticastFDBCap: MFT entries from 0xc000       */
+	pib_u16 lft_top_be;             /* 0x06 LinearFDBTop: the highest LID the LFT holds    */
+	pib_u8  def_port;               /* 0x08 DefaultPort (random FDB only)                  */
+	pib_u8  def_mcast_pri_port;     /* 0x09 DefaultMulticastPrimaryPort                    */
+	pib_u8  def_mcast_not_pri_port; /* 0x0a DefaultMulticastNotPrimaryPort                 */
+	pib_u8  life_state;             /* 0x0b [7:3] LifeTimeValue, [2] PortStateChange,      */
+	                                /*      [1:0] OptimizedSLtoVLMappingProgramming        */
+	pib_u16 lids_per_port_be;       /* 0x0c LIDsPerPort                                    */
+	pib_u16 enforce_cap_be;         /* 0x0e PartitionEnforcementCap                        */
+	pib_u8  flags;                  /* 0x10 [7:4] enforcement/filter caps, [3] EnhancedPort0*/
+	pib_u8  rsvd;                   /* 0x11                                                */
+	pib_u16 mft_top_be;             /* 0x12 MulticastFDBTop                                */
+};
+
+/*
+ * LinearForwardingTable (IBTA 14.2.5.10): AttributeModifier is the block, 64 one-byte port
+ * numbers for LIDs block*64 .. block*64+63; 255 (or a port the switch lacks) drops.
+ * MulticastForwardingTable (14.2.5.12): AttributeModifier [31:28] the position (ports
+ * position*16 .. +15), [8:0] the block, 32 16-bit port masks for MLIDs 0xc000 + block*32 ..
+ */
+#define PIB_LFT_BLOCK_ENTRIES       64
+#define PIB_LFT_NO_PORT             255
+#define PIB_MFT_BLOCK_ENTRIES       32
+#define PIB_MFT_POSITION_PORTS      16
+
 /* PortInfo:PortState values in a Set (IBTA 14.2.5.6, table 148) */
 #define PIB_PORTINFO_STATE_NOP      0   /* no change */
 /* (1 DOWN, 3 ARMED, 4 ACTIVE as in PIB_PORT_*; INIT cannot be set) */
@@ -388,6 +419,7 @@ struct pib_mad_ifc_in {
 PIB_STATIC_ASSERT(sizeof(struct pib_mad_hdr) == 24, "MAD header");
 PIB_STATIC_ASSERT(sizeof(struct pib_smp) == PIB_MAD_SIZE, "SMP");
 PIB_STATIC_ASSERT(sizeof(struct pib_node_info) == 40, "NodeInfo");
+PIB_STATIC_ASSERT(sizeof(struct pib_switch_info) == 20, "SwitchInfo");
 PIB_STATIC_ASSERT(sizeof(struct pib_port_info) == 64, "PortInfo");
 PIB_STATIC_ASSERT(sizeof(struct pib_notice) == 64, "Notice");
 PIB_STATIC_ASSERT(sizeof(struct pib_trap144) <= 54, "trap 144 details");

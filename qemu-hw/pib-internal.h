@@ -44,6 +44,9 @@
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
+ *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding,
+ *                 directed route; it shares the link, the SMA/PMA and the
+ *                 packet headers with the HCA (docs/switch.md)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
  * handlers, bottom halves, timers and chardev callbacks never run
@@ -63,6 +66,7 @@
 #include "include/pib_hw.h"
 #include "include/pib_wqe.h"
 #include "include/pib_link.h"
+#include "pib-link.h"           /* a port's cable, PibPacket, the port state machine */
 #include "include/pib_mad.h"
 #include "pib-mgmt.h"
 
@@ -103,33 +107,6 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibState, PIB_HCA)
 #define PIB_SMI_QKEY            0
 
 /*
- * Link queues, in packets.  The requester stops when its queue is this full;
- * responses (ACKs, READ responses) are dropped beyond twice as much, which
- * RC recovers from, so that a peer that sends but never reads cannot make
- * the queues grow without bound.
- */
-#define PIB_TXQ_MAX             256
-#define PIB_RXQ_MAX             256
-#define PIB_QUEUE_HARD_MAX      (2 * PIB_TXQ_MAX)
-/* Free frame buffers kept for reuse (each holds the largest frame). */
-#define PIB_PACKET_POOL_MAX     256
-/* Bytes of whole frames one chardev write carries at most. */
-#define PIB_LINK_TX_BATCH       (64 * 1024)
-/*
- * Direct transmit (pib-link.c): frames one writev of the link's socket takes
- * at most, straight from their buffers (64 full-MTU frames: 256 KiB).
- */
-#define PIB_LINK_TX_IOV         64
-/*
- * Direct receive (pib-link.c): bytes one read of the link's socket takes at
- * most, and bytes the device takes from the socket in one main-loop pass.
- */
-#define PIB_LINK_RX_BATCH       (256 * 1024)
-#define PIB_LINK_RX_PASS        (256 * 1024)
-/* Received packets dispatched per run of pib_rx_run(). */
-#define PIB_RX_BUDGET           64
-
-/*
  * Admin queue as latched at CONTROL.ENABLE.  Indices are free-running u32
  * counters (mod 2^32, like the AQ_DB register); the ring slot is
  * index & (depth - 1).  sq_ci counts the commands the device has executed
@@ -157,117 +134,6 @@ typedef struct PibAdminResult {
     uint32_t result0;
     uint32_t result1;
 } PibAdminResult;
-
-/*
- * The port state machine (pib-port.c, where the diagram is): PortState and
- * PortPhysicalState in one, because here they move together.
- */
-typedef enum PibPortSmState {
-    PIB_PSM_POLLING,    /* no peer (or DISABLED): PortState DOWN */
-    PIB_PSM_TRAINING,   /* stream open, HELLO sent, waiting for the peer's */
-    PIB_PSM_INIT,       /* link up, waiting for an SM: SMPs only */
-    PIB_PSM_ARMED,      /* the SM armed it: SMPs out, anything in */
-    PIB_PSM_ACTIVE,     /* everything passes */
-    PIB_PSM__MAX
-} PibPortSmState;
-
-typedef enum PibPortSmEvent {
-    PIB_PEV_STREAM_UP,      /* chardev connected (CHR_EVENT_OPENED) */
-    PIB_PEV_HELLO,          /* a valid HELLO arrived from the peer */
-    PIB_PEV_STREAM_DOWN,    /* chardev closed, framing lost, or retrained */
-    PIB_PEV_LID_SET,        /* without an SM: SET_PORT gave the port a LID */
-    PIB_PEV_SM_ARM,         /* PortInfo Set PortState=ARMED */
-    PIB_PEV_SM_ACTIVATE,    /* PortInfo Set PortState=ACTIVE */
-    PIB_PEV_RX_DATA,        /* a data packet arrived (ARMED -> ACTIVE) */
-    PIB_PEV__MAX
-} PibPortSmEvent;
-
-/* Receive side of the link framing: a header, then `length` payload bytes. */
-typedef enum PibLinkRxState {
-    PIB_RX_HDR,             /* collecting the 4-byte struct pib_link_hdr */
-    PIB_RX_PAYLOAD,         /* collecting the payload the header announced */
-    PIB_RX_DISCARD,         /* framing lost: ignore bytes until disconnect */
-    PIB_RX__MAX
-} PibLinkRxState;
-
-/*
- * One link frame in a queue: the 4-byte link header, then the IB packet (LRH
- * onwards).  The same buffer travels from the requester to the transmit queue
- * and, for a packet to our own LID, straight to the receive queue.
- */
-typedef struct PibPacket {
-    QSIMPLEQ_ENTRY(PibPacket) next;
-    uint32_t len;           /* bytes in data[]: header + IB packet */
-    uint8_t data[];         /* room for the largest frame */
-} PibPacket;
-
-static inline uint8_t *pib_packet_ib(PibPacket *p)
-{
-    return p->data + PIB_LINK_HDR_LEN;
-}
-
-static inline uint32_t pib_packet_ib_len(const PibPacket *p)
-{
-    return p->len - PIB_LINK_HDR_LEN;
-}
-
-typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
-
-typedef struct PibLink {
-    CharFrontend chr;
-    bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
-    QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
-
-    /*
-     * Direct receive: on a plain socket chardev the device reads the
-     * connected socket itself, PIB_LINK_RX_BATCH bytes at a time, from its
-     * own fd handler; the chardev keeps connecting, reconnecting and
-     * reporting the stream's events (pib-link.c, "Direct receive").
-     */
-    bool direct;            /* property link-direct: use it where possible */
-    struct QIOChannelSocket *rx_sioc;   /* the socket read directly, or NULL */
-    QEMUBH *rx_more_bh;     /* bytes are left in rx_batch: go on next pass */
-    uint8_t *rx_batch;      /* PIB_LINK_RX_BATCH bytes read, not yet framed */
-    uint32_t rx_head;       /* rx_batch[rx_head, rx_tail) waits for framing */
-    uint32_t rx_tail;
-    uint32_t rx_gen;        /* bumped by every reset of the receive side */
-
-    PibLinkRxState rx_state;
-    bool rx_throttled;      /* can_receive said 0: accept_input when room */
-    struct pib_link_hdr rx_hdr;
-    uint32_t rx_got;        /* bytes of the header or payload so far */
-    uint32_t rx_len;        /* payload length from the header */
-    PibPacket *rx_pkt;      /* a PACKET frame's payload lands here, */
-    uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];   /* a HELLO's here */
-
-    /*
-     * Transmit queue: frames wait here until the link takes them.  Writes
-     * never block: on a full socket the queue waits for G_IO_OUT.  On the
-     * socket read directly, one writev carries up to PIB_LINK_TX_IOV frames
-     * from the queue itself; on any other chardev whole frames are staged in
-     * tx_buf so that one write carries many.
-     */
-    PibPacketQueue txq;
-    uint32_t txq_len;
-    uint32_t tx_head_off;   /* bytes of the queue's head frame written */
-    uint8_t tx_buf[PIB_LINK_TX_BATCH];
-    uint32_t tx_len;        /* bytes staged */
-    uint32_t tx_off;        /* bytes of them written */
-    guint tx_watch;         /* G_IO_OUT watch tag, 0 = none */
-    bool tx_blocked;        /* the last write found the socket full */
-    bool tx_draining;       /* inside pib_link_tx_drain() */
-    bool tx_waiters;        /* a requester stopped on a full queue */
-
-    uint64_t peer_node_guid;
-    uint64_t peer_port_guid;
-
-    /* Statistics (traces and debugging only; not guest-visible yet). */
-    uint64_t frames_tx;
-    uint64_t frames_rx;
-    uint64_t bad_frames;
-    uint64_t rx_reads;      /* direct reads of the socket that returned data */
-    uint64_t tx_writevs;    /* direct writevs of the socket that took data */
-} PibLink;
 
 typedef struct PibPort {
     PibPortSmState sm;
@@ -675,9 +541,6 @@ struct PibState {
     QEMUBH *rx_bh;
     PibPacketQueue rxq;
     uint32_t rxq_len;
-    /* Frame buffers free for reuse (pib_packet_new/free) */
-    PibPacketQueue pkt_pool;
-    uint32_t pkt_pool_len;
     bool rx_waiters;        /* a loopback requester stopped on a full rxq */
 
     /*
@@ -981,8 +844,14 @@ typedef struct PibPktFields {
 
 const PibOpInfo *pib_op_info(uint8_t opcode);
 const char *pib_op_name(uint8_t opcode);
+PibPktFields pib_pkt_trap_fields(uint16_t dlid, uint8_t sl);
+uint32_t pib_pkt_len(const PibPktFields *f, uint32_t paylen);
+void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8_t *sgid,
+                   const void *payload, uint32_t paylen);
 PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                          const void *payload, uint32_t paylen);
+enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
+                               PibPktInfo *pi);
 uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
 void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
@@ -1025,6 +894,7 @@ void pib_port_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
 void pib_port_event(PibState *s, PibPortSmEvent ev);
 void pib_port_announce(PibState *s);
+uint8_t pib_port_sm_ib_state(PibPortSmState sm);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);

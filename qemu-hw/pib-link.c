@@ -1,12 +1,14 @@
 /*
- * pib HCA device model - the link
+ * pib firmware - the link of a port (pib-link.h), and the HCA's transmit path
  *
  * Copyright (c) 2026 The pib authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * The port's "cable" is a chardev, normally a socket shared with another
- * pib-hca (in this or another QEMU).  The byte stream carries frames
+ * pib-hca or a pib-switch port (in this or another QEMU).  The same code runs
+ * the HCA's one port and each port of the switch: the owner is reached only
+ * through PibLinkOps (pib-link.h).  The byte stream carries frames
  * (include/pib_link.h): a 4-byte header and a payload.  The receive side is
  * an explicit state machine:
  *
@@ -15,8 +17,8 @@
  *   bottom half, so the link retrains as a physical link that lost symbol
  *   lock would.
  *
- * The stream's events (connected, HELLO, closed) drive the port's state
- * machine (pib-port.c), which decides what may pass.
+ * The stream's events (connected, HELLO, closed) drive the owner's port
+ * state machine (pib-port.c, pib-switch.c), which decides what may pass.
  *
  * Transmit never blocks the main loop: frames wait in a queue that is
  * drained with non-blocking writes, many frames per write (on the socket
@@ -75,8 +77,8 @@ static const char *pib_frame_type_name(uint8_t type)
  * Transmit
  */
 
-static void pib_link_tx_drain(PibState *s);
-static void pib_link_direct_stop(PibState *s);
+static void pib_link_tx_drain(PibLink *l);
+static void pib_link_direct_stop(PibLink *l);
 
 /*
  * Frame buffers.  Every one has room for the largest frame, so they can be
@@ -90,9 +92,9 @@ static void pib_link_direct_stop(PibState *s);
 QEMU_BUILD_BUG_ON(PIB_LINK_TX_BATCH < PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD);
 
 /* A frame buffer: the link header filled in, room for ib_len bytes after it */
-PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
+PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len)
 {
-    PibPacket *p = QSIMPLEQ_FIRST(&s->pkt_pool);
+    PibPacket *p = QSIMPLEQ_FIRST(&l->pool);
     struct pib_link_hdr hdr = {
         .magic = PIB_LINK_MAGIC,
         .type = PIB_FRAME_PACKET,
@@ -100,8 +102,8 @@ PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
     };
 
     if (p) {
-        QSIMPLEQ_REMOVE_HEAD(&s->pkt_pool, next);
-        s->pkt_pool_len--;
+        QSIMPLEQ_REMOVE_HEAD(&l->pool, next);
+        l->pool_len--;
     } else {
         p = g_malloc(PIB_PACKET_SIZE);
     }
@@ -111,26 +113,26 @@ PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
 }
 
 /* Done with a frame: keep the buffer for the next one, up to a bound. */
-void pib_packet_free(PibState *s, PibPacket *p)
+void pib_link_packet_free(PibLink *l, PibPacket *p)
 {
-    if (s->pkt_pool_len >= PIB_PACKET_POOL_MAX) {
+    if (l->pool_len >= PIB_PACKET_POOL_MAX) {
         g_free(p);
         return;
     }
-    QSIMPLEQ_INSERT_HEAD(&s->pkt_pool, p, next);
-    s->pkt_pool_len++;
+    QSIMPLEQ_INSERT_HEAD(&l->pool, p, next);
+    l->pool_len++;
 }
 
-/* The device goes away: the free list goes back to the allocator. */
-static void pib_packet_pool_free(PibState *s)
+/* The owner goes away: the free list goes back to the allocator. */
+void pib_link_free_pool(PibLink *l)
 {
     PibPacket *p;
 
-    while ((p = QSIMPLEQ_FIRST(&s->pkt_pool))) {
-        QSIMPLEQ_REMOVE_HEAD(&s->pkt_pool, next);
+    while ((p = QSIMPLEQ_FIRST(&l->pool))) {
+        QSIMPLEQ_REMOVE_HEAD(&l->pool, next);
         g_free(p);
     }
-    s->pkt_pool_len = 0;
+    l->pool_len = 0;
 }
 
 /*
@@ -141,14 +143,13 @@ static void pib_packet_pool_free(PibState *s)
  * counted, and its ACK timer runs out), not wait for a drain that will never
  * come.
  */
-void pib_link_purge(PibState *s)
+void pib_link_tx_purge(PibLink *l)
 {
-    PibLink *l = &s->link;
     PibPacket *p;
 
     while ((p = QSIMPLEQ_FIRST(&l->txq))) {
         QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
-        pib_packet_free(s, p);
+        pib_link_packet_free(l, p);
     }
     l->txq_len = 0;
     l->tx_head_off = 0;
@@ -161,7 +162,7 @@ void pib_link_purge(PibState *s)
     }
     if (l->tx_waiters) {
         l->tx_waiters = false;
-        pib_qp_kick_waiters(s);
+        l->ops->tx_room(l);
     }
 }
 
@@ -175,10 +176,9 @@ void pib_link_purge(PibState *s)
 static gboolean pib_link_tx_ready(void *do_not_use, GIOCondition cond,
                                   void *opaque)
 {
-    PibState *s = opaque;
-    PibLink *l = &s->link;
+    PibLink *l = opaque;
 
-    pib_link_tx_drain(s);
+    pib_link_tx_drain(l);
     if (l->tx_watch && l->tx_blocked) {
         return G_SOURCE_CONTINUE;       /* full again: keep waiting */
     }
@@ -187,16 +187,15 @@ static gboolean pib_link_tx_ready(void *do_not_use, GIOCondition cond,
 }
 
 /* The queue's head frame has been written: done with it. */
-static void pib_link_tx_pop(PibState *s)
+static void pib_link_tx_pop(PibLink *l)
 {
-    PibLink *l = &s->link;
     PibPacket *p = QSIMPLEQ_FIRST(&l->txq);
 
     QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
     l->txq_len--;
     l->tx_head_off = 0;
     l->frames_tx++;
-    pib_packet_free(s, p);
+    pib_link_packet_free(l, p);
 }
 
 /*
@@ -206,9 +205,8 @@ static void pib_link_tx_pop(PibState *s)
  * head frame that a writev took in part is staged from where it stopped (the
  * direct path ended under it), so no byte goes out twice.
  */
-static void pib_link_tx_stage(PibState *s)
+static void pib_link_tx_stage(PibLink *l)
 {
-    PibLink *l = &s->link;
     PibPacket *p;
     uint32_t len;
 
@@ -218,7 +216,7 @@ static void pib_link_tx_stage(PibState *s)
            (len = p->len - l->tx_head_off) <= sizeof(l->tx_buf) - l->tx_len) {
         memcpy(l->tx_buf + l->tx_len, p->data + l->tx_head_off, len);
         l->tx_len += len;
-        pib_link_tx_pop(s);
+        pib_link_tx_pop(l);
     }
 }
 
@@ -231,9 +229,8 @@ static void pib_link_tx_stage(PibState *s)
  * Returns the bytes written, 0 if the socket is full, -1 if the stream is
  * gone (the connection is then dropped, as on a read error).
  */
-static ssize_t pib_link_tx_writev(PibState *s)
+static ssize_t pib_link_tx_writev(PibLink *l)
 {
-    PibLink *l = &s->link;
     struct iovec iov[PIB_LINK_TX_IOV];
     uint32_t off = l->tx_head_off;
     ssize_t ret, left;
@@ -254,14 +251,14 @@ static ssize_t pib_link_tx_writev(PibState *s)
         return 0;
     }
     if (ret <= 0) {
-        trace_pib_link_event(s->node_guid, "write error");
-        pib_link_direct_stop(s);
+        trace_pib_link_event(l->id, "write error");
+        pib_link_direct_stop(l);
         qemu_bh_schedule(l->drop_bh);
-        pib_link_purge(s);
+        pib_link_tx_purge(l);
         return -1;
     }
     l->tx_writevs++;
-    trace_pib_link_tx_writev(s->node_guid, n, ret);
+    trace_pib_link_tx_writev(l->id, n, ret);
     for (left = ret; left > 0; ) {
         p = QSIMPLEQ_FIRST(&l->txq);
         if (left < p->len - l->tx_head_off) {
@@ -269,7 +266,7 @@ static ssize_t pib_link_tx_writev(PibState *s)
             break;
         }
         left -= p->len - l->tx_head_off;
-        pib_link_tx_pop(s);
+        pib_link_tx_pop(l);
     }
     return ret;
 }
@@ -283,9 +280,8 @@ static ssize_t pib_link_tx_writev(PibState *s)
  * writes, always in queue order, and staged bytes go out before the next
  * writev.
  */
-static void pib_link_tx_drain(PibState *s)
+static void pib_link_tx_drain(PibLink *l)
 {
-    PibLink *l = &s->link;
     ssize_t ret;
 
     if (l->tx_draining) {
@@ -295,7 +291,7 @@ static void pib_link_tx_drain(PibState *s)
     l->tx_blocked = false;
     for (;;) {
         if (!l->stream_open) {
-            pib_link_purge(s);
+            pib_link_tx_purge(l);
             break;
         }
         if (l->tx_off < l->tx_len) {
@@ -306,13 +302,13 @@ static void pib_link_tx_drain(PibState *s)
                 continue;
             }
             if (!l->stream_open) {  /* the write found the peer gone */
-                pib_link_purge(s);
+                pib_link_tx_purge(l);
                 break;
             }
         } else if (QSIMPLEQ_EMPTY(&l->txq)) {
             break;                  /* nothing left */
         } else if (l->rx_sioc) {
-            ret = pib_link_tx_writev(s);
+            ret = pib_link_tx_writev(l);
             if (ret < 0) {
                 break;              /* purged, and the stream is dropped */
             }
@@ -320,25 +316,25 @@ static void pib_link_tx_drain(PibState *s)
                 continue;
             }
         } else {
-            pib_link_tx_stage(s);   /* at least the head frame fits */
+            pib_link_tx_stage(l);   /* at least the head frame fits */
             continue;
         }
         /* Full (EAGAIN): continue when the chardev can take more. */
-        trace_pib_link_tx_wait(s->node_guid, l->txq_len);
+        trace_pib_link_tx_wait(l->id, l->txq_len);
         l->tx_blocked = true;
         if (!l->tx_watch) {
             l->tx_watch = qemu_chr_fe_add_watch(&l->chr, G_IO_OUT | G_IO_HUP,
-                                                pib_link_tx_ready, s);
+                                                pib_link_tx_ready, l);
         }
         if (!l->tx_watch) {
-            pib_link_purge(s);      /* a backend we cannot wait on */
+            pib_link_tx_purge(l);      /* a backend we cannot wait on */
         }
         break;
     }
     l->tx_draining = false;
     if (l->tx_waiters && l->txq_len < PIB_TXQ_MAX / 2) {
         l->tx_waiters = false;
-        pib_qp_kick_waiters(s);
+        l->ops->tx_room(l);
     }
 }
 
@@ -350,19 +346,542 @@ static void pib_link_tx_drain(PibState *s)
  * in the same main-loop pass.  While the socket is full (a G_IO_OUT watch
  * is pending) there is no point in trying: the watch drains the queue.
  */
-void pib_link_flush(PibState *s)
+void pib_link_tx_flush(PibLink *l)
 {
-    PibLink *l = &s->link;
-
     if (!l->tx_watch && !QSIMPLEQ_EMPTY(&l->txq)) {
-        pib_link_tx_drain(s);
+        pib_link_tx_drain(l);
     }
 }
 
-static void pib_link_enqueue(PibState *s, PibPacket *p)
+/* Queue a frame; the caller's pib_link_tx_flush() writes it. */
+void pib_link_enqueue(PibLink *l, PibPacket *p)
 {
-    QSIMPLEQ_INSERT_TAIL(&s->link.txq, p, next);
-    s->link.txq_len++;
+    QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
+    l->txq_len++;
+}
+
+static void pib_link_send_hello(PibLink *l)
+{
+    struct pib_link_hello h = {
+        .version_be   = cpu_to_be32(PIB_LINK_PROTO_VERSION),
+        .mtu_be       = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
+        .node_guid_be = cpu_to_be64(l->node_guid),
+        .port_guid_be = cpu_to_be64(l->port_guid),
+    };
+    PibPacket *p = pib_link_packet_new(l, sizeof(h));
+
+    p->data[1] = PIB_FRAME_HELLO;
+    memcpy(pib_packet_ib(p), &h, sizeof(h));
+    trace_pib_link_tx(l->id, pib_frame_type_name(PIB_FRAME_HELLO),
+                      sizeof(h));
+    pib_link_enqueue(l, p);
+    pib_link_tx_flush(l);
+}
+
+/*
+ * Receive
+ */
+
+static void pib_link_rx_reset(PibLink *l)
+{
+
+    if (l->rx_pkt) {
+        pib_link_packet_free(l, l->rx_pkt);
+        l->rx_pkt = NULL;
+    }
+    l->rx_state = PIB_RX_HDR;
+    l->rx_got = 0;
+    l->rx_len = 0;
+    l->rx_head = 0;
+    l->rx_tail = 0;
+    l->rx_gen++;
+}
+
+/*
+ * The stream lost framing: ignore everything until the connection is gone, take
+ * the port down now, and drop the connection from a bottom half (never from
+ * inside the chardev's own read callback).  The peer reconnects (a client
+ * chardev needs reconnect=N) and the link retrains.
+ */
+static void pib_link_lose_framing(PibLink *l, const char *why, uint32_t val)
+{
+    trace_pib_link_bad_frame(l->id, why, val);
+    l->bad_frames++;
+    l->ops->framing_error(l);
+    l->rx_state = PIB_RX_DISCARD;
+    l->ops->event(l, PIB_PEV_STREAM_DOWN);
+    qemu_bh_schedule(l->drop_bh);
+}
+
+static void pib_link_drop_bh(void *opaque)
+{
+    PibLink *l = opaque;
+
+    trace_pib_link_drop(l->id);
+    qemu_chr_fe_disconnect(&l->chr);
+}
+
+/*
+ * Take the link down and let it train again (an SM's PortInfo Set: PortState DOWN, or a new
+ * PortPhysicalState): the port is DOWN at once, the connection is dropped from a bottom half,
+ * and the chardev's reconnect (ours or the peer's) brings the cable back.
+ */
+void pib_link_take_down(PibLink *l, const char *why)
+{
+    trace_pib_link_retrain(l->id, why);
+    l->ops->event(l, PIB_PEV_STREAM_DOWN);
+    if (l->stream_open) {
+        l->rx_state = PIB_RX_DISCARD;
+        qemu_bh_schedule(l->drop_bh);
+    }
+}
+
+static void pib_link_rx_hello(PibLink *l)
+{
+    struct pib_link_hello h;
+    uint32_t version;
+
+    if (l->rx_len < sizeof(h)) {
+        pib_link_lose_framing(l, "short HELLO", l->rx_len);
+        return;
+    }
+    /* A longer HELLO comes from a newer peer: the extra bytes are ignored. */
+    memcpy(&h, l->rx_buf, sizeof(h));
+    version = be32_to_cpu(h.version_be);
+    if (version != PIB_LINK_PROTO_VERSION) {
+        pib_link_lose_framing(l, "HELLO version", version);
+        return;
+    }
+    l->peer_node_guid = be64_to_cpu(h.node_guid_be);
+    l->peer_port_guid = be64_to_cpu(h.port_guid_be);
+    trace_pib_link_hello(l->id, l->peer_node_guid, l->peer_port_guid,
+                         version, be32_to_cpu(h.mtu_be));
+    l->ops->event(l, PIB_PEV_HELLO);
+}
+
+/* A whole frame is in rx_hdr/rx_buf. */
+static void pib_link_rx_frame(PibLink *l)
+{
+
+    l->frames_rx++;
+    trace_pib_link_rx(l->id, pib_frame_type_name(l->rx_hdr.type),
+                      l->rx_len);
+    /*
+     * Ready for the next frame; rx_len stays valid for the handlers below,
+     * which may still move to DISCARD.
+     */
+    l->rx_state = PIB_RX_HDR;
+    l->rx_got = 0;
+
+    switch (l->rx_hdr.type) {
+    case PIB_FRAME_HELLO:
+        pib_link_rx_hello(l);
+        break;
+    case PIB_FRAME_PACKET: {
+        PibPacket *p = l->rx_pkt;
+
+        l->rx_pkt = NULL;
+        l->ops->packet(l, p);
+        break;
+    }
+    default:
+        break;      /* unreachable: the header check admits only the above */
+    }
+}
+
+/* A whole header is in rx_hdr: check it before trusting its length. */
+static bool pib_link_rx_check_hdr(PibLink *l)
+{
+    const struct pib_link_hdr *h = &l->rx_hdr;
+    uint16_t len = be16_to_cpu(h->length_be);
+
+    if (h->magic != PIB_LINK_MAGIC) {
+        pib_link_lose_framing(l, "bad magic", h->magic);
+        return false;
+    }
+    if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET) {
+        pib_link_lose_framing(l, "unknown frame type", h->type);
+        return false;
+    }
+    if (len > PIB_LINK_MAX_PAYLOAD) {
+        pib_link_lose_framing(l, "oversized frame", len);
+        return false;
+    }
+    return true;
+}
+
+/* Take exactly what the current piece (header or payload) still needs. */
+static int pib_link_can_receive(void *opaque)
+{
+    PibLink *l = opaque;
+
+    if (l->rx_sioc) {
+        return 0;               /* the device reads the socket itself */
+    }
+    /* Backpressure: read on once pib_rx_run() made room. */
+    if (l->rx_state != PIB_RX_DISCARD && l->ops->rx_backlog(l) >= PIB_RXQ_MAX) {
+        l->rx_throttled = true;
+        return 0;
+    }
+    /*
+     * Up to a whole frame's worth: the receive loop takes frames split or
+     * merged anywhere, so one read may end one frame and start the next.
+     */
+    return PIB_LINK_HDR_LEN + sizeof(l->rx_buf);
+}
+
+/*
+ * Feed bytes through the framing state machine, and return how many it took.
+ * Frames arrive split or merged arbitrarily; every pass of the loop consumes
+ * at least one byte, so it ends within `size` passes.  It stops early once a
+ * frame completed with max_queued packets waiting in the receive queue (the
+ * caller dispatches them, then feeds the rest), or when the stream was reset
+ * under it (a HELLO's port event can transmit, and a write that finds the
+ * peer gone closes the stream at once): the bytes left belong to a
+ * connection that is gone.  Completed packets are only queued here, so
+ * nothing they cause can change the framing state under the loop.
+ */
+static uint32_t pib_link_rx_feed(PibLink *l, const uint8_t *buf,
+                                 uint32_t size, uint32_t max_queued)
+{
+    uint32_t gen = l->rx_gen;
+    uint32_t off = 0, n;
+    bool frame;
+
+    while (off < size) {
+        frame = false;
+        switch (l->rx_state) {
+        case PIB_RX_HDR:
+            n = MIN(size - off, PIB_LINK_HDR_LEN - l->rx_got);
+            memcpy((uint8_t *)&l->rx_hdr + l->rx_got, buf + off, n);
+            off += n;
+            l->rx_got += n;
+            if (l->rx_got < PIB_LINK_HDR_LEN || !pib_link_rx_check_hdr(l)) {
+                break;
+            }
+            l->rx_len = be16_to_cpu(l->rx_hdr.length_be);
+            l->rx_got = 0;
+            l->rx_state = PIB_RX_PAYLOAD;
+            /* A packet's payload goes straight into its frame buffer. */
+            if (l->rx_hdr.type == PIB_FRAME_PACKET) {
+                l->rx_pkt = pib_link_packet_new(l, l->rx_len);
+            }
+            if (l->rx_len == 0) {
+                pib_link_rx_frame(l);
+                frame = true;
+            }
+            break;
+        case PIB_RX_PAYLOAD:
+            n = MIN(size - off, l->rx_len - l->rx_got);
+            memcpy((l->rx_pkt ? pib_packet_ib(l->rx_pkt) : l->rx_buf) +
+                   l->rx_got, buf + off, n);
+            off += n;
+            l->rx_got += n;
+            if (l->rx_got == l->rx_len) {
+                pib_link_rx_frame(l);
+                frame = true;
+            }
+            break;
+        default:
+            off = size;         /* DISCARD */
+            break;
+        }
+        if (l->rx_gen != gen) {
+            return size;        /* reset: the rest is of a dead stream */
+        }
+        if (frame && l->ops->rx_backlog(l) >= max_queued) {
+            break;
+        }
+    }
+    return off;
+}
+
+/*
+ * The chardev's read callback (the chardev path).  A socket chardev hands
+ * over at most CHR_READ_BUF_LEN (4 KiB) per main-loop pass, less than one
+ * full-MTU frame, and can_receive bounds it by the receive queue's room.
+ */
+static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
+{
+    PibLink *l = opaque;
+
+    pib_link_rx_feed(l, buf, size, UINT32_MAX);
+    if (l->ops->rx_backlog(l)) {
+        l->ops->rx_run(l);
+    }
+}
+
+/*
+ * Direct receive
+ */
+
+/*
+ * The chardev's connected socket, if the device may read it directly: a
+ * socket chardev whose channel is the socket itself.  TLS and websocket wrap
+ * it in another channel, telnet interprets bytes: those go through the
+ * chardev's own reads.
+ */
+static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
+{
+    Chardev *chr = qemu_chr_fe_get_driver(&l->chr);
+    SocketChardev *sc;
+
+    if (!l->direct || !chr ||
+        !object_dynamic_cast(OBJECT(chr), TYPE_CHARDEV_SOCKET)) {
+        return NULL;
+    }
+    sc = SOCKET_CHARDEV(chr);
+    if (sc->state != TCP_CHARDEV_STATE_CONNECTED || !sc->sioc ||
+        sc->ioc != QIO_CHANNEL(sc->sioc) || sc->do_telnetopt) {
+        return NULL;
+    }
+    return sc->sioc;
+}
+
+static void pib_link_rx_direct(void *opaque);
+
+/*
+ * Start reading the socket directly (the stream opened).  The reference
+ * keeps the socket open until pib_link_direct_stop(), even once the chardev
+ * has let go of it: the fd handler can never see a closed or reused
+ * descriptor.
+ */
+static void pib_link_direct_start(PibLink *l)
+{
+    QIOChannelSocket *sioc = pib_link_direct_socket(l);
+
+    if (!sioc) {
+        trace_pib_link_rx_path(l->id, "chardev");
+        return;
+    }
+    if (!l->rx_batch) {
+        l->rx_batch = g_malloc(PIB_LINK_RX_BATCH);
+    }
+    object_ref(OBJECT(sioc));
+    l->rx_sioc = sioc;
+    qemu_set_fd_handler(sioc->fd, pib_link_rx_direct, NULL, l);
+    trace_pib_link_rx_path(l->id, "direct");
+}
+
+static void pib_link_direct_stop(PibLink *l)
+{
+
+    if (!l->rx_sioc) {
+        return;
+    }
+    qemu_set_fd_handler(l->rx_sioc->fd, NULL, NULL, NULL);
+    object_unref(OBJECT(l->rx_sioc));
+    l->rx_sioc = NULL;
+    qemu_bh_cancel(l->rx_more_bh);
+}
+
+/*
+ * The socket is readable (fd handler), or bytes read before are left
+ * (rx_more_bh).  Read and frame until the socket is empty or this pass took
+ * PIB_LINK_RX_PASS bytes; packets are dispatched PIB_RX_BUDGET at a time
+ * (pib_rx_run), so the receive queue stays bounded however many frames one
+ * read holds.  A read shorter than asked for emptied the socket: no second
+ * read only to learn EAGAIN.  End of stream or an error: the chardev drops
+ * the connection (from a bottom half) and reports CLOSED.
+ */
+static void pib_link_rx_direct(void *opaque)
+{
+    PibLink *l = opaque;
+    uint32_t gen = l->rx_gen, taken = 0;
+    bool drained = false;
+    ssize_t n;
+
+    while (l->rx_sioc) {
+        if (l->rx_head == l->rx_tail) {
+            if (drained || taken >= PIB_LINK_RX_PASS) {
+                return;         /* a readable socket calls again */
+            }
+            n = qio_channel_read(QIO_CHANNEL(l->rx_sioc), (char *)l->rx_batch,
+                                 PIB_LINK_RX_BATCH, NULL);
+            if (n == QIO_CHANNEL_ERR_BLOCK) {
+                return;
+            }
+            if (n <= 0) {
+                trace_pib_link_event(l->id, n ? "read error" : "EOF");
+                pib_link_direct_stop(l);
+                qemu_bh_schedule(l->drop_bh);
+                return;
+            }
+            l->rx_reads++;
+            l->rx_head = 0;
+            l->rx_tail = n;
+            taken += n;
+            drained = n < PIB_LINK_RX_BATCH;
+        }
+        l->rx_head += pib_link_rx_feed(l, l->rx_batch + l->rx_head,
+                                       l->rx_tail - l->rx_head,
+                                       PIB_RX_BUDGET);
+        if (l->rx_gen != gen) {
+            return;             /* the stream was reset under the feed */
+        }
+        if (l->ops->rx_backlog(l)) {
+            l->ops->rx_run(l);      /* may close the stream: checked above */
+            if (l->rx_gen != gen) {
+                return;
+            }
+        }
+        if (l->rx_head != l->rx_tail && l->ops->rx_backlog(l) >= PIB_RX_BUDGET) {
+            /* The queue did not drain (loopback traffic): next pass. */
+            qemu_bh_schedule(l->rx_more_bh);
+            return;
+        }
+    }
+}
+
+static void pib_link_event(void *opaque, QEMUChrEvent event)
+{
+    PibLink *l = opaque;
+
+    switch (event) {
+    case CHR_EVENT_OPENED:
+        trace_pib_link_event(l->id, "opened");
+        l->stream_open = true;
+        pib_link_direct_stop(l);        /* (a stream never seen closing) */
+        pib_link_rx_reset(l);
+        pib_link_direct_start(l);
+        l->ops->event(l, PIB_PEV_STREAM_UP);
+        if (l->ops->may_train(l)) {
+            pib_link_send_hello(l);     /* a DISABLED port does not train */
+        }
+        break;
+    case CHR_EVENT_CLOSED:
+        trace_pib_link_event(l->id, "closed");
+        l->stream_open = false;
+        pib_link_direct_stop(l);
+        qemu_bh_cancel(l->drop_bh);
+        if (!l->tx_draining) {
+            pib_link_tx_purge(l);  /* else the drain loop does it */
+        }
+        pib_link_rx_reset(l);
+        l->ops->event(l, PIB_PEV_STREAM_DOWN);
+        break;
+    default:
+        break;
+    }
+}
+
+/*
+ * Glue
+ */
+
+void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
+                   MemReentrancyGuard *guard)
+{
+    l->ops = ops;
+    l->opaque = opaque;
+    l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, l, guard);
+    l->rx_more_bh = qemu_bh_new_guarded(pib_link_rx_direct, l, guard);
+    QSIMPLEQ_INIT(&l->txq);
+    QSIMPLEQ_INIT(&l->pool);
+    pib_link_rx_reset(l);
+}
+
+void pib_link_attach(PibLink *l)
+{
+    if (qemu_chr_fe_backend_connected(&l->chr)) {
+        qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
+                                 pib_link_receive, pib_link_event, NULL, l,
+                                 NULL, true);
+    }
+}
+
+/* The owner goes away: the cable is let go, and every buffer with it. */
+void pib_link_fini(PibLink *l)
+{
+    pib_link_tx_purge(l);
+    pib_link_direct_stop(l);
+    qemu_chr_fe_deinit(&l->chr, false);
+    qemu_bh_delete(l->drop_bh);
+    qemu_bh_delete(l->rx_more_bh);
+    pib_link_rx_reset(l);
+    g_free(l->rx_batch);
+    l->rx_batch = NULL;
+}
+
+/*
+ * The HCA's port on its link (pib-port.c runs the state machine, pib-pkt.c the receive
+ * queue), and its transmit path
+ */
+
+static PibState *pib_link_hca(PibLink *l)
+{
+    return l->opaque;
+}
+
+static void pib_hca_link_event(PibLink *l, PibPortSmEvent ev)
+{
+    pib_port_event(pib_link_hca(l), ev);
+}
+
+static bool pib_hca_link_may_train(PibLink *l)
+{
+    return !pib_link_hca(l)->port.disabled;
+}
+
+static void pib_hca_link_packet(PibLink *l, PibPacket *p)
+{
+    pib_rx_link(pib_link_hca(l), p);
+}
+
+static uint32_t pib_hca_link_rx_backlog(PibLink *l)
+{
+    return pib_link_hca(l)->rxq_len;
+}
+
+static void pib_hca_link_rx_run(PibLink *l)
+{
+    pib_rx_run(pib_link_hca(l));
+}
+
+static void pib_hca_link_tx_room(PibLink *l)
+{
+    pib_qp_kick_waiters(pib_link_hca(l));
+}
+
+static void pib_hca_link_framing_error(PibLink *l)
+{
+    pib_count(pib_link_hca(l), PIB_CNT_LINK_FRAMING_ERRORS, 1);
+}
+
+static const PibLinkOps pib_hca_link_ops = {
+    .event = pib_hca_link_event,
+    .may_train = pib_hca_link_may_train,
+    .packet = pib_hca_link_packet,
+    .rx_backlog = pib_hca_link_rx_backlog,
+    .rx_run = pib_hca_link_rx_run,
+    .tx_room = pib_hca_link_tx_room,
+    .framing_error = pib_hca_link_framing_error,
+};
+
+/* A frame buffer: the link header filled in, room for ib_len bytes after it */
+PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
+{
+    return pib_link_packet_new(&s->link, ib_len);
+}
+
+void pib_packet_free(PibState *s, PibPacket *p)
+{
+    pib_link_packet_free(&s->link, p);
+}
+
+void pib_link_flush(PibState *s)
+{
+    pib_link_tx_flush(&s->link);
+}
+
+void pib_link_purge(PibState *s)
+{
+    pib_link_tx_purge(&s->link);
+}
+
+void pib_link_retrain(PibState *s, const char *why)
+{
+    pib_link_take_down(&s->link, why);
 }
 
 /*
@@ -428,458 +947,28 @@ void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
             pib_rx_enqueue(s, copy);
         }
     }
-    pib_link_enqueue(s, p);
+    pib_link_enqueue(&s->link, p);
 }
 
-static void pib_link_send_hello(PibState *s)
-{
-    struct pib_link_hello h = {
-        .version_be   = cpu_to_be32(PIB_LINK_PROTO_VERSION),
-        .mtu_be       = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
-        .node_guid_be = cpu_to_be64(s->node_guid),
-        .port_guid_be = cpu_to_be64(pib_port_guid(s)),
-    };
-    PibPacket *p = pib_packet_new(s, sizeof(h));
-
-    p->data[1] = PIB_FRAME_HELLO;
-    memcpy(pib_packet_ib(p), &h, sizeof(h));
-    trace_pib_link_tx(s->node_guid, pib_frame_type_name(PIB_FRAME_HELLO),
-                      sizeof(h));
-    pib_link_enqueue(s, p);
-    pib_link_flush(s);
-}
-
-/*
- * Receive
- */
-
-static void pib_link_rx_reset(PibState *s)
-{
-    PibLink *l = &s->link;
-
-    if (l->rx_pkt) {
-        pib_packet_free(s, l->rx_pkt);
-        l->rx_pkt = NULL;
-    }
-    l->rx_state = PIB_RX_HDR;
-    l->rx_got = 0;
-    l->rx_len = 0;
-    l->rx_head = 0;
-    l->rx_tail = 0;
-    l->rx_gen++;
-}
-
-/*
- * The stream lost framing: ignore everything until the connection is gone, take
- * the port down now, and drop the connection from a bottom half (never from
- * inside the chardev's own read callback).  The peer reconnects (a client
- * chardev needs reconnect=N) and the link retrains.
- */
-static void pib_link_lose_framing(PibState *s, const char *why, uint32_t val)
-{
-    trace_pib_link_bad_frame(s->node_guid, why, val);
-    s->link.bad_frames++;
-    pib_count(s, PIB_CNT_LINK_FRAMING_ERRORS, 1);
-    s->link.rx_state = PIB_RX_DISCARD;
-    pib_port_event(s, PIB_PEV_STREAM_DOWN);
-    qemu_bh_schedule(s->link.drop_bh);
-}
-
-static void pib_link_drop_bh(void *opaque)
-{
-    PibState *s = opaque;
-
-    trace_pib_link_drop(s->node_guid);
-    qemu_chr_fe_disconnect(&s->link.chr);
-}
-
-/*
- * Take the link down and let it train again (an SM's PortInfo Set: PortState DOWN, or a new
- * PortPhysicalState): the port is DOWN at once, the connection is dropped from a bottom half,
- * and the chardev's reconnect (ours or the peer's) brings the cable back.
- */
-void pib_link_retrain(PibState *s, const char *why)
-{
-    trace_pib_link_retrain(s->node_guid, why);
-    pib_port_event(s, PIB_PEV_STREAM_DOWN);
-    if (s->link.stream_open) {
-        s->link.rx_state = PIB_RX_DISCARD;
-        qemu_bh_schedule(s->link.drop_bh);
-    }
-}
-
-static void pib_link_rx_hello(PibState *s)
-{
-    PibLink *l = &s->link;
-    struct pib_link_hello h;
-    uint32_t version;
-
-    if (l->rx_len < sizeof(h)) {
-        pib_link_lose_framing(s, "short HELLO", l->rx_len);
-        return;
-    }
-    /* A longer HELLO comes from a newer peer: the extra bytes are ignored. */
-    memcpy(&h, l->rx_buf, sizeof(h));
-    version = be32_to_cpu(h.version_be);
-    if (version != PIB_LINK_PROTO_VERSION) {
-        pib_link_lose_framing(s, "HELLO version", version);
-        return;
-    }
-    l->peer_node_guid = be64_to_cpu(h.node_guid_be);
-    l->peer_port_guid = be64_to_cpu(h.port_guid_be);
-    trace_pib_link_hello(s->node_guid, l->peer_node_guid, l->peer_port_guid,
-                         version, be32_to_cpu(h.mtu_be));
-    pib_port_event(s, PIB_PEV_HELLO);
-}
-
-/* A whole frame is in rx_hdr/rx_buf. */
-static void pib_link_rx_frame(PibState *s)
-{
-    PibLink *l = &s->link;
-
-    l->frames_rx++;
-    trace_pib_link_rx(s->node_guid, pib_frame_type_name(l->rx_hdr.type),
-                      l->rx_len);
-    /*
-     * Ready for the next frame; rx_len stays valid for the handlers below,
-     * which may still move to DISCARD.
-     */
-    l->rx_state = PIB_RX_HDR;
-    l->rx_got = 0;
-
-    switch (l->rx_hdr.type) {
-    case PIB_FRAME_HELLO:
-        pib_link_rx_hello(s);
-        break;
-    case PIB_FRAME_PACKET: {
-        PibPacket *p = l->rx_pkt;
-
-        l->rx_pkt = NULL;
-        pib_rx_link(s, p);
-        break;
-    }
-    default:
-        break;      /* unreachable: the header check admits only the above */
-    }
-}
-
-/* A whole header is in rx_hdr: check it before trusting its length. */
-static bool pib_link_rx_check_hdr(PibState *s)
-{
-    const struct pib_link_hdr *h = &s->link.rx_hdr;
-    uint16_t len = be16_to_cpu(h->length_be);
-
-    if (h->magic != PIB_LINK_MAGIC) {
-        pib_link_lose_framing(s, "bad magic", h->magic);
-        return false;
-    }
-    if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET) {
-        pib_link_lose_framing(s, "unknown frame type", h->type);
-        return false;
-    }
-    if (len > PIB_LINK_MAX_PAYLOAD) {
-        pib_link_lose_framing(s, "oversized frame", len);
-        return false;
-    }
-    return true;
-}
-
-/* Take exactly what the current piece (header or payload) still needs. */
-static int pib_link_can_receive(void *opaque)
-{
-    PibState *s = PIB_HCA(opaque);
-    PibLink *l = &s->link;
-
-    if (l->rx_sioc) {
-        return 0;               /* the device reads the socket itself */
-    }
-    /* Backpressure: read on once pib_rx_run() made room. */
-    if (l->rx_state != PIB_RX_DISCARD && s->rxq_len >= PIB_RXQ_MAX) {
-        l->rx_throttled = true;
-        return 0;
-    }
-    /*
-     * Up to a whole frame's worth: the receive loop takes frames split or
-     * merged anywhere, so one read may end one frame and start the next.
-     */
-    return PIB_LINK_HDR_LEN + sizeof(l->rx_buf);
-}
-
-/*
- * Feed bytes through the framing state machine, and return how many it took.
- * Frames arrive split or merged arbitrarily; every pass of the loop consumes
- * at least one byte, so it ends within `size` passes.  It stops early once a
- * frame completed with max_queued packets waiting in the receive queue (the
- * caller dispatches them, then feeds the rest), or when the stream was reset
- * under it (a HELLO's port event can transmit, and a write that finds the
- * peer gone closes the stream at once): the bytes left belong to a
- * connection that is gone.  Completed packets are only queued here, so
- * nothing they cause can change the framing state under the loop.
- */
-static uint32_t pib_link_rx_feed(PibState *s, const uint8_t *buf,
-                                 uint32_t size, uint32_t max_queued)
-{
-    PibLink *l = &s->link;
-    uint32_t gen = l->rx_gen;
-    uint32_t off = 0, n;
-    bool frame;
-
-    while (off < size) {
-        frame = false;
-        switch (l->rx_state) {
-        case PIB_RX_HDR:
-            n = MIN(size - off, PIB_LINK_HDR_LEN - l->rx_got);
-            memcpy((uint8_t *)&l->rx_hdr + l->rx_got, buf + off, n);
-            off += n;
-            l->rx_got += n;
-            if (l->rx_got < PIB_LINK_HDR_LEN || !pib_link_rx_check_hdr(s)) {
-                break;
-            }
-            l->rx_len = be16_to_cpu(l->rx_hdr.length_be);
-            l->rx_got = 0;
-            l->rx_state = PIB_RX_PAYLOAD;
-            /* A packet's payload goes straight into its frame buffer. */
-            if (l->rx_hdr.type == PIB_FRAME_PACKET) {
-                l->rx_pkt = pib_packet_new(s, l->rx_len);
-            }
-            if (l->rx_len == 0) {
-                pib_link_rx_frame(s);
-                frame = true;
-            }
-            break;
-        case PIB_RX_PAYLOAD:
-            n = MIN(size - off, l->rx_len - l->rx_got);
-            memcpy((l->rx_pkt ? pib_packet_ib(l->rx_pkt) : l->rx_buf) +
-                   l->rx_got, buf + off, n);
-            off += n;
-            l->rx_got += n;
-            if (l->rx_got == l->rx_len) {
-                pib_link_rx_frame(s);
-                frame = true;
-            }
-            break;
-        default:
-            off = size;         /* DISCARD */
-            break;
-        }
-        if (l->rx_gen != gen) {
-            return size;        /* reset: the rest is of a dead stream */
-        }
-        if (frame && s->rxq_len >= max_queued) {
-            break;
-        }
-    }
-    return off;
-}
-
-/*
- * The chardev's read callback (the chardev path).  A socket chardev hands
- * over at most CHR_READ_BUF_LEN (4 KiB) per main-loop pass, less than one
- * full-MTU frame, and can_receive bounds it by the receive queue's room.
- */
-static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
-{
-    PibState *s = opaque;
-
-    pib_link_rx_feed(s, buf, size, UINT32_MAX);
-    if (!QSIMPLEQ_EMPTY(&s->rxq)) {
-        pib_rx_run(s);
-    }
-}
-
-/*
- * Direct receive
- */
-
-/*
- * The chardev's connected socket, if the device may read it directly: a
- * socket chardev whose channel is the socket itself.  TLS and websocket wrap
- * it in another channel, telnet interprets bytes: those go through the
- * chardev's own reads.
- */
-static QIOChannelSocket *pib_link_direct_socket(PibState *s)
-{
-    Chardev *chr = qemu_chr_fe_get_driver(&s->link.chr);
-    SocketChardev *sc;
-
-    if (!s->link.direct || !chr ||
-        !object_dynamic_cast(OBJECT(chr), TYPE_CHARDEV_SOCKET)) {
-        return NULL;
-    }
-    sc = SOCKET_CHARDEV(chr);
-    if (sc->state != TCP_CHARDEV_STATE_CONNECTED || !sc->sioc ||
-        sc->ioc != QIO_CHANNEL(sc->sioc) || sc->do_telnetopt) {
-        return NULL;
-    }
-    return sc->sioc;
-}
-
-static void pib_link_rx_direct(void *opaque);
-
-/*
- * Start reading the socket directly (the stream opened).  The reference
- * keeps the socket open until pib_link_direct_stop(), even once the chardev
- * has let go of it: the fd handler can never see a closed or reused
- * descriptor.
- */
-static void pib_link_direct_start(PibState *s)
-{
-    PibLink *l = &s->link;
-    QIOChannelSocket *sioc = pib_link_direct_socket(s);
-
-    if (!sioc) {
-        trace_pib_link_rx_path(s->node_guid, "chardev");
-        return;
-    }
-    if (!l->rx_batch) {
-        l->rx_batch = g_malloc(PIB_LINK_RX_BATCH);
-    }
-    object_ref(OBJECT(sioc));
-    l->rx_sioc = sioc;
-    qemu_set_fd_handler(sioc->fd, pib_link_rx_direct, NULL, s);
-    trace_pib_link_rx_path(s->node_guid, "direct");
-}
-
-static void pib_link_direct_stop(PibState *s)
-{
-    PibLink *l = &s->link;
-
-    if (!l->rx_sioc) {
-        return;
-    }
-    qemu_set_fd_handler(l->rx_sioc->fd, NULL, NULL, NULL);
-    object_unref(OBJECT(l->rx_sioc));
-    l->rx_sioc = NULL;
-    qemu_bh_cancel(l->rx_more_bh);
-}
-
-/*
- * The socket is readable (fd handler), or bytes read before are left
- * (rx_more_bh).  Read and frame until the socket is empty or this pass took
- * PIB_LINK_RX_PASS bytes; packets are dispatched PIB_RX_BUDGET at a time
- * (pib_rx_run), so the receive queue stays bounded however many frames one
- * read holds.  A read shorter than asked for emptied the socket: no second
- * read only to learn EAGAIN.  End of stream or an error: the chardev drops
- * the connection (from a bottom half) and reports CLOSED.
- */
-static void pib_link_rx_direct(void *opaque)
-{
-    PibState *s = opaque;
-    PibLink *l = &s->link;
-    uint32_t gen = l->rx_gen, taken = 0;
-    bool drained = false;
-    ssize_t n;
-
-    while (l->rx_sioc) {
-        if (l->rx_head == l->rx_tail) {
-            if (drained || taken >= PIB_LINK_RX_PASS) {
-                return;         /* a readable socket calls again */
-            }
-            n = qio_channel_read(QIO_CHANNEL(l->rx_sioc), (char *)l->rx_batch,
-                                 PIB_LINK_RX_BATCH, NULL);
-            if (n == QIO_CHANNEL_ERR_BLOCK) {
-                return;
-            }
-            if (n <= 0) {
-                trace_pib_link_event(s->node_guid, n ? "read error" : "EOF");
-                pib_link_direct_stop(s);
-                qemu_bh_schedule(l->drop_bh);
-                return;
-            }
-            l->rx_reads++;
-            l->rx_head = 0;
-            l->rx_tail = n;
-            taken += n;
-            drained = n < PIB_LINK_RX_BATCH;
-        }
-        l->rx_head += pib_link_rx_feed(s, l->rx_batch + l->rx_head,
-                                       l->rx_tail - l->rx_head,
-                                       PIB_RX_BUDGET);
-        if (l->rx_gen != gen) {
-            return;             /* the stream was reset under the feed */
-        }
-        if (!QSIMPLEQ_EMPTY(&s->rxq)) {
-            pib_rx_run(s);      /* may close the stream: checked above */
-            if (l->rx_gen != gen) {
-                return;
-            }
-        }
-        if (l->rx_head != l->rx_tail && s->rxq_len >= PIB_RX_BUDGET) {
-            /* The queue did not drain (loopback traffic): next pass. */
-            qemu_bh_schedule(l->rx_more_bh);
-            return;
-        }
-    }
-}
-
-static void pib_link_event(void *opaque, QEMUChrEvent event)
-{
-    PibState *s = opaque;
-    PibLink *l = &s->link;
-
-    switch (event) {
-    case CHR_EVENT_OPENED:
-        trace_pib_link_event(s->node_guid, "opened");
-        l->stream_open = true;
-        pib_link_direct_stop(s);        /* (a stream never seen closing) */
-        pib_link_rx_reset(s);
-        pib_link_direct_start(s);
-        pib_port_event(s, PIB_PEV_STREAM_UP);
-        if (!s->port.disabled) {
-            pib_link_send_hello(s);     /* a DISABLED port does not train */
-        }
-        break;
-    case CHR_EVENT_CLOSED:
-        trace_pib_link_event(s->node_guid, "closed");
-        l->stream_open = false;
-        pib_link_direct_stop(s);
-        qemu_bh_cancel(l->drop_bh);
-        if (!l->tx_draining) {
-            pib_link_purge(s);  /* else the drain loop does it */
-        }
-        pib_link_rx_reset(s);
-        pib_port_event(s, PIB_PEV_STREAM_DOWN);
-        break;
-    default:
-        break;
-    }
-}
-
-/*
- * Glue
- */
-
+/* Realize: the link is the device's one port (the link-direct property is already set). */
 void pib_link_realize(PibState *s)
 {
     PibLink *l = &s->link;
 
-    l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, s,
-                                     &DEVICE(s)->mem_reentrancy_guard);
-    l->rx_more_bh = qemu_bh_new_guarded(pib_link_rx_direct, s,
-                                        &DEVICE(s)->mem_reentrancy_guard);
-    QSIMPLEQ_INIT(&l->txq);
-    pib_link_rx_reset(s);
-    if (qemu_chr_fe_backend_connected(&l->chr)) {
-        qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
-                                 pib_link_receive, pib_link_event, NULL, s,
-                                 NULL, true);
-    }
+    pib_link_init(l, &pib_hca_link_ops, s, &DEVICE(s)->mem_reentrancy_guard);
+    l->id = s->node_guid;
+    l->node_guid = s->node_guid;
+    l->port_guid = pib_port_guid(s);
+    pib_link_attach(l);
 }
 
 void pib_link_unrealize(PibState *s)
 {
-    pib_link_purge(s);
-    pib_link_direct_stop(s);
-    qemu_chr_fe_deinit(&s->link.chr, false);
-    qemu_bh_delete(s->link.drop_bh);
-    qemu_bh_delete(s->link.rx_more_bh);
-    pib_link_rx_reset(s);
-    g_free(s->link.rx_batch);
-    s->link.rx_batch = NULL;
+    pib_link_fini(&s->link);
 }
 
 /* Last, after every frame went back to the free list. */
 void pib_link_free_buffers(PibState *s)
 {
-    pib_packet_pool_free(s);
+    pib_link_free_pool(&s->link);
 }

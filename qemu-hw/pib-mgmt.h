@@ -144,6 +144,26 @@ struct PibMgmtPort {
     PibMgmtTrap trap;
 };
 
+/*
+ * A switch's forwarding state: what SwitchInfo, LinearForwardingTable and
+ * MulticastForwardingTable show and an SM sets (pib-sma.c), and what the switch forwards by
+ * (pib-switch.c).  Every unicast LID has an LFT entry; MFT entries are port masks.
+ */
+#define PIB_SW_MAX_PORTS        32      /* external ports: two MFT positions */
+#define PIB_SW_LFT_CAP          0xc000  /* LinearFDBCap: LIDs 0 .. 0xbfff */
+#define PIB_SW_MFT_CAP          1024    /* MulticastFDBCap: MLIDs 0xc000 .. 0xc3ff */
+#define PIB_SW_LIFE_TIME        15      /* LifeTimeValue after reset (IBTA 14.2.5.4) */
+typedef struct PibMgmtSwitch {
+    uint8_t lft[PIB_SW_LFT_CAP];        /* port per LID, PIB_LFT_NO_PORT: drop */
+    uint32_t mft[PIB_SW_MFT_CAP];       /* bit p: forward out of port p */
+    uint16_t lft_top;
+    uint16_t mft_top;
+    uint8_t life_time;                  /* [4:0] LifeTimeValue */
+    bool port_state_change;             /* SwitchInfo:PortStateChange */
+    uint8_t def_mcast_pri_port;
+    uint8_t def_mcast_not_pri_port;
+} PibMgmtSwitch;
+
 struct PibMgmtNode {
     const PibMgmtOps *ops;
     void *opaque;               /* the node's own state, for the ops */
@@ -157,6 +177,7 @@ struct PibMgmtNode {
     char node_desc[PIB_SMP_DATA_SIZE];
     uint64_t next_tid;          /* transaction IDs of our traps */
     PibMgmtPort **ports;        /* [0 .. num_ports]; an HCA has no port 0 (NULL) */
+    PibMgmtSwitch *sw;          /* a switch's tables; NULL on an HCA */
 };
 
 /* Where a MAD came from, as its receive completion (or the driver) says. */
@@ -171,6 +192,7 @@ typedef struct PibMadCtx {
 /* pib-sma.c */
 void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
 void pib_mgmt_port_reset(PibMgmtPort *p);
+void pib_mgmt_switch_reset(PibMgmtSwitch *sw);
 void pib_mgmt_port_fini(PibMgmtPort *p);
 uint32_t pib_sma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
                          uint8_t *out);

@@ -164,26 +164,42 @@ void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi)
  * Build
  */
 
+/* A trap SMP's headers (IBTA 14.2.5.1): LID-routed on VL15, from QP0 to the SM's QP0. */
+PibPktFields pib_pkt_trap_fields(uint16_t dlid, uint8_t sl)
+{
+    return (PibPktFields) {
+        .opcode = PIB_OP_UD_SEND_ONLY,
+        .dqpn = PIB_QPN_SMI,
+        .dlid = dlid,
+        .sl = sl,
+        .vl15 = true,
+        .pkey = PIB_DEFAULT_PKEY,
+        .qkey = PIB_SMI_QKEY,
+        .src_qpn = PIB_QPN_SMI,
+    };
+}
+
+/* The IB packet's length (LRH to pad) for these header fields and payload. */
+uint32_t pib_pkt_len(const PibPktFields *f, uint32_t paylen)
+{
+    const PibOpInfo *op = &pib_ops[f->opcode];
+
+    return sizeof(struct pib_lrh) + (f->grh_av ? sizeof(struct pib_grh) : 0) +
+           sizeof(struct pib_bth) + pib_ext_len(op->mask) + paylen + (-paylen & 3);
+}
+
 /*
- * A frame (link header and IB packet) for these header fields and payload.
- * The caller checked that the payload fits the path MTU.  With payload NULL
- * the payload bytes are left for the caller to fill in place
- * (pib_pkt_payload), so data DMA'd from guest memory is copied only once.
+ * Write an IB packet of pib_pkt_len() bytes at b: the headers for f, from slid (sgid: the
+ * GRH's source GID), then the payload (NULL: left for the caller) and the pad.  Any node
+ * builds its packets here: the HCA through pib_pkt_build(), a switch its SMP traps.
  */
-PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
-                         const void *payload, uint32_t paylen)
+void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8_t *sgid,
+                   const void *payload, uint32_t paylen)
 {
     const PibOpInfo *op = &pib_ops[f->opcode];
     uint32_t pad = -paylen & 3;
-    uint32_t hdr_len = sizeof(struct pib_lrh) +
-                       (f->grh_av ? sizeof(struct pib_grh) : 0) +
-                       sizeof(struct pib_bth) + pib_ext_len(op->mask);
-    uint32_t len = hdr_len + paylen + pad;
-    PibPacket *p = pib_packet_new(s, len);
-    uint8_t *b = pib_packet_ib(p);
+    uint32_t len = pib_pkt_len(f, paylen);
     struct pib_lrh *lrh = (struct pib_lrh *)b;
-    const PibMgmtPort *m = &s->port.mgmt;
-    uint16_t slid = m->lid | (f->src_path_bits & ((1u << m->lmc) - 1));
     struct pib_bth *bth;
     uint8_t *e;
 
@@ -209,7 +225,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
         grh->paylen_be = cpu_to_be16(len - sizeof(*lrh) - sizeof(*grh));
         grh->next_hdr = 0x1b;
         grh->hop_limit = av->hop_limit;
-        pib_port_gid(s, grh->sgid);
+        memcpy(grh->sgid, sgid, sizeof(grh->sgid));
         memcpy(grh->dgid, av->dgid, sizeof(grh->dgid));
         e += sizeof(*grh);
     }
@@ -263,7 +279,24 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
         memcpy(e, payload, paylen);
     }
     memset(e + paylen, 0, pad);
+}
 
+/*
+ * A frame (link header and IB packet) for these header fields and payload.
+ * The caller checked that the payload fits the path MTU.  With payload NULL
+ * the payload bytes are left for the caller to fill in place
+ * (pib_pkt_payload), so data DMA'd from guest memory is copied only once.
+ */
+PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
+                         const void *payload, uint32_t paylen)
+{
+    PibPacket *p = pib_packet_new(s, pib_pkt_len(f, paylen));
+    const PibMgmtPort *m = &s->port.mgmt;
+    uint16_t slid = m->lid | (f->src_path_bits & ((1u << m->lmc) - 1));
+    uint8_t sgid[16];
+
+    pib_port_gid(s, sgid);
+    pib_pkt_write(pib_packet_ib(p), f, slid, sgid, payload, paylen);
     trace_pib_pkt_tx(s->node_guid, pib_op_name(f->opcode), f->dlid, f->dqpn,
                      f->psn & PIB_PSN_MASK, f->ackreq, paylen);
     return p;
@@ -282,17 +315,17 @@ uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen)
 /*
  * Check the headers every packet must get right, whatever QP it is for, and
  * fill *pi.  Returns PIB_CNT_MAX if the packet may go on, else the rx_drop_*
- * counter of the reason.
+ * counter of the reason.  port_gid: a unicast GRH's DGID must be this GID (an
+ * HCA's port); NULL: not checked (a switch, which forwards by the LRH).
  */
-static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
-                                      uint32_t len, PibPktInfo *pi)
+enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
+                               PibPktInfo *pi)
 {
     const struct pib_lrh *lrh = (const struct pib_lrh *)b;
     const struct pib_bth *bth;
     uint32_t off = sizeof(*lrh), mask, ext, psn;
     uint8_t lnh, tver;
     const uint8_t *e;
-    uint8_t gid[16];
 
     memset(pi, 0, sizeof(*pi));
     pi->pkt = b;
@@ -322,9 +355,9 @@ static enum pib_counter pib_pkt_parse(PibState *s, const uint8_t *b,
             be16_to_cpu(pi->grh.paylen_be) != len - off - sizeof(pi->grh)) {
             return PIB_CNT_RX_DROP_MALFORMED;
         }
-        pib_port_gid(s, gid);
         /* A multicast packet's DGID is its group's: pib_mcast_deliver() checks it. */
-        if (!pib_lid_is_multicast(pi->dlid) && memcmp(pi->grh.dgid, gid, sizeof(gid))) {
+        if (port_gid && !pib_lid_is_multicast(pi->dlid) &&
+            memcmp(pi->grh.dgid, port_gid, sizeof(pi->grh.dgid))) {
             return PIB_CNT_RX_DROP_DLID;
         }
         pi->has_grh = true;
@@ -458,10 +491,12 @@ static bool pib_transport_ok(uint8_t opcode, uint8_t qp_type)
 static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
 {
     enum pib_counter why;
+    uint8_t gid[16];
     PibPktInfo pi;
     PibQp *qp;
 
-    why = pib_pkt_parse(s, b, len, &pi);
+    pib_port_gid(s, gid);
+    why = pib_pkt_parse(b, len, gid, &pi);
     if (why == PIB_CNT_MAX) {
         why = pib_pkt_admit(s, &pi);
     }

@@ -34,7 +34,7 @@
 
 #define PIB_NODE_DESC_DEFAULT   "pib-hca"
 
-static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
+const char *const pib_port_sm_names[PIB_PSM__MAX] = {
     [PIB_PSM_POLLING]  = "POLLING",
     [PIB_PSM_TRAINING] = "TRAINING",
     [PIB_PSM_INIT]     = "INIT",
@@ -42,7 +42,7 @@ static const char *const pib_port_sm_names[PIB_PSM__MAX] = {
     [PIB_PSM_ACTIVE]   = "ACTIVE",
 };
 
-static const char *const pib_port_ev_names[PIB_PEV__MAX] = {
+const char *const pib_port_ev_names[PIB_PEV__MAX] = {
     [PIB_PEV_STREAM_UP]   = "STREAM_UP",
     [PIB_PEV_HELLO]       = "HELLO",
     [PIB_PEV_STREAM_DOWN] = "STREAM_DOWN",
@@ -56,14 +56,20 @@ static const char *const pib_port_ev_names[PIB_PEV__MAX] = {
  * Port state machine
  */
 
-uint8_t pib_port_ib_state(const PibState *s)
+/* The IBTA PortState of a state of the machine (an HCA's port or a switch's). */
+uint8_t pib_port_sm_ib_state(PibPortSmState sm)
 {
-    switch (s->port.sm) {
+    switch (sm) {
     case PIB_PSM_INIT:   return PIB_PORT_INIT;
     case PIB_PSM_ARMED:  return PIB_PORT_ARMED;
     case PIB_PSM_ACTIVE: return PIB_PORT_ACTIVE;
     default:             return PIB_PORT_DOWN;
     }
+}
+
+uint8_t pib_port_ib_state(const PibState *s)
+{
+    return pib_port_sm_ib_state(s->port.sm);
 }
 
 uint8_t pib_port_phys_state(const PibState *s)
@@ -106,24 +112,24 @@ static PibPortSmState pib_port_trained_state(const PibState *s)
 
 /*
  * The transition table, one state at a time.  Events that do not apply leave the state as
- * it is (the SMA has already refused the transitions the IBTA forbids).
+ * it is (the SMA has already refused the transitions the IBTA forbids).  Every port runs
+ * it: the HCA's and each external port of a switch (pib-switch.c).
  */
-static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
+PibPortSmState pib_port_sm_next(PibPortSmState cur, PibPortSmEvent ev, bool disabled,
+                                PibPortSmState trained)
 {
-    PibPortSmState cur = s->port.sm;
-
     if (ev == PIB_PEV_STREAM_DOWN) {
         return PIB_PSM_POLLING;
     }
     switch (cur) {
     case PIB_PSM_POLLING:
-        if (ev == PIB_PEV_STREAM_UP && !s->port.disabled) {
+        if (ev == PIB_PEV_STREAM_UP && !disabled) {
             return PIB_PSM_TRAINING;
         }
         break;
     case PIB_PSM_TRAINING:
         if (ev == PIB_PEV_HELLO) {
-            return pib_port_trained_state(s);
+            return trained;
         }
         break;
     case PIB_PSM_INIT:
@@ -131,7 +137,7 @@ static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
             return PIB_PSM_ARMED;
         }
         if (ev == PIB_PEV_LID_SET) {
-            return pib_port_trained_state(s);
+            return trained;
         }
         break;
     case PIB_PSM_ARMED:
@@ -143,6 +149,11 @@ static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
         break;
     }
     return cur;
+}
+
+static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
+{
+    return pib_port_sm_next(s->port.sm, ev, s->port.disabled, pib_port_trained_state(s));
 }
 
 /*
@@ -290,16 +301,7 @@ static void pib_mgmt_send_trap(PibMgmtPort *m, const struct pib_smp *smp, uint16
                                uint8_t sl)
 {
     PibState *s = pib_mgmt_state(m);
-    PibPktFields f = {
-        .opcode = PIB_OP_UD_SEND_ONLY,
-        .dqpn = PIB_QPN_SMI,
-        .dlid = dlid,
-        .sl = sl,
-        .vl15 = true,
-        .pkey = PIB_DEFAULT_PKEY,
-        .qkey = PIB_SMI_QKEY,
-        .src_qpn = PIB_QPN_SMI,
-    };
+    PibPktFields f = pib_pkt_trap_fields(dlid, sl);
 
     if (!pib_xmit_room(s, dlid)) {
         return;             /* the queue is full: the trap's resend timer tries again */

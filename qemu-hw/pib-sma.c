@@ -31,6 +31,7 @@
 #include "qemu/bswap.h"
 #include "qemu/timer.h"
 
+#include "include/pib_link.h"     /* LID ranges */
 #include "pib-mgmt.h"
 #include "trace.h"
 
@@ -500,12 +501,19 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
     uint8_t opvls = pi->opvls_enforce >> 4;
     uint8_t cur = ops->port_state(p);
     uint64_t gid_prefix = ldq_be_p(&pi->gid_prefix_hi_be);
+    bool sw = r->n->node_type == PIB_NODE_TYPE_SWITCH;
+    bool ext = sw && p->num != 0;   /* a switch's external port: no LID, no M_Key */
     const char *bad = NULL;
     unsigned changed = 0;
 
-    if (!sma_lid_unicast(lid)) {
+    if (sw && p->num == 0) {
+        /* Base switch port 0 has no link: its PortState and PhysicalState are fixed. */
+        state = PIB_PORTINFO_STATE_NOP;
+        phys = PIB_PORTINFO_PHYS_NOP;
+    }
+    if (!ext && !sma_lid_unicast(lid)) {
         bad = "LID";
-    } else if (sm_lid != 0 && !sma_lid_unicast(sm_lid)) {
+    } else if (!ext && sm_lid != 0 && !sma_lid_unicast(sm_lid)) {
         bad = "MasterSMLID";
     } else if (!(state == PIB_PORTINFO_STATE_NOP || state == PIB_PORT_DOWN ||
                  (state == PIB_PORT_ARMED && cur == PIB_PORT_INIT) ||
@@ -530,6 +538,12 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
 
+    if (ext) {
+        /* The LID, SM, M_Key and GID fields are port 0's: keep them as they are. */
+        lid = p->lid;
+        sm_lid = p->sm_lid;
+        gid_prefix = p->gid_prefix;
+    }
     if (lid != p->lid || (pi->mkeyprot_lmc & 7) != p->lmc) {
         changed |= PIB_MGMT_CHG_LID;
     }
@@ -542,14 +556,18 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
     if (pi->rereg_subnet_timeout & 0x80) {
         changed |= PIB_MGMT_CHG_REREG;
     }
-    p->mkey = ldq_be_p(&pi->mkey_hi_be);
-    p->gid_prefix = gid_prefix;
-    p->lid = lid;
-    p->sm_lid = sm_lid;
-    p->mkey_lease = be16_to_cpu(pi->mkey_lease_be);
-    p->mkey_protect = pi->mkeyprot_lmc >> 6;
-    p->lmc = pi->mkeyprot_lmc & 7;
-    p->sm_sl = pi->mtu_smsl & 0xf;
+    if (!ext) {
+        p->mkey = ldq_be_p(&pi->mkey_hi_be);
+        p->gid_prefix = gid_prefix;
+        p->lid = lid;
+        p->sm_lid = sm_lid;
+        p->mkey_lease = be16_to_cpu(pi->mkey_lease_be);
+        p->mkey_protect = pi->mkeyprot_lmc >> 6;
+        p->lmc = pi->mkeyprot_lmc & 7;
+        p->sm_sl = pi->mtu_smsl & 0xf;
+    } else {
+        changed = 0;
+    }
     p->neighbor_mtu = mtu;
     p->subnet_timeout = pi->rereg_subnet_timeout & 0x1f;
     if (pi->link_width_enabled) {
@@ -681,6 +699,120 @@ static uint16_t sma_vlarb(SmaReq *r)
     return PIB_MAD_STATUS_OK;
 }
 
+/*
+ * Switch attributes
+ */
+
+/* What no SM has touched: every LID and MLID unrouted, the default life time. */
+void pib_mgmt_switch_reset(PibMgmtSwitch *sw)
+{
+    memset(sw->lft, PIB_LFT_NO_PORT, sizeof(sw->lft));
+    memset(sw->mft, 0, sizeof(sw->mft));
+    sw->lft_top = 0;
+    sw->mft_top = 0;
+    sw->life_time = PIB_SW_LIFE_TIME;
+    sw->port_state_change = false;
+    sw->def_mcast_pri_port = PIB_LFT_NO_PORT;
+    sw->def_mcast_not_pri_port = PIB_LFT_NO_PORT;
+}
+
+/*
+ * SwitchInfo (IBTA 14.2.5.4): the capacities are read-only; a Set takes LinearFDBTop,
+ * MulticastFDBTop, the default multicast ports and LifeTimeValue, and clears PortStateChange
+ * when it writes 1 there.
+ */
+static uint16_t sma_switch_info(SmaReq *r)
+{
+    PibMgmtSwitch *sw = r->n->sw;
+    struct pib_switch_info *si = (struct pib_switch_info *)r->smp->data;
+    uint16_t lft_top = be16_to_cpu(si->lft_top_be);
+    uint16_t mft_top = be16_to_cpu(si->mft_top_be);
+    bool bad = sma_attr_mod(r) != 0 ||
+               (r->set && (lft_top >= PIB_SW_LFT_CAP ||
+                           (mft_top != 0 &&
+                            (mft_top < PIB_LID_MULTICAST_BASE ||
+                             mft_top >= PIB_LID_MULTICAST_BASE + PIB_SW_MFT_CAP))));
+
+    if (bad) {
+        trace_pib_sma_switch_refused(r->n->node_guid, "SwitchInfo", sma_attr_mod(r));
+    } else if (r->set) {
+        sw->lft_top = lft_top;
+        sw->mft_top = mft_top;
+        sw->def_mcast_pri_port = si->def_mcast_pri_port;
+        sw->def_mcast_not_pri_port = si->def_mcast_not_pri_port;
+        sw->life_time = si->life_state >> 3;
+        if (si->life_state & PIB_SWINFO_PORT_STATE_CHANGE) {
+            sw->port_state_change = false;
+        }
+    }
+    memset(r->smp->data, 0, sizeof(r->smp->data));
+    si->lft_cap_be = cpu_to_be16(PIB_SW_LFT_CAP);
+    si->mft_cap_be = cpu_to_be16(PIB_SW_MFT_CAP);
+    si->lft_top_be = cpu_to_be16(sw->lft_top);
+    si->def_port = PIB_LFT_NO_PORT;
+    si->def_mcast_pri_port = sw->def_mcast_pri_port;
+    si->def_mcast_not_pri_port = sw->def_mcast_not_pri_port;
+    si->life_state = sw->life_time << 3 |
+                     (sw->port_state_change ? PIB_SWINFO_PORT_STATE_CHANGE : 0);
+    si->mft_top_be = cpu_to_be16(sw->mft_top);
+    return bad ? PIB_MAD_STATUS_INVALID_VALUE : PIB_MAD_STATUS_OK;
+}
+
+/* LinearForwardingTable (IBTA 14.2.5.10): 64 LIDs per block, the modifier is the block. */
+static uint16_t sma_lft(SmaReq *r)
+{
+    PibMgmtSwitch *sw = r->n->sw;
+    uint32_t block = sma_attr_mod(r);
+    uint32_t first = block * PIB_LFT_BLOCK_ENTRIES;
+
+    if (block >= PIB_SW_LFT_CAP / PIB_LFT_BLOCK_ENTRIES) {
+        trace_pib_sma_switch_refused(r->n->node_guid, "LinearForwardingTable", block);
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    if (r->set) {
+        memcpy(&sw->lft[first], r->smp->data, PIB_LFT_BLOCK_ENTRIES);
+        trace_pib_sma_lft_set(r->n->node_guid, block);
+    }
+    memcpy(r->smp->data, &sw->lft[first], PIB_LFT_BLOCK_ENTRIES);
+    return PIB_MAD_STATUS_OK;
+}
+
+/*
+ * MulticastForwardingTable (IBTA 14.2.5.12): 32 MLIDs per block; each entry is the 16-bit
+ * PortMask of the ports position*16 .. position*16+15.
+ */
+static uint16_t sma_mft(SmaReq *r)
+{
+    PibMgmtSwitch *sw = r->n->sw;
+    uint32_t mod = sma_attr_mod(r);
+    uint32_t block = mod & 0x1ff;
+    uint32_t pos = mod >> 28;
+    uint32_t first = block * PIB_MFT_BLOCK_ENTRIES;
+    uint32_t shift = pos * PIB_MFT_POSITION_PORTS;
+    uint16_t *data = (uint16_t *)r->smp->data;
+    int i;
+
+    if (first >= PIB_SW_MFT_CAP || (mod & 0x0ffffe00) ||
+        shift > r->n->num_ports || shift >= 32) {
+        trace_pib_sma_switch_refused(r->n->node_guid, "MulticastForwardingTable", mod);
+        return PIB_MAD_STATUS_INVALID_VALUE;
+    }
+    for (i = 0; i < PIB_MFT_BLOCK_ENTRIES; i++) {
+        uint32_t *e = &sw->mft[first + i];
+
+        if (r->set) {
+            *e = (*e & ~(0xffffu << shift)) | (uint32_t)lduw_be_p(&data[i]) << shift;
+            /* Port 0 is bit 0 of position 0; ports beyond the switch's do not exist. */
+            *e &= (2u << r->n->num_ports) - 1;
+        }
+        stw_be_p(&data[i], *e >> shift);
+    }
+    if (r->set) {
+        trace_pib_sma_mft_set(r->n->node_guid, block, pos);
+    }
+    return PIB_MAD_STATUS_OK;
+}
+
 typedef uint16_t (*SmaHandler)(SmaReq *r);
 
 typedef struct SmaAttr {
@@ -689,7 +821,7 @@ typedef struct SmaAttr {
     bool switch_only;
 } SmaAttr;
 
-/* The attributes a CA's SMA answers; pib-switch.c adds SwitchInfo, LFT and MFT. */
+/* The attributes the SMA answers: a CA's, and a switch's own. */
 static const SmaAttr sma_attrs[] = {
     { PIB_SMP_ATTR_NODE_DESC,   sma_node_desc },
     { PIB_SMP_ATTR_NODE_INFO,   sma_node_info },
@@ -698,6 +830,9 @@ static const SmaAttr sma_attrs[] = {
     { PIB_SMP_ATTR_PKEY_TABLE,  sma_pkey_table },
     { PIB_SMP_ATTR_SL2VL_TABLE, sma_sl2vl },
     { PIB_SMP_ATTR_VLARB_TABLE, sma_vlarb },
+    { PIB_SMP_ATTR_SWITCH_INFO, sma_switch_info, true },
+    { PIB_SMP_ATTR_LFT,         sma_lft, true },
+    { PIB_SMP_ATTR_MFT,         sma_mft, true },
 };
 
 /* GetResp, with the D bit on a directed-route SMP. */

@@ -633,7 +633,6 @@ static void pib_realize(PCIDevice *pci, Error **errp)
     QTAILQ_INIT(&s->runlist);
     QTAILQ_INIT(&s->notify_list);
     QSIMPLEQ_INIT(&s->rxq);
-    QSIMPLEQ_INIT(&s->pkt_pool);
     s->uar_bitmap = bitmap_new(PIB_NUM_UARS);
     if (s->node_guid == 0) {
         s->node_guid = pib_derive_node_guid(s);

@@ -125,24 +125,6 @@ static uint32_t mg_mad_ifc(Mg *m, const void *mad, void *out, bool ignore_mkey)
     return le32_to_cpu(cqe.result0);
 }
 
-static struct pib_smp mg_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
-                                 uint32_t mod)
-{
-    static uint32_t tid = 0x100;
-
-    return (struct pib_smp) {
-        .hdr = {
-            .base_version = PIB_MAD_BASE_VERSION,
-            .mgmt_class = mgmt_class,
-            .class_version = PIB_SMP_CLASS_VERSION,
-            .method = method,
-            .tid_lo_be = cpu_to_be32(tid++),
-            .attr_id_be = cpu_to_be16(attr),
-            .attr_mod_be = cpu_to_be32(mod),
-        },
-    };
-}
-
 /*
  * One SMP round trip that must be answered: the response's status (without the D bit),
  * its data in *resp.  The response answers the request: same TID, GetResp.
@@ -163,7 +145,7 @@ static uint16_t mg_smp_ex(Mg *m, struct pib_smp *req, struct pib_smp *resp,
 
 static uint16_t mg_get(Mg *m, uint16_t attr, uint32_t mod, struct pib_smp *resp)
 {
-    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, attr, mod);
+    struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, attr, mod);
 
     return mg_smp_ex(m, &req, resp, false);
 }
@@ -180,7 +162,7 @@ static struct pib_port_info mg_port_info(Mg *m)
 static uint16_t mg_port_set(Mg *m, const struct pib_port_info *pi, uint64_t mkey,
                             struct pib_port_info *now)
 {
-    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+    struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
                                     PIB_SMP_ATTR_PORT_INFO, 1);
     struct pib_smp resp;
     uint16_t status;
@@ -590,7 +572,7 @@ static void test_attributes(void)
     g_assert_cmpmem(resp.data, sizeof(desc), desc, sizeof(desc));
     cmd.in.mbox.len = cpu_to_le32(10);      /* shorter than a NodeDescription */
     g_assert_cmpuint(pib_cmd(&m.d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_NODE_DESC, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_NODE_DESC, 0);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_UNSUP_ATTR);
 
     /* GUIDInfo: block 0 is the port GUID; there is no block 1. */
@@ -613,7 +595,7 @@ static void test_attributes(void)
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
     /* Directed route: the same, with the D bit in the response. */
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_DR, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_DR, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
     req.dr_slid_be = req.dr_dlid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
     g_assert_cmpuint(pi->local_port_num, ==, 1);
@@ -622,7 +604,7 @@ static void test_attributes(void)
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 0, &resp), ==, 0);
     g_assert_cmphex(lduw_be_p(resp.data), ==, 0xffff);
     g_assert_cmphex(lduw_be_p(resp.data + 2), ==, 0);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PKEY_TABLE, 1);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PKEY_TABLE, 1);
     stw_be_p(req.data, 0x8001);
     stw_be_p(req.data + 62, 0x0002);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
@@ -644,7 +626,7 @@ static void test_attributes(void)
                      PIB_MAD_STATUS_INVALID_VALUE);     /* a CA has no port field */
 
     /* SLtoVLMappingTable: VL0 or VL15 only; VLArbitrationTable: empty, 4 blocks. */
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_SL2VL_TABLE,
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_SL2VL_TABLE,
                      0);
     req.data[7] = 0x0f;                     /* SL15 -> VL15 */
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
@@ -661,21 +643,21 @@ static void test_attributes(void)
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==,
                      PIB_MAD_STATUS_UNSUP_ATTR);
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_LFT, 0, &resp), ==, PIB_MAD_STATUS_UNSUP_ATTR);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SEND, PIB_SMP_ATTR_NODE_INFO, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SEND, PIB_SMP_ATTR_NODE_INFO, 0);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_UNSUP_METHOD);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
     req.hdr.class_version = 2;
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_BAD_VERSION);
 
     /* Not the SMA's: SMInfo, responses and traps go on to the MAD agents; SA MADs too. */
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_SM_INFO, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_SM_INFO, 0);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET_RESP,
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET_RESP,
                      PIB_SMP_ATTR_NODE_INFO, 0);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_TRAP, PIB_SMP_ATTR_NOTICE, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_TRAP, PIB_SMP_ATTR_NOTICE, 0);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_ADM, PIB_MAD_METHOD_GET, 0x0011, 0);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_ADM, PIB_MAD_METHOD_GET, 0x0011, 0);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
 
     /* MAD_IFC itself: a short mailbox, a response buffer too small, port 2. */
@@ -719,7 +701,7 @@ static void test_attributes(void)
 /* PortInfo as an SM with this M_Key reads it. */
 static struct pib_port_info mg_port_info_key(Mg *m, uint64_t mkey)
 {
-    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET,
+    struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET,
                                     PIB_SMP_ATTR_PORT_INFO, 1);
     struct pib_smp resp;
 
@@ -748,7 +730,7 @@ static void test_mkey(void)
     g_assert_cmphex(ldq_be_p(&now.mkey_hi_be), ==, key);
 
     /* A Get without it: no answer, a violation, trap 256 to the SM. */
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
     stq_be_p(&req.mkey_hi_be, 0x99);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
@@ -777,7 +759,7 @@ static void test_mkey(void)
     pi.lid_be = cpu_to_be16(7);
     pi.speed_state &= 0xf0;
     pi.phys_down &= 0x0f;
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO, 1);
     memcpy(req.data, &pi, sizeof(pi));
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
@@ -797,7 +779,7 @@ static void test_mkey(void)
      */
     pi.mkey_lease_be = cpu_to_be16(1);
     g_assert_cmpuint(mg_port_set(&m, &pi, key, NULL), ==, 0);
-    req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
     g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
     qtest_clock_step(qts(&m.d), 900 * 1000 * 1000ll);
@@ -975,7 +957,7 @@ static void test_special_qps(void)
 
 static void mg_set_pkeys(Mg *m, const uint16_t *keys, int n)
 {
-    struct pib_smp req = mg_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+    struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
                                     PIB_SMP_ATTR_PKEY_TABLE, 0);
     struct pib_smp resp;
     int i;

@@ -1178,3 +1178,22 @@ void wp_ack(int fd, uint32_t psn, uint8_t syndrome)
     stl_be_p(aeth, (uint32_t)syndrome << 24);
     wp_send(fd, PIB_OP_RC_ACKNOWLEDGE, psn, false, aeth, 4, NULL, 0);
 }
+
+/* A fresh SMP request: base and class version, a new transaction ID each time. */
+struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
+                            uint32_t mod)
+{
+    static uint32_t tid = 0x100;
+
+    return (struct pib_smp) {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = mgmt_class,
+            .class_version = PIB_SMP_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(tid++),
+            .attr_id_be = cpu_to_be16(attr),
+            .attr_mod_be = cpu_to_be32(mod),
+        },
+    };
+}

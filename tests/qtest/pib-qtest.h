@@ -26,6 +26,7 @@
  *   pib-data-test.c    objects, SEND/RECV, RDMA, atomics, UD/UC, SRQ, MW,
  *                      errors, RNR, retry, CQ overflow, the wire, link death
  *   pib-inject-test.c  the inject-* QOM properties
+ *   pib-switch-test.c  pib-switch between two devices and this process as the SM
  *   pib-bench.c        throughput and QEMU CPU time (perf mode only)
  *
  * Every helper fails the test (a GLib assertion) on anything unexpected, so a
@@ -141,6 +142,9 @@ void peer_expect_eof(int fd);
 void peer_bring_up(PibDev *d, int fd, uint64_t node_guid);
 /* The port went DOWN (event, POLLING, the link_downs count). */
 void peer_expect_down(PibDev *d, uint32_t link_downs);
+/* A fresh SMP request (no M_Key, no path): a new transaction ID each time. */
+struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
+                            uint32_t mod);
 
 /*
  * The data-path mini-driver

@@ -1,0 +1,218 @@
+/*
+ * pib firmware - the link of one port (pib-link.c), shared by the HCA and the switch
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * A PibLink is one port's cable: a chardev carrying the frames of include/pib_link.h, the
+ * receive framing state machine, the non-blocking transmit queue and the free list of frame
+ * buffers.  It knows nothing of what is behind the port.  Its owner (the HCA, pib-port.c and
+ * pib-pkt.c; or one port of the switch, pib-switch.c) gets the stream's events and the
+ * received packets through PibLinkOps, and says through them how many received packets still
+ * wait (the link stops reading while that backlog is full).
+ */
+#ifndef HW_PIB_LINK_H
+#define HW_PIB_LINK_H
+
+#include "qemu/queue.h"
+#include "pib-compat.h"         /* CharFrontend */
+#include "include/pib_link.h"
+
+/*
+ * Link queues, in packets.  The requester stops when its queue is this full;
+ * responses (ACKs, READ responses) are dropped beyond twice as much, which
+ * RC recovers from, so that a peer that sends but never reads cannot make
+ * the queues grow without bound.
+ */
+#define PIB_TXQ_MAX             256
+#define PIB_RXQ_MAX             256
+#define PIB_QUEUE_HARD_MAX      (2 * PIB_TXQ_MAX)
+/* Free frame buffers kept for reuse (each holds the largest frame). */
+#define PIB_PACKET_POOL_MAX     256
+/* Bytes of whole frames one chardev write carries at most. */
+#define PIB_LINK_TX_BATCH       (64 * 1024)
+/*
+ * Direct transmit (pib-link.c): frames one writev of the link's socket takes
+ * at most, straight from their buffers (64 full-MTU frames: 256 KiB).
+ */
+#define PIB_LINK_TX_IOV         64
+/*
+ * Direct receive (pib-link.c): bytes one read of the link's socket takes at
+ * most, and bytes the device takes from the socket in one main-loop pass.
+ */
+#define PIB_LINK_RX_BATCH       (256 * 1024)
+#define PIB_LINK_RX_PASS        (256 * 1024)
+/* Received packets dispatched per run of the owner's rx_run. */
+#define PIB_RX_BUDGET           64
+
+/*
+ * The port state machine (diagram in pib-port.c): PortState and PortPhysicalState in one,
+ * because here they move together.  The same machine runs every port, an HCA's and each of
+ * a switch's external ports (pib_port_sm_next).
+ */
+typedef enum PibPortSmState {
+    PIB_PSM_POLLING,    /* no peer (or DISABLED): PortState DOWN */
+    PIB_PSM_TRAINING,   /* stream open, HELLO sent, waiting for the peer's */
+    PIB_PSM_INIT,       /* link up, waiting for an SM: SMPs only */
+    PIB_PSM_ARMED,      /* the SM armed it: SMPs out, anything in */
+    PIB_PSM_ACTIVE,     /* everything passes */
+    PIB_PSM__MAX
+} PibPortSmState;
+
+typedef enum PibPortSmEvent {
+    PIB_PEV_STREAM_UP,      /* chardev connected (CHR_EVENT_OPENED) */
+    PIB_PEV_HELLO,          /* a valid HELLO arrived from the peer */
+    PIB_PEV_STREAM_DOWN,    /* chardev closed, framing lost, or retrained */
+    PIB_PEV_LID_SET,        /* without an SM: SET_PORT gave the port a LID */
+    PIB_PEV_SM_ARM,         /* PortInfo Set PortState=ARMED */
+    PIB_PEV_SM_ACTIVATE,    /* PortInfo Set PortState=ACTIVE */
+    PIB_PEV_RX_DATA,        /* a data packet arrived (ARMED -> ACTIVE) */
+    PIB_PEV__MAX
+} PibPortSmEvent;
+
+extern const char *const pib_port_sm_names[PIB_PSM__MAX];
+extern const char *const pib_port_ev_names[PIB_PEV__MAX];
+/*
+ * Where event ev takes a port in state cur: disabled is PortPhysicalState DISABLED (the
+ * link does not train), trained where a trained link settles (INIT, or ACTIVE without an SM).
+ */
+PibPortSmState pib_port_sm_next(PibPortSmState cur, PibPortSmEvent ev, bool disabled,
+                                PibPortSmState trained);
+
+/* Receive side of the link framing: a header, then `length` payload bytes. */
+typedef enum PibLinkRxState {
+    PIB_RX_HDR,             /* collecting the 4-byte struct pib_link_hdr */
+    PIB_RX_PAYLOAD,         /* collecting the payload the header announced */
+    PIB_RX_DISCARD,         /* framing lost: ignore bytes until disconnect */
+    PIB_RX__MAX
+} PibLinkRxState;
+
+/*
+ * One link frame in a queue: the 4-byte link header, then the IB packet (LRH
+ * onwards).  The same buffer travels from the requester to the transmit queue
+ * and, for a packet to our own LID, straight to the receive queue; in a switch
+ * from one port's receive side to another port's transmit queue.
+ */
+typedef struct PibPacket {
+    QSIMPLEQ_ENTRY(PibPacket) next;
+    uint32_t len;           /* bytes in data[]: header + IB packet */
+    uint8_t data[];         /* room for the largest frame */
+} PibPacket;
+
+static inline uint8_t *pib_packet_ib(PibPacket *p)
+{
+    return p->data + PIB_LINK_HDR_LEN;
+}
+
+static inline uint32_t pib_packet_ib_len(const PibPacket *p)
+{
+    return p->len - PIB_LINK_HDR_LEN;
+}
+
+typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
+
+typedef struct PibLink PibLink;
+
+/* What the link asks of its owner. */
+typedef struct PibLinkOps {
+    /* The stream opened (STREAM_UP), closed or lost framing (STREAM_DOWN), or HELLO came. */
+    void (*event)(PibLink *l, PibPortSmEvent ev);
+    /* May the port train now (send HELLO)?  Not while PortPhysicalState is DISABLED. */
+    bool (*may_train)(PibLink *l);
+    /* A PACKET frame arrived: the owner takes the buffer (queue it, forward it, free it). */
+    void (*packet)(PibLink *l, PibPacket *p);
+    /* Packets received and not handled yet: the link stops reading at PIB_RXQ_MAX. */
+    uint32_t (*rx_backlog)(PibLink *l);
+    /* Handle the received packets now (after a read's frames were fed). */
+    void (*rx_run)(PibLink *l);
+    /* The transmit queue has room again (drained below half, or purged). */
+    void (*tx_room)(PibLink *l);
+    /* Framing was lost: a counted link error. */
+    void (*framing_error)(PibLink *l);
+} PibLinkOps;
+
+struct PibLink {
+    const PibLinkOps *ops;
+    void *opaque;           /* the owner */
+    uint64_t id;            /* in traces: the node GUID (a switch: + the port number) */
+    uint64_t node_guid;     /* what our HELLO says */
+    uint64_t port_guid;
+
+    CharFrontend chr;
+    bool stream_open;       /* CHR_EVENT_OPENED seen, CLOSED not yet */
+    QEMUBH *drop_bh;        /* disconnects outside the chardev callbacks */
+
+    /*
+     * Direct receive: on a plain socket chardev the link reads the
+     * connected socket itself, PIB_LINK_RX_BATCH bytes at a time, from its
+     * own fd handler; the chardev keeps connecting, reconnecting and
+     * reporting the stream's events (pib-link.c, "Direct receive").
+     */
+    bool direct;            /* property link-direct: use it where possible */
+    struct QIOChannelSocket *rx_sioc;   /* the socket read directly, or NULL */
+    QEMUBH *rx_more_bh;     /* bytes are left in rx_batch: go on next pass */
+    uint8_t *rx_batch;      /* PIB_LINK_RX_BATCH bytes read, not yet framed */
+    uint32_t rx_head;       /* rx_batch[rx_head, rx_tail) waits for framing */
+    uint32_t rx_tail;
+    uint32_t rx_gen;        /* bumped by every reset of the receive side */
+
+    PibLinkRxState rx_state;
+    bool rx_throttled;      /* can_receive said 0: accept_input when room */
+    struct pib_link_hdr rx_hdr;
+    uint32_t rx_got;        /* bytes of the header or payload so far */
+    uint32_t rx_len;        /* payload length from the header */
+    PibPacket *rx_pkt;      /* a PACKET frame's payload lands here, */
+    uint8_t rx_buf[PIB_LINK_MAX_PAYLOAD];   /* a HELLO's here */
+
+    /*
+     * Transmit queue: frames wait here until the link takes them.  Writes
+     * never block: on a full socket the queue waits for G_IO_OUT.  On the
+     * socket read directly, one writev carries up to PIB_LINK_TX_IOV frames
+     * from the queue itself; on any other chardev whole frames are staged in
+     * tx_buf so that one write carries many.
+     */
+    PibPacketQueue txq;
+    uint32_t txq_len;
+    uint32_t tx_head_off;   /* bytes of the queue's head frame written */
+    uint8_t tx_buf[PIB_LINK_TX_BATCH];
+    uint32_t tx_len;        /* bytes staged */
+    uint32_t tx_off;        /* bytes of them written */
+    guint tx_watch;         /* G_IO_OUT watch tag, 0 = none */
+    bool tx_blocked;        /* the last write found the socket full */
+    bool tx_draining;       /* inside pib_link_tx_drain() */
+    bool tx_waiters;        /* a sender stopped on a full queue */
+
+    /* Frame buffers free for reuse (pib_link_packet_new/free) */
+    PibPacketQueue pool;
+    uint32_t pool_len;
+
+    uint64_t peer_node_guid;
+    uint64_t peer_port_guid;
+
+    /* Statistics (traces and debugging only; not guest-visible yet). */
+    uint64_t frames_tx;
+    uint64_t frames_rx;
+    uint64_t bad_frames;
+    uint64_t rx_reads;      /* direct reads of the socket that returned data */
+    uint64_t tx_writevs;    /* direct writevs of the socket that took data */
+};
+
+/*
+ * pib-link.c.  Init before anything allocates a frame; attach (the chardev's handlers) last,
+ * since the link may come up at once.  guard: the owner device's re-entrancy guard, or NULL.
+ */
+void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
+                   MemReentrancyGuard *guard);
+void pib_link_attach(PibLink *l);
+void pib_link_fini(PibLink *l);
+/* Last, after every frame went back to the free list (or to another link's). */
+void pib_link_free_pool(PibLink *l);
+PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len);
+void pib_link_packet_free(PibLink *l, PibPacket *p);
+void pib_link_enqueue(PibLink *l, PibPacket *p);
+void pib_link_tx_flush(PibLink *l);
+void pib_link_tx_purge(PibLink *l);
+void pib_link_take_down(PibLink *l, const char *why);
+
+#endif /* HW_PIB_LINK_H */

@@ -1,0 +1,617 @@
+/*
+ * QTest testcase for the pib switch (-device pib-switch, qemu-hw/pib-switch.c)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * One QEMU holds a three-port switch and two pib HCAs: HCA A (LID 1) on port 1, HCA B
+ * (LID 2) on port 2.  This process is the node on port 3 and plays the subnet manager
+ * (LID SW_SM_LID): it speaks the link protocol and sends SMPs itself, as a CA's QP0 would.
+ *
+ *   /pib/switch/dr          directed-route SMPs: NodeInfo (type 2, LocalPortNum = the arrival
+ *                           port), a two-hop path out of and back into port 3 (the hop
+ *                           pointer, InitialPath, ReturnPath and the D bit at each step), a hop
+ *                           count over 63 and a path to a port that does not exist dropped
+ *                           and counted; attributes with bad modifiers answered with status
+ *                           0x1c (LFT block, MFT block, PortInfo port)
+ *   /pib/switch/hca-qp0     HCA A's own QP0 sends a directed-route NodeInfo to the switch;
+ *                           the answer (a switch, reached on port 1) arrives on that QP0
+ *   /pib/switch/forwarding  the SM programs the switch (its LID, LinearFDBTop, the LFT) and
+ *                           brings ports 1-3 to ACTIVE; an RC SEND from A to B crosses the
+ *                           switch (bytes compared); frames to an LFT entry of 255, to a port
+ *                           that does not exist and back out of their arrival port are
+ *                           dropped, each counted under its reason; a LID-routed SMP to the
+ *                           switch's LID is answered; a multicast packet reaches every port
+ *                           of its MFT entry but the arrival port, an MLID without ports is
+ *                           a counted drop; a port that goes down and comes back raises
+ *                           trap 128 to the SM and PortStateChange, which the SM clears
+ */
+
+#include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <poll.h>
+#include <glib/gstdio.h>
+
+#include "pib-qtest.h"
+
+#define SW_NODE_GUID    0x0002c90300ee0000ull
+#define SW_PORTS        3
+#define SW_TEST_PORT    3           /* this process */
+#define SW_SM_LID       9           /* this process, as the SM */
+#define SW_LID          7           /* what the SM gives the switch */
+#define SW_MAD_PKT_LEN  (8 + 12 + 8 + PIB_MAD_SIZE)   /* LRH, BTH, DETH, MAD */
+
+typedef struct Sw {
+    QOSState *qs;
+    char *dir;
+    PibDev a, b;
+    int fd;                 /* port 3: this process */
+} Sw;
+
+static char *sw_sock(Sw *s, const char *name)
+{
+    return g_build_filename(s->dir, name, NULL);
+}
+
+static void sw_boot(Sw *s)
+{
+    g_autofree char *p1 = NULL, *p2 = NULL, *p3 = NULL, *args = NULL;
+    PibDev *devs[2] = { &s->a, &s->b };
+    int i;
+
+    memset(s, 0, sizeof(*s));
+    s->dir = g_dir_make_tmp("pib-switch-XXXXXX", NULL);
+    p1 = sw_sock(s, "p1.sock");
+    p2 = sw_sock(s, "p2.sock");
+    p3 = sw_sock(s, "p3.sock");
+    /* The switch's ports listen; the HCAs dial them (and redial, as a cable would). */
+    args = g_strdup_printf(
+        "-m 256M "
+        "-chardev socket,id=s1,path=%s,server=on,wait=off "
+        "-chardev socket,id=s2,path=%s,server=on,wait=off "
+        "-chardev socket,id=s3,path=%s,server=on,wait=off "
+        "-chardev socket,id=ca,path=%s," PIB_CHR_RECONNECT_1S " "
+        "-chardev socket,id=cb,path=%s," PIB_CHR_RECONNECT_1S " "
+        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port2=s2,port3=s3 "
+        "-device pib-hca,addr=4.0,id=pa,chardev=ca,lid=1 "
+        "-device pib-hca,addr=5.0,id=pb,chardev=cb,lid=2",
+        p1, p2, p3, p1, p2, SW_PORTS, (uint64_t)SW_NODE_GUID);
+    s->qs = pib_boot(args);
+    pib_open(&s->a, s->qs, PIB_DEVFN_A);
+    pib_open(&s->b, s->qs, PIB_DEVFN_B);
+    for (i = 0; i < 2; i++) {
+        pib_enable(devs[i], 16, 64);
+    }
+    s->fd = peer_connect(p3);
+    peer_expect_hello(s->fd, SW_NODE_GUID);
+    peer_send_hello(s->fd);
+    /* An HCA with a `lid` needs no SM: ACTIVE once its cable trained. */
+    pib_wait_port_state(&s->a, PIB_PORT_ACTIVE);
+    pib_wait_port_state(&s->b, PIB_PORT_ACTIVE);
+}
+
+static void sw_shutdown(Sw *s)
+{
+    const char *names[] = { "p1.sock", "p2.sock", "p3.sock" };
+    int i;
+
+    close(s->fd);
+    pib_close(&s->a);
+    pib_close(&s->b);
+    qtest_shutdown(s->qs);
+    for (i = 0; i < 3; i++) {
+        g_autofree char *p = sw_sock(s, names[i]);
+
+        g_unlink(p);
+    }
+    g_rmdir(s->dir);
+    g_free(s->dir);
+}
+
+/* A drop counter of the switch (a QOM property). */
+static uint64_t sw_counter(Sw *s, const char *name)
+{
+    QDict *rsp = qtest_qmp(s->qs->qts,
+                           "{'execute': 'qom-get', 'arguments': "
+                           "{'path': '/machine/peripheral/sw0', 'property': %s}}", name);
+    uint64_t v;
+
+    g_assert_true(qdict_haskey(rsp, "return"));
+    v = qdict_get_int(rsp, "return");
+    qobject_unref(rsp);
+    return v;
+}
+
+/*
+ * Packets on port 3
+ */
+
+/* One UD packet, LRH to payload: QP0 on VL15 for an SMP, else QP dqpn on VL0. */
+static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
+                       const void *payload, uint16_t paylen)
+{
+    uint16_t len = 8 + 12 + 8 + paylen;
+    g_autofree uint8_t *f = g_malloc0(PIB_LINK_HDR_LEN + len);
+    struct pib_link_hdr hdr = {
+        .magic = PIB_LINK_MAGIC,
+        .type = PIB_FRAME_PACKET,
+        .length_be = cpu_to_be16(len),
+    };
+    uint8_t *b = f + PIB_LINK_HDR_LEN;
+    struct pib_lrh *lrh = (struct pib_lrh *)b;
+    struct pib_bth *bth = (struct pib_bth *)(b + 8);
+
+    g_assert_cmpuint(paylen % 4, ==, 0);
+    memcpy(f, &hdr, sizeof(hdr));
+    lrh->vl_lver = vl15 ? 15 << 4 : 0;
+    lrh->sl_lnh = PIB_LNH_IBA_LOCAL;
+    lrh->dlid_be = cpu_to_be16(dlid);
+    lrh->pktlen_be = cpu_to_be16(len / 4);
+    lrh->slid_be = cpu_to_be16(slid);
+    bth->opcode = PIB_OP_UD_SEND_ONLY;
+    bth->pkey_be = cpu_to_be16(0xffff);
+    bth->dqpn_be = cpu_to_be32(dqpn);
+    stl_be_p(b + 20, dqpn == 0 ? 0 : 0x80010000u);    /* DETH: Q_Key */
+    stl_be_p(b + 24, dqpn == 0 ? 0 : 1);              /* DETH: source QP */
+    memcpy(b + 28, payload, paylen);
+    peer_write(s->fd, f, PIB_LINK_HDR_LEN + len);
+}
+
+/*
+ * The next SMP packet on port 3 within the timeout, a trap or (trap false) anything else; its
+ * LRH DLID in *dlid.
+ */
+static bool sw_recv_smp_ex(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms,
+                           bool trap)
+{
+    uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+    struct pib_link_hdr hdr;
+    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+    uint16_t len;
+
+    for (;;) {
+        if (poll(&pfd, 1, timeout_ms) != 1) {
+            return false;
+        }
+        len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
+        if (hdr.type != PIB_FRAME_PACKET || len != SW_MAD_PKT_LEN || buf[0] >> 4 != 15) {
+            continue;                   /* not an SMP: a trap's cousins, HCA traffic */
+        }
+        if ((buf[28 + 3] == PIB_MAD_METHOD_TRAP) != trap) {
+            continue;                   /* (not) a trap from the switch: not what we wait for */
+        }
+        memcpy(smp, buf + 28, sizeof(*smp));
+        if (dlid) {
+            *dlid = lduw_be_p(buf + 2);
+        }
+        return true;
+    }
+}
+
+/*
+ * A directed-route SMP to the switch, one hop out of port 3, as our CA's QP0 sends it: the
+ * sender counted its own hop (hop pointer 1, InitialPath[1] = our port).
+ */
+static bool sw_recv_smp(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeout_ms)
+{
+    return sw_recv_smp_ex(s, smp, dlid, timeout_ms, false);
+}
+
+static struct pib_smp sw_dr_new(uint8_t method, uint16_t attr, uint32_t mod)
+{
+    struct pib_smp smp = peer_smp_new(PIB_MGMT_CLASS_SUBN_DR, method, attr, mod);
+
+    smp.hdr.class_spec_be = cpu_to_be16(1 << 8 | 1);
+    smp.dr_slid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
+    smp.dr_dlid_be = cpu_to_be16(PIB_LID_PERMISSIVE);
+    smp.initial_path[1] = 1;
+    return smp;
+}
+
+/* A round trip that must be answered: the status without the D bit. */
+static uint16_t sw_dr(Sw *s, struct pib_smp *req, struct pib_smp *resp)
+{
+    uint16_t dlid;
+
+    sw_send_ud(s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, req, sizeof(*req));
+    g_assert_true(sw_recv_smp(s, resp, &dlid, 5000));
+    g_assert_cmphex(dlid, ==, PIB_LID_PERMISSIVE);
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp->hdr.tid_lo_be, ==, req->hdr.tid_lo_be);
+    g_assert_cmphex(be16_to_cpu(resp->hdr.status_be) & PIB_SMP_STATUS_DIRECTION, ==,
+                    PIB_SMP_STATUS_DIRECTION);
+    /* C14-13:1: the switch took the hop back; the hop count is untouched. */
+    g_assert_cmphex(be16_to_cpu(resp->hdr.class_spec_be), ==,
+                    be16_to_cpu(req->hdr.class_spec_be));
+    return be16_to_cpu(resp->hdr.status_be) & ~PIB_SMP_STATUS_DIRECTION;
+}
+
+static uint16_t sw_dr_get(Sw *s, uint16_t attr, uint32_t mod, struct pib_smp *resp)
+{
+    struct pib_smp req = sw_dr_new(PIB_MAD_METHOD_GET, attr, mod);
+
+    return sw_dr(s, &req, resp);
+}
+
+static uint16_t sw_dr_set(Sw *s, uint16_t attr, uint32_t mod, const void *data,
+                          size_t len, struct pib_smp *resp)
+{
+    struct pib_smp req = sw_dr_new(PIB_MAD_METHOD_SET, attr, mod);
+
+    memcpy(req.data, data, len);
+    return sw_dr(s, &req, resp);
+}
+
+/* PortInfo Set of one port: what it reads now, with the new PortState (and LIDs, port 0). */
+static void sw_port_state(Sw *s, uint8_t port, uint8_t state, uint16_t lid)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    pi.speed_state = (pi.speed_state & 0xf0) | state;
+    pi.phys_down &= 0x0f;                       /* PortPhysicalState: no change */
+    if (port == 0) {
+        pi.lid_be = cpu_to_be16(lid);
+        pi.sm_lid_be = cpu_to_be16(SW_SM_LID);
+    }
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, port, &pi, sizeof(pi), &resp),
+                    ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    if (state) {
+        g_assert_cmpuint(pi.speed_state & 0xf, ==, state);
+    }
+}
+
+/*
+ * Tests
+ */
+
+static void test_switch_dr(void)
+{
+    Sw s;
+    struct pib_smp req, resp;
+    struct pib_node_info ni;
+    struct pib_switch_info si;
+    struct pib_port_info pi;
+    uint64_t before;
+    int i;
+
+    sw_boot(&s);
+
+    /* NodeInfo: a switch of 3 ports, reached on port 3. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 0, &resp), ==, 0);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmpuint(ni.node_type, ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmpuint(ni.num_ports, ==, SW_PORTS);
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_NODE_GUID);
+    g_assert_cmphex(ldq_be_p(&ni.port_guid_hi_be), ==, SW_NODE_GUID + 1);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, SW_TEST_PORT);
+    /* C14-9:3: the switch recorded the port the SMP came in by. */
+    g_assert_cmpuint(resp.return_path[1], ==, SW_TEST_PORT);
+
+    /* SwitchInfo: the capacities, nothing set yet. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_cap_be), ==, 0xc000);
+    g_assert_cmpuint(be16_to_cpu(si.mft_cap_be), >, 0);
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, 0);
+
+    /* PortInfo of port 3: LocalPortNum is the arrival port, the link is up (INIT). */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 3, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    g_assert_cmpuint(pi.local_port_num, ==, SW_TEST_PORT);
+    g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
+    g_assert_cmpuint(pi.phys_down >> 4, ==, PIB_PHYS_LINKUP);
+
+    /* Bad modifiers: the status, never a drop. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_LFT, 0xc000 / 64, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_LFT, 0xc000 / 64 - 1, &resp), ==, 0);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 1024 / 32, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 1u << 28, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);      /* position 1: ports 16..31 */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, SW_PORTS + 1, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+
+    /*
+     * Two hops: out of port 3 and straight back into it (InitialPath [_, 1, 3]).  The
+     * switch is hop 1: it records ReturnPath[1] = 3, moves the hop pointer to 2 and sends the
+     * SMP out of port 3 again, to us, as hop 2.
+     */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = SW_TEST_PORT;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    g_assert_true(sw_recv_smp(&s, &resp, NULL, 5000));
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.class_spec_be), ==, 2 << 8 | 2);
+    g_assert_cmpuint(resp.return_path[1], ==, SW_TEST_PORT);
+    /*
+     * We answer as hop 2 would: D set, hop pointer back to 2 (C14-13:1), ReturnPath[2] our
+     * port.  The switch takes the hop back (C14-13:2): the pointer at 1, out of ReturnPath[1].
+     */
+    resp.hdr.method = PIB_MAD_METHOD_GET_RESP;
+    resp.hdr.status_be = cpu_to_be16(PIB_SMP_STATUS_DIRECTION);
+    resp.return_path[2] = 1;
+    resp.data[0] = 0xab;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &resp, sizeof(resp));
+    g_assert_true(sw_recv_smp(&s, &req, NULL, 5000));
+    g_assert_cmphex(req.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(be16_to_cpu(req.hdr.class_spec_be), ==, 1 << 8 | 2);
+    g_assert_cmphex(req.data[0], ==, 0xab);
+
+    /* A hop count over 63, a path through a port that does not exist: counted drops. */
+    before = sw_counter(&s, "drop-dr");
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 64);
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = SW_PORTS + 1;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    /* A hop pointer of 0 with hops to go: the sender did not count its hop. */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(0 << 8 | 1);
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    g_assert_false(sw_recv_smp(&s, &resp, NULL, 300));
+    for (i = 0; i < 50 && sw_counter(&s, "drop-dr") < before + 3; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_counter(&s, "drop-dr"), ==, before + 3);
+
+    sw_shutdown(&s);
+}
+
+static void test_switch_forwarding(void)
+{
+    Sw s;
+    struct pib_smp req, resp;
+    struct pib_switch_info si;
+    uint8_t lft[64];
+    uint8_t junk[64] = { 0 };
+    TestEnd x, y;
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint64_t no_route, bad_port, arrival, fwd;
+    uint16_t dlid;
+    int i;
+
+    sw_boot(&s);
+
+    /* The SM's work: the switch's LID, the LFT and its top, every port ACTIVE. */
+    sw_port_state(&s, 0, 0, SW_LID);
+    memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
+    lft[1] = 1;
+    lft[2] = 2;
+    lft[SW_LID] = 0;
+    lft[SW_SM_LID] = SW_TEST_PORT;
+    lft[4] = SW_PORTS + 2;          /* a port the switch does not have */
+    lft[5] = SW_TEST_PORT;          /* back out of port 3, for frames from port 3 */
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_LFT, 0, lft, sizeof(lft), &resp), ==, 0);
+    g_assert_cmpmem(resp.data, 64, lft, 64);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    si.lft_top_be = cpu_to_be16(SW_SM_LID);
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                    ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
+    for (i = 1; i <= SW_PORTS; i++) {
+        sw_port_state(&s, i, PIB_PORT_ARMED, 0);
+        sw_port_state(&s, i, PIB_PORT_ACTIVE, 0);
+    }
+
+    /* An RC SEND from A (LID 1) to B (LID 2), through ports 1 and 2. */
+    fwd = sw_counter(&s, "forwarded");
+    dp_end(&s.a, &x, PIB_QPT_RC, 8192);
+    dp_end(&s.b, &y, PIB_QPT_RC, 8192);
+    dp_link_ends(&x, 1, &y, 2);
+    dp_fill(&s.a, x.buf, 5000, 77);
+    sge = dp_sge(y.buf, 8192, y.key);
+    dp_post_recv(&s.b, &y.qp, 0x10, &sge, 1);
+    sge = dp_sge(x.buf, 5000, x.key);
+    dp_post_send(&s.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x11, &sge, 1, 0, 0);
+    dp_expect(&s.a, &x.scq, 0x11, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&s.b, &y.rcq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
+    dp_assert_same(&s.a, x.buf, &s.b, y.buf, 5000);
+    /* 5 requests at MTU 1024 and at least one ACK crossed the switch. */
+    g_assert_cmpuint(sw_counter(&s, "forwarded"), >=, fwd + 6);
+
+    /* Frames from port 3 that go nowhere, each under its reason. */
+    no_route = sw_counter(&s, "drop-no-route");
+    bad_port = sw_counter(&s, "drop-bad-port");
+    arrival = sw_counter(&s, "drop-arrival-port");
+    sw_send_ud(&s, 3, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* LFT 255 */
+    sw_send_ud(&s, SW_SM_LID + 1, SW_SM_LID, false, 0x42, junk, sizeof(junk)); /* > top */
+    sw_send_ud(&s, 4, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* no port 5 */
+    sw_send_ud(&s, 5, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* back to 3 */
+    sw_send_ud(&s, SW_SM_LID, SW_SM_LID, false, 0x42, junk, sizeof(junk)); /* to us: 3 */
+    for (i = 0; i < 100 && sw_counter(&s, "drop-arrival-port") < arrival + 2; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 2);
+    g_assert_cmpuint(sw_counter(&s, "drop-bad-port"), ==, bad_port + 1);
+    g_assert_cmpuint(sw_counter(&s, "drop-arrival-port"), ==, arrival + 2);
+
+    /*
+     * Multicast: MLID 0xc000 to ports 1, 2 and 3 (MFT block 0, position 0, and
+     * MulticastFDBTop).  A packet from port 3 reaches A and B, each once (their drop counter
+     * for a group nobody there joined), and never comes back out of port 3; an MLID with no
+     * ports is a counted drop.
+     */
+    {
+        uint16_t mft[32] = { 0 };
+        uint64_t ca[PIB_CNT_MAX], cb[PIB_CNT_MAX], ca2[PIB_CNT_MAX], cb2[PIB_CNT_MAX];
+
+        stw_be_p(&mft[0], 1u << 1 | 1u << 2 | 1u << SW_TEST_PORT);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_MFT, 0, mft, sizeof(mft), &resp), ==, 0);
+        g_assert_cmphex(lduw_be_p(resp.data), ==, 0x000e);
+        si.mft_top_be = cpu_to_be16(0xc001);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                        ==, 0);
+        dp_counters(&s.a, ca);
+        dp_counters(&s.b, cb);
+        fwd = sw_counter(&s, "forwarded");
+        no_route = sw_counter(&s, "drop-no-route");
+        sw_send_ud(&s, 0xc000, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
+        sw_send_ud(&s, 0xc001, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
+        for (i = 0; i < 100 && sw_counter(&s, "drop-no-route") < no_route + 1; i++) {
+            g_usleep(10000);
+        }
+        g_assert_cmpuint(sw_counter(&s, "forwarded"), ==, fwd + 2);
+        g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 1);
+        for (i = 0; i < 100; i++) {
+            dp_counters(&s.a, ca2);
+            dp_counters(&s.b, cb2);
+            if (ca2[PIB_CNT_RX_DROP_MCAST] > ca[PIB_CNT_RX_DROP_MCAST] &&
+                cb2[PIB_CNT_RX_DROP_MCAST] > cb[PIB_CNT_RX_DROP_MCAST]) {
+                break;
+            }
+            g_usleep(10000);
+        }
+        g_assert_cmpuint(ca2[PIB_CNT_RX_DROP_MCAST], ==, ca[PIB_CNT_RX_DROP_MCAST] + 1);
+        g_assert_cmpuint(cb2[PIB_CNT_RX_DROP_MCAST], ==, cb[PIB_CNT_RX_DROP_MCAST] + 1);
+    }
+
+    /* A LID-routed SMP to the switch's LID: the SMA answers, by the LFT, to our LID. */
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    sw_send_ud(&s, SW_LID, SW_SM_LID, true, 0, &req, sizeof(req));
+    g_assert_true(sw_recv_smp(&s, &resp, &dlid, 5000));
+    g_assert_cmphex(dlid, ==, SW_SM_LID);
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp.hdr.status_be, ==, 0);
+    g_assert_cmpuint(resp.data[2], ==, PIB_NODE_TYPE_SWITCH);
+
+    /*
+     * Trap 128: port 3's cable is pulled and plugged back.  Once the port is up again the
+     * switch tells its SM (us, by the LFT) from its own LID; PortStateChange says so until the
+     * SM clears it; a TrapRepress ends the resends and is not answered.
+     */
+    {
+        g_autofree char *p3 = sw_sock(&s, "p3.sock");
+        struct pib_notice notice;
+
+        close(s.fd);
+        s.fd = peer_connect(p3);
+        peer_expect_hello(s.fd, SW_NODE_GUID);
+        peer_send_hello(s.fd);
+        g_assert_true(sw_recv_smp_ex(&s, &resp, &dlid, 5000, true));
+        g_assert_cmphex(dlid, ==, SW_SM_LID);
+        g_assert_cmphex(resp.hdr.mgmt_class, ==, PIB_MGMT_CLASS_SUBN_LID);
+        g_assert_cmphex(be16_to_cpu(resp.hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
+        memcpy(&notice, resp.data, sizeof(notice));
+        g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
+        g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
+        g_assert_cmpuint(be16_to_cpu(notice.producer_lo_be), ==, PIB_NODE_TYPE_SWITCH);
+        g_assert_cmpuint(lduw_be_p(notice.details), ==, SW_LID);
+        /* Unanswered, it comes again after the subnet timeout (about 1.07 s here). */
+        qtest_clock_step(s.qs->qts, 1200 * 1000 * 1000ll);
+        g_assert_true(sw_recv_smp_ex(&s, &req, NULL, 5000, true));
+        g_assert_cmphex(req.hdr.tid_lo_be, ==, resp.hdr.tid_lo_be);
+        req.hdr.method = PIB_MAD_METHOD_TRAP_REPRESS;
+        sw_send_ud(&s, SW_LID, SW_SM_LID, true, 0, &req, sizeof(req));
+
+        g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+        memcpy(&si, resp.data, sizeof(si));
+        g_assert_cmphex(si.life_state & PIB_SWINFO_PORT_STATE_CHANGE, !=, 0);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                        ==, 0);
+        memcpy(&si, resp.data, sizeof(si));
+        g_assert_cmphex(si.life_state & PIB_SWINFO_PORT_STATE_CHANGE, ==, 0);
+        /* Repressed: no more resends (the next, unrepressed, would be due by now). */
+        qtest_clock_step(s.qs->qts, 2400 * 1000 * 1000ll);
+        g_assert_false(sw_recv_smp_ex(&s, &resp, NULL, 300, true));
+    }
+
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
+    sw_shutdown(&s);
+}
+
+/*
+ * HCA A's own QP0 (as ib_mad drives it) sends a directed-route SMP, NodeInfo one hop out of its
+ * port: the kernel's smi.c send rule C14-9:1 is applied here (hop pointer 1, InitialPath[1] =
+ * the port), the HCA sends it on VL15 to the permissive LID, and the switch's answer arrives on
+ * A's QP0: a switch, reached on its port 1, the hop pointer back at 1.
+ */
+static void test_switch_hca_qp0(void)
+{
+    Sw s;
+    TestCq cq;
+    TestQp qp0;
+    struct pib_smp req, resp;
+    struct pib_node_info ni;
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_PKEY_INDEX | PIB_QP_QKEY),
+        .qp_state = PIB_QPS_INIT,
+    };
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(0x5eed),
+        .ud_qpn = cpu_to_le32(0),
+        .ud_qkey = cpu_to_le32(0),
+        .ud_dlid = cpu_to_le16(PIB_LID_PERMISSIVE),
+    };
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint32_t pdn, key;
+    uint64_t buf;
+
+    sw_boot(&s);
+    pdn = dp_create_pd(&s.a);
+    buf = dp_alloc(&s.a, 8192);
+    key = dp_reg_mr(&s.a, pdn, PIB_ACCESS_LOCAL_WRITE, buf, 8192);
+    dp_create_cq(&s.a, 16, &cq);
+    g_assert_cmpuint(dp_create_qp_ex(&s.a, PIB_QPT_SMI, pdn, &cq, &cq, 16, 16, DP_UAR,
+                                     PIB_SRQN_NONE, &qp0), ==, PIB_AQ_OK);
+    g_assert_cmpuint(qp0.qpn, ==, 0);
+    g_assert_cmpuint(dp_modify(&s.a, 0, &a), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_modify_state(&s.a, 0, PIB_QPS_RTR), ==, PIB_AQ_OK);
+    a = (struct pib_qp_attr) {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN),
+        .qp_state = PIB_QPS_RTS,
+    };
+    g_assert_cmpuint(dp_modify(&s.a, 0, &a), ==, PIB_AQ_OK);
+    /* A receive: the 40-byte GRH slot, then the MAD. */
+    sge = dp_sge(buf + 4096, 40 + PIB_MAD_SIZE, key);
+    dp_post_recv(&s.a, &qp0, 0x77, &sge, 1);
+
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    qtest_memwrite(qts(&s.a), buf, &req, sizeof(req));
+    sge = dp_sge(buf, PIB_MAD_SIZE, key);
+    dp_post_send_raw(&s.a, &qp0, &w, &sge, sizeof(sge), true);
+    dp_expect(&s.a, &cq, 0x5eed, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&s.a, &cq, 0x77, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 40 + PIB_MAD_SIZE);
+    qtest_memread(qts(&s.a), buf + 4096 + 40, &resp, sizeof(resp));
+    g_assert_cmphex(resp.hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp.hdr.tid_lo_be, ==, req.hdr.tid_lo_be);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.status_be), ==, PIB_SMP_STATUS_DIRECTION);
+    g_assert_cmphex(be16_to_cpu(resp.hdr.class_spec_be), ==, 1 << 8 | 1);
+    g_assert_cmpuint(resp.return_path[1], ==, 1);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmpuint(ni.node_type, ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmpuint(ni.num_ports, ==, SW_PORTS);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, 1);   /* A is on port 1 */
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_NODE_GUID);
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
+    sw_shutdown(&s);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    qtest_add_func("/pib/switch/dr", test_switch_dr);
+    qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
+    qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
+    return g_test_run();
+}
