@@ -105,7 +105,7 @@ input_stamp() {
   {
     echo "abi $ABI rdma-root $RDMA_ROOT"
     cat "$KDIR/.done" "$OPENSM/../.done" "$NVME/../.done" "$NFS/../.done"
-    stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
+    stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /etc/netconfig /etc/services /etc/protocols /etc/rpc /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}" "/usr/bin/$PY"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
     for k in "$OUT"/pib_*.ko; do [ -f "$k" ] && stat -c '%n %s %Y' "$k"; done
@@ -323,7 +323,11 @@ for f in usr/sbin/rpc.nfsd usr/sbin/rpc.mountd usr/sbin/exportfs usr/sbin/nfssta
 done
 chmod u-s usr/sbin/mount.nfs
 ln -sf mount.nfs usr/sbin/mount.nfs4
-mkdir -p var/lib/nfs/rpc_pipefs var/lib/nfs/v4recovery run/rpcbind etc/nvme
+mkdir -p var/lib/nfs/rpc_pipefs var/lib/nfs/v4recovery etc/nvme
+# libtirpc's transports (/etc/netconfig, libtirpc-common) and netbase's service, protocol and
+# RPC program names: rpcbind finds no transport without the first, rpc.nfsd no "nfs" port
+# without the second.
+for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do cp "$f" etc/; done
 
 if [ -d "$GUEST_TESTS" ]; then
   for f in "$GUEST_TESTS"/*; do
