@@ -65,25 +65,12 @@ check "nvme list shows /dev/$dev" grep -q "^/dev/$dev " <<<"$list"
 size=$(on 0 cat "/sys/class/block/$dev/size")
 check "node 0: /dev/$dev has the target's 128 MiB (got $((size / 2048)) MiB)" test "$size" -eq $((128 * 2048))
 
-# The round trip: a random pattern in node 0's RAM, written to the namespace and read back,
-# both with O_DIRECT.
-on 0 dd if=/dev/urandom of=/tmp/nvme-pattern bs=1M count=$MIB 2>/dev/null
-want=$(on 0 sha256sum /tmp/nvme-pattern | cut -d' ' -f1)
-wout=$(guest_timed 0 600 "dd if=/tmp/nvme-pattern of=/dev/$dev bs=1M count=$MIB oflag=direct"); wrc=$?
-check "node 0: dd writes $MIB MiB to /dev/$dev with O_DIRECT (exit $wrc)" test $wrc -eq 0
-got=$(on_t 0 600 sh -c "dd if=/dev/$dev bs=1M count=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
-# The read's rate on its own (busybox sha256sum under TCG is slower than the transport).
-rout=$(guest_timed 0 600 "dd if=/dev/$dev of=/dev/null bs=1M count=$MIB iflag=direct")
-wsec=$(awk '$1 == "elapsed" {print $2}' <<<"$wout") rsec=$(awk '$1 == "elapsed" {print $2}' <<<"$rout")
+# The round trip, and the target's copy.
+direct_round_trip 0 "/dev/$dev" $MIB
 tgt=$(on_t 1 300 sh -c "dd if=/dev/nullb0 bs=1M count=$MIB 2>/dev/null | sha256sum" | cut -d' ' -f1)
-echo "pattern  sha256 $want"
-echo "readback sha256 $got"
 echo "target   sha256 $tgt (node 1's /dev/nullb0)"
-echo "dd write: $MIB MiB in $wsec s, $(rate_mb $MIB "$wsec") (O_DIRECT, 1 MiB blocks)"
-echo "dd read:  $MIB MiB in $rsec s, $(rate_mb $MIB "$rsec") (O_DIRECT, 1 MiB blocks)"
-check "the $MIB MiB read back over NVMe/RDMA has the pattern's sha256" test -n "$want" -a "$got" = "$want"
-check "node 1's null_blk holds the pattern" test "$tgt" = "$want"
-on 0 rm -f /tmp/nvme-pattern
+check "the $MIB MiB read back over NVMe/RDMA has the pattern's sha256" test -n "$rt_want" -a "$rt_got" = "$rt_want"
+check "node 1's null_blk holds the pattern" test "$tgt" = "$rt_want"
 
 out=$(on_t 0 120 nvme disconnect -n "$NQN" 2>&1); rc=$?
 echo "--- nvme disconnect: $out"

@@ -46,27 +46,16 @@ check "node 0: /proc/mounts shows $MNT as nfs4 with proto=rdma,port=20049" \
   grep -qE "^$SERVER:/ $MNT nfs4 .*proto=rdma,port=20049" <<<"$m"
 
 calls0=$(on 1 sh -c "awk '\$1 == \"rpc\" {print \$2}' /proc/net/rpc/nfsd")
-on 0 dd if=/dev/urandom of=/tmp/nfs-pattern bs=1M count=$MIB 2>/dev/null
-want=$(on 0 sha256sum /tmp/nfs-pattern | cut -d' ' -f1)
-wout=$(guest_timed 0 600 "dd if=/tmp/nfs-pattern of=$MNT/pattern bs=1M count=$MIB oflag=direct"); wrc=$?
-check "node 0: dd writes $MIB MiB to $MNT/pattern with O_DIRECT (exit $wrc)" test $wrc -eq 0
-got=$(on_t 0 600 sh -c "dd if=$MNT/pattern bs=1M iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
-# The read's rate on its own (busybox sha256sum under TCG is slower than the transport).
-rout=$(guest_timed 0 600 "dd if=$MNT/pattern of=/dev/null bs=1M iflag=direct")
-wsec=$(awk '$1 == "elapsed" {print $2}' <<<"$wout") rsec=$(awk '$1 == "elapsed" {print $2}' <<<"$rout")
+direct_round_trip 0 "$MNT/pattern" $MIB
 srv=$(on_t 1 300 sha256sum /srv/nfs/pattern | cut -d' ' -f1)
 calls1=$(on 1 sh -c "awk '\$1 == \"rpc\" {print \$2}' /proc/net/rpc/nfsd")
-echo "pattern  sha256 $want"
-echo "readback sha256 $got"
 echo "server   sha256 $srv (node 1's /srv/nfs/pattern)"
-echo "dd write: $MIB MiB in $wsec s, $(rate_mb $MIB "$wsec") (O_DIRECT, 1 MiB blocks)"
-echo "dd read:  $MIB MiB in $rsec s, $(rate_mb $MIB "$rsec") (O_DIRECT, 1 MiB blocks)"
 echo "nfsd rpc calls: $calls0 -> $calls1"
-check "the $MIB MiB file read back over NFS/RDMA has the pattern's sha256" test -n "$want" -a "$got" = "$want"
-check "node 1's tmpfs holds the pattern" test "$srv" = "$want"
-# 64 MiB in WRITEs and READs of at most 1 MiB (rsize/wsize on RDMA): at least 128 calls.
+check "the $MIB MiB file read back over NFS/RDMA has the pattern's sha256" test -n "$rt_want" -a "$rt_got" = "$rt_want"
+check "node 1's tmpfs holds the pattern" test "$srv" = "$rt_want"
+# Writing and reading 64 MiB takes at least 128 READs and WRITEs even at RPC-over-RDMA's largest
+# rsize/wsize (1 MiB); pib's mount gets 128 KiB.
 check "node 1's nfsd served at least 128 RPCs for it" test "$((calls1 - calls0))" -ge 128
-on 0 rm -f /tmp/nfs-pattern
 
 check "node 0: umount $MNT" on_t 0 120 umount "$MNT"
 check "node 1: pib-nfsd down" on_t 1 120 pib-nfsd down
