@@ -15,6 +15,9 @@
 #     trixie stack is about QEMU 10 and Linux 6.12, not about a newer userland;
 #   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
 #     installed on the host), running on rdma-root's libibumad;
+#   - the same way, Debian 12's nvme-cli (mk/fetch.sh nvme) and the NFS userland: rpc.nfsd,
+#     rpc.mountd, exportfs, rpcbind, mount.nfs (mk/fetch.sh nfs), for the kernel's ULPs
+#     (docs/ulps.md);
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
 #   - Debian's python3 (the interpreter and a trimmed standard library) with pyverbs and
 #     rdma-core's own test suite from rdma-root (/usr/share/doc/rdma-core/tests), for
@@ -43,8 +46,14 @@ MULTIARCH=x86_64-linux-gnu
 # Modules /init loads, plus what tests load by hand (ib_ipoib, rdma_rxe); modules.dep adds the
 # dependencies.  rdma_rxe also needs the kernel's "crc32" hash (crc32_generic), which it asks the
 # crypto API for at run time, so modules.dep does not name it.
+# The kernel's RDMA storage and file protocols (docs/ulps.md): NVMe over Fabrics (host and
+# target, a null_blk or brd namespace), NFS over RDMA (client and server), SRP (initiator and
+# LIO target, sd_mod for the disk it brings).
 MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
-         rdma_ucm ib_ipoib rdma_rxe crc32_generic)
+         rdma_ucm ib_ipoib rdma_rxe crc32_generic
+         nvme_rdma nvmet_rdma null_blk brd
+         rpcrdma nfsd nfsv4 nfsv3
+         ib_srp ib_srpt sd_mod)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
@@ -86,6 +95,8 @@ GUEST_TESTS=$TOP/build/guest-tests
 [ -x /bin/busybox ] || die "busybox-static is not installed (mk/deps.sh)"
 mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
 OPENSM=$(bash "$TOP/mk/fetch.sh" opensm)/root
+NVME=$(bash "$TOP/mk/fetch.sh" nvme)/root
+NFS=$(bash "$TOP/mk/fetch.sh" nfs)/root
 [ ${#PERFTEST_BINS[@]} -gt 0 ] || die "perftest is not installed (mk/deps.sh)"
 
 # The stamp: anything that can change the image.  Host libraries are covered by dpkg's status
@@ -93,8 +104,8 @@ OPENSM=$(bash "$TOP/mk/fetch.sh" opensm)/root
 input_stamp() {
   {
     echo "abi $ABI rdma-root $RDMA_ROOT"
-    cat "$KDIR/.done" "$OPENSM/../.done"
-    stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /var/lib/dpkg/status "${HOST_BINS[@]}" \
+    cat "$KDIR/.done" "$OPENSM/../.done" "$NVME/../.done" "$NFS/../.done"
+    stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /etc/netconfig /etc/services /etc/protocols /etc/rpc /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}" "/usr/bin/$PY"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
     for k in "$OUT"/pib_*.ko; do [ -f "$k" ] && stat -c '%n %s %Y' "$k"; done
@@ -295,6 +306,28 @@ install_bin "$OPENSM/usr/sbin/opensm" usr/sbin
 ELFS+=(usr/sbin/opensm)
 cp -P "$OPENSM/usr/lib/$MULTIARCH"/lib*.so.* "usr/lib/$MULTIARCH/"
 mkdir -p etc/opensm var/cache/opensm var/log
+
+# nvme-cli, and the NFS userland: the server's (rpc.nfsd, rpc.mountd, exportfs, rpcbind) and the
+# client's (mount.nfs; busybox mount knows no proto=rdma).  Their own libraries go in first, as
+# opensm's.  /var/lib/nfs is the server's state directory (etab, rmtab), /run/rpcbind rpcbind's.
+say "nvme-cli from $NVME, NFS userland from $NFS"
+install_bin "$NVME/usr/sbin/nvme" usr/sbin
+ELFS+=(usr/sbin/nvme)
+cp -P "$NVME/usr/lib/$MULTIARCH"/lib*.so.* "$NFS/usr/lib/$MULTIARCH"/lib*.so.* "usr/lib/$MULTIARCH/"
+cp -a "$NFS/usr/lib/$MULTIARCH/libnfsidmap" "usr/lib/$MULTIARCH/"
+for f in usr/sbin/rpc.nfsd usr/sbin/rpc.mountd usr/sbin/exportfs usr/sbin/nfsstat sbin/rpcbind \
+         sbin/mount.nfs usr/bin/rpcinfo; do
+  d=usr/sbin; case $f in usr/bin/*) d=usr/bin ;; esac
+  install_bin "$NFS/$f" "$d"
+  ELFS+=("$d/$(basename "$f")")
+done
+chmod u-s usr/sbin/mount.nfs
+ln -sf mount.nfs usr/sbin/mount.nfs4
+mkdir -p var/lib/nfs/rpc_pipefs var/lib/nfs/v4recovery etc/nvme
+# libtirpc's transports (/etc/netconfig, libtirpc-common) and netbase's service, protocol and
+# RPC program names: rpcbind finds no transport without the first, rpc.nfsd no "nfs" port
+# without the second.
+for f in /etc/netconfig /etc/services /etc/protocols /etc/rpc; do cp "$f" etc/; done
 
 if [ -d "$GUEST_TESTS" ]; then
   for f in "$GUEST_TESTS"/*; do

@@ -7,8 +7,9 @@
 #   mk/fetch.sh kernel-abi -> the current linux-image-amd64 ABI (6.1.0-NN); the Makefile resolves
 #                            it once per run and passes it down as PIB_KERNEL_ABI
 #   mk/fetch.sh archive-uri -> the Debian archive that the machine's apt configuration uses
-#   mk/fetch.sh opensm    -> $PIB_CACHE/debs/opensm-<ver>-<sum>/root/  (Debian 12's opensm and
-#                            its libraries, dpkg -x: for the guest image, never the host)
+#   mk/fetch.sh opensm|nvme|nfs -> $PIB_CACHE/debs/<set>-<ver>-<sum>/root/  (Debian 12's opensm,
+#                            nvme-cli, NFS userland and the libraries of theirs the host lacks,
+#                            dpkg -x: for the guest image, never the host)
 #
 # The QEMU version and the kernel follow the stack (PIB_STACK, mk/stack.sh): Debian 12's from
 # the host's apt, or Debian 13's from the apt lists of the Debian 13 root (mk/root.sh).
@@ -149,26 +150,40 @@ fetch_kernel() {
   echo "$dir"
 }
 
-# The guest's subnet manager: Debian 12's opensm and the libraries of it that the host does not
-# have, unpacked.  It runs against the guest's libibumad (rdma-core 56.1, same soname).  The
-# directory is keyed by the version and by the packages' sha256 in the signed index, so a
-# rebuilt package with the same version gets a directory of its own.
-OPENSM_DEBS=(opensm libopensm9 libosmcomp5 libosmvendor5 libwrap0)
-fetch_opensm() {
-  local ver sum
-  ver=$(apt-cache show --no-all-versions opensm 2>/dev/null | awk '/^Version:/ {print $2; exit}')
-  [ -n "$ver" ] || { apt-get update -q >&2; ver=$(apt-cache show --no-all-versions opensm | awk '/^Version:/ {print $2; exit}'); }
-  [ -n "$ver" ] || { say "opensm is not in the apt lists"; exit 1; }
-  sum=$(apt-cache show --no-all-versions "${OPENSM_DEBS[@]}" | awk '/^SHA256:/ {print $2}' |
+# Debian 12 packages for the guest image, unpacked, never installed on the host.  Each set is
+# the program's packages plus the libraries of theirs that the host does not have (the image's
+# library closure takes the others from the host):
+#   opensm  the guest's subnet manager, running against the guest's libibumad (rdma-core 56.1,
+#           same soname);
+#   nvme    nvme-cli, for NVMe over Fabrics (nvme connect -t rdma);
+#   nfs     the NFS server's and client's userland (rpc.nfsd, rpc.mountd, exportfs, mount.nfs,
+#           rpcbind), for NFS over RDMA.
+# The directory is keyed by the first package's version and by the packages' sha256 in the
+# signed index, so a rebuilt package with the same version gets a directory of its own.
+debs_of() {
+  case $1 in
+    opensm) echo opensm libopensm9 libosmcomp5 libosmvendor5 libwrap0 ;;
+    nvme) echo nvme-cli libnvme1 ;;
+    nfs) echo nfs-kernel-server nfs-common rpcbind libnfsidmap1 libwrap0 keyutils ;;
+    *) return 1 ;;
+  esac
+}
+fetch_debs() {
+  local set=$1 debs ver sum
+  read -r -a debs <<<"$(debs_of "$set")"
+  ver=$(apt-cache show --no-all-versions "${debs[0]}" 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+  [ -n "$ver" ] || { apt-get update -q >&2; ver=$(apt-cache show --no-all-versions "${debs[0]}" | awk '/^Version:/ {print $2; exit}'); }
+  [ -n "$ver" ] || { say "${debs[0]} is not in the apt lists"; exit 1; }
+  sum=$(apt-cache show --no-all-versions "${debs[@]}" | awk '/^SHA256:/ {print $2}' |
         sha256sum | cut -c1-12)
-  local dir=$CACHE/debs/opensm-$ver-$sum
+  local dir=$CACHE/debs/$set-${ver//:/_}-$sum
   [ -f "$dir/.done" ] && { echo "$dir"; return; }
-  say "download ${OPENSM_DEBS[*]}"
+  say "download ${debs[*]}"
   mkdir -p "$DL/debs"
-  (cd "$DL/debs" && apt-get download -q -o APT::Sandbox::User=root "${OPENSM_DEBS[@]}" >&2)   # apt checks the hashes
+  (cd "$DL/debs" && apt-get download -q -o APT::Sandbox::User=root "${debs[@]}" >&2)   # apt checks the hashes
   rm -rf "$dir"; mkdir -p "$dir/root"
   local p deb
-  for p in "${OPENSM_DEBS[@]}"; do
+  for p in "${debs[@]}"; do
     deb=$(ls -t "$DL/debs/${p}_"*.deb | head -n1)
     say "unpack $(basename "$deb")"
     dpkg-deb -x "$deb" "$dir/root"
@@ -184,6 +199,6 @@ case ${1:-} in
   qemu) fetch_qemu ;;
   rdma-core) fetch_rdma_core ;;
   kernel) fetch_kernel ;;
-  opensm) fetch_opensm ;;
-  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri|opensm" >&2; exit 2 ;;
+  opensm|nvme|nfs) fetch_debs "$1" ;;
+  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri|opensm|nvme|nfs" >&2; exit 2 ;;
 esac

@@ -5,6 +5,8 @@ nfail=0
 
 # on NODE CMD...: run CMD in guest NODE, output on stdout, guest exit status as ours.
 on() { local n=$1; shift; "$PIBVM" exec "$n" -- "$@"; }
+# on_t NODE SECONDS CMD...: on, with CMD killed after SECONDS (exit status 124).
+on_t() { local n=$1 t=$2; shift 2; "$PIBVM" exec "$n" --timeout "$t" -- "$@"; }
 
 # check DESCRIPTION COMMAND...: run a host-side assertion and report it.
 check() {
@@ -111,3 +113,39 @@ cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" 
 
 # hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
 hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
+
+# dmesg_mark NODE: how many lines NODE's kernel log has now.  dmesg_splats NODE MARK: the
+# oopses, BUGs, WARNINGs and call traces logged since the mark (empty when there are none).
+dmesg_mark() { on "$1" dmesg | wc -l; }
+dmesg_splats() { on "$1" dmesg | tail -n +$(($2 + 1)) | grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection'; }
+
+# guest_timed NODE SECONDS CMD: run shell command CMD in NODE (timeout SECONDS) between two reads
+# of the guest's /proc/uptime; prints CMD's output, then a last line "elapsed S" (guest time,
+# 10 ms resolution).  Exit status CMD's.
+guest_timed() {
+  on_t "$1" "$2" sh -c "t0=\$(cut -d' ' -f1 /proc/uptime); $3
+                        r=\$?; t1=\$(cut -d' ' -f1 /proc/uptime)
+                        echo elapsed \$(awk -v a=\$t0 -v b=\$t1 'BEGIN {printf \"%.2f\", b - a}'); exit \$r"
+}
+
+# direct_round_trip NODE TARGET MIB: MIB MiB of random bytes made in NODE's RAM, written to TARGET
+# (a block device or a file) and read back, both with O_DIRECT so that the page cache cannot
+# answer the read.  Checks the write; sets rt_want (the pattern's sha256) and rt_got (the read's);
+# prints both and the write and read rates (guest time; the timed read goes to /dev/null, as
+# busybox's sha256sum under TCG is slower than the transports).
+direct_round_trip() {
+  local n=$1 dst=$2 mib=$3 pat=/tmp/round-trip-pattern wout rout wsec rsec
+  on "$n" dd if=/dev/urandom of=$pat bs=1M count="$mib" 2>/dev/null
+  rt_want=$(on "$n" sha256sum $pat | cut -d' ' -f1)
+  wout=$(guest_timed "$n" 600 "dd if=$pat of=$dst bs=1M count=$mib oflag=direct"); local wrc=$?
+  check "node $n: dd writes $mib MiB to $dst with O_DIRECT (exit $wrc)" test $wrc -eq 0
+  rt_got=$(on_t "$n" 600 sh -c "dd if=$dst bs=1M count=$mib iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
+  rout=$(guest_timed "$n" 600 "dd if=$dst of=/dev/null bs=1M count=$mib iflag=direct")
+  on "$n" rm -f $pat
+  wsec=$(awk '$1 == "elapsed" {print $2}' <<<"$wout") rsec=$(awk '$1 == "elapsed" {print $2}' <<<"$rout")
+  echo "pattern  sha256 $rt_want"
+  echo "readback sha256 $rt_got"
+  echo "dd write: $mib MiB in $wsec s, $(rate_mb "$mib" "$wsec") (O_DIRECT, 1 MiB blocks)"
+  echo "dd read:  $mib MiB in $rsec s, $(rate_mb "$mib" "$rsec") (O_DIRECT, 1 MiB blocks)"
+}
+rate_mb() { awk -v m="$1" -v s="$2" 'BEGIN {if (s > 0) printf "%.1f MB/s", m / s; else print "? MB/s"}'; }
