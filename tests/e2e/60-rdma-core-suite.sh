@@ -24,7 +24,7 @@ check "node 0: $DEV port 1 is ACTIVE" sh -c "\"$PIBVM\" exec 0 -- ibv_devinfo -d
 # the first address of the netdev under /sys/class/infiniband/DEV/device/net/): IPoIB on ib0.
 trap '"$PIBVM" ipoib down >/dev/null 2>&1' EXIT
 check "IPoIB datagram up (ib0 is pib_0's net interface for the rdma_cm tests)" "$PIBVM" ipoib datagram
-mark=$(on 0 dmesg | wc -l)
+dmesg_mark 0
 
 # The runner writes its lines to a file in the guest, read back afterwards: what ran is known
 # even when the run is cut short (a timeout, a hang that faulthandler ended).
@@ -83,7 +83,5 @@ done | sort -k2,2 -k1,1nr
 check "every skip is one docs/rdma-core-suite.md lists ($undocumented are not)" \
   test "$undocumented" -eq 0
 
-w=$(on 0 dmesg | tail -n +$((mark + 1)) | grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection')
-[ -n "$w" ] && { echo "--- node 0: kernel splats"; echo "$w"; }
-check "node 0: no kernel splats during the suite" test -z "$w"
+no_splats 0
 finish

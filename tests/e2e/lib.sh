@@ -114,10 +114,17 @@ cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" 
 # hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
 hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
 
-# dmesg_mark NODE: how many lines NODE's kernel log has now.  dmesg_splats NODE MARK: the
-# oopses, BUGs, WARNINGs and call traces logged since the mark (empty when there are none).
-dmesg_mark() { on "$1" dmesg | wc -l; }
-dmesg_splats() { on "$1" dmesg | tail -n +$(($2 + 1)) | grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection'; }
+# dmesg_mark NODE: remember where NODE's kernel log stands.  no_splats NODE: a check that
+# NODE's kernel logged no oops, BUG, WARNING, call trace or list/refcount corruption since.
+declare -A dmesg_marks
+dmesg_mark() { dmesg_marks[$1]=$(on "$1" dmesg | wc -l); }
+no_splats() {
+  local n=$1 w
+  w=$(on "$n" dmesg | tail -n +$((${dmesg_marks[$n]:-0} + 1)) |
+      grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption')
+  [ -n "$w" ] && { echo "--- node $n: kernel splats"; echo "$w"; }
+  check "node $n: no kernel splat in dmesg during the test" test -z "$w"
+}
 
 # guest_timed NODE SECONDS CMD: run shell command CMD in NODE (timeout SECONDS) between two reads
 # of the guest's /proc/uptime; prints CMD's output, then a last line "elapsed S" (guest time,

@@ -10,7 +10,6 @@
 
 VERBS_DEV=${PIB_DEV:-pib_0}
 VERBS_T=${PIB_VERBS_TIMEOUT:-60}
-declare -A verbs_dmesg_mark
 
 # verbs_setup: the binary is there, the device exists (rxe: created), and where each guest's
 # kernel log stands now, for verbs_no_splats.
@@ -26,7 +25,7 @@ verbs_setup() {
                      rdma link add $VERBS_DEV type rxe netdev eth0; }"
     fi
     check "node $n: device $VERBS_DEV exists" on $n test -e /sys/class/infiniband/$VERBS_DEV
-    verbs_dmesg_mark[$n]=$(on $n dmesg | wc -l)
+    dmesg_mark $n
   done
 }
 
@@ -67,12 +66,4 @@ verbs_loopback() {
 }
 
 # verbs_no_splats: no WARN/BUG/Oops in either kernel log since verbs_setup.
-verbs_no_splats() {
-  local n w
-  for n in 0 1; do
-    w=$(on $n dmesg | tail -n +$((${verbs_dmesg_mark[$n]:-0} + 1)) |
-        grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection')
-    [ -n "$w" ] && { echo "--- node $n: kernel splats"; echo "$w"; }
-    check "node $n: no kernel splats during the test" test -z "$w"
-  done
-}
+verbs_no_splats() { no_splats 0; no_splats 1; }

@@ -11,7 +11,6 @@ LINK_RUN=${PIBVM_DIR:-$TOP/build/vm}
 LINK_SOCK=$LINK_RUN/link-0-1.sock
 HOSTILE=$TOP/build/hostile/pib-hostile
 HW_COUNTERS=/sys/class/infiniband/pib_0/ports/1/hw_counters
-declare -A link_dmesg_mark
 
 # hostile_build: build the host tool (incremental); a test cannot run without it.
 hostile_build() {
@@ -41,18 +40,6 @@ check_one_link_down() {
     check "node $n: link_downs grew by 1 (got $d)" test "$d" -eq 1
     unset -n before after
   done
-}
-
-# dmesg_mark NODE: remember where NODE's kernel log stands, for no_splats.
-dmesg_mark() { link_dmesg_mark[$1]=$(on "$1" dmesg | wc -l); }
-
-# no_splats NODE: a check that NODE's kernel logged no WARN/BUG/Oops since dmesg_mark.
-no_splats() {
-  local n=$1 w
-  w=$(on "$n" dmesg | tail -n +$((${link_dmesg_mark[$n]:-0} + 1)) |
-      grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption')
-  [ -n "$w" ] && { echo "--- node $n: kernel splats"; echo "$w"; }
-  check "node $n: no kernel splat in dmesg during the test" test -z "$w"
 }
 
 # node_running NODE: is NODE's QEMU up (pibvm status)?
