@@ -325,9 +325,10 @@ static void test_clock(void)
 
     pib_open(&d, qs, PIB_DEVFN_A);
 
-    /* Before ENABLE too: the clock runs from power-on, in every page. */
-    c0 = pib_clock_read(&d, 0);
-    g_assert_cmpuint(c0, ==, qtest_clock_step(qts(&d), 0));
+    /* Before ENABLE too: the clock runs from power-on, in every page.  (The virtual clock
+     * is read with a step of 1 ns: QEMU 10's qtest answers FAIL to a step of 0.) */
+    c0 = qtest_clock_step(qts(&d), 1);
+    g_assert_cmpuint(pib_clock_read(&d, 0), ==, c0);
     g_assert_cmpuint(pib_clock_read(&d, 7), ==, c0);
     g_assert_cmpuint(pib_clock_read(&d, PIB_NUM_UARS - 1), ==, c0);
     qtest_clock_step(qts(&d), 12345);
