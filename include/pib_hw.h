@@ -946,6 +946,7 @@ enum pib_counter {
 #define PIB_DEV_CAP_RESIZE         (1u << 9)  /* RESIZE_CQ, MODIFY_SRQ's MAX_WR            */
 #define PIB_DEV_CAP_CLOCK          (1u << 10) /* the UAR pages' clock, timestamped CQEs    */
                                               /* (PIB_CQ_F_TIMESTAMP)                      */
+#define PIB_DEV_CAP_ATOMIC_WRITE   (1u << 11) /* RC ATOMIC WRITE (PIB_WQE_ATOMIC_WRITE)     */
 
 /* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */

@@ -153,6 +153,8 @@ enum pib_ib_opcode {
 	PIB_OP_RC_FETCH_ADD              = 0x14,
 	PIB_OP_RC_SEND_LAST_INV          = 0x16,
 	PIB_OP_RC_SEND_ONLY_INV          = 0x17,
+	PIB_OP_RC_ATOMIC_WRITE           = 0x1d,  /* IBTA 1.5: RETH (DMA length 8), 8-byte    */
+	                                          /* payload; answered by an ACK              */
 	PIB_OP_UC_SEND_FIRST             = 0x20,
 	PIB_OP_UC_SEND_MIDDLE            = 0x21,
 	PIB_OP_UC_SEND_LAST              = 0x22,

@@ -56,6 +56,8 @@ enum pib_wqe_opcode {
 	PIB_WQE_LOCAL_INV      = 0x08,
 	PIB_WQE_BIND_MW        = 0x09,
 	PIB_WQE_REG_MR         = 0x0a, /* fast registration: struct pib_reg_mr_wqe            */
+	PIB_WQE_ATOMIC_WRITE   = 0x0b, /* ATOMIC WRITE: compare_add's 8 bytes, as they are to  */
+	                               /* land, to remote_addr (8-byte aligned); no SGEs       */
 	PIB_WQE_OPCODE_MAX
 };
 
@@ -63,7 +65,8 @@ enum pib_wqe_opcode {
  * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
  * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV, REG_MR) on the
  * connected ones;
- * SEND with invalidate, READ and atomics on RC alone (no UC packet carries an IETH).  The
+ * SEND with invalidate, READ, atomics and ATOMIC WRITE on RC alone (no UC packet carries an
+ * IETH, and the IBTA defines ATOMIC WRITE for RC only).  The
  * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
  * request before writing it.
  */
@@ -83,6 +86,7 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	case PIB_WQE_RDMA_READ:
 	case PIB_WQE_ATOMIC_CS:
 	case PIB_WQE_ATOMIC_FA:
+	case PIB_WQE_ATOMIC_WRITE:
 		return qp_type == PIB_QPT_RC;
 	default:
 		return false;
@@ -103,10 +107,12 @@ static inline bool pib_wqe_is_rd_atomic(pib_u32 opcode)
 	       opcode == PIB_WQE_ATOMIC_FA;
 }
 
-/* PIB_WQE_F_INLINE: only the operations whose payload the requester sends (sends, writes). */
+/* PIB_WQE_F_INLINE: only the operations whose payload the requester sends (sends, writes).
+ * ATOMIC WRITE carries its 8 bytes in the control segment instead. */
 static inline bool pib_wqe_inline_allowed(pib_u32 opcode)
 {
-	return !pib_wqe_is_local(opcode) && !pib_wqe_is_rd_atomic(opcode);
+	return !pib_wqe_is_local(opcode) && !pib_wqe_is_rd_atomic(opcode) &&
+	       opcode != PIB_WQE_ATOMIC_WRITE;
 }
 
 #define PIB_WQE_F_SIGNALED     (1u << 0)  /* generate a CQE on success                      */
@@ -128,7 +134,8 @@ struct pib_send_wqe {
 	                        /*      address vector here and at 0x20, struct pib_ud_wqe)     */
 	pib_u32 rkey;           /* 0x18 RDMA / atomic rkey                                     */
 	pib_u32 inline_len;     /* 0x1c bytes of inline payload                                */
-	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand               */
+	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand; ATOMIC WRITE: */
+	                        /*      the 8 bytes to write, byte for byte as in memory        */
 	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
 	pib_u32 ud_qpn;         /* 0x30 UD: destination QPN [23:0]                             */
 	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key; PIB_QKEY_USE_QP set: the QP's own Q_Key    */
@@ -325,6 +332,7 @@ enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode 
 	PIB_CQE_BIND_MW        = 0x05,
 	PIB_CQE_LOCAL_INV      = 0x06,
 	PIB_CQE_REG_MR         = 0x07,
+	PIB_CQE_ATOMIC_WRITE   = 0x09,
 	PIB_CQE_RECV           = 0x80,
 	PIB_CQE_RECV_RDMA_IMM  = 0x81,
 };

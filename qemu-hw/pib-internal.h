@@ -772,6 +772,7 @@ void pib_qp_sync_timers(PibQp *qp);
 #define PIB_OPM_WRITE       (1u << 14)
 #define PIB_OPM_READ        (1u << 15)  /* READ request or READ response */
 #define PIB_OPM_ATOMIC      (1u << 16)  /* atomic request or atomic ACK */
+#define PIB_OPM_ATOMIC_WRITE (1u << 17) /* ATOMIC WRITE: 8 bytes placed at once */
 #define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
 
 typedef struct PibOpInfo {

@@ -90,6 +90,9 @@ static const PibOpInfo pib_ops[256] = {
                             REQ_SEND | PIB_OPM_LAST | PIB_OPM_IETH },
     [RC(SEND_ONLY_INV)] = { "RC_SEND_ONLY_INV",
                             REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IETH },
+    [RC(ATOMIC_WRITE)]  = { "RC_ATOMIC_WRITE",
+                            PIB_OPM_REQ | PIB_OPM_ATOMIC_WRITE | PIB_OPM_ONLY |
+                            PIB_OPM_RETH | PIB_OPM_PAYLOAD },
     [UC(SEND_FIRST)]    = { "UC_SEND_FIRST", REQ_SEND | PIB_OPM_FIRST },
     [UC(SEND_MIDDLE)]   = { "UC_SEND_MIDDLE", REQ_SEND | PIB_OPM_MIDDLE },
     [UC(SEND_LAST)]     = { "UC_SEND_LAST", REQ_SEND | PIB_OPM_LAST },

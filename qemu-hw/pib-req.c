@@ -123,6 +123,8 @@ static uint8_t pib_req_opcode(const PibQp *qp, const PibSendWqe *w,
         return PIB_OP_RC_COMPARE_SWAP;
     case PIB_WQE_ATOMIC_FA:
         return PIB_OP_RC_FETCH_ADD;
+    case PIB_WQE_ATOMIC_WRITE:
+        return PIB_OP_RC_ATOMIC_WRITE;
     case PIB_WQE_SEND_INV:          /* RC only */
         return first && last ? PIB_OP_RC_SEND_ONLY_INV :
                first ? PIB_OP_RC_SEND_FIRST :
@@ -275,6 +277,10 @@ static bool pib_req_done_locally(PibQp *qp)
 static bool pib_req_gather(PibQp *qp, const PibSendWqe *w, uint64_t offset,
                            uint8_t *dst, uint32_t len)
 {
+    if (w->opcode == PIB_WQE_ATOMIC_WRITE) {
+        stq_le_p(dst, w->compare_add);  /* the 8 bytes as posted */
+        return true;
+    }
     if (w->flags & PIB_WQE_F_INLINE) {
         memcpy(dst, w->inline_data + offset, len);
         return true;
@@ -322,11 +328,12 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         f.swap_add = w->opcode == PIB_WQE_ATOMIC_CS ? w->swap : w->compare_add;
         f.compare = w->compare_add;
         break;
-    default:        /* SEND, WRITE: a piece of the payload */
+    default:        /* SEND, WRITE, ATOMIC WRITE: a piece of the payload */
         paylen = MIN(w->length - r->offset, mtu);
         last = r->offset + paylen == w->length;
         if (first && (w->opcode == PIB_WQE_RDMA_WRITE ||
-                      w->opcode == PIB_WQE_RDMA_WRITE_IMM)) {
+                      w->opcode == PIB_WQE_RDMA_WRITE_IMM ||
+                      w->opcode == PIB_WQE_ATOMIC_WRITE)) {
             f.va = w->remote_addr;
             f.rkey = w->rkey;
             f.dmalen = w->length;
@@ -335,7 +342,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
             memcpy(f.imm, w->imm, sizeof(f.imm));
             f.ieth_rkey = ldl_le_p(w->imm);     /* SEND_INV: the rkey */
             f.se = (w->flags & PIB_WQE_F_SOLICITED) &&
-                   w->opcode != PIB_WQE_RDMA_WRITE;
+                   w->opcode != PIB_WQE_RDMA_WRITE &&
+                   w->opcode != PIB_WQE_ATOMIC_WRITE;
         }
         if (pib_qp_is_ud(qp)) {
             /* A Q_Key with the high bit set means "use the QP's". */

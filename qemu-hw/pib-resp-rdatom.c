@@ -120,7 +120,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
 
     pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_DUPLICATE, pi);
     pib_count(qp->s, PIB_CNT_DUPLICATE_REQUESTS, 1);
-    if (c->mask & (PIB_OPM_SEND | PIB_OPM_WRITE)) {
+    if (c->mask & (PIB_OPM_SEND | PIB_OPM_WRITE | PIB_OPM_ATOMIC_WRITE)) {
         if (pi->ackreq || (c->mask & PIB_OPM_LAST)) {
             pib_resp_ack(qp, pib_psn_add(r->psn, -1),
                          PIB_AETH_ACK | PIB_AETH_NO_CREDITS);

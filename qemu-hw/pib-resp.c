@@ -12,20 +12,25 @@
  *                 gap).  Behind: a duplicate.  UC has no duplicates and no
  *                 NAKs: a lost packet drops the rest of its message.
  *   CHK_OP_SEQ    does the opcode continue the message in progress?
- *   CHK_OP_VALID  does the QP allow the operation (remote access flags)?
+ *   CHK_OP_VALID  does the QP allow the operation (remote access flags;
+ *                 ATOMIC WRITE needs remote write, as in rxe)?
  *   CHK_RESOURCE  a receive WQE (RQ or SRQ) for a SEND or WRITE with
  *                 immediate (none: RNR NAK); a free responder resource for a
  *                 READ or atomic
  *   CHK_LENGTH    payload size right for the opcode and the path MTU; the
- *                 message fits the receive WQE or the RETH's DMA length
+ *                 message fits the receive WQE or the RETH's DMA length;
+ *                 an ATOMIC WRITE carries exactly 8 bytes
  *   CHK_RKEY      R_Key, PD, access right and range for RDMA and atomics
- *   EXECUTE       place the data, run the atomic, record the READ;
+ *                 (atomics and ATOMIC WRITE: an 8-byte aligned target)
+ *   EXECUTE       place the data, run the atomic, record the READ; an
+ *                 ATOMIC WRITE's 8 bytes land in one store;
  *                 SEND with invalidate: invalidate the rkey at the end
  *   COMPLETE      the receive CQE at the end of a message that consumed a
  *                 receive WQE
  *   ACKNOWLEDGE   advance the expected PSN; ACK when asked (AckReq) or every
  *                 PIB_ACK_COALESCE packets
- *   DUPLICATE     ACK a duplicate SEND/WRITE again without applying it;
+ *   DUPLICATE     ACK a duplicate SEND/WRITE/ATOMIC WRITE again without
+ *                 applying it;
  *                 resend READ responses (re-reading memory, as IB allows);
  *                 answer a duplicate atomic from the replay cache
  *   ERR_*         NAK (RC), complete the receive WQE in error if one is
@@ -227,7 +232,8 @@ static PibRespStep pib_resp_chk_op_valid(PibRespCtx *c)
     PibQp *qp = c->qp;
     uint32_t m = c->mask;
 
-    if (((m & PIB_OPM_WRITE) && !(qp->access & PIB_ACCESS_REMOTE_WRITE)) ||
+    if (((m & (PIB_OPM_WRITE | PIB_OPM_ATOMIC_WRITE)) &&
+         !(qp->access & PIB_ACCESS_REMOTE_WRITE)) ||
         ((m & PIB_OPM_READ) && !(qp->access & PIB_ACCESS_REMOTE_READ)) ||
         ((m & PIB_OPM_ATOMIC) && !(qp->access & PIB_ACCESS_REMOTE_ATOMIC))) {
         c->drop = PIB_CNT_RX_DROP_ACCESS;
@@ -308,6 +314,10 @@ static PibRespStep pib_resp_chk_length(PibRespCtx *c)
         }
     } else if ((m & PIB_OPM_READ) && pi->dmalen > PIB_MAX_MSG_SZ) {
         return RESP_ERR_INVALID;
+    } else if ((m & PIB_OPM_ATOMIC_WRITE) &&
+               (pi->paylen != sizeof(uint64_t) ||
+                pi->dmalen != sizeof(uint64_t))) {
+        return RESP_ERR_INVALID;
     }
     c->drop = PIB_CNT_MAX;
     return RESP_CHK_RKEY;
@@ -337,13 +347,14 @@ static PibRespStep pib_resp_chk_rkey(PibRespCtx *c)
     } else if (m & PIB_OPM_READ) {
         err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
                              PIB_ACCESS_REMOTE_READ, &c->mr);
-    } else if (m & PIB_OPM_ATOMIC) {
+    } else if (m & (PIB_OPM_ATOMIC | PIB_OPM_ATOMIC_WRITE)) {
         if (pi->va & 7) {
             c->drop = PIB_CNT_RX_DROP_ACCESS;
             return RESP_ERR_INVALID;    /* atomics are 8-byte aligned */
         }
         err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, sizeof(uint64_t),
-                             PIB_ACCESS_REMOTE_ATOMIC, &c->mr);
+                             (m & PIB_OPM_ATOMIC) ? PIB_ACCESS_REMOTE_ATOMIC :
+                             PIB_ACCESS_REMOTE_WRITE, &c->mr);
     }
     if (err != PIB_MEM_OK) {
         trace_pib_resp_rkey_fault(qp->qpn, pi->rkey, pi->va,
@@ -387,6 +398,15 @@ static PibRespStep pib_resp_execute(PibRespCtx *c)
         }
         r->write_va += pi->paylen;
         r->write_resid -= pi->paylen;
+    } else if (m & PIB_OPM_ATOMIC_WRITE) {
+        /* One 8-byte store, under the BQL like the atomics. */
+        trace_pib_resp_atomic_write(qp->qpn, pi->psn, pi->va,
+                                    ldq_le_p(pi->payload));
+        if (pib_mr_rw(qp->s, c->mr, pi->va, (void *)pi->payload,
+                      sizeof(uint64_t), DMA_DIRECTION_FROM_DEVICE) !=
+            PIB_MEM_OK) {
+            return RESP_ERR_OP;
+        }
     }
     if (!(m & PIB_OPM_LAST)) {
         return RESP_ACKNOWLEDGE;

@@ -147,6 +147,10 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
         memcpy(&w->bind, &raw, sizeof(w->bind));
         return true;        /* no SGEs, no length */
     }
+    if (w->opcode == PIB_WQE_ATOMIC_WRITE) {
+        w->length = sizeof(uint64_t);   /* compare_add's bytes; no SGEs */
+        return true;
+    }
     if (w->flags & PIB_WQE_F_INLINE) {
         w->inline_len = le32_to_cpu(raw.inline_len);
         if (w->inline_len > qp->max_inline) {

@@ -54,7 +54,7 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_UC | PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ |
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
                     PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE |
-                    PIB_DEV_CAP_CLOCK);
+                    PIB_DEV_CAP_CLOCK | PIB_DEV_CAP_ATOMIC_WRITE);
     g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
@@ -788,6 +788,109 @@ static void test_dp_rdma(void)
 
     g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
+/*
+ * ATOMIC WRITE (IBTA 1.5): 8 bytes placed at once, answered by an ACK.  The
+ * target needs remote write (not remote atomic) and 8-byte alignment; the
+ * data travels in the WQE, byte for byte.
+ */
+static void test_dp_atomic_write(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    struct pib_send_wqe wqe;
+    struct pib_cqe cqe;
+    const uint8_t val[8] = { 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88 };
+    uint8_t got[24], want[24];
+    uint32_t ro_key;
+    uint64_t raw;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 4096);
+    dp_link_ends(&x, 1, &y, 2);
+
+    /* The 8 bytes land as posted; the neighbours stay. */
+    dp_fill(&p.b, y.buf, 4096, 5);
+    qtest_memread(qts(&p.b), y.buf + 56, want, sizeof(want));
+    memcpy(want + 8, val, 8);
+    memcpy(&raw, val, 8);
+    wqe = (struct pib_send_wqe) {
+        .opcode = PIB_WQE_ATOMIC_WRITE,
+        .flags = PIB_WQE_F_SIGNALED,
+        .wr_id = cpu_to_le64(0x1),
+        .remote_addr = cpu_to_le64(y.buf + 64),
+        .rkey = cpu_to_le32(y.key),
+        .compare_add = raw,             /* bytes as they are to land */
+    };
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_ATOMIC_WRITE, &cqe);
+    qtest_memread(qts(&p.b), y.buf + 56, got, sizeof(got));
+    g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+    dp_expect_none(&p.b, &y.rcq);       /* consumes no receive WQE */
+
+    /* Another at once, then a READ back through the same QP: ordered. */
+    wqe.wr_id = cpu_to_le64(0x2);
+    wqe.remote_addr = cpu_to_le64(y.buf + 72);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_ATOMIC_WRITE, NULL);
+    g_assert_cmpuint(qtest_readq(qts(&p.b), y.buf + 72), ==, ldq_le_p(val));
+
+    /* An MR without remote write: REM_ACCESS_ERR, nothing written. */
+    ro_key = dp_reg_mr(&p.b, y.pdn, PIB_ACCESS_LOCAL_WRITE |
+                       PIB_ACCESS_REMOTE_READ | PIB_ACCESS_REMOTE_ATOMIC,
+                       y.buf + 2048, 2048);
+    qtest_memread(qts(&p.b), y.buf + 2048, want, 8);
+    wqe.wr_id = cpu_to_le64(0x3);
+    wqe.remote_addr = cpu_to_le64(y.buf + 2048);
+    wqe.rkey = cpu_to_le32(ro_key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x3, PIB_WC_REM_ACCESS_ERR, PIB_CQE_ATOMIC_WRITE,
+              NULL);
+    qtest_memread(qts(&p.b), y.buf + 2048, got, 8);
+    g_assert_cmpmem(got, 8, want, 8);
+    g_assert_true(dp_aeq_find(&p.b, PIB_AE_QP_ACCESS_ERR, y.qp.qpn));
+
+    /* Misaligned: invalid request, nothing written. */
+    dp_relink(&x, 1, &y, 2);
+    qtest_memread(qts(&p.b), y.buf + 100, want, 16);
+    wqe.wr_id = cpu_to_le64(0x4);
+    wqe.remote_addr = cpu_to_le64(y.buf + 100);
+    wqe.rkey = cpu_to_le32(y.key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x4, PIB_WC_REM_INV_REQ_ERR, PIB_CQE_ATOMIC_WRITE,
+              NULL);
+    qtest_memread(qts(&p.b), y.buf + 100, got, 16);
+    g_assert_cmpmem(got, 16, want, 16);
+
+    /* Inline is not how ATOMIC WRITE carries its data: a local QP error. */
+    dp_relink(&x, 1, &y, 2);
+    wqe.wr_id = cpu_to_le64(0x5);
+    wqe.remote_addr = cpu_to_le64(y.buf + 64);
+    wqe.flags = PIB_WQE_F_SIGNALED | PIB_WQE_F_INLINE;
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x5, PIB_WC_LOC_QP_OP_ERR, PIB_CQE_ATOMIC_WRITE,
+              NULL);
+
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+
+    /* UC has no ATOMIC WRITE: the device refuses the WQE. */
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_UC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_UC, 4096);
+    dp_link_ends(&x, 1, &y, 2);
+    qtest_memread(qts(&p.b), y.buf + 64, want, 8);
+    wqe.flags = PIB_WQE_F_SIGNALED;
+    wqe.wr_id = cpu_to_le64(0x6);
+    wqe.rkey = cpu_to_le32(y.key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, NULL, 0, true);
+    dp_expect(&p.a, &x.scq, 0x6, PIB_WC_LOC_QP_OP_ERR, PIB_CQE_ATOMIC_WRITE,
+              NULL);
+    qtest_memread(qts(&p.b), y.buf + 64, got, 8);
+    g_assert_cmpmem(got, 8, want, 8);
     dp_pair_down(&p);
 }
 
@@ -2707,6 +2810,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/rnr", test_dp_rnr);
     qtest_add_func("/pib/data/retry", test_dp_retry);
     qtest_add_func("/pib/data/rdma", test_dp_rdma);
+    qtest_add_func("/pib/data/atomic-write", test_dp_atomic_write);
     qtest_add_func("/pib/data/ud-uc", test_dp_ud_uc);
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
     qtest_add_func("/pib/data/srq", test_dp_srq);
