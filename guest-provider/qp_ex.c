@@ -48,6 +48,7 @@ static const struct {
 	{ IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, PIB_WQE_ATOMIC_FA },
 	{ IBV_QP_EX_WITH_LOCAL_INV, PIB_WQE_LOCAL_INV },
 	{ IBV_QP_EX_WITH_BIND_MW, PIB_WQE_BIND_MW },
+	{ IBV_QP_EX_WITH_ATOMIC_WRITE, PIB_WQE_ATOMIC_WRITE },
 };
 
 /* May a QP of this type be created with these send_ops_flags? */
@@ -222,6 +223,24 @@ static void pib_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 		wqe->compare_add = htole64(add);
 }
 
+/*
+ * ATOMIC WRITE (IBTA 1.5, RC): the 8 bytes at atomic_wr, copied now into the control
+ * segment byte for byte, land at remote_addr in one store.  The target must be 8-byte
+ * aligned (the responder answers a misaligned one with an invalid-request NAK).
+ */
+static void pib_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+				uint64_t remote_addr, const void *atomic_wr)
+{
+	struct pib_send_wqe *wqe = pib_wr_rdma(qpx, PIB_WQE_ATOMIC_WRITE, rkey,
+					       remote_addr);
+
+	if (!wqe)
+		return;
+	memcpy(&wqe->compare_add, atomic_wr, sizeof(wqe->compare_add));
+	/* Its data is in the control segment: no setter may follow. */
+	pib_qp_of_ex(qpx)->ex.wqe = NULL;
+}
+
 static void pib_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
 	struct pib_send_wqe *wqe = pib_wr_begin(qpx, PIB_WQE_LOCAL_INV);
@@ -379,4 +398,6 @@ void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops)
 		qpx->wr_local_inv = pib_wr_local_inv;
 	if (ops & IBV_QP_EX_WITH_BIND_MW)
 		qpx->wr_bind_mw = pib_wr_bind_mw;
+	if (ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		qpx->wr_atomic_write = pib_wr_atomic_write;
 }

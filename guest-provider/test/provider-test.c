@@ -1358,7 +1358,8 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
 		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
 				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 				  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-				  IBV_QP_EX_WITH_SEND_WITH_IMM,
+				  IBV_QP_EX_WITH_SEND_WITH_IMM |
+				  IBV_QP_EX_WITH_ATOMIC_WRITE,
 	};
 	struct ibv_sge sgl[2] = {
 		{ .addr = 0x1000, .length = 8, .lkey = 0x11 },
@@ -1380,6 +1381,16 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
 	errno = 0;
 	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
 	CHECK_EQ(errno, EOPNOTSUPP);
+	/* UC has no ATOMIC WRITE (RC only). */
+	attr.qp_type = IBV_QPT_UC;
+	attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE;
+	errno = 0;
+	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	attr.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+			      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+			      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+			      IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_ATOMIC_WRITE;
 	attr.qp_type = IBV_QPT_RC;
 
 	ibvqp = pib_create_qp_ex(&ctx->ibvctx.context, &attr);
@@ -1387,7 +1398,7 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
 	qp = to_pib_qp(ibvqp);
 	qpn = ibvqp->qp_num;
 	qpx = ibv_qp_to_qp_ex(ibvqp);
-	CHECK(qpx && qpx->wr_send && qpx->wr_atomic_fetch_add);
+	CHECK(qpx && qpx->wr_send && qpx->wr_atomic_fetch_add && qpx->wr_atomic_write);
 	CHECK(!qpx->wr_rdma_read && !qpx->wr_set_ud_addr);
 	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
 
@@ -1451,12 +1462,34 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
 	ibv_wr_set_inline_data(qpx, big, 8);		/* no inline atomics */
 	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
 	ibv_wr_start(qpx);
+	ibv_wr_atomic_write(qpx, 0x99, 0xfed010, "ATOMICWR");
+	ibv_wr_set_sge(qpx, 0x33, 0x3000, 8);		/* its data is in the WQE */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 3);
+	ibv_wr_start(qpx);
 	ibv_wr_send(qpx);
 	ibv_wr_set_sge_list(qpx, qp->sq.max_sge + 1, sgl);	/* too many SGEs */
 	ibv_wr_send(qpx);					/* ignored now */
 	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
 	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	/* ATOMIC WRITE: the 8 bytes, byte for byte, in the control segment. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 5;
+	qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_atomic_write(qpx, 0x99, 0xfed010, "ATOMICWR");
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)4 << 32 | qpn);
+	w = sq_wqe(qp, 3);
+	CHECK_EQ(w->opcode, PIB_WQE_ATOMIC_WRITE);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED);		/* never inline */
+	CHECK_EQ(le64toh(w->wr_id), 5);
+	CHECK_EQ(le32toh(w->rkey), 0x99);
+	CHECK_EQ(le64toh(w->remote_addr), 0xfed010);
+	CHECK(memcmp(&w->compare_add, "ATOMICWR", 8) == 0);
+	CHECK_EQ(w->num_sge, 0);
 	/* The ring holds 4: a batch that overfills it fails whole. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
 	ibv_wr_start(qpx);
 	for (int i = 0; i < 4; i++)
 		ibv_wr_send(qpx);
