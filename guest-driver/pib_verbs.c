@@ -122,6 +122,11 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 */
 	if (a->device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B;
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+	/* ATOMIC WRITE (IBTA 1.5, ib_core 6.2+): the provider's ibv_wr_atomic_write. */
+	if (a->device_cap_flags & PIB_DEV_CAP_ATOMIC_WRITE)
+		props->device_cap_flags |= IB_DEVICE_ATOMIC_WRITE;
+#endif
 	/* User SRQs (and CQs) move to a bigger or smaller ring, nothing lost (RESIZE). */
 	if ((a->device_cap_flags & PIB_DEV_CAP_RESIZE) && dev->max_srq)
 		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
