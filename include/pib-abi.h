@@ -25,10 +25,10 @@ struct pib_ibv_alloc_ucontext_resp {
  * CQ: the provider allocates the ring (depth CQEs, then one page whose first u32 is the
  * consumer index record), page aligned, and passes it here; the driver pins it and hands its
  * page list to the device.  The CQEs are struct pib_cqe (32 bytes), or with
- * PIB_IBV_CQ_F_TIMESTAMP struct pib_cqe_ts (64 bytes, with the completion's timestamp:
+ * PIB_IBV_CQ_F_TIMESTAMP struct pib_cqe_ts (64 bytes, with the completion's timestamps:
  * CREATE_CQ's PIB_CQ_F_TIMESTAMP in pib_hw.h).  That flag goes with the verbs' own
- * IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION (which ibv_create_cq_ex sends for the
- * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP wc flag): one without the other is refused.  A CQ keeps
+ * IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION (which ibv_create_cq_ex sends for either timestamp
+ * wc flag, the device clock's or the wall clock's): one without the other is refused.  A CQ keeps
  * its CQE size through resize_cq.
  */
 #define PIB_IBV_CREATE_CQ_MASK_FLAGS   (1u << 0)  /* comp_mask: flags is meant             */

@@ -396,15 +396,21 @@ struct pib_cqe {
 /*
  * ---- Timestamped CQE: 64 bytes --------------------------------------------------------------
  * A CQ created with PIB_CQ_F_TIMESTAMP has 64-byte slots: the 32-byte CQE as above (its phase
- * bit and the rule for reading it unchanged), then the device clock (pib_hw.h, the UAR's
- * CLOCK registers) at the moment the device wrote the CQE.  The device writes the timestamp
- * before the dword with the phase bit, so a CQE whose phase bit is new has its timestamp.
- * Timestamps of one CQ never decrease in ring order.
+ * bit and the rule for reading it unchanged), then two readings taken at the moment the device
+ * wrote the CQE:
+ * - timestamp: the device clock (pib_hw.h, the UAR's CLOCK registers).  Timestamps of one CQ
+ *   never decrease in ring order.
+ * - wallclock: the machine's real-time clock, ns since the Unix epoch: the clock the machine's
+ *   RTC reads, which is where the guest's system time starts (the verbs' completion wall-clock
+ *   timestamp).  Real time may be set back, so these may decrease.
+ * The device writes both before the dword with the phase bit, so a CQE whose phase bit is new
+ * has them.
  */
 struct pib_cqe_ts {
 	struct pib_cqe cqe;     /* 0x00                                                        */
 	pib_u64 timestamp;      /* 0x20 device clock, ns                                       */
-	pib_u8  rsvd[24];       /* 0x28 written as zero                                        */
+	pib_u64 wallclock;      /* 0x28 real time, ns since 1970-01-01 00:00 UTC               */
+	pib_u8  rsvd[16];       /* 0x30 written as zero                                        */
 };
 
 /* The fields a datagram receive CQE packs next to the QPNs (qpn [31:24], src_qp [30:24]). */

@@ -11,7 +11,8 @@
  *  - CQE i goes to slot i % depth with its phase bit 1 on the first pass,
  *    0 on the second, ...; the dword holding the phase is written last.
  *  - A CQ created with PIB_CQ_F_TIMESTAMP has 64-byte slots: the CQE, then
- *    the device clock when the CQE was written (struct pib_cqe_ts).  The slot
+ *    the device clock and the real time when the CQE was written (struct
+ *    pib_cqe_ts).  The slot
  *    size is the ring's stride; it stays the CQ's through RESIZE_CQ.
  *  - The ring is followed by a page whose first u32 is the consumer index
  *    record.  The device reads it only when the ring looks full.  If it
@@ -115,6 +116,7 @@ bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
                  (pib_ring_phase(cq->pi, cq->ring.depth) ? PIB_CQE_F_PHASE : 0);
     slot.cqe = *cqe;
     slot.timestamp = cpu_to_le64(pib_clock_ns());
+    slot.wallclock = cpu_to_le64(pib_wallclock_ns());
     addr = pib_ring_addr(&cq->ring, cq->pi);
     if (!pib_ring_publish(s, addr, &slot, 1u << cq->ring.stride_log,
                           offsetof(struct pib_cqe, flags), "CQE")) {

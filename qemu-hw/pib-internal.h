@@ -622,6 +622,7 @@ uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
                      uint64_t **pagesp, const char *cmd);
 uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
 uint64_t pib_clock_ns(void);
+uint64_t pib_wallclock_ns(void);
 void pib_irq_notify(PibState *s, unsigned vector);
 void pib_irq_raise(PibState *s, unsigned vector);
 uint64_t pib_port_guid(PibState *s);

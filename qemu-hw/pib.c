@@ -183,6 +183,17 @@ uint64_t pib_clock_ns(void)
 }
 
 /*
+ * Real time for the CQEs' wall-clock stamps (struct pib_cqe_ts): QEMU's host
+ * clock, the one the machine's RTC runs on by default (-rtc clock=host), so
+ * the guest's system time starts from it.  Unlike the device clock it runs
+ * while the machine is stopped and under qtest, and may be set back.
+ */
+uint64_t pib_wallclock_ns(void)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_HOST);
+}
+
+/*
  * Copy a page list from guest memory: npages little-endian u64 addresses of
  * 4 KiB pages.  The caller bounded npages.  Returns an admin status.
  */

@@ -1175,7 +1175,14 @@ static void test_dp_cq_resize(void)
     dp_pair_down(&p);
 }
 
-/* The next CQE of a timestamped CQ is this one, written at clock `ts`. */
+/* Real time (ns) when the timestamp test began: no wall-clock stamp is older. */
+static uint64_t dp_ts_test_start;
+
+/*
+ * The next CQE of a timestamped CQ is this one, written at clock `ts`; its
+ * wall-clock stamp lies between the test's start and now (the device and this
+ * program read the same host real-time clock).
+ */
 static void dp_expect_ts(PibDev *d, TestCq *cq, uint64_t wr_id,
                          uint8_t opcode, uint64_t ts)
 {
@@ -1187,6 +1194,9 @@ static void dp_expect_ts(PibDev *d, TestCq *cq, uint64_t wr_id,
     g_assert_cmpuint(slot.cqe.status, ==, PIB_WC_SUCCESS);
     g_assert_cmphex(slot.cqe.opcode, ==, opcode);
     g_assert_cmpuint(le64_to_cpu(slot.timestamp), ==, ts);
+    g_assert_cmpuint(le64_to_cpu(slot.wallclock), >=, dp_ts_test_start);
+    g_assert_cmpuint(le64_to_cpu(slot.wallclock), <=,
+                     (uint64_t)g_get_real_time() * 1000 + 1000);
     g_assert_cmpmem(slot.rsvd, sizeof(slot.rsvd), zero, sizeof(zero));
 }
 
@@ -1208,6 +1218,7 @@ static void test_dp_cq_timestamp(void)
     uint64_t ring, t0;
     uint32_t i;
 
+    dp_ts_test_start = (uint64_t)g_get_real_time() * 1000;
     dp_pair_up(&p);
     dp_end(&p.a, &x, PIB_QPT_RC, 4096);
     dp_end(&p.b, &y, PIB_QPT_RC, 4096);
