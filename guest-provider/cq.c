@@ -39,13 +39,13 @@ PIB_WC_STATUSES(PIB_SAME_STATUS)
 
 /*
  * The work completion fields an extended CQ can report: all but the VLAN, flow
- * and tag ones, and the completion timestamp in the device clock's own units
- * (when the device has its clock).  Not the wall-clock timestamp: the device
- * clock counts from the machine's start, and nothing ties it to the system's
- * real time.
+ * and tag ones, and (when the device has its clock) the completion timestamp
+ * in the device clock's own units and the wall-clock one, the machine's real
+ * time in ns: both are in every 64-byte CQE (struct pib_cqe_ts).
  */
 #define PIB_CQ_WC_FLAGS		IBV_WC_STANDARD_FLAGS
-#define PIB_CQ_WC_FLAGS_CLOCK	IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+#define PIB_CQ_WC_FLAGS_CLOCK	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
+				 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 #define PIB_CQ_CREATE_FLAGS	IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
 static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags);
@@ -58,7 +58,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	struct pib_create_cq_ex cmd = {};
 	uint64_t wc_flags_ok = PIB_CQ_WC_FLAGS |
 			       (ctx->clock ? PIB_CQ_WC_FLAGS_CLOCK : 0);
-	bool ts = attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	bool ts = attr->wc_flags & PIB_CQ_WC_FLAGS_CLOCK;
 	uint32_t cqe_log = ts ? PIB_CQE_TS_STRIDE_LOG : PIB_CQE_STRIDE_LOG;
 	int cqe = attr->cqe;
 	size_t ring_size;
@@ -127,7 +127,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 	cmd.depth = depth;
 	cmd.buf_addr = (uintptr_t)cq->buf;
 	cmd.buf_size = cq->buf_size;
-	/* The timestamp wc flag becomes the verbs' TIMESTAMP_COMPLETION flag. */
+	/* A timestamp wc flag becomes the verbs' TIMESTAMP_COMPLETION flag. */
 	if (ts) {
 		cmd.comp_mask = PIB_IBV_CREATE_CQ_MASK_FLAGS;
 		cmd.flags = PIB_IBV_CQ_F_TIMESTAMP;
@@ -138,7 +138,7 @@ struct ibv_cq_ex *pib_create_cq_ex(struct ibv_context *ibvctx,
 					.channel = attr->channel,
 					.comp_vector = attr->comp_vector,
 					.wc_flags = attr->wc_flags &
-						    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+						    PIB_CQ_WC_FLAGS_CLOCK,
 				   },
 				   &cq->vcq, &cmd.ibv_cmd, sizeof(cmd),
 				   &resp.ibv_resp, sizeof(resp), 0);
@@ -469,9 +469,13 @@ static int pib_cq_ex_next(struct pib_cq *cq)
 			continue;
 		pib_cqe_to_wc(cqe, &cq->cur);
 		/* The timestamp half was written before the phase (pib_wqe.h). */
-		if (cq->cqe_log == PIB_CQE_TS_STRIDE_LOG)
-			cq->cur_ts = le64toh(container_of(cqe, struct pib_cqe_ts,
-							  cqe)->timestamp);
+		if (cq->cqe_log == PIB_CQE_TS_STRIDE_LOG) {
+			const struct pib_cqe_ts *slot =
+				container_of(cqe, struct pib_cqe_ts, cqe);
+
+			cq->cur_ts = le64toh(slot->timestamp);
+			cq->cur_wallclock = le64toh(slot->wallclock);
+		}
 		cq->vcq.cq_ex.wr_id = cq->cur.wr_id;
 		cq->vcq.cq_ex.status = cq->cur.status;
 		return 0;
@@ -569,6 +573,11 @@ static uint64_t pib_wc_read_completion_ts(struct ibv_cq_ex *cqx)
 	return pib_cq_of_ex(cqx)->cur_ts;
 }
 
+static uint64_t pib_wc_read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
+{
+	return pib_cq_of_ex(cqx)->cur_wallclock;
+}
+
 /* The poll and read functions of a CQ, for the fields wc_flags asks for. */
 static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags)
 {
@@ -596,6 +605,8 @@ static void pib_cq_ex_init(struct pib_cq *cq, uint64_t wc_flags)
 		cqx->read_dlid_path_bits = pib_wc_read_dlid_path_bits;
 	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
 		cqx->read_completion_ts = pib_wc_read_completion_ts;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		cqx->read_completion_wallclock_ns = pib_wc_read_completion_wallclock_ns;
 }
 
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)

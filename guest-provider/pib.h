@@ -162,6 +162,7 @@ struct pib_cq {
 	uint32_t cqn;
 	struct ibv_wc cur;		/* ibv_cq_ex: the completion being read */
 	uint64_t cur_ts;		/* ... and its timestamp (timestamped CQs) */
+	uint64_t cur_wallclock;		/* ... and its real time, ns since the epoch */
 };
 
 /*

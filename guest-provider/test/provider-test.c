@@ -91,10 +91,12 @@ int ibv_cmd_create_cq_ex(struct ibv_context *context,
 	CHECK_EQ(resp_size, sizeof(*r));
 	/* What the driver will check: a page-aligned ring of depth CQEs plus
 	 * the record page, depth a power of two; the ring's timestamp flag
-	 * with the verbs' own (which the wc flag becomes). */
+	 * with the verbs' own (which either timestamp wc flag becomes, in
+	 * libibverbs' ibv_cmd_create_cq_ex). */
 	CHECK_EQ(c->comp_mask & ~PIB_IBV_CREATE_CQ_MASK_FLAGS, 0);
 	CHECK_EQ(c->flags & ~PIB_IBV_CQ_F_TIMESTAMP, 0);
-	CHECK_EQ(!!(attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), ts);
+	CHECK_EQ(!!(attr->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+				      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)), ts);
 	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->depth & (c->depth - 1), 0);
 	CHECK_EQ(c->buf_size, align(c->depth * cqe_size, PIB_PAGE_SIZE) + PIB_PAGE_SIZE);
@@ -311,14 +313,19 @@ static uint64_t uar_read(struct pib_context *ctx, unsigned int offset)
 }
 
 /* A CQE, and on a timestamped CQ the timestamp ts in the slot's second half. */
+/* The fake device's real time: its clock plus this (2023-11-14 22:13:20 UTC). */
+#define FAKE_EPOCH_NS 1700000000000000000ull
+
 static void dev_write_cqe_ts(struct fake_cq *f, const struct pib_cqe *in, uint64_t ts)
 {
 	struct pib_cqe_ts *slot = (void *)((uint8_t *)f->cq->ring +
 		((f->pi & (f->cq->depth - 1)) << f->cq->cqe_log));
 	uint8_t phase = ((f->pi / f->cq->depth) & 1) ? 0 : PIB_CQE_F_PHASE;
 
-	if (f->cq->cqe_log == PIB_CQE_TS_STRIDE_LOG)
+	if (f->cq->cqe_log == PIB_CQE_TS_STRIDE_LOG) {
 		slot->timestamp = htole64(ts);
+		slot->wallclock = htole64(FAKE_EPOCH_NS + ts);
+	}
 	slot->cqe = *in;
 	slot->cqe.flags = (in->flags & ~PIB_CQE_F_PHASE) | phase;
 	f->pi++;
@@ -1640,11 +1647,27 @@ static void test_clock(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(v.comp_mask, 0);
 	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
 
-	/* Wall-clock timestamps are not offered. */
+	/* Wall-clock timestamps alone: 64-byte slots too, the CQE's real-time stamp. */
 	cattr.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-	errno = 0;
-	CHECK(!pib_create_cq_ex(&ctx->ibvctx.context, &cattr));
-	CHECK_EQ(errno, EOPNOTSUPP);
+	cqx = pib_create_cq_ex(&ctx->ibvctx.context, &cattr);
+	CHECK(cqx);
+	cq = to_pib_cq(ibv_cq_ex_to_cq(cqx));
+	CHECK_EQ(cq->cqe_log, PIB_CQE_TS_STRIDE_LOG);
+	CHECK(!cqx->read_completion_ts && cqx->read_completion_wallclock_ns);
+	dev = (struct fake_cq){ .cq = cq };
+	attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cqx);
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	dev_write_cqe_ts(&dev, &(struct pib_cqe){
+				.wr_id = htole64(0x70), .qpn = htole32(ibvqp->qp_num),
+				.opcode = PIB_CQE_SEND },
+			 777);
+	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
+	CHECK_EQ(cqx->wr_id, 0x70);
+	CHECK_EQ(ibv_wc_read_completion_wallclock_ns(cqx), FAKE_EPOCH_NS + 777);
+	ibv_end_poll(cqx);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 
 	/* A timestamped CQ of 4 (depth 8): 64-byte slots. */
 	cattr.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
@@ -1671,6 +1694,7 @@ static void test_clock(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(ibv_start_poll(cqx, &pattr), 0);
 	CHECK_EQ(cqx->wr_id, 0x80);
 	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 1000);
+	CHECK_EQ(cq->cur_wallclock, FAKE_EPOCH_NS + 1000);
 	CHECK_EQ(ibv_next_poll(cqx), 0);
 	CHECK_EQ(cqx->wr_id, 0x81);
 	CHECK_EQ(ibv_wc_read_completion_ts(cqx), 2000);
