@@ -504,7 +504,8 @@ static int conn_create(struct role *r, struct conn *c, const struct conn_params 
 	if (p->timestamps && !p->rcq) {
 		struct ibv_cq_init_attr_ex cx = {
 			.cqe = p->send_cqe,
-			.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+			.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+				    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
 		};
 
 		c->scqx = ibv_create_cq_ex(r->ctx, &cx);
@@ -3062,12 +3063,24 @@ static int rereg_client(struct role *r)
  * time; then a ping-pong of SENDs on extended CQs with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
  * where every completion's timestamp lies between the clock readings taken before the work it
  * completes could have started and after it was polled, and a CQ's timestamps never decrease.
- * Each role only compares timestamps with its own device's clock.
+ * Each role only compares timestamps with its own device's clock.  The same completions' wall-clock
+ * timestamps (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK, the machine's real time) lie within
+ * TS_WALL_SLACK_NS of the guest's CLOCK_REALTIME when polled: the guest's system time starts from
+ * the RTC, which reads whole seconds at boot, and the device reads the clock that RTC runs on.
  */
 
 #define TS_ROUNDS 32
 #define TS_LEN 64
 #define TS_READS 1000
+#define TS_WALL_SLACK_NS 2000000000ll	/* the RTC's second at boot, and then some */
+
+static int64_t realtime_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 /* The device clock in its own ticks (hca_core_clock kHz), or -1 (a failed check). */
 static int64_t ts_clock(struct role *r)
@@ -3134,7 +3147,7 @@ static uint64_t ts_check_clock(struct role *r)
  * -1: poll error.
  */
 static int ts_poll(struct ibv_cq_ex *cqx, uint64_t *wr_id, enum ibv_wc_status *status,
-		   uint32_t *byte_len, uint64_t *ts, int timeout_ms)
+		   uint32_t *byte_len, uint64_t *ts, uint64_t *wall, int timeout_ms)
 {
 	struct ibv_poll_cq_attr attr = {};
 	int64_t deadline = now_ms() + timeout_ms;
@@ -3151,13 +3164,15 @@ static int ts_poll(struct ibv_cq_ex *cqx, uint64_t *wr_id, enum ibv_wc_status *s
 	*status = cqx->status;
 	*byte_len = ibv_wc_read_byte_len(cqx);
 	*ts = ibv_wc_read_completion_ts(cqx);
+	*wall = ibv_wc_read_completion_wallclock_ns(cqx);
 	ibv_end_poll(cqx);
 	return 1;
 }
 
 /* The tallies of a role's completions: each within its bracket, each CQ non-decreasing. */
 struct ts_tally {
-	int n, bad_status, outside, back, bad_data;
+	int n, bad_status, outside, back, bad_data, wall_off;
+	int64_t wall_max_gap;		/* the largest |wall-clock stamp - CLOCK_REALTIME|, ns */
 	uint64_t prev_s, prev_r;
 	char first_bad[160];
 };
@@ -3182,13 +3197,17 @@ static int ts_expect(struct role *r, struct ts_tally *t, struct ibv_cq_ex *cqx, 
 		     const char *what, int round, int64_t lo, uint64_t *prev, uint32_t *len)
 {
 	enum ibv_wc_status st;
-	uint64_t id, ts;
-	int64_t hi;
-	int got = ts_poll(cqx, &id, &st, len, &ts, r->o->timeout * 1000);
+	uint64_t id, ts, wall;
+	int64_t hi, gap;
+	int got = ts_poll(cqx, &id, &st, len, &ts, &wall, r->o->timeout * 1000);
 
 	if (got <= 0)
 		return fail(r, "round %d: no %s completion within %d s", round, what,
 			    r->o->timeout);
+	gap = llabs((int64_t)wall - realtime_ns());
+	t->wall_off += gap > TS_WALL_SLACK_NS;
+	if (gap > t->wall_max_gap)
+		t->wall_max_gap = gap;
 	hi = ts_clock(r);
 	if (hi < 0)
 		return -1;
@@ -3207,6 +3226,9 @@ static void ts_report(struct role *r, struct ts_tally *t)
 		  "every completion timestamp lies between the clock reads around its work, and "
 		  "none goes back on its CQ", "%d outside, %d went back; first: %s", t->outside,
 		  t->back, t->first_bad);
+	check(r, t->wall_off == 0, "every wall-clock timestamp is within %lld ms of the system's "
+	      "real time when polled (%d are not; the largest gap is %.1f ms)",
+	      TS_WALL_SLACK_NS / 1000000, t->wall_off, (double)t->wall_max_gap / 1e6);
 }
 
 static int timestamps_server(struct role *r)
