@@ -132,7 +132,13 @@ warnings=$(grep -c 'warning:' "$BLD/ninja.log.txt" || true)
 
 # --- 5. Install --------------------------------------------------------------------------------
 # Into a fresh directory then swapped in, so rdma-root is exactly this build, never a mix of
-# old and new files.  Skipped when ninja had nothing to do and the last install is complete.
+# old and new files.  The build tree is shared by every checkout on this machine (it lives in
+# the cache), so each build gets an identity (.pib-build-id) and each rdma-root records the one
+# it holds: another checkout's build of the same tree leaves ninja nothing to do, yet this
+# checkout's rdma-root is stale until it is installed again.
+if [ "$built" = 1 ] || [ ! -s "$BLD/.pib-build-id" ]; then
+  echo "$(date +%s.%N) $$" >"$BLD/.pib-build-id"
+fi
 WANT=(
   usr/lib/$MULTIARCH/libibverbs/libpib-rdmav34.so
   etc/libibverbs.d/pib.driver
@@ -147,18 +153,17 @@ WANT=(
 )
 complete() {
   local f
-  [ -f "$BLD/.pib-installed" ] || return 1
+  cmp -s "$BLD/.pib-build-id" "$DEST/.pib-build-id" || return 1
   for f in "${WANT[@]}"; do [ -e "$DEST/$f" ] || return 1; done
 }
-if [ "$built" = 1 ] || ! complete; then
+if ! complete; then
   say "install into $DEST"
   rm -rf "$DEST.tmp"
-  rm -f "$BLD/.pib-installed"
   DESTDIR="$DEST.tmp" ninja -C "$BLD" install >"$BLD/install.log" 2>&1 \
     || { tail -n 30 "$BLD/install.log"; say "install failed"; exit 1; }
+  cp "$BLD/.pib-build-id" "$DEST.tmp/.pib-build-id"
   rm -rf "$DEST"
   mv "$DEST.tmp" "$DEST"
-  touch "$BLD/.pib-installed"
 else
   say "install up to date"
 fi
