@@ -1,6 +1,6 @@
 /*
- * pib firmware - the management agents: the subnet management agent (SMA, pib-sma.c) and the
- * performance management agent (PMA, pib-pma.c)
+ * pib firmware - the management agents: the subnet management agent (SMA, pib-sma.c and
+ * pib-sma-port.c) and the performance management agent (PMA, pib-pma.c)
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -32,6 +32,11 @@
 #define PIB_MGMT_SPEED_QDR      4       /* LinkSpeedSupported/Active: QDR (10 Gb/s) */
 #define PIB_MGMT_RESP_TIME      18      /* RespTimeValue: 4.096 us * 2^18, about 1 s */
 #define PIB_MGMT_TRAP_SENDS     4       /* a trap is sent this often without a repress */
+/* PortInfo encodings the SMA resets a port to: widths 1X or 4X, speeds SDR/DDR/QDR enabled. */
+#define SMA_WIDTH_SUPPORTED     3
+#define SMA_SPEED_SUPPORTED     7
+#define SMA_VL_STALL_COUNT      7
+#define SMA_LINK_DOWN_POLLING   2
 
 /* Why a port's management state changed: what the node tells its driver (PibMgmtOps). */
 #define PIB_MGMT_CHG_LID        (1u << 0)   /* LID or LMC */
@@ -190,18 +195,20 @@ typedef struct PibMadCtx {
 } PibMadCtx;
 
 /* pib-sma.c */
-void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
-void pib_mgmt_port_reset(PibMgmtPort *p);
 void pib_mgmt_switch_reset(PibMgmtSwitch *sw);
-void pib_mgmt_port_fini(PibMgmtPort *p);
 uint32_t pib_sma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
                          uint8_t *out);
+const char *pib_smp_attr_name(uint16_t attr);
+
+/* pib-sma-port.c */
+void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
+void pib_mgmt_port_reset(PibMgmtPort *p);
+void pib_mgmt_port_fini(PibMgmtPort *p);
 bool pib_sma_trap(PibMgmtPort *p, uint8_t type, uint16_t trap_num,
                   const void *details, size_t len);
 void pib_sma_cap_changed(PibMgmtPort *p, bool node_desc);
 int pib_mgmt_pkey_find(const PibMgmtPort *p, uint16_t pkey);
 bool pib_mgmt_pkey_match(uint16_t a, uint16_t b);
-const char *pib_smp_attr_name(uint16_t attr);
 
 /* pib-pma.c */
 uint32_t pib_pma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
