@@ -1,0 +1,380 @@
+/*
+ * pib HCA device model - the data-path objects and their limits
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * What the device keeps for each object the driver creates through the admin
+ * queue: PDs, MRs and memory windows (pib-mr.c), CQs (pib-cq.c), SRQs
+ * (pib-srq.c) and QPs with the state of their three engines, requester
+ * (pib-req.c), completer (pib-comp.c) and responder (pib-resp.c).  The
+ * formats these objects read and write in guest memory (WQEs, CQEs, rings)
+ * are defined in include/pib_wqe.h; the device as a whole (PibState) and the
+ * functions are in pib-internal.h, which includes this file.
+ */
+
+#ifndef HW_PIB_OBJECTS_H
+#define HW_PIB_OBJECTS_H
+
+#include "qemu/queue.h"
+#include "qemu/timer.h"
+
+#include "include/pib_hw.h"
+#include "include/pib_wqe.h"
+#include "include/pib_link.h"
+
+typedef struct PibState PibState;
+
+/*
+ * Data-path limits.  QUERY_DEVICE reports them; every admin command and WQE
+ * is checked against them, so every allocation the guest can cause is
+ * bounded.
+ */
+#define PIB_MAX_PD              1024
+#define PIB_MAX_MR              4096
+#define PIB_MAX_CQ              1024
+#define PIB_MAX_QP              1024    /* RC/UC/UD QPs, plus the GSI QP */
+#define PIB_MAX_SRQ             256
+#define PIB_MAX_SRQ_WR          4096
+#define PIB_MAX_MW              1024
+/*
+ * Keys are index << 8 | key byte.  MR indices are 1..PIB_MAX_MR; memory
+ * windows take indices from PIB_MW_INDEX_BASE on, so one look at an rkey's
+ * index tells which table it names.
+ */
+#define PIB_MW_INDEX_BASE       0x10000
+#define PIB_MAX_RD_ATOM         16      /* max_qp_[init_]rd_atom */
+/* Pages of all MR page lists together (the "MTT"): 16 GiB of 4 KiB pages. */
+#define PIB_MAX_MTT_PAGES       (1u << 22)
+#define PIB_MAX_MR_SIZE         ((uint64_t)PIB_MAX_MTT_PAGES << PIB_PAGE_SHIFT)
+#define PIB_MAX_MSG_SZ          (1u << 31)
+#define PIB_PORT_MTU_ENUM       5       /* IB MTU 4096 */
+
+/* QP numbers: 0 would be the SMI QP (none), 1 the GSI QP, then the rest. */
+#define PIB_QPN_SMI             0
+#define PIB_QPN_GSI             1
+#define PIB_QPN_FIRST           2
+#define PIB_QPN_LIMIT           (PIB_QPN_FIRST + PIB_MAX_QP)   /* exclusive */
+#define PIB_GSI_QKEY            0x80010000u
+#define PIB_SMI_QKEY            0
+
+/*
+ * Data-path objects (pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c)
+ */
+
+typedef struct PibPd {
+    uint32_t pdn;
+    uint32_t refcnt;        /* MRs and QPs using it: DESTROY_PD says BUSY */
+} PibPd;
+
+/* An MR: [iova, iova + length) -> the pages of its page list. */
+typedef struct PibMr {
+    uint32_t key;           /* lkey == rkey: index << 8 | key byte */
+    uint32_t pdn;
+    uint32_t access;        /* PIB_ACCESS_* */
+    uint32_t flags;         /* PIB_MR_F_* */
+    uint64_t iova;
+    uint64_t length;
+    uint32_t npages;
+    uint64_t *pages;        /* guest-physical 4 KiB pages, copied at REG_MR */
+    uint32_t max_pages;     /* page list entries it holds (the MTT budget) */
+    bool fast_reg;          /* ALLOC_MR: registered by REG_MR WQEs */
+    bool invalid;           /* LOCAL_INV / SEND_WITH_INV, or a fast-reg MR */
+                            /* not registered yet: its keys fail */
+    uint32_t mw_bound;      /* windows bound to it: DEREG_MR says BUSY */
+} PibMr;
+
+/*
+ * A memory window: unbound (its rkey grants nothing) or bound by a BIND_MW
+ * WQE to [addr, addr + length) of an MR, with remote access rights.  A type 2
+ * window is bound to the QP that bound it: only that QP's requests may use
+ * it, and it is unbound by invalidation (LOCAL_INV, SEND_WITH_INV).
+ */
+typedef struct PibMw {
+    uint32_t key;           /* rkey: index << 8 | key byte */
+    uint32_t alloc_key;     /* the rkey ALLOC_MW returned (DEALLOC_MW) */
+    uint32_t pdn;
+    uint8_t type;           /* 1 or 2 */
+    bool bound;
+    uint32_t mr_key;        /* the MR it lies in */
+    uint64_t addr;
+    uint64_t length;
+    uint32_t access;        /* PIB_ACCESS_REMOTE_* */
+    uint32_t qpn;           /* type 2: the QP it is bound to */
+} PibMw;
+
+/*
+ * A ring in guest memory: depth entries of 2^stride_log bytes on the pages
+ * of a page list (copied at creation).  An entry never straddles pages.
+ */
+typedef struct PibRing {
+    uint32_t depth;         /* power of two */
+    uint32_t stride_log;
+    uint32_t npages;
+    uint64_t *pages;
+} PibRing;
+
+typedef enum PibCqArm {
+    PIB_CQ_DISARMED,
+    PIB_CQ_ARMED_NEXT,      /* next completion of any kind */
+    PIB_CQ_ARMED_SOLICITED, /* next solicited or unsuccessful completion */
+} PibCqArm;
+
+typedef struct PibCq {
+    uint32_t cqn;
+    uint32_t uar;
+    PibRing ring;           /* depth 32-byte CQEs */
+    uint64_t ci_record;     /* guest address of the consumer index record */
+    uint32_t pi;            /* CQEs written (free-running) */
+    uint32_t ci;            /* consumer index as last learned */
+    PibCqArm arm;
+    bool sol_valid;         /* last_sol names a solicited/error CQE */
+    uint32_t last_sol;
+    bool error;             /* overflowed: no more CQEs, CQ_ERR raised */
+    bool notify_pending;    /* an arm doorbell found CQEs already there */
+    uint32_t refcnt;        /* QPs using it: DESTROY_CQ says BUSY */
+    QTAILQ_ENTRY(PibCq) notify_next;
+} PibCq;
+
+/*
+ * Queue pairs
+ */
+
+/* A work queue: a ring the driver produces (doorbell), the device consumes */
+typedef struct PibWq {
+    PibRing ring;
+    uint32_t pi;            /* producer index from the last doorbell */
+    uint32_t ci;            /* WQEs the device has completed */
+    uint32_t max_sge;       /* what a slot holds, at most PIB_MAX_SGE */
+} PibWq;
+
+/* A scatter/gather element, host order. */
+typedef struct PibSge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+} PibSge;
+
+/* Address vector (primary path). */
+typedef struct PibAv {
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    bool grh;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    uint32_t flow_label;
+    uint8_t dgid[16];
+} PibAv;
+
+/* A send WQE as fetched and checked (host order). */
+typedef struct PibSendWqe {
+    uint8_t opcode;         /* enum pib_wqe_opcode */
+    uint8_t flags;          /* PIB_WQE_F_* */
+    uint8_t imm[4];         /* ImmDt, bytes as on the wire */
+    uint64_t wr_id;
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t ud_qpn;
+    uint32_t ud_qkey;
+    uint16_t ud_dlid;
+    uint8_t ud_sl;
+    uint16_t ud_pkey_index;  /* GSI only */
+    bool ud_grh;             /* the address vector has a GRH: ud_av */
+    PibAv ud_av;             /* its GRH fields (and dlid, sl) */
+    uint32_t num_sge;
+    PibSge sge[PIB_MAX_SGE];
+    uint32_t inline_len;
+    uint8_t inline_data[PIB_MAX_INLINE_DATA];
+    uint64_t length;        /* message length: SGE or inline bytes */
+    union {                 /* BIND_MW, REG_MR: the control segment, raw */
+        struct pib_bind_mw_wqe bind;
+        struct pib_reg_mr_wqe reg;
+    };
+} PibSendWqe;
+
+/* A receive WQE as fetched and checked (from the QP's RQ or its SRQ). */
+typedef struct PibRecvWqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    PibSge sge[PIB_MAX_SGE];
+    uint64_t length;        /* room in the SGEs */
+    uint32_t idx;           /* ring index it came from (the CQE's wqe_index) */
+    uint32_t pdn;           /* PD its lkeys belong to: the QP's, or the SRQ's */
+} PibRecvWqe;
+
+/*
+ * A shared receive queue: a ring the driver produces (SRQ doorbell) and the
+ * responders of its QPs consume.  A WQE is copied into the QP that takes it,
+ * so its slot is free once that QP's receive completion appears.
+ */
+typedef struct PibSrq {
+    uint32_t srqn;
+    uint32_t uar;
+    uint32_t pdn;
+    PibRing ring;
+    uint32_t max_sge;
+    uint32_t pi;            /* producer index from the last doorbell */
+    uint32_t ci;            /* WQEs taken by QPs */
+    uint32_t limit;         /* > 0: SRQ_LIMIT armed */
+    uint32_t refcnt;        /* QPs using it: DESTROY_SRQ says BUSY */
+} PibSrq;
+
+/* Where a started send WQE stands. */
+typedef enum PibWqeState {
+    PIB_WQE_POSTED,         /* not (or no longer) started by the requester */
+    PIB_WQE_PENDING,        /* all packets sent, waiting for the ACK/response */
+    PIB_WQE_DONE,           /* needs no response (UC/UD): complete in order */
+    PIB_WQE_ERROR,          /* failed locally: complete with status, ERR */
+} PibWqeState;
+
+/*
+ * What the device remembers of a send WQE between starting it and
+ * completing it.  A small ring (PibQp.meta, PIB_SQ_WINDOW entries at most)
+ * bounds how many WQEs the requester runs ahead of the completer.
+ */
+typedef struct PibWqeMeta {
+    uint64_t wr_id;
+    uint32_t length;
+    uint32_t first_psn;
+    uint32_t last_psn;
+    uint8_t opcode;         /* enum pib_wqe_opcode */
+    uint8_t flags;
+    uint8_t state;          /* PibWqeState */
+    uint8_t status;         /* enum pib_cqe_status, for PIB_WQE_ERROR */
+    bool rd_atomic;         /* counted in PibReq.rd_atomic */
+    bool local;             /* BIND_MW / REG_MR / LOCAL_INV: at once, no PSN */
+} PibWqeMeta;
+
+#define PIB_SQ_WINDOW           256
+
+
+/*
+ * Requester (pib-req.c).  The meta ring is valid for SQ indices
+ * [sq.ci, wqe_max): what the requester started, even if go-back-N rewound
+ * wqe_idx since.
+ */
+typedef struct PibReq {
+    uint32_t wqe_idx;       /* SQ index of the WQE being sent */
+    uint64_t offset;        /* bytes of it already sent */
+    uint32_t psn;           /* next PSN to send */
+    uint32_t wqe_max;       /* one past the newest WQE ever started */
+    uint32_t psn_max;       /* one past the newest PSN ever sent */
+    uint32_t rd_atomic;     /* READ/ATOMIC WQEs outstanding */
+    uint32_t since_ackreq;  /* packets since the last AckReq */
+    bool wqe_valid;         /* wqe holds SQ entry wqe_cached */
+    uint32_t wqe_cached;
+    PibSendWqe wqe;
+    bool wait_tx;           /* stopped on a full transmit queue */
+    bool error;             /* a WQE failed locally: stopped until ERR */
+} PibReq;
+
+/* Completer (pib-comp.c), and the timers of the requesting side. */
+typedef struct PibComp {
+    uint32_t psn;           /* oldest PSN not yet acknowledged */
+    uint8_t retry_left;
+    uint8_t rnr_retry_left;
+    bool timeout;           /* the retransmit timer fired */
+    bool rnr_wait;          /* requester paused by an RNR NAK */
+    QEMUTimer *retrans_timer;   /* fires no later than retrans_deadline */
+    int64_t retrans_deadline;   /* QEMU_CLOCK_VIRTUAL ns; 0: not running */
+    QEMUTimer *rnr_timer;
+    bool wqe_valid;         /* wqe holds SQ entry wqe_cached */
+    uint32_t wqe_cached;
+    PibSendWqe wqe;
+} PibComp;
+
+/* A READ or atomic the responder executed: replies and the replay cache. */
+typedef enum PibResState {
+    PIB_RES_FREE,
+    PIB_RES_PENDING,        /* READ: responses still to send */
+    PIB_RES_DONE,           /* replied; kept for duplicate requests */
+} PibResState;
+
+typedef struct PibRdRes {
+    uint8_t state;          /* PibResState */
+    bool atomic;
+    uint32_t psn;           /* first PSN of the request */
+    uint32_t last_psn;      /* READ: last response PSN */
+    uint32_t cur_psn;       /* READ: next response to send */
+    uint64_t va;            /* READ: where cur_psn's data starts */
+    uint32_t rkey;
+    uint32_t resid;         /* READ: bytes still to send */
+    bool first;             /* READ: the next response starts the reply */
+    uint64_t seq;           /* order of arrival, for sending in order */
+    uint64_t orig;          /* atomic: the original value (replay cache) */
+} PibRdRes;
+
+/* Responder (pib-resp.c). */
+typedef struct PibResp {
+    uint32_t psn;           /* expected PSN */
+    uint32_t msn;           /* messages completed */
+    int opcode;             /* last opcode of the message in progress, or -1 */
+    bool nak_seq_sent;      /* a PSN sequence NAK for the current gap */
+    uint32_t unacked;       /* packets accepted since the last ACK */
+    bool uc_drop;           /* UC: drop until the next FIRST/ONLY */
+    bool comm_est;          /* COMM_EST raised */
+    bool rwqe_valid;        /* rwqe holds RQ entry rq.ci */
+    PibRecvWqe rwqe;
+    uint64_t offset;        /* SEND: bytes placed in rwqe */
+    uint64_t write_va;      /* WRITE: next address */
+    uint32_t write_rkey;
+    uint32_t write_resid;   /* WRITE: bytes still expected */
+    uint32_t write_len;     /* WRITE: DMA length from the RETH */
+    PibRdRes res[PIB_MAX_RD_ATOM];
+    uint32_t res_next;      /* slot for the next READ/ATOMIC */
+    uint64_t res_seq;
+} PibResp;
+
+typedef struct PibQp {
+    struct PibState *s;
+    uint32_t qpn;
+    uint32_t uar;
+    uint32_t pdn;
+    uint8_t type;           /* enum pib_qp_type */
+    uint8_t state;          /* enum pib_qp_state */
+    bool sig_all;
+    bool no_rq;
+    PibCq *scq;
+    PibCq *rcq;
+    PibSrq *srq;            /* receives come from here (no RQ), or NULL */
+    PibWq sq;
+    PibWq rq;
+    uint32_t max_inline;
+
+    /* Attributes (MODIFY_QP) */
+    uint8_t path_mtu;       /* IB enum 1..5 */
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t rnr_retry;
+    uint8_t min_rnr_timer;
+    uint8_t max_rd_atomic;
+    uint8_t max_dest_rd_atomic;
+    uint8_t port_num;
+    uint16_t pkey_index;
+    uint32_t qkey;
+    uint32_t dest_qpn;
+    uint32_t access;        /* PIB_ACCESS_REMOTE_* */
+    uint32_t sq_psn;        /* as last set, for QUERY_QP */
+    uint32_t rq_psn;
+    bool en_sqd_async;
+    bool sq_draining;       /* SQD entered, outstanding work not yet done */
+    PibAv av;
+
+    PibWqeMeta *meta;
+    uint32_t meta_size;     /* power of two: min(sq depth, PIB_SQ_WINDOW) */
+
+    PibReq req;
+    PibComp comp;
+    PibResp resp;
+
+    bool on_runlist;
+    QTAILQ_ENTRY(PibQp) run_next;
+} PibQp;
+
+#endif /* HW_PIB_OBJECTS_H */
