@@ -109,7 +109,9 @@ xpair() {   # xpair SERVER CLIENT: ibv_rc_pingpong -c (every buffer checked) bet
 xpair 0 "$LAST" " (two switches)"
 
 # --- mckey: one sender, a member on its switch and one behind the other ------------------------
-sa_group() { on "$1" saquery -m 2>/dev/null | grep -q "^[[:space:]]*MGID\.*ff12:4001:.*:$2\$"; }
+# sa_members NODE MGID_TAIL: the group's member records.  Only a trusted query (opensm's SM_Key,
+# 1 by default) lists one per member port; an untrusted one gets one record per group.
+sa_members() { on "$1" saquery -m --smkey 1 2>/dev/null | grep -c "^[[:space:]]*MGID\.*ff12:4001:.*:$2\$"; }
 mc_rx() { hw_counter "$1" rx_mcast_packets 2>/dev/null || echo 0; }
 grp=239.1.1.7 tail=f01:107
 declare -A mlog mpid mbefore
@@ -120,9 +122,12 @@ for rx in 1 "$LAST"; do
     >"${mlog[$rx]}" 2>&1 &
   mpid[$rx]=$!
 done
-for ((i = 0; i < 60; i++)); do sa_group 0 "$tail" && break; sleep 1; done
-check "mckey: the SA has $grp's group" sa_group 0 "$tail"
-sleep 3     # the second receiver's join is answered after the group exists (SA MCMemberRecord)
+# Both receivers' joins answered: the SA holds a member record for each, so both ports are in
+# the group before the sender joins.  mckey's sender then
+# waits 3 s after its own join, the time opensm has to put the group's tree in the switches.
+for ((i = 0; i < 60; i++)); do [ "$(sa_members 0 "$tail")" -ge 2 ] && break; sleep 1; done
+n=$(sa_members 0 "$tail")
+check "mckey: the SA has $grp's group with both receivers as members ($n member records)" test "$n" -ge 2
 out=$(on 0 timeout 120 mckey -m "$grp" -b 10.13.0.1 -s -C 10 2>&1); crc=$?
 echo "--- mckey sender (node 0)"; echo "$out"
 check "mckey sender (node 0) exits 0 (got $crc)" test "$crc" -eq 0
