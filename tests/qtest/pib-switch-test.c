@@ -26,6 +26,9 @@
  *                           of its MFT entry but the arrival port, an MLID without ports is
  *                           a counted drop; a port that goes down and comes back raises
  *                           trap 128 to the SM and PortStateChange, which the SM clears
+ *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
+ *                           directed-route SMPs of two and three hops cross both, and each
+ *                           answer retraces the ReturnPath the hops recorded
  */
 
 #include "qemu/osdep.h"
@@ -607,11 +610,117 @@ static void test_switch_hca_qp0(void)
     sw_shutdown(&s);
 }
 
+/*
+ * Two switches in two QEMU processes, as pibvm chains them: switch A's port 2 listens, switch
+ * B's port 1 dials it.  This process is on A's port 1.  Directed-route SMPs cross both devices
+ * hop by hop: NodeInfo of B (two hops), and a three-hop loop out of B's port 1 back into A,
+ * whose SMA answers; each answer retraces the ReturnPath that the hops recorded.
+ */
+#define SW_CHAIN_GUID_A 0x0002c90300ee1000ull
+#define SW_CHAIN_GUID_B 0x0002c90300ee2000ull
+
+static void test_switch_dr_chain(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("pib-swchain-XXXXXX", NULL);
+    g_autofree char *a1 = g_build_filename(dir, "a1.sock", NULL);
+    g_autofree char *a2 = g_build_filename(dir, "a2.sock", NULL);
+    g_autofree char *args_a = g_strdup_printf(
+        "-machine none -nodefaults "
+        "-chardev socket,id=s1,path=%s,server=on,wait=off "
+        "-chardev socket,id=s2,path=%s,server=on,wait=off "
+        "-device pib-switch,id=sw0,ports=2,node-guid=0x%" PRIx64 ",port1=s1,port2=s2",
+        a1, a2, (uint64_t)SW_CHAIN_GUID_A);
+    g_autofree char *args_b = g_strdup_printf(
+        "-machine none -nodefaults "
+        "-chardev socket,id=s1,path=%s," PIB_CHR_RECONNECT_1S " "
+        "-device pib-switch,id=sw1,ports=2,node-guid=0x%" PRIx64 ",port1=s1",
+        a2, (uint64_t)SW_CHAIN_GUID_B);
+    QTestState *qa = qtest_init(args_a);
+    QTestState *qb = qtest_init(args_b);
+    Sw s = { .fd = peer_connect(a1) };
+    struct pib_smp req, resp;
+    struct pib_node_info ni;
+    struct pib_port_info pi;
+    int i;
+
+    peer_expect_hello(s.fd, SW_CHAIN_GUID_A);
+    peer_send_hello(s.fd);
+
+    /* A's port 2 trains once B has dialled it (B redials every second). */
+    for (i = 0; i < 100; i++) {
+        g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
+        memcpy(&pi, resp.data, sizeof(pi));
+        if ((pi.speed_state & 0xf) == PIB_PORT_INIT) {
+            break;
+        }
+        g_usleep(50000);
+    }
+    g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
+    g_assert_cmpuint(pi.phys_down >> 4, ==, PIB_PHYS_LINKUP);
+
+    /*
+     * Two hops: A (in by 1, out of InitialPath[2] = 2), then B's SMA.  A recorded
+     * ReturnPath[1] = 1, B ReturnPath[2] = 1 (its arrival port); B answered with D set and the
+     * hop pointer at 2, and A took it back to 1 and out of ReturnPath[1], to us.
+     */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = 2;
+    g_assert_cmphex(sw_dr(&s, &req, &resp), ==, 0);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmpuint(ni.node_type, ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_CHAIN_GUID_B);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, 1);   /* B's port 1 */
+    g_assert_cmpuint(resp.return_path[1], ==, 1);
+    g_assert_cmpuint(resp.return_path[2], ==, 1);
+
+    /* B's PortInfo for port 1, two hops away: the inter-switch link is up (INIT, LinkUp). */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 2);
+    req.initial_path[2] = 2;
+    g_assert_cmphex(sw_dr(&s, &req, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    g_assert_cmpuint(pi.local_port_num, ==, 1);
+    g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
+
+    /*
+     * Three hops, a loop: A (out of 2), B (in by 1, out of InitialPath[3] = 1), back into A by
+     * its port 2, whose SMA answers.  On the way back B and A each take one hop off the pointer.
+     */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 3);
+    req.initial_path[2] = 2;
+    req.initial_path[3] = 1;
+    g_assert_cmphex(sw_dr(&s, &req, &resp), ==, 0);
+    memcpy(&ni, resp.data, sizeof(ni));
+    g_assert_cmphex(ldq_be_p(&ni.node_guid_hi_be), ==, SW_CHAIN_GUID_A);
+    g_assert_cmpuint(be32_to_cpu(ni.port_vendor_be) >> 24, ==, 2);   /* A, by port 2 */
+    g_assert_cmpuint(resp.return_path[1], ==, 1);
+    g_assert_cmpuint(resp.return_path[2], ==, 1);
+    g_assert_cmpuint(resp.return_path[3], ==, 2);
+
+    /* B's port 2 has no cable: a path through it is B's drop, and nothing comes back. */
+    req = sw_dr_new(PIB_MAD_METHOD_GET, PIB_SMP_ATTR_NODE_INFO, 0);
+    req.hdr.class_spec_be = cpu_to_be16(1 << 8 | 3);
+    req.initial_path[2] = 2;
+    req.initial_path[3] = 2;
+    sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
+    g_assert_false(sw_recv_smp(&s, &resp, NULL, 300));
+
+    close(s.fd);
+    qtest_quit(qb);
+    qtest_quit(qa);
+    g_unlink(a1);
+    g_unlink(a2);
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     qtest_add_func("/pib/switch/dr", test_switch_dr);
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
+    qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
 }
