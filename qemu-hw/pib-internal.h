@@ -18,8 +18,9 @@
  *                 helpers (ring entries, page lists), MSI-X, QOM glue
  *   pib-com.c     the admin queue engine, the AEQ and the CEQ, the commands
  *                 about the device itself (QUERY_DEVICE, ALLOC_UAR, ...)
- *   pib-link.c    the link: chardev framing (HELLO/PACKET), the transmit and
- *                 receive packet queues
+ *   pib-link.c    the link: chardev framing (HELLO/PACKET), receive, events;
+ *                 pib-link-tx.c its frame buffers and transmit queue;
+ *                 pib-hca-link.c the HCA's side of it and pib_xmit()
  *   pib-port.c    the port: its state machine, and the port as the management
  *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
  *   pib-sma.c     the subnet management agent (pib-mgmt.h); its ports' state
@@ -312,7 +313,7 @@ uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
 bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
                          void *buf, uint32_t size, const char *what);
 
-/* pib-link.c */
+/* pib-hca-link.c */
 void pib_link_realize(PibState *s);
 void pib_link_unrealize(PibState *s);
 void pib_link_retrain(PibState *s, const char *why);
