@@ -49,8 +49,8 @@
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
- *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding,
- *                 directed route; it shares the link, the SMA/PMA and the
+ *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding;
+ *                 pib-switch-mad.c its directed route and own MADs; it shares the link, the SMA/PMA and the
  *                 packet headers with the HCA (docs/switch.md)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
