@@ -18,8 +18,9 @@
  *                 helpers (ring entries, page lists), MSI-X, QOM glue
  *   pib-com.c     the admin queue engine, the AEQ and the CEQ, the commands
  *                 about the device itself (QUERY_DEVICE, ALLOC_UAR, ...)
- *   pib-link.c    the link: chardev framing (HELLO/PACKET), the transmit and
- *                 receive packet queues
+ *   pib-link.c    the link: chardev framing (HELLO/PACKET), receive, events;
+ *                 pib-link-tx.c its frame buffers and transmit queue;
+ *                 pib-hca-link.c the HCA's side of it and pib_xmit()
  *   pib-port.c    the port: its state machine, and the port as the management
  *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
  *   pib-sma.c     the subnet management agent (pib-mgmt.h); its ports' state
@@ -48,8 +49,8 @@
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
- *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding,
- *                 directed route; it shares the link, the SMA/PMA and the
+ *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding;
+ *                 pib-switch-mad.c its directed route and own MADs; it shares the link, the SMA/PMA and the
  *                 packet headers with the HCA (docs/switch.md)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
@@ -312,7 +313,7 @@ uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
 bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
                          void *buf, uint32_t size, const char *what);
 
-/* pib-link.c */
+/* pib-hca-link.c */
 void pib_link_realize(PibState *s);
 void pib_link_unrealize(PibState *s);
 void pib_link_retrain(PibState *s, const char *why);

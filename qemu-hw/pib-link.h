@@ -199,8 +199,9 @@ struct PibLink {
 };
 
 /*
- * pib-link.c.  Init before anything allocates a frame; attach (the chardev's handlers) last,
- * since the link may come up at once.  guard: the owner device's re-entrancy guard, or NULL.
+ * pib-link.c (receive, events) and pib-link-tx.c (frames, transmit).  Init before anything
+ * allocates a frame; attach (the chardev's handlers) last, since the link may come up at once.
+ * guard: the owner device's re-entrancy guard, or NULL.
  */
 void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
                    MemReentrancyGuard *guard);
@@ -214,5 +215,7 @@ void pib_link_enqueue(PibLink *l, PibPacket *p);
 void pib_link_tx_flush(PibLink *l);
 void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
+/* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
+void pib_link_direct_stop(PibLink *l);
 
 #endif /* HW_PIB_LINK_H */

@@ -14,7 +14,9 @@
  * (base port 0, IBTA 18.2.1.1): it has no link; its LID is the switch's, and the same SMA and
  * PMA as the HCA's (pib-sma.c, pib-pma.c) answer for it, with the switch attributes
  * (SwitchInfo, LinearForwardingTable, MulticastForwardingTable) that the SMA serves only to a
- * node with PibMgmtNode.sw.  docs/switch.md explains the choice and the rules.
+ * node with PibMgmtNode.sw.  docs/switch.md explains the choice and the rules.  The switch's
+ * state is in pib-switch.h; its own management datagrams (directed route hop by hop, SMPs and
+ * GMPs for its agents) in pib-switch-mad.c.
  *
  * A packet that arrives on port `in` goes through one pass:
  *
@@ -49,30 +51,7 @@
 #include "pib-internal.h"       /* pib_pkt_parse/len/write, PibPktInfo, pib_port_sm_next */
 #include "trace.h"
 
-#define TYPE_PIB_SWITCH "pib-switch"
-OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)
-
-#define PIB_SW_DEVICE_ID        0x5357      /* "SW" */
-#define PIB_SW_MAD_PKT_LEN      (sizeof(struct pib_lrh) + sizeof(struct pib_bth) + \
-                                 sizeof(struct pib_deth) + PIB_MAD_SIZE)
-
-/* Why a packet went nowhere: one counter (and QOM property) each. */
-#define PIB_SW_DROPS(X)                                                             \
-    X(MALFORMED,    "drop-malformed")    /* LRH or (SMPs) the headers are wrong */ \
-    X(NO_ROUTE,     "drop-no-route")     /* LFT 255, above the top, or no MFT ports */ \
-    X(BAD_PORT,     "drop-bad-port")     /* the table names a port the switch lacks */ \
-    X(ARRIVAL_PORT, "drop-arrival-port") /* the table says back out the arrival port */ \
-    X(PORT_DOWN,    "drop-port-down")    /* in or out port not ACTIVE (SMPs: not up) */ \
-    X(TXQ_FULL,     "drop-txq-full")     /* the output queue is full */            \
-    X(DR,           "drop-dr")           /* directed route: hop count/pointer/path */ \
-    X(NOT_FOR_US,   "drop-local")        /* to the switch, but not for its agents */
-
-#define PIB_SW_DROP_ENUM(id, name) PIB_SW_DROP_##id,
-enum pib_sw_drop {
-    PIB_SW_DROPS(PIB_SW_DROP_ENUM)
-    PIB_SW_DROP__MAX
-};
-#undef PIB_SW_DROP_ENUM
+#include "pib-switch.h"        /* the switch's state, shared with pib-switch-mad.c */
 
 static const char *const pib_sw_drop_names[PIB_SW_DROP__MAX] = {
 #define PIB_SW_DROP_NAME(id, name) [PIB_SW_DROP_##id] = name,
@@ -80,51 +59,23 @@ static const char *const pib_sw_drop_names[PIB_SW_DROP__MAX] = {
 #undef PIB_SW_DROP_NAME
 };
 
-typedef struct PibSwitchPort {
-    struct PibSwitch *sw;
-    uint8_t num;
-    PibLink link;               /* external ports only; its chr is property portN */
-    bool linked;                /* the port has a chardev */
-    PibPortSmState sm;
-    bool disabled;              /* PortPhysicalState DISABLED */
-    PibMgmtPort mgmt;
-    PibMgmtCounters ctr;        /* what the PMA reports for this port */
-} PibSwitchPort;
-
-struct PibSwitch {
-    DeviceState parent_obj;
-
-    /* properties */
-    uint8_t nports;
-    uint64_t node_guid;
-    bool link_direct;
-
-    PibSwitchPort ports[PIB_SW_MAX_PORTS + 1];      /* [0] the management port */
-    PibMgmtNode mgmt;
-    PibMgmtPort *mgmt_ports[PIB_SW_MAX_PORTS + 1];
-    PibMgmtSwitch tables;
-    uint32_t unflushed;         /* packets handled since the queues were last written */
-    uint64_t drops[PIB_SW_DROP__MAX];
-    uint64_t forwarded;
-};
-
 /*
  * Helpers
  */
 
-static bool sw_port_up(const PibSwitchPort *p)
+bool pib_sw_port_up(const PibSwitchPort *p)
 {
     return p->num == 0 || p->sm == PIB_PSM_INIT || p->sm == PIB_PSM_ARMED ||
            p->sm == PIB_PSM_ACTIVE;
 }
 
-static bool sw_port_active(const PibSwitchPort *p)
+bool pib_sw_port_active(const PibSwitchPort *p)
 {
     return p->num == 0 || p->sm == PIB_PSM_ACTIVE;
 }
 
 /* Is lid the switch's own (port 0's LID, with its LMC path bits)? */
-static bool sw_lid_is_ours(const PibSwitch *sw, uint16_t lid)
+bool pib_sw_lid_is_ours(const PibSwitch *sw, uint16_t lid)
 {
     const PibMgmtPort *m = &sw->ports[0].mgmt;
     uint16_t mask = ~((1u << m->lmc) - 1);
@@ -133,8 +84,8 @@ static bool sw_lid_is_ours(const PibSwitch *sw, uint16_t lid)
 }
 
 /* Drops are rare: the buffer goes straight back to the allocator, not to a port's list. */
-static void sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_drop why,
-                    uint16_t dlid)
+void pib_sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_drop why,
+                 uint16_t dlid)
 {
     sw->drops[why]++;
     trace_pib_switch_drop(sw->node_guid, in ? in->num : 0, pib_sw_drop_names[why], dlid,
@@ -153,19 +104,19 @@ static void sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_
  * Queue p out of port `out` (the caller checked it exists and is not the arrival port where
  * that matters).  Data needs an ACTIVE port, an SMP one whose link is up.
  */
-static void sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket *p,
-                    bool smp, uint16_t dlid)
+void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket *p,
+                 bool smp, uint16_t dlid)
 {
     uint32_t len = pib_packet_ib_len(p);
 
-    if (out->num == 0 || !out->linked || !(smp ? sw_port_up(out) : sw_port_active(out))) {
+    if (out->num == 0 || !out->linked || !(smp ? pib_sw_port_up(out) : pib_sw_port_active(out))) {
         out->ctr.xmit_discards++;
-        sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
         return;
     }
     if (out->link.txq_len >= PIB_QUEUE_HARD_MAX) {
         out->ctr.xmit_discards++;
-        sw_drop(sw, in, p, PIB_SW_DROP_TXQ_FULL, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_TXQ_FULL, dlid);
         return;
     }
     out->ctr.xmit_pkts++;
@@ -193,32 +144,32 @@ static void sw_flush(PibSwitch *sw)
 }
 
 /* Unicast by the LFT; `in` is port 0 for what the switch itself sends. */
-static void sw_route_unicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, uint16_t dlid,
-                             bool smp)
+void pib_sw_route_unicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, uint16_t dlid,
+                          bool smp)
 {
     PibMgmtSwitch *t = &sw->tables;
     uint8_t out;
 
     if (dlid == 0 || dlid >= PIB_SW_LFT_CAP || dlid > t->lft_top ||
         t->lft[dlid] == PIB_LFT_NO_PORT) {
-        sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, dlid);
         return;
     }
     out = t->lft[dlid];
     if (out > sw->nports) {
-        sw_drop(sw, in, p, PIB_SW_DROP_BAD_PORT, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_BAD_PORT, dlid);
         return;
     }
     if (in->num != 0 && out == in->num) {
-        sw_drop(sw, in, p, PIB_SW_DROP_ARRIVAL_PORT, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_ARRIVAL_PORT, dlid);
         return;
     }
     if (out == 0) {
         /* Only a packet that arrived from outside can be for the switch's own port 0. */
-        sw_drop(sw, in, p, PIB_SW_DROP_NOT_FOR_US, dlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_NOT_FOR_US, dlid);
         return;
     }
-    sw_send(sw, in, &sw->ports[out], p, smp, dlid);
+    pib_sw_send(sw, in, &sw->ports[out], p, smp, dlid);
 }
 
 /*
@@ -237,7 +188,7 @@ static void sw_route_multicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, u
            t->mft[idx] : 0;
     mask &= ~(1u << in->num) & ~1u;
     if (!mask) {
-        sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, mlid);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, mlid);
         return;
     }
     last = 31 - clz32(mask);
@@ -247,213 +198,10 @@ static void sw_route_multicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, u
             PibPacket *copy = pib_link_packet_new(&out->link, pib_packet_ib_len(p));
 
             memcpy(pib_packet_ib(copy), pib_packet_ib(p), pib_packet_ib_len(p));
-            sw_send(sw, in, out, copy, false, mlid);
+            pib_sw_send(sw, in, out, copy, false, mlid);
         }
     }
-    sw_send(sw, in, &sw->ports[last], p, false, mlid);
-}
-
-/*
- * The switch's own management datagrams
- */
-
-/* A MAD packet as the switch accepts one: UD SEND_ONLY, no GRH, exactly one 256-byte MAD. */
-static bool sw_mad_packet(const uint8_t *b, uint32_t len, PibPktInfo *pi, uint32_t qpn)
-{
-    return pib_pkt_parse(b, len, NULL, pi) == PIB_CNT_MAX && !pi->has_grh &&
-           pi->opcode == PIB_OP_UD_SEND_ONLY && pi->dqpn == qpn &&
-           pi->paylen == PIB_MAD_SIZE && len == PIB_SW_MAD_PKT_LEN;
-}
-
-/*
- * Turn a received MAD packet into the response, in place: the LIDs swapped (from us: our
- * LID, or the permissive LID on a directed-route SMP), back to the sender's QP, the agent's
- * MAD as payload.
- */
-static void sw_mad_reply(PibSwitch *sw, PibPacket *p, const PibPktInfo *pi, uint16_t dlid,
-                         uint16_t slid, const uint8_t *mad)
-{
-    uint8_t *b = pib_packet_ib(p);
-    struct pib_lrh *lrh = (struct pib_lrh *)b;
-    struct pib_bth *bth = (struct pib_bth *)(b + sizeof(*lrh));
-    uint8_t *deth = b + sizeof(*lrh) + sizeof(*bth);
-
-    lrh->dlid_be = cpu_to_be16(dlid);
-    lrh->slid_be = cpu_to_be16(slid);
-    bth->dqpn_be = cpu_to_be32(pi->src_qpn);
-    stl_be_p(deth + 4, pi->dqpn);
-    memcpy(b + (pi->payload - b), mad, PIB_MAD_SIZE);
-}
-
-/* The PMA on port 0: a GMP for QP1 that the LFT sent to port 0 (the switch's LID). */
-static void sw_local_gsi(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
-{
-    const uint8_t *b = pib_packet_ib(p);
-    uint8_t out[PIB_MAD_SIZE];
-    PibPktInfo pi;
-    PibMadCtx ctx;
-
-    if (!sw_mad_packet(b, pib_packet_ib_len(p), &pi, PIB_QPN_GSI) ||
-        pi.payload[1] != PIB_MGMT_CLASS_PERF) {
-        sw_drop(sw, in, p, PIB_SW_DROP_NOT_FOR_US, pi.dlid);
-        return;
-    }
-    ctx = (PibMadCtx) { .port = in->num, .wire = true, .slid = pi.slid, .sl = pi.sl };
-    if (!(pib_pma_process(&sw->mgmt, &ctx, pi.payload, out) & PIB_MAD_IFC_REPLY)) {
-        pib_link_packet_free(&in->link, p);
-        return;
-    }
-    sw_mad_reply(sw, p, &pi, pi.slid, sw->ports[0].mgmt.lid, out);
-    sw_route_unicast(sw, &sw->ports[0], p, pi.slid, false);
-}
-
-/* The SMA answers an SMP that arrived on `in`; out holds the response if it returns true. */
-static bool sw_sma(PibSwitch *sw, PibSwitchPort *in, const PibPktInfo *pi, uint8_t *out)
-{
-    PibMadCtx ctx = { .port = in->num, .wire = true, .slid = pi->slid, .sl = pi->sl };
-
-    return pib_sma_process(&sw->mgmt, &ctx, pi->payload, out) & PIB_MAD_IFC_REPLY;
-}
-
-/*
- * A directed-route SMP (IBTA 14.2.2.2 outbound, 14.2.2.3 returning; the same rules as
- * Linux's core/smi.c, seen from a switch).  The hop pointer counts the hops taken;
- * InitialPath[i] is the port to leave hop i by, ReturnPath[i] records the port hop i
- * arrived on.  The switch edits the SMP in place and sends it on, gives it to its SMA and
- * sends the response back along ReturnPath, or drops it.
- */
-static void sw_smp_dr(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, const PibPktInfo *pi)
-{
-    uint8_t *b = pib_packet_ib(p);
-    struct pib_smp *smp = (struct pib_smp *)(b + (pi->payload - b));
-    struct pib_lrh *lrh = (struct pib_lrh *)b;
-    uint16_t cs = be16_to_cpu(smp->hdr.class_spec_be);
-    uint8_t hop_ptr = cs >> 8, hop_cnt = cs & 0xff;
-    bool returning = be16_to_cpu(smp->hdr.status_be) & PIB_SMP_STATUS_DIRECTION;
-    uint16_t dr_slid = be16_to_cpu(smp->dr_slid_be);
-    uint16_t dr_dlid = be16_to_cpu(smp->dr_dlid_be);
-    uint8_t out_port, resp[PIB_MAD_SIZE];
-
-#define SET_HOP_PTR(v) (smp->hdr.class_spec_be = cpu_to_be16((uint16_t)(v) << 8 | hop_cnt))
-    trace_pib_switch_dr(sw->node_guid, in->num, returning, hop_ptr, hop_cnt);
-    if (hop_cnt >= PIB_SMP_MAX_HOPS) {
-        goto drop;                              /* HopCount is 0..63 (C14-7) */
-    }
-    if (!returning) {
-        if (hop_cnt && hop_ptr == 0) {
-            goto drop;                          /* the sender did not count its hop */
-        }
-        if (hop_ptr && hop_ptr < hop_cnt) {     /* C14-9:2, an intermediate hop */
-            smp->return_path[hop_ptr] = in->num;
-            out_port = smp->initial_path[hop_ptr + 1];
-            SET_HOP_PTR(hop_ptr + 1);
-            goto send_out;
-        }
-        if (hop_ptr == hop_cnt) {               /* C14-9:3, the directed part ends here */
-            if (hop_cnt) {
-                smp->return_path[hop_ptr] = in->num;
-            }
-            SET_HOP_PTR(hop_ptr + 1);
-            if (dr_dlid == PIB_LID_PERMISSIVE) {
-                goto to_sma;
-            }
-            lrh->dlid_be = cpu_to_be16(dr_dlid);    /* the rest is LID-routed */
-            sw_route_unicast(sw, in, p, dr_dlid, true);
-            return;
-        }
-        if (hop_ptr == hop_cnt + 1) {           /* C14-9:4, for this node's SMA */
-            goto to_sma;
-        }
-        goto drop;                              /* C14-9:5 */
-    }
-    /* Returning (D set). */
-    if (hop_ptr >= 2 && hop_ptr <= hop_cnt) {   /* C14-13:2, an intermediate hop */
-        out_port = smp->return_path[hop_ptr - 1];
-        SET_HOP_PTR(hop_ptr - 1);
-        goto send_out;
-    }
-    if (hop_ptr == 1 && hop_cnt && dr_slid != PIB_LID_PERMISSIVE) {
-        /* C14-13:3: the directed part ends here; LID-routed on to DrSLID. */
-        SET_HOP_PTR(0);
-        lrh->dlid_be = cpu_to_be16(dr_slid);
-        sw_route_unicast(sw, in, p, dr_slid, true);
-        return;
-    }
-    goto drop;      /* for an SM behind this node (there is none), or a bad hop pointer */
-
-to_sma:
-    if (!sw_sma(sw, in, pi, resp)) {
-        pib_link_packet_free(&in->link, p);     /* consumed (a TrapRepress, a violation) */
-        return;
-    }
-    /* The response starts back: C14-13:1 (hop_cnt > 0) or C14-13:3 (hop_cnt 0). */
-    memcpy(smp, resp, sizeof(resp));
-    if (hop_cnt == 0) {
-        /* Reached by LID routing only: back the same way, to the sender's LID. */
-        if (dr_slid == PIB_LID_PERMISSIVE && pi->slid == PIB_LID_PERMISSIVE) {
-            goto drop;
-        }
-        SET_HOP_PTR(0);
-        sw_mad_reply(sw, p, pi, pi->slid, sw->ports[0].mgmt.lid, resp);
-        smp->hdr.class_spec_be = cpu_to_be16(0);
-        sw_route_unicast(sw, &sw->ports[0], p, pi->slid, true);
-        return;
-    }
-    SET_HOP_PTR(hop_cnt);
-    out_port = smp->return_path[hop_cnt];
-    lrh->dlid_be = cpu_to_be16(pi->slid);
-    lrh->slid_be = cpu_to_be16(pi->dlid);
-    {
-        struct pib_bth *bth = (struct pib_bth *)(b + sizeof(*lrh));
-
-        bth->dqpn_be = cpu_to_be32(pi->src_qpn);
-    }
-
-send_out:
-    /* A directed route may lead back out of the arrival port: only the port must exist. */
-    if (out_port == 0 || out_port > sw->nports) {
-        goto drop;
-    }
-    sw_send(sw, in, &sw->ports[out_port], p, true, PIB_LID_PERMISSIVE);
-    return;
-
-drop:
-    in->ctr.vl15_dropped++;
-    sw_drop(sw, in, p, PIB_SW_DROP_DR, PIB_LID_PERMISSIVE);
-#undef SET_HOP_PTR
-}
-
-/* VL15: an SMP, directed-route or LID-routed. */
-static void sw_smp(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
-{
-    const uint8_t *b = pib_packet_ib(p);
-    uint8_t resp[PIB_MAD_SIZE];
-    PibPktInfo pi;
-
-    if (!sw_mad_packet(b, pib_packet_ib_len(p), &pi, PIB_QPN_SMI)) {
-        in->ctr.vl15_dropped++;
-        sw_drop(sw, in, p, PIB_SW_DROP_MALFORMED, 0);
-        return;
-    }
-    if (pi.payload[1] == PIB_MGMT_CLASS_SUBN_DR) {
-        sw_smp_dr(sw, in, p, &pi);
-        return;
-    }
-    if (pi.payload[1] != PIB_MGMT_CLASS_SUBN_LID) {
-        in->ctr.vl15_dropped++;
-        sw_drop(sw, in, p, PIB_SW_DROP_MALFORMED, pi.dlid);
-        return;
-    }
-    if (!sw_lid_is_ours(sw, pi.dlid)) {
-        sw_route_unicast(sw, in, p, pi.dlid, true);
-        return;
-    }
-    if (!sw_sma(sw, in, &pi, resp)) {
-        pib_link_packet_free(&in->link, p);
-        return;
-    }
-    sw_mad_reply(sw, p, &pi, pi.slid, sw->ports[0].mgmt.lid, resp);
-    sw_route_unicast(sw, &sw->ports[0], p, pi.slid, true);
+    pib_sw_send(sw, in, &sw->ports[last], p, false, mlid);
 }
 
 /*
@@ -472,7 +220,7 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
     if (len < sizeof(*lrh) || (lrh->vl_lver & 0xf) != 0 ||
         (be16_to_cpu(lrh->pktlen_be) & 0x7ff) * 4 != len ||
         (be16_to_cpu(lrh->pktlen_be) & 0xf800)) {
-        sw_drop(sw, in, p, PIB_SW_DROP_MALFORMED, 0);
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_MALFORMED, 0);
         return;
     }
     dlid = be16_to_cpu(lrh->dlid_be);
@@ -482,12 +230,12 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
         in->ctr.uni_rcv_pkts++;
     }
     if (lrh->vl_lver >> 4 == 15) {
-        if (!sw_port_up(in)) {
+        if (!pib_sw_port_up(in)) {
             in->ctr.vl15_dropped++;
-            sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+            pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
             return;
         }
-        sw_smp(sw, in, p);
+        pib_sw_smp(sw, in, p);
         return;
     }
     /* Data: an ARMED port that receives it goes ACTIVE (IBTA 7.2.5); below that it drops. */
@@ -498,8 +246,8 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
         trace_pib_switch_port_state(sw->node_guid, in->num, pib_port_sm_names[prev],
                                     pib_port_sm_names[in->sm], "RX_DATA");
     }
-    if (!sw_port_active(in)) {
-        sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+    if (!pib_sw_port_active(in)) {
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
         return;
     }
     if (pib_lid_is_multicast(dlid)) {
@@ -508,10 +256,10 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
     }
     if (dlid < PIB_SW_LFT_CAP && dlid <= sw->tables.lft_top &&
         sw->tables.lft[dlid] == 0) {
-        sw_local_gsi(sw, in, p);
+        pib_sw_local_gsi(sw, in, p);
         return;
     }
-    sw_route_unicast(sw, in, p, dlid, false);
+    pib_sw_route_unicast(sw, in, p, dlid, false);
 }
 
 /*
@@ -533,7 +281,7 @@ static void sw_port_event(PibSwitchPort *port, PibPortSmEvent ev)
 {
     PibSwitch *sw = port->sw;
     PibPortSmState prev = port->sm;
-    bool was_up = sw_port_up(port);
+    bool was_up = pib_sw_port_up(port);
 
     port->sm = pib_port_sm_next(prev, ev, port->disabled, PIB_PSM_INIT);
     if (port->sm == prev) {
@@ -541,7 +289,7 @@ static void sw_port_event(PibSwitchPort *port, PibPortSmEvent ev)
     }
     trace_pib_switch_port_state(sw->node_guid, port->num, pib_port_sm_names[prev],
                                 pib_port_sm_names[port->sm], pib_port_ev_names[ev]);
-    if (was_up != sw_port_up(port)) {
+    if (was_up != pib_sw_port_up(port)) {
         if (was_up) {
             port->ctr.link_downed++;
         }
@@ -634,7 +382,7 @@ static uint8_t sw_mgmt_phys_state(PibMgmtPort *m)
     PibSwitchPort *p = sw_mgmt_port(m);
 
     return p->disabled ? PIB_PHYS_DISABLED :
-           sw_port_up(p) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
+           pib_sw_port_up(p) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
 }
 
 static void sw_mgmt_set_port_state(PibMgmtPort *m, uint8_t state)
@@ -699,7 +447,7 @@ static void sw_mgmt_send_trap(PibMgmtPort *m, const struct pib_smp *smp, uint16_
     via = &sw->ports[out];
     p = pib_link_packet_new(&via->link, pib_pkt_len(&f, sizeof(*smp)));
     pib_pkt_write(pib_packet_ib(p), &f, sw->ports[0].mgmt.lid, NULL, smp, sizeof(*smp));
-    sw_route_unicast(sw, &sw->ports[0], p, dlid, true);
+    pib_sw_route_unicast(sw, &sw->ports[0], p, dlid, true);
     sw_flush(sw);
 }
 

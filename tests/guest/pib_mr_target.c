@@ -57,7 +57,7 @@ struct opts {
 };
 
 /* Byte i of the MR: the top byte of i * 2654435761 (Knuth's multiplicative hash).
- * tests/hostile/pib_hostile.c checks what it READs against the same formula. */
+ * tests/hostile (hostile_attacks.c) checks what it READs against the same formula. */
 static uint8_t pattern_byte(uint64_t i)
 {
 	return (uint8_t)(((uint32_t)i * 2654435761u) >> 24);

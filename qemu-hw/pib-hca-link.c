@@ -1,0 +1,188 @@
+/*
+ * pib HCA device model - the HCA's port on its link, and its transmit path
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The HCA is one owner of a PibLink (pib-link.c; a switch port is another,
+ * pib-switch.c): its PibLinkOps hand the link's events to the port's state
+ * machine (pib-port.c) and its packets to the receive queue (pib-pkt.c).
+ * pib_xmit() sends a packet the engines built: on the link, to this HCA
+ * itself (loopback), or both for a multicast group a local QP joined.
+ */
+
+#include "qemu/osdep.h"
+
+#include "pib-internal.h"
+#include "trace.h"
+
+/*
+ * The HCA's port on its link (pib-port.c runs the state machine, pib-pkt.c the receive
+ * queue), and its transmit path
+ */
+
+static PibState *pib_link_hca(PibLink *l)
+{
+    return l->opaque;
+}
+
+static void pib_hca_link_event(PibLink *l, PibPortSmEvent ev)
+{
+    pib_port_event(pib_link_hca(l), ev);
+}
+
+static bool pib_hca_link_may_train(PibLink *l)
+{
+    return !pib_link_hca(l)->port.disabled;
+}
+
+static void pib_hca_link_packet(PibLink *l, PibPacket *p)
+{
+    pib_rx_link(pib_link_hca(l), p);
+}
+
+static uint32_t pib_hca_link_rx_backlog(PibLink *l)
+{
+    return pib_link_hca(l)->rxq_len;
+}
+
+static void pib_hca_link_rx_run(PibLink *l)
+{
+    pib_rx_run(pib_link_hca(l));
+}
+
+static void pib_hca_link_tx_room(PibLink *l)
+{
+    pib_qp_kick_waiters(pib_link_hca(l));
+}
+
+static void pib_hca_link_framing_error(PibLink *l)
+{
+    pib_count(pib_link_hca(l), PIB_CNT_LINK_FRAMING_ERRORS, 1);
+}
+
+static const PibLinkOps pib_hca_link_ops = {
+    .event = pib_hca_link_event,
+    .may_train = pib_hca_link_may_train,
+    .packet = pib_hca_link_packet,
+    .rx_backlog = pib_hca_link_rx_backlog,
+    .rx_run = pib_hca_link_rx_run,
+    .tx_room = pib_hca_link_tx_room,
+    .framing_error = pib_hca_link_framing_error,
+};
+
+/* A frame buffer: the link header filled in, room for ib_len bytes after it */
+PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)
+{
+    return pib_link_packet_new(&s->link, ib_len);
+}
+
+void pib_packet_free(PibState *s, PibPacket *p)
+{
+    pib_link_packet_free(&s->link, p);
+}
+
+void pib_link_flush(PibState *s)
+{
+    pib_link_tx_flush(&s->link);
+}
+
+void pib_link_purge(PibState *s)
+{
+    pib_link_tx_purge(&s->link);
+}
+
+void pib_link_retrain(PibState *s, const char *why)
+{
+    pib_link_take_down(&s->link, why);
+}
+
+/*
+ * May a requester send a packet to dlid now?  If not, it waits: the queue
+ * that is full remembers to wake the requesters when it drains.
+ */
+bool pib_xmit_room(PibState *s, uint16_t dlid)
+{
+    if (pib_lid_is_ours(s, dlid)) {
+        if (s->rxq_len < PIB_RXQ_MAX) {
+            return true;
+        }
+        s->rx_waiters = true;
+        return false;
+    }
+    if (s->link.txq_len < PIB_TXQ_MAX) {
+        return true;
+    }
+    s->link.tx_waiters = true;
+    return false;
+}
+
+/*
+ * Send a packet built by pib_pkt_build(): on the link, or to ourselves.  A
+ * link packet waits in the transmit queue for the caller's pib_link_flush().
+ */
+void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
+{
+    bool loop = pib_lid_is_ours(s, dlid);
+    bool smp = pib_packet_ib(p)[0] >> 4 == 15;      /* LRH VL */
+    enum pib_counter why = PIB_CNT_MAX;
+
+    /* An ACTIVE port sends anything; INIT and ARMED send SMPs only. */
+    if (!pib_port_active(s) && !(smp && pib_port_link_up(s))) {
+        why = PIB_CNT_TX_DROP_PORT_DOWN;
+    } else if ((loop ? s->rxq_len : s->link.txq_len) >= PIB_QUEUE_HARD_MAX) {
+        why = PIB_CNT_TX_DROP_TXQ_FULL;
+    }
+    if (why != PIB_CNT_MAX) {
+        pib_pkt_drop(s, why, NULL);
+        pib_packet_free(s, p);
+        return;
+    }
+    pib_count(s, PIB_CNT_TX_PACKETS, 1);
+    pib_count(s, PIB_CNT_TX_BYTES, pib_packet_ib_len(p));
+    if (pib_inject_drop(s, p, true)) {
+        pib_packet_free(s, p);      /* sent, and lost on the wire */
+        return;
+    }
+    if (loop) {
+        trace_pib_pkt_loopback(s->node_guid, pib_packet_ib_len(p));
+        pib_rx_enqueue(s, p);
+        return;
+    }
+    if (pib_lid_is_multicast(dlid)) {
+        pib_count(s, PIB_CNT_TX_MCAST_PACKETS, 1);
+        /* A group some QP here joined gets a copy too (IBTA 10.5.2.9 loopback). */
+        if (pib_mcast_local(s, dlid) && s->rxq_len < PIB_QUEUE_HARD_MAX) {
+            PibPacket *copy = pib_packet_new(s, pib_packet_ib_len(p));
+
+            memcpy(pib_packet_ib(copy), pib_packet_ib(p), pib_packet_ib_len(p));
+            trace_pib_pkt_loopback(s->node_guid, pib_packet_ib_len(p));
+            pib_rx_enqueue(s, copy);
+        }
+    }
+    pib_link_enqueue(&s->link, p);
+}
+
+/* Realize: the link is the device's one port (the link-direct property is already set). */
+void pib_link_realize(PibState *s)
+{
+    PibLink *l = &s->link;
+
+    pib_link_init(l, &pib_hca_link_ops, s, &DEVICE(s)->mem_reentrancy_guard);
+    l->id = s->node_guid;
+    l->node_guid = s->node_guid;
+    l->port_guid = pib_port_guid(s);
+    pib_link_attach(l);
+}
+
+void pib_link_unrealize(PibState *s)
+{
+    pib_link_fini(&s->link);
+}
+
+/* Last, after every frame went back to the free list. */
+void pib_link_free_buffers(PibState *s)
+{
+    pib_link_free_pool(&s->link);
+}

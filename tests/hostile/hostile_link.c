@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * pib-hostile: the link (framing on the unix socket) and the target file
+ * (the program is described in pib_hostile.c; what the files share is in hostile.h)
+ */
+#define _GNU_SOURCE
+#include "hostile.h"
+
+/* =============================================================================================
+ * The link: framing on a unix stream socket
+ */
+
+int link_dial(struct link *l, int timeout_ms)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int64_t deadline = now_ms() + timeout_ms;
+
+	if (strlen(l->path) >= sizeof(sa.sun_path))
+		die("socket path too long: %s", l->path);
+	strcpy(sa.sun_path, l->path);
+	for (;;) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			die("socket: %s", strerror(errno));
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			l->fd = fd;
+			l->eof = false;
+			l->len = 0;
+			return 0;
+		}
+		close(fd);
+		/* Between two connections, or before the server exists: try again. */
+		if ((errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN) ||
+		    now_ms() > deadline)
+			return -1;
+		sleep_ms(100);
+	}
+}
+
+void link_close(struct link *l)
+{
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+}
+
+int send_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t r = send(fd, b, n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= r;
+	}
+	return 0;
+}
+
+/* A frame as a well-behaved port would send it (whatever the payload holds). */
+int send_frame(struct link *l, uint8_t type, const void *payload, size_t len)
+{
+	uint8_t f[PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD];
+	struct pib_link_hdr h = { .magic = PIB_LINK_MAGIC, .type = type,
+				  .length_be = htons(len) };
+
+	if (len > PIB_LINK_MAX_PAYLOAD)
+		die("send_frame: %zu bytes do not fit a frame", len);
+	memcpy(f, &h, sizeof(h));
+	memcpy(f + sizeof(h), payload, len);
+	return send_all(l->fd, f, sizeof(h) + len);
+}
+
+int send_hello(struct link *l)
+{
+	struct pib_link_hello h = {
+		.version_be = htonl(PIB_LINK_PROTO_VERSION),
+		.mtu_be = htonl(PIB_LINK_MAX_PAYLOAD),
+		.node_guid_be = htobe64(HOSTILE_NODE_GUID),
+		.port_guid_be = htobe64(HOSTILE_NODE_GUID + 1),
+	};
+
+	return send_frame(l, PIB_FRAME_HELLO, &h, sizeof(h));
+}
+
+/*
+ * The next frame from the device: 1 with *type, payload in p (up to PIB_LINK_MAX_PAYLOAD
+ * bytes) and *len; 0 on timeout; -1 when the stream ended or broke (l->eof).
+ */
+int recv_frame(struct link *l, uint8_t *type, uint8_t *p, size_t *len, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+
+	for (;;) {
+		if (l->len >= PIB_LINK_HDR_LEN) {
+			struct pib_link_hdr h;
+			size_t n;
+
+			memcpy(&h, l->buf, sizeof(h));
+			n = ntohs(h.length_be);
+			if (h.magic != PIB_LINK_MAGIC || n > PIB_LINK_MAX_PAYLOAD) {
+				info("the device sent a bad frame header (magic 0x%02x, length %zu)",
+				     h.magic, n);
+				l->eof = true;
+				return -1;
+			}
+			if (l->len >= PIB_LINK_HDR_LEN + n) {
+				*type = h.type;
+				*len = n;
+				memcpy(p, l->buf + PIB_LINK_HDR_LEN, n);
+				l->len -= PIB_LINK_HDR_LEN + n;
+				memmove(l->buf, l->buf + PIB_LINK_HDR_LEN + n, l->len);
+				l->rx_frames++;
+				return 1;
+			}
+		}
+		if (l->eof)
+			return -1;
+
+		int64_t left = deadline - now_ms();
+		struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
+		ssize_t r;
+
+		if (left <= 0)
+			return 0;
+		r = poll(&pfd, 1, left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return 0;
+		r = recv(l->fd, l->buf + l->len, sizeof(l->buf) - l->len, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			l->eof = true;
+			continue;	/* frames already buffered still count */
+		}
+		l->len += r;
+	}
+}
+
+/* Wait for the device's HELLO (the frames before it, if any, are dropped). */
+int wait_hello(struct link *l, int timeout_ms)
+{
+	uint8_t p[PIB_LINK_MAX_PAYLOAD], type;
+	int64_t deadline = now_ms() + timeout_ms;
+	size_t n;
+
+	while (recv_frame(l, &type, p, &n, deadline - now_ms()) == 1) {
+		struct pib_link_hello h;
+
+		if (type != PIB_FRAME_HELLO || n < sizeof(h))
+			continue;
+		memcpy(&h, p, sizeof(h));
+		l->peer_node_guid = be64toh(h.node_guid_be);
+		return ntohl(h.version_be) == PIB_LINK_PROTO_VERSION ? 0 : -1;
+	}
+	return -1;
+}
+
+/* Dial and train: each side sends HELLO; the port is ACTIVE once it has ours. */
+int link_train(struct link *l, int timeout_ms)
+{
+	if (link_dial(l, timeout_ms)) {
+		info("cannot connect to %s: %s", l->path, strerror(errno));
+		return -1;
+	}
+	if (send_hello(l) || wait_hello(l, timeout_ms)) {
+		info("no HELLO from the device on %s", l->path);
+		link_close(l);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read and discard until the device closes the stream: 0 if it did within timeout_ms. */
+int wait_eof(struct link *l, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	uint8_t junk[4096];
+
+	while (now_ms() < deadline) {
+		struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
+		ssize_t r = poll(&pfd, 1, deadline - now_ms());
+
+		if (r <= 0)
+			continue;
+		r = recv(l->fd, junk, sizeof(junk), 0);
+		if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+			return 0;
+	}
+	return -1;
+}
+
+/* =============================================================================================
+ * What pib-mr-target exposes: a file of "key value" lines
+ */
+
+void target_load(struct target *t, const char *file)
+{
+	char line[4096], key[64];
+	FILE *f = fopen(file, "r");
+	int seen = 0;
+
+	if (!f)
+		die("%s: %s", file, strerror(errno));
+	memset(t, 0, sizeof(*t));
+	while (fgets(line, sizeof(line), f)) {
+		char *v;
+		int off;
+
+		if (sscanf(line, "%63s %n", key, &off) != 1)
+			continue;
+		v = line + off;
+#define U(name, field) else if (!strcmp(key, name)) { t->field = strtoull(v, NULL, 0); seen++; }
+		if (!strcmp(key, "qpns")) {
+			char *end;
+
+			for (t->nqp = 0; t->nqp < MAX_QPS; t->nqp++) {
+				t->qpn[t->nqp] = strtoul(v, &end, 0);
+				if (end == v)
+					break;
+				v = end;
+			}
+			seen++;
+		}
+		U("lid", lid) U("peer_lid", peer_lid) U("peer_qpn", peer_qpn) U("psn", psn)
+		U("mtu", mtu) U("mr_addr", mr_addr) U("mr_len", mr_len) U("mr_rkey", mr_rkey)
+		U("guard", guard) U("lo_addr", lo_addr) U("lo_len", lo_len) U("lo_rkey", lo_rkey)
+#undef U
+	}
+	fclose(f);
+	if (seen < 13 || !t->lid || !t->nqp || !t->mr_len || !t->mtu)
+		die("%s: not a complete pib-mr-target info file", file);
+}
+
+/* The MR's contents: byte i is the top byte of i * 2654435761 (Knuth's multiplicative hash),
+ * as pib-mr-target fills it. */
+uint8_t pattern_byte(uint64_t i)
+{
+	return (uint8_t)(((uint32_t)i * 2654435761u) >> 24);
+}
