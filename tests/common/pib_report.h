@@ -27,8 +27,19 @@
 #include <signal.h>
 #include <unistd.h>
 
-/* The checks so far.  A program may read them, say to send its verdict to its peer. */
+/*
+ * The checks so far.  A program may read them, say to send its verdict to its peer.  A program
+ * of one file gets its own copy; one of several files defines PIB_REPORT_SHARED before including
+ * this in every file, and PIB_REPORT_COUNTERS too in exactly one, which holds the counters all
+ * its files count in (tests/hostile).
+ */
+#if defined(PIB_REPORT_SHARED) && !defined(PIB_REPORT_COUNTERS)
+extern atomic_int report_passed, report_failed;
+#elif defined(PIB_REPORT_SHARED)
+atomic_int report_passed, report_failed;
+#else
 static atomic_int report_passed, report_failed;
+#endif
 
 static inline void __attribute__((format(printf, 3, 0)))
 report_vline(const char *tag, const char *who, const char *fmt, va_list ap)

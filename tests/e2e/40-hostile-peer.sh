@@ -67,6 +67,9 @@ for phase in "${PHASES[@]}"; do
   read_counters 0 after
   cat "$work/$phase.out"
   check "$phase: pib-hostile's checks pass (exit $rc)" test $rc -eq 0
+  summary=$(grep -E '^== [a-z-]+: [0-9]+ passed, [0-9]+ failed$' "$work/$phase.out" | tail -n 1)
+  check "$phase: pib-hostile made checks and none failed (${summary:-no summary})" \
+    awk -v s="$summary" 'BEGIN { exit !(split(s, f, " ") == 6 && f[3] > 0 && f[5] == 0) }'
   while read -r _ name n; do
     d=$(( ${after[$name]:-0} - ${before[$name]:-0} ))
     check "$phase: $name grew by $n (got $d)" test "$d" -eq "$n" -a -n "${after[$name]}"

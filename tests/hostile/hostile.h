@@ -34,6 +34,7 @@
 
 #include "pib_link.h"
 #include "pib_mad.h"
+#define PIB_REPORT_SHARED      /* one PASS/FAIL count for all the files (pib_hostile.c has it) */
 #include "pib_report.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -32,6 +32,7 @@
  * the other files (the link, packets, the session, the attacks, relay) and what they share.
  */
 #define _GNU_SOURCE
+#define PIB_REPORT_COUNTERS    /* the PASS/FAIL counters live here (tests/common/pib_report.h) */
 #include "hostile.h"
 
 /* =============================================================================================
