@@ -26,6 +26,10 @@
  *                           of its MFT entry but the arrival port, an MLID without ports is
  *                           a counted drop; a port that goes down and comes back raises
  *                           trap 128 to the SM and PortStateChange, which the SM clears
+ *   /pib/switch/garbage     port 3's peer sends a bad frame header: the switch counts a
+ *                           symbol error and a link error recovery on port 3 (its PMA, asked
+ *                           with a GMP), drops the connection, and port 3 retrains when the
+ *                           peer dials again; an RC SEND crosses ports 1 and 2 meanwhile
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
@@ -269,6 +273,119 @@ static void sw_port_state(Sw *s, uint8_t port, uint8_t state, uint16_t lid)
 }
 
 /*
+ * The SM's work: the switch's LID, the LFT (LIDs 1 and 2 to ports 1 and 2, the switch's own to
+ * port 0, ours to port 3; LID 4 to a port the switch does not have, LID 5 back out of port 3)
+ * and its top, every port ACTIVE.  Returns SwitchInfo as set.
+ */
+static struct pib_switch_info sw_program(Sw *s)
+{
+    struct pib_smp resp;
+    struct pib_switch_info si;
+    uint8_t lft[64];
+    int i;
+
+    sw_port_state(s, 0, 0, SW_LID);
+    memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
+    lft[1] = 1;
+    lft[2] = 2;
+    lft[SW_LID] = 0;
+    lft[SW_SM_LID] = SW_TEST_PORT;
+    lft[4] = SW_PORTS + 2;          /* a port the switch does not have */
+    lft[5] = SW_TEST_PORT;          /* back out of port 3, for frames from port 3 */
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_LFT, 0, lft, sizeof(lft), &resp), ==, 0);
+    g_assert_cmpmem(resp.data, 64, lft, 64);
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    si.lft_top_be = cpu_to_be16(SW_SM_LID);
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                    ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
+    for (i = 1; i <= SW_PORTS; i++) {
+        sw_port_state(s, i, PIB_PORT_ARMED, 0);
+        sw_port_state(s, i, PIB_PORT_ACTIVE, 0);
+    }
+    return si;
+}
+
+/* An RC SEND of 5000 bytes from A (LID 1) to B (LID 2), through ports 1 and 2, bytes compared. */
+static void sw_rc_send_a_to_b(Sw *s)
+{
+    TestEnd x, y;
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+
+    dp_end(&s->a, &x, PIB_QPT_RC, 8192);
+    dp_end(&s->b, &y, PIB_QPT_RC, 8192);
+    dp_link_ends(&x, 1, &y, 2);
+    dp_fill(&s->a, x.buf, 5000, 77);
+    sge = dp_sge(y.buf, 8192, y.key);
+    dp_post_recv(&s->b, &y.qp, 0x10, &sge, 1);
+    sge = dp_sge(x.buf, 5000, x.key);
+    dp_post_send(&s->a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x11, &sge, 1, 0, 0);
+    dp_expect(&s->a, &x.scq, 0x11, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&s->b, &y.rcq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
+    dp_assert_same(&s->a, x.buf, &s->b, y.buf, 5000);
+}
+
+/*
+ * PortCounters of switch port `port` from the switch's PMA: a GMP from port 3 (our LID) to the
+ * switch's LID, QP1; the answer comes back out of port 3.
+ */
+static void sw_port_counters(Sw *s, uint8_t port, struct pib_port_counters *pc)
+{
+    struct pib_pma_mad req = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_PERF,
+            .class_version = PIB_PMA_CLASS_VERSION,
+            .method = PIB_MAD_METHOD_GET,
+            .tid_lo_be = cpu_to_be32(0x99),
+            .attr_id_be = cpu_to_be16(PIB_PMA_ATTR_PORT_COUNTERS),
+        },
+    };
+    uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+    struct pib_link_hdr hdr;
+    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+    struct pib_pma_mad *resp = (struct pib_pma_mad *)(buf + 28);
+    uint16_t len;
+
+    req.data[1] = port;
+    sw_send_ud(s, SW_LID, SW_SM_LID, false, 1, &req, sizeof(req));
+    for (;;) {
+        g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+        len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
+        if (hdr.type == PIB_FRAME_PACKET && len == SW_MAD_PKT_LEN && buf[0] >> 4 == 0 &&
+            resp->hdr.mgmt_class == PIB_MGMT_CLASS_PERF) {
+            break;                      /* (SMPs and traps on VL15 are not what we wait for) */
+        }
+    }
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(be16_to_cpu(resp->hdr.status_be), ==, 0);
+    memcpy(pc, resp->data, sizeof(*pc));
+    g_assert_cmpuint(pc->port_select, ==, port);
+}
+
+/* What port 3's peer reads until the switch closes the connection: true at end of stream. */
+static bool sw_drain_to_eof(int fd, int timeout_ms)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    uint8_t buf[4096];
+    ssize_t n;
+
+    for (;;) {
+        if (poll(&pfd, 1, timeout_ms) != 1) {
+            return false;
+        }
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+            return n == 0;
+        }
+    }
+}
+
+/*
  * Tests
  */
 
@@ -376,54 +493,15 @@ static void test_switch_forwarding(void)
     Sw s;
     struct pib_smp req, resp;
     struct pib_switch_info si;
-    uint8_t lft[64];
     uint8_t junk[64] = { 0 };
-    TestEnd x, y;
-    struct pib_sge sge;
-    struct pib_cqe cqe;
     uint64_t no_route, bad_port, arrival, fwd;
     uint16_t dlid;
     int i;
 
     sw_boot(&s);
-
-    /* The SM's work: the switch's LID, the LFT and its top, every port ACTIVE. */
-    sw_port_state(&s, 0, 0, SW_LID);
-    memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
-    lft[1] = 1;
-    lft[2] = 2;
-    lft[SW_LID] = 0;
-    lft[SW_SM_LID] = SW_TEST_PORT;
-    lft[4] = SW_PORTS + 2;          /* a port the switch does not have */
-    lft[5] = SW_TEST_PORT;          /* back out of port 3, for frames from port 3 */
-    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_LFT, 0, lft, sizeof(lft), &resp), ==, 0);
-    g_assert_cmpmem(resp.data, 64, lft, 64);
-    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
-    memcpy(&si, resp.data, sizeof(si));
-    si.lft_top_be = cpu_to_be16(SW_SM_LID);
-    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
-                    ==, 0);
-    memcpy(&si, resp.data, sizeof(si));
-    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
-    for (i = 1; i <= SW_PORTS; i++) {
-        sw_port_state(&s, i, PIB_PORT_ARMED, 0);
-        sw_port_state(&s, i, PIB_PORT_ACTIVE, 0);
-    }
-
-    /* An RC SEND from A (LID 1) to B (LID 2), through ports 1 and 2. */
+    si = sw_program(&s);
     fwd = sw_counter(&s, "forwarded");
-    dp_end(&s.a, &x, PIB_QPT_RC, 8192);
-    dp_end(&s.b, &y, PIB_QPT_RC, 8192);
-    dp_link_ends(&x, 1, &y, 2);
-    dp_fill(&s.a, x.buf, 5000, 77);
-    sge = dp_sge(y.buf, 8192, y.key);
-    dp_post_recv(&s.b, &y.qp, 0x10, &sge, 1);
-    sge = dp_sge(x.buf, 5000, x.key);
-    dp_post_send(&s.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x11, &sge, 1, 0, 0);
-    dp_expect(&s.a, &x.scq, 0x11, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
-    dp_expect(&s.b, &y.rcq, 0x10, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
-    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
-    dp_assert_same(&s.a, x.buf, &s.b, y.buf, 5000);
+    sw_rc_send_a_to_b(&s);
     /* 5 requests at MTU 1024 and at least one ACK crossed the switch. */
     g_assert_cmpuint(sw_counter(&s, "forwarded"), >=, fwd + 6);
 
@@ -532,6 +610,47 @@ static void test_switch_forwarding(void)
         qtest_clock_step(s.qs->qts, 2400 * 1000 * 1000ll);
         g_assert_false(sw_recv_smp_ex(&s, &resp, NULL, 300, true));
     }
+
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
+    sw_shutdown(&s);
+}
+
+/*
+ * A port whose peer sends garbage (a frame header with a bad magic): the switch counts a symbol
+ * error and a link error recovery on that port, closes its connection and lets it retrain,
+ * while ports 1 and 2 carry an RC SEND meanwhile.  The peer dials again, the port trains, the
+ * SM makes it ACTIVE, and the PMA shows the errors on port 3 only.
+ */
+static void test_switch_garbage(void)
+{
+    static const uint8_t junk[] = { 0x00, PIB_FRAME_PACKET, 0x00, 0x10, 'j', 'u', 'n', 'k' };
+    struct pib_port_counters pc1, pc3, before;
+    g_autofree char *p3 = NULL;
+    Sw s;
+
+    sw_boot(&s);
+    sw_program(&s);
+    p3 = sw_sock(&s, "p3.sock");
+    sw_port_counters(&s, SW_TEST_PORT, &before);
+    peer_write(s.fd, junk, sizeof(junk));
+    g_assert_true(sw_drain_to_eof(s.fd, 5000));
+    close(s.fd);
+    sw_rc_send_a_to_b(&s);          /* port 3 is down: ports 1 and 2 carry on */
+
+    s.fd = peer_connect(p3);
+    peer_expect_hello(s.fd, SW_NODE_GUID);
+    peer_send_hello(s.fd);
+    sw_port_state(&s, SW_TEST_PORT, PIB_PORT_ARMED, 0);
+    sw_port_state(&s, SW_TEST_PORT, PIB_PORT_ACTIVE, 0);
+    sw_port_counters(&s, SW_TEST_PORT, &pc3);
+    sw_port_counters(&s, 1, &pc1);
+    g_assert_cmpuint(be16_to_cpu(pc3.symbol_errors_be), ==,
+                     be16_to_cpu(before.symbol_errors_be) + 1);
+    g_assert_cmpuint(pc3.link_recovery, ==, before.link_recovery + 1);
+    g_assert_cmpuint(be16_to_cpu(pc1.symbol_errors_be), ==, 0);
+    g_assert_cmpuint(pc1.link_recovery, ==, 0);
+    sw_rc_send_a_to_b(&s);
 
     g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
@@ -720,6 +839,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     qtest_add_func("/pib/switch/dr", test_switch_dr);
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
+    qtest_add_func("/pib/switch/garbage", test_switch_garbage);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
