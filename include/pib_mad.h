@@ -190,9 +190,7 @@ struct pib_port_info {
 	pib_u8  vl_arb_low_cap;         /* 0x28 RO                                             */
 	pib_u8  inittypereply_mtucap;   /* 0x29 [7:4] InitTypeReply, [3:0] MTUCap (RO)         */
 	pib_u8  vlstall_hoqlife;        /* 0x2a [7:5] VLStallCount, [4:0] HOQLife              */
-	pib_u8  opvls_enforce;          /* 0x2b [7:4] OperationalVLs, [3] PartitionEnforcement */
-	                                /*      Inbound, [2] ...Outbound, [1] FilterRawInbound,*/
-	                                /*      [0] FilterRawOutbound                          */
+	pib_u8  opvls_enforce;          /* 0x2b [7:4] OperationalVLs, [3:0] PIB_PI_ENFORCE_*   */
 	pib_u16 mkey_violations_be;     /* 0x2c                                                */
 	pib_u16 pkey_violations_be;     /* 0x2e                                                */
 	pib_u16 qkey_violations_be;     /* 0x30                                                */
@@ -207,9 +205,23 @@ struct pib_port_info {
 	pib_u8  speed_ext_enabled;      /* 0x3f [4:0]                                          */
 };
 
+/*
+ * PortInfo's enforcement bits (opvls_enforce [3:0], IBTA 14.2.5.6), which a switch's external
+ * ports act on (10.9.3): a port with PartitionEnforcementInbound (Outbound) set drops a data
+ * packet arriving (leaving) whose BTH P_Key matches no entry of the port's P_KeyTable, and
+ * counts it in PortRcvConstraintErrors (PortXmitConstraintErrors); FilterRawInbound (Outbound)
+ * drops raw packets (LNH 0 or 1) the same way.  VL15 (SMPs) is never filtered.
+ */
+#define PIB_PI_ENFORCE_PART_IN       0x08
+#define PIB_PI_ENFORCE_PART_OUT      0x04
+#define PIB_PI_ENFORCE_RAW_IN        0x02
+#define PIB_PI_ENFORCE_RAW_OUT       0x01
+
 /* ---- SwitchInfo (IBTA 14.2.5.4): 20 bytes used of the 64 ---------------------------------- */
 #define PIB_SWINFO_PORT_STATE_CHANGE 0x04   /* life_state [2]: a port changed state; Set 1 clears */
 #define PIB_SWINFO_ENHANCED_PORT0    0x08   /* flags [3]: port 0 is an enhanced port           */
+#define PIB_SWINFO_ENFORCE_CAPS      0xf0   /* flags [7:4]: Inbound/OutboundEnforcementCap,    */
+                                            /* FilterRawInbound/OutboundCap                    */
 struct pib_switch_info {
 	pib_u16 lft_cap_be;             /* 0x00 LinearFDBCap: LFT entries                      */
 	pib_u16 rft_cap_be;             /* 0x02 RandomFDBCap: 0, no random table               */

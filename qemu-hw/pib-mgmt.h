@@ -62,6 +62,8 @@ typedef struct PibMgmtCounters {
     uint64_t link_downed;
     uint64_t rcv_errors;            /* malformed, bad DLID, unknown opcode */
     uint64_t xmit_discards;         /* port down, queue full */
+    uint64_t rcv_switch_relay;      /* a switch could not forward it (LFT, port) */
+    uint64_t xmit_constraint;       /* partition enforcement on the way out (switch) */
     uint64_t rcv_constraint;        /* partition enforcement (P_Key) */
     uint64_t vl15_dropped;          /* SMPs with nowhere to go */
 } PibMgmtCounters;
@@ -75,6 +77,7 @@ typedef struct PibMgmtCounters {
     X(SYMBOL_ERRORS, symbol_errors) X(LINK_RECOVERY, link_recovery)         \
     X(LINK_DOWNED, link_downed) X(RCV_ERRORS, rcv_errors)                   \
     X(XMIT_DISCARDS, xmit_discards) X(RCV_CONSTRAINT, rcv_constraint)       \
+    X(RCV_SWITCH_RELAY, rcv_switch_relay) X(XMIT_CONSTRAINT, xmit_constraint) \
     X(VL15_DROPPED, vl15_dropped)
 #define PIB_PMA_CTR_ENUM_ENTRY(id, field) PIB_PMA_CTR_##id,
 enum pib_pma_ctr {

@@ -68,6 +68,8 @@ static const struct {
     { PIB_PMA_SEL_RCV_ERRORS,     PIB_PMA_CTR_RCV_ERRORS },
     { PIB_PMA_SEL_XMIT_DISCARDS,  PIB_PMA_CTR_XMIT_DISCARDS },
     { PIB_PMA_SEL_RCV_CONSTRAINT, PIB_PMA_CTR_RCV_CONSTRAINT },
+    { PIB_PMA_SEL_RCV_SWITCH_RELAY, PIB_PMA_CTR_RCV_SWITCH_RELAY },
+    { PIB_PMA_SEL_XMIT_CONSTRAINT, PIB_PMA_CTR_XMIT_CONSTRAINT },
     { PIB_PMA_SEL_VL15_DROPPED,   PIB_PMA_CTR_VL15_DROPPED },
     { PIB_PMA_SEL_XMIT_DATA,      PIB_PMA_CTR_XMIT_DATA },
     { PIB_PMA_SEL_RCV_DATA,       PIB_PMA_CTR_RCV_DATA },
@@ -118,6 +120,9 @@ static uint16_t pma_port_counters(PibMgmtPort *p, uint8_t *data, bool set)
     pc->rcv_errors_be = cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_ERRORS), 16));
     pc->xmit_discards_be = cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_DISCARDS), 16));
     pc->rcv_constraint_errors = SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_CONSTRAINT), 8);
+    pc->rcv_switch_relay_errors_be =
+        cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_SWITCH_RELAY), 16));
+    pc->xmit_constraint_errors = SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_CONSTRAINT), 8);
     pc->vl15_dropped_be = cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_VL15_DROPPED), 16));
     pc->xmit_data_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_DATA), 32));
     pc->rcv_data_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_DATA), 32));

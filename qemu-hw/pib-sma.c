@@ -534,6 +534,9 @@ static uint16_t sma_switch_info(SmaReq *r)
     si->life_state = sw->life_time << 3 |
                      (sw->port_state_change ? PIB_SWINFO_PORT_STATE_CHANGE : 0);
     si->mft_top_be = cpu_to_be16(sw->mft_top);
+    /* Every external port has a P_KeyTable and enforces it (pib-switch.c). */
+    si->enforce_cap_be = cpu_to_be16(PIB_PKEY_TBL_LEN);
+    si->flags = PIB_SWINFO_ENFORCE_CAPS;
     return bad ? PIB_MAD_STATUS_INVALID_VALUE : PIB_MAD_STATUS_OK;
 }
 

@@ -93,7 +93,39 @@ void pib_sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_dro
     if (in && why == PIB_SW_DROP_MALFORMED) {
         in->ctr.rcv_errors++;
     }
+    if (in && in->num != 0 && (why == PIB_SW_DROP_NO_ROUTE || why == PIB_SW_DROP_BAD_PORT ||
+                               why == PIB_SW_DROP_ARRIVAL_PORT)) {
+        in->ctr.rcv_switch_relay++;     /* PortRcvSwitchRelayErrors */
+    }
     g_free(p);
+}
+
+/*
+ * Partition enforcement (IBTA 10.9.3) at one external port, for a data packet arriving
+ * (inbound) or leaving (outbound) by it: with the port's PIB_PI_ENFORCE_PART_* bit set, the
+ * BTH's P_Key must match an entry of the port's P_KeyTable (pib_mgmt_pkey_find); with its
+ * PIB_PI_ENFORCE_RAW_* bit set, a raw packet (LNH 0 or 1, no BTH) may not pass at all.  The
+ * caller drops what this refuses and counts it in the port's constraint errors.
+ */
+static bool sw_partition_ok(const PibSwitchPort *port, PibPacket *p, bool inbound)
+{
+    const uint8_t *b = pib_packet_ib(p);
+    uint32_t len = pib_packet_ib_len(p);
+    uint8_t enforce = port->mgmt.enforce;
+    uint8_t lnh = ((const struct pib_lrh *)b)->sl_lnh & 3;
+    uint32_t bth = sizeof(struct pib_lrh) +
+                   (lnh == PIB_LNH_IBA_GLOBAL ? sizeof(struct pib_grh) : 0);
+
+    if (lnh != PIB_LNH_IBA_LOCAL && lnh != PIB_LNH_IBA_GLOBAL) {
+        return !(enforce & (inbound ? PIB_PI_ENFORCE_RAW_IN : PIB_PI_ENFORCE_RAW_OUT));
+    }
+    if (!(enforce & (inbound ? PIB_PI_ENFORCE_PART_IN : PIB_PI_ENFORCE_PART_OUT))) {
+        return true;
+    }
+    /* Too short to hold a BTH: no P_Key to match (sw_receive checked the LRH only). */
+    return len >= bth + sizeof(struct pib_bth) &&
+           pib_mgmt_pkey_find(&port->mgmt,
+                              be16_to_cpu(((const struct pib_bth *)(b + bth))->pkey_be)) >= 0;
 }
 
 /*
@@ -112,6 +144,11 @@ void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket
     if (out->num == 0 || !out->linked || !(smp ? pib_sw_port_up(out) : pib_sw_port_active(out))) {
         out->ctr.xmit_discards++;
         pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+        return;
+    }
+    if (!smp && !sw_partition_ok(out, p, false)) {
+        out->ctr.xmit_constraint++;
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_PARTITION, dlid);
         return;
     }
     if (out->link.txq_len >= PIB_QUEUE_HARD_MAX) {
@@ -248,6 +285,11 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
     }
     if (!pib_sw_port_active(in)) {
         pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+        return;
+    }
+    if (!sw_partition_ok(in, p, true)) {
+        in->ctr.rcv_constraint++;
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_PARTITION, dlid);
         return;
     }
     if (pib_lid_is_multicast(dlid)) {

@@ -33,6 +33,7 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)
     X(PORT_DOWN,    "drop-port-down")    /* in or out port not ACTIVE (SMPs: not up) */ \
     X(TXQ_FULL,     "drop-txq-full")     /* the output queue is full */            \
     X(DR,           "drop-dr")           /* directed route: hop count/pointer/path */ \
+    X(PARTITION,    "drop-partition")    /* P_Key or raw packet refused by a port */ \
     X(NOT_FOR_US,   "drop-local")        /* to the switch, but not for its agents */
 
 #define PIB_SW_DROP_ENUM(id, name) PIB_SW_DROP_##id,

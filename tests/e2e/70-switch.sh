@@ -5,6 +5,7 @@
 #   - the three CA ports ACTIVE, with distinct LIDs;
 #   - ibnetdiscover sees 1 switch and 3 CAs, the switch with 3 ports, each cabled to a CA;
 #   - ibroute shows the LFT opensm set: each CA's LID routed to its own switch port;
+#   - opensm turned partition enforcement on at the switch port of node 0, with node 0's P_Keys;
 #   - ibv_rc_pingpong -c crosses the switch between every pair of nodes;
 #   - perfquery on the switch's ports (its PMA) counts what crossed.
 # The suite's own two guests stay up meanwhile (this test boots its own three).
@@ -59,6 +60,16 @@ for ((n = 0; n < NODES; n++)); do
   check "ibroute: LID ${lid[$n]} (node $n) leaves by port $((n + 1))" \
     grep -Eq "^$(printf '0x%04x' "${lid[$n]}") 0*$((n + 1)) :" <<<"$out"
 done
+
+# --- partition enforcement: opensm copies node 0's P_Keys onto its switch port and enforces them
+out=$(on 0 smpquery portinfo "$swlid" 1)
+echo "--- node 0: smpquery portinfo $swlid 1"; echo "$out" | grep -Ei 'PartEnf|FilterRaw'
+check "smpquery: switch port 1 (node 0's cable) enforces partitions both ways" \
+  bash -c 'grep -Eq "^PartEnf[A-Za-z]*Inb:\.*1\$" <<<"$1" && grep -Eq "^PartEnf[A-Za-z]*Outb:\.*1\$" <<<"$1"' _ "$out"
+out=$(on 0 smpquery pkeys "$swlid" 1)
+echo "--- node 0: smpquery pkeys $swlid 1"; echo "$out"
+check "smpquery: switch port 1's P_KeyTable holds the default partition (0xffff)" \
+  grep -qi "0xffff" <<<"$out"
 
 # --- ibv_rc_pingpong across the switch, every pair ----------------------------------------------
 xpair() {   # xpair SERVER CLIENT: ibv_rc_pingpong -c between two nodes through the switch

@@ -30,6 +30,11 @@
  *                           symbol error and a link error recovery on port 3 (its PMA, asked
  *                           with a GMP), drops the connection, and port 3 retrains when the
  *                           peer dials again; an RC SEND crosses ports 1 and 2 meanwhile
+ *   /pib/switch/partition   partition enforcement at switch ports: SwitchInfo's caps, a P_Key
+ *                           outside port 3's table dropped there (PortRcvConstraintErrors),
+ *                           one outside port 1's dropped on the way out
+ *                           (PortXmitConstraintErrors), a limited member passing, SMPs never
+ *                           filtered, an LFT miss in PortRcvSwitchRelayErrors
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
@@ -134,9 +139,9 @@ static uint64_t sw_counter(Sw *s, const char *name)
  * Packets on port 3
  */
 
-/* One UD packet, LRH to payload: QP0 on VL15 for an SMP, else QP dqpn on VL0. */
-static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
-                       const void *payload, uint16_t paylen)
+/* One UD packet with P_Key pkey, LRH to payload: QP0 on VL15 for an SMP, else QP dqpn on VL0. */
+static void sw_send_ud_pkey(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
+                            uint16_t pkey, const void *payload, uint16_t paylen)
 {
     uint16_t len = 8 + 12 + 8 + paylen;
     g_autofree uint8_t *f = g_malloc0(PIB_LINK_HDR_LEN + len);
@@ -157,12 +162,18 @@ static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t 
     lrh->pktlen_be = cpu_to_be16(len / 4);
     lrh->slid_be = cpu_to_be16(slid);
     bth->opcode = PIB_OP_UD_SEND_ONLY;
-    bth->pkey_be = cpu_to_be16(0xffff);
+    bth->pkey_be = cpu_to_be16(pkey);
     bth->dqpn_be = cpu_to_be32(dqpn);
     stl_be_p(b + 20, dqpn == 0 ? 0 : 0x80010000u);    /* DETH: Q_Key */
     stl_be_p(b + 24, dqpn == 0 ? 0 : 1);              /* DETH: source QP */
     memcpy(b + 28, payload, paylen);
     peer_write(s->fd, f, PIB_LINK_HDR_LEN + len);
+}
+
+static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
+                       const void *payload, uint16_t paylen)
+{
+    sw_send_ud_pkey(s, dlid, slid, vl15, dqpn, PIB_DEFAULT_PKEY, payload, paylen);
 }
 
 /*
@@ -383,6 +394,58 @@ static bool sw_drain_to_eof(int fd, int timeout_ms)
             return n == 0;
         }
     }
+}
+
+/* The SM sets port `port`'s P_KeyTable block 0 to `keys` (the rest 0) and its enforcement
+ * bits (PIB_PI_ENFORCE_*), as opensm does for a switch port cabled to a CA. */
+static void sw_port_partition(Sw *s, uint8_t port, const uint16_t *keys, int n, uint8_t enforce)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+    uint16_t block[PIB_PKEY_BLOCK_ENTRIES] = { 0 };
+    int i;
+
+    for (i = 0; i < n; i++) {
+        stw_be_p(&block[i], keys[i]);
+    }
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PKEY_TABLE, (uint32_t)port << 16, block,
+                              sizeof(block), &resp), ==, 0);
+    g_assert_cmpmem(resp.data, sizeof(block), block, sizeof(block));
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    pi.speed_state &= 0xf0;                     /* PortState: no change */
+    pi.phys_down &= 0x0f;                       /* PortPhysicalState: no change */
+    pi.opvls_enforce = (pi.opvls_enforce & 0xf0) | enforce;
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, port, &pi, sizeof(pi), &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    g_assert_cmphex(pi.opvls_enforce & 0xf, ==, enforce);
+}
+
+/* Wait until the switch counter `name` reaches `want` (the packets cross a socket first). */
+static void sw_wait_counter(Sw *s, const char *name, uint64_t want)
+{
+    int i;
+
+    for (i = 0; i < 200 && sw_counter(s, name) < want; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_counter(s, name), ==, want);
+}
+
+/* Wait until HCA d's device counter `which` reaches `want`. */
+static void sw_wait_hca_counter(PibDev *d, int which, uint64_t want)
+{
+    uint64_t c[PIB_CNT_MAX];
+    int i;
+
+    for (i = 0; i < 200; i++) {
+        dp_counters(d, c);
+        if (c[which] >= want) {
+            break;
+        }
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(c[which], ==, want);
 }
 
 /*
@@ -658,6 +721,69 @@ static void test_switch_garbage(void)
 }
 
 /*
+ * Partition enforcement at the switch's ports, as opensm sets it up for ports cabled to CAs:
+ * SwitchInfo offers it (PartitionEnforcementCap, the four enforcement caps); port 3 enforces
+ * inbound with the keys {0xffff, 0x8005}, port 1 outbound with {0xffff}.  A packet from port 3
+ * with P_Key 0x8006 is dropped at port 3 (PortRcvConstraintErrors), 0x0005 (a limited member of
+ * partition 5) passes port 3 and reaches B (whose own table refuses it: B's rx_drop_pkey),
+ * 0x8005 passes port 3 but not port 1 towards A (PortXmitConstraintErrors); SMPs pass
+ * regardless, and an LFT miss counts in port 3's PortRcvSwitchRelayErrors.
+ */
+static void test_switch_partition(void)
+{
+    static const uint16_t keys3[] = { PIB_DEFAULT_PKEY, 0x8005 };
+    static const uint16_t keys1[] = { PIB_DEFAULT_PKEY };
+    uint8_t junk[64] = { 0 };
+    struct pib_port_counters pc1, pc3, pc1b, pc3b;
+    struct pib_switch_info si;
+    struct pib_smp resp;
+    uint64_t part, no_route, ca[PIB_CNT_MAX], cb[PIB_CNT_MAX], ca2[PIB_CNT_MAX];
+    Sw s;
+
+    sw_boot(&s);
+    si = sw_program(&s);
+    g_assert_cmpuint(be16_to_cpu(si.enforce_cap_be), ==, PIB_PKEY_TBL_LEN);
+    g_assert_cmphex(si.flags & PIB_SWINFO_ENFORCE_CAPS, ==, PIB_SWINFO_ENFORCE_CAPS);
+    sw_port_partition(&s, SW_TEST_PORT, keys3, 2, PIB_PI_ENFORCE_PART_IN);
+    sw_port_partition(&s, 1, keys1, 1, PIB_PI_ENFORCE_PART_OUT);
+    sw_port_counters(&s, SW_TEST_PORT, &pc3);
+    sw_port_counters(&s, 1, &pc1);
+
+    part = sw_counter(&s, "drop-partition");
+    dp_counters(&s.a, ca);
+    dp_counters(&s.b, cb);
+    sw_send_ud_pkey(&s, 2, SW_SM_LID, false, 0x42, 0x8006, junk, sizeof(junk));   /* not at 3 */
+    sw_wait_counter(&s, "drop-partition", part + 1);
+    sw_send_ud_pkey(&s, 2, SW_SM_LID, false, 0x42, 0x0005, junk, sizeof(junk));   /* 3 and 2 */
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_DROP_PKEY, cb[PIB_CNT_RX_DROP_PKEY] + 1);
+    sw_send_ud_pkey(&s, 1, SW_SM_LID, false, 0x42, 0x8005, junk, sizeof(junk));   /* not at 1 */
+    sw_wait_counter(&s, "drop-partition", part + 2);
+    dp_counters(&s.a, ca2);
+    g_assert_cmpuint(ca2[PIB_CNT_RX_PACKETS], ==, ca[PIB_CNT_RX_PACKETS]);
+    no_route = sw_counter(&s, "drop-no-route");
+    sw_send_ud(&s, 3, SW_SM_LID, false, 0x42, junk, sizeof(junk));                 /* LFT 255 */
+    sw_wait_counter(&s, "drop-no-route", no_route + 1);
+
+    /* SMPs are never filtered: a directed-route Get out of port 3 still works. */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 0, &resp), ==, 0);
+    sw_port_counters(&s, SW_TEST_PORT, &pc3b);
+    sw_port_counters(&s, 1, &pc1b);
+    g_assert_cmpuint(pc3b.rcv_constraint_errors, ==, pc3.rcv_constraint_errors + 1);
+    g_assert_cmpuint(pc3b.xmit_constraint_errors, ==, pc3.xmit_constraint_errors);
+    g_assert_cmpuint(pc1b.xmit_constraint_errors, ==, pc1.xmit_constraint_errors + 1);
+    g_assert_cmpuint(pc1b.rcv_constraint_errors, ==, pc1.rcv_constraint_errors);
+    g_assert_cmpuint(be16_to_cpu(pc3b.rcv_switch_relay_errors_be), ==,
+                     be16_to_cpu(pc3.rcv_switch_relay_errors_be) + 1);
+
+    /* Enforcement off again: 0x8006 crosses port 3 (to B, which drops it as a bad P_Key). */
+    sw_port_partition(&s, SW_TEST_PORT, keys3, 2, 0);
+    sw_send_ud_pkey(&s, 2, SW_SM_LID, false, 0x42, 0x8006, junk, sizeof(junk));
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_DROP_PKEY, cb[PIB_CNT_RX_DROP_PKEY] + 2);
+    g_assert_cmpuint(sw_counter(&s, "drop-partition"), ==, part + 2);
+    sw_shutdown(&s);
+}
+
+/*
  * HCA A's own QP0 (as ib_mad drives it) sends a directed-route SMP, NodeInfo one hop out of its
  * port: the kernel's smi.c send rule C14-9:1 is applied here (hop pointer 1, InitialPath[1] =
  * the port), the HCA sends it on VL15 to the permissive LID, and the switch's answer arrives on
@@ -840,6 +966,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/dr", test_switch_dr);
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
     qtest_add_func("/pib/switch/garbage", test_switch_garbage);
+    qtest_add_func("/pib/switch/partition", test_switch_partition);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
