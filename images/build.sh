@@ -16,7 +16,8 @@
 #   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
 #     installed on the host), running on rdma-root's libibumad;
 #   - the same way, Debian 12's nvme-cli (mk/fetch.sh nvme) and the NFS userland: rpc.nfsd,
-#     rpc.mountd, exportfs, rpcbind, mount.nfs (mk/fetch.sh nfs), for the kernel's ULPs
+#     rpc.mountd, exportfs, rpcbind, mount.nfs (mk/fetch.sh nfs), for the kernel's ULPs;
+#     fio, built from Debian 12's source without Ceph and Gluster (images/fio.sh)
 #     (docs/ulps.md);
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
 #   - Debian's python3 (the interpreter and a trimmed standard library) with pyverbs and
@@ -47,13 +48,15 @@ MULTIARCH=x86_64-linux-gnu
 # dependencies.  rdma_rxe also needs the kernel's "crc32" hash (crc32_generic), which it asks the
 # crypto API for at run time, so modules.dep does not name it.
 # The kernel's RDMA storage and file protocols (docs/ulps.md): NVMe over Fabrics (host and
-# target, a null_blk or brd namespace), NFS over RDMA (client and server), SRP (initiator and
-# LIO target, sd_mod for the disk it brings).
+# target, a null_blk or brd namespace; NVMe/TCP too, which tools/bench compares), NFS over RDMA
+# (client and server), SRP (initiator and LIO target with its block backstore on brd, sd_mod
+# for the disk it brings); virtio_blk for pibvm's --disk, the storage an NVMe target keeps
+# across its own crash.
 MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
          rdma_ucm ib_ipoib rdma_rxe crc32_generic
-         nvme_rdma nvmet_rdma null_blk brd
+         nvme_rdma nvmet_rdma nvme_tcp nvmet_tcp null_blk brd
          rpcrdma nfsd nfsv4 nfsv3
-         ib_srp ib_srpt sd_mod)
+         ib_srp ib_srpt target_core_iblock sd_mod virtio_blk)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
@@ -97,6 +100,7 @@ mapfile -t PERFTEST_BINS < <(dpkg -L perftest | grep -E '^/usr/bin/ib_[a-z_]+$')
 OPENSM=$(bash "$TOP/mk/fetch.sh" opensm)/root
 NVME=$(bash "$TOP/mk/fetch.sh" nvme)/root
 NFS=$(bash "$TOP/mk/fetch.sh" nfs)/root
+FIO=$(bash "$TOP/images/fio.sh")
 [ ${#PERFTEST_BINS[@]} -gt 0 ] || die "perftest is not installed (mk/deps.sh)"
 
 # The stamp: anything that can change the image.  Host libraries are covered by dpkg's status
@@ -105,6 +109,7 @@ input_stamp() {
   {
     echo "abi $ABI rdma-root $RDMA_ROOT"
     cat "$KDIR/.done" "$OPENSM/../.done" "$NVME/../.done" "$NFS/../.done"
+    echo "fio $FIO"
     stat -c '%n %s %Y' "$VMLINUZ" /bin/busybox /etc/netconfig /etc/services /etc/protocols /etc/rpc /var/lib/dpkg/status "${HOST_BINS[@]}" \
       "${PERFTEST_BINS[@]}" "/usr/bin/$PY"
     if [ -f "$PIB_KO" ]; then stat -c '%n %s %Y' "$PIB_KO"; else echo "no pib.ko"; fi
@@ -310,9 +315,10 @@ mkdir -p etc/opensm var/cache/opensm var/log
 # nvme-cli, and the NFS userland: the server's (rpc.nfsd, rpc.mountd, exportfs, rpcbind) and the
 # client's (mount.nfs; busybox mount knows no proto=rdma).  Their own libraries go in first, as
 # opensm's.  /var/lib/nfs is the server's state directory (etab, rmtab), /run/rpcbind rpcbind's.
-say "nvme-cli from $NVME, NFS userland from $NFS"
+say "nvme-cli from $NVME, NFS userland from $NFS, fio from $FIO"
 install_bin "$NVME/usr/sbin/nvme" usr/sbin
-ELFS+=(usr/sbin/nvme)
+install_bin "$FIO" usr/bin
+ELFS+=(usr/sbin/nvme usr/bin/fio)
 cp -P "$NVME/usr/lib/$MULTIARCH"/lib*.so.* "$NFS/usr/lib/$MULTIARCH"/lib*.so.* "usr/lib/$MULTIARCH/"
 cp -a "$NFS/usr/lib/$MULTIARCH/libnfsidmap" "usr/lib/$MULTIARCH/"
 for f in usr/sbin/rpc.nfsd usr/sbin/rpc.mountd usr/sbin/exportfs usr/sbin/nfsstat sbin/rpcbind \

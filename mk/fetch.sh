@@ -3,6 +3,9 @@
 #
 #   mk/fetch.sh qemu      -> $PIB_CACHE/src/qemu-<ver>/          (Debian source package, patched)
 #   mk/fetch.sh rdma-core -> $PIB_CACHE/src/rdma-core-<ver>/     (upstream orig tarball)
+#   mk/fetch.sh fio       -> $PIB_CACHE/src/fio-<ver>/           (upstream orig tarball; Debian's
+#                            fio .deb links Ceph's and Gluster's libraries, so images/fio.sh
+#                            builds it without them)
 #   mk/fetch.sh kernel    -> $PIB_CACHE/kernel/<abi>/root/       (linux-image + headers, dpkg -x)
 #   mk/fetch.sh kernel-abi -> the current linux-image-amd64 ABI (6.1.0-NN); the Makefile resolves
 #                            it once per run and passes it down as PIB_KERNEL_ABI
@@ -23,6 +26,7 @@ source "$(dirname "$0")/stack.sh"
 CACHE=${PIB_CACHE:-$HOME/.cache/pib}
 QEMU_VER=$STACK_QEMU_VER
 RDMA_VER=56.1-1
+FIO_VER=3.33-3          # Debian 12's
 DL=$CACHE/dl
 APTD=$CACHE/apt
 mkdir -p "$DL" "$APTD"
@@ -92,15 +96,16 @@ fetch_qemu() {
   echo "$dir"
 }
 
-fetch_rdma_core() {
-  local up=${RDMA_VER%-*} dir=$CACHE/src/rdma-core-${RDMA_VER%-*}
+# fetch_orig PKG VER: a source package's upstream tarball, unpacked into the cache once.
+fetch_orig() {
+  local pkg=$1 ver=$2 dir=$CACHE/src/$1-${2%-*}
   [ -f "$dir/.done" ] && { echo "$dir"; return; }
   papt_setup
   local uri file sha orig=
   while read -r uri file sha; do
     case $file in *.orig.tar.gz) fetch_uri "$uri" "$file" "$sha"; orig=$file ;; esac
-  done < <(src_uris "rdma-core=$RDMA_VER")
-  [ -n "$orig" ] || { say "rdma-core $RDMA_VER not found in the Sources index"; exit 1; }
+  done < <(src_uris "$pkg=$ver")
+  [ -n "$orig" ] || { say "$pkg $ver not found in the Sources index"; exit 1; }
   say "unpack $orig"
   rm -rf "$dir" "$dir.tmp"; mkdir -p "$dir.tmp"
   tar -xzf "$DL/$orig" -C "$dir.tmp" --strip-components=1
@@ -197,8 +202,9 @@ case ${1:-} in
   archive-uri) archive_uri ;;
   kernel-abi) kernel_abi ;;
   qemu) fetch_qemu ;;
-  rdma-core) fetch_rdma_core ;;
+  rdma-core) fetch_orig rdma-core "$RDMA_VER" ;;
+  fio) fetch_orig fio "$FIO_VER" ;;
   kernel) fetch_kernel ;;
   opensm|nvme|nfs) fetch_debs "$1" ;;
-  *) echo "usage: $0 qemu|rdma-core|kernel|kernel-abi|archive-uri|opensm|nvme|nfs" >&2; exit 2 ;;
+  *) echo "usage: $0 qemu|rdma-core|fio|kernel|kernel-abi|archive-uri|opensm|nvme|nfs" >&2; exit 2 ;;
 esac
