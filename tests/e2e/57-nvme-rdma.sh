@@ -10,6 +10,7 @@
 #     `nvme list`;
 #   - a 64 MiB random pattern written with O_DIRECT (the page cache cannot answer the read) and
 #     read back the same way has the pattern's sha256, and the target's null_blk has it too;
+#   - fio's verify: 64 MiB of 4 KiB random writes at queue depth 16, each block checked back;
 #   - `nvme disconnect` removes the controller; the target goes down cleanly;
 #   - neither kernel logs an oops, BUG or WARNING.
 # Printed for the record: the time `nvme connect` takes, the dd write and read rates.
@@ -40,22 +41,13 @@ t1=$(date +%s%N)
 echo "--- nvme connect ($(( (t1 - t0) / 1000000 )) ms): $out"
 check "node 0: nvme connect -t rdma exits 0 (got $rc)" test $rc -eq 0
 
-# The controller whose subsystem is ours, and the namespace's block device: with the kernel's
-# native multipath (Debian's default) it hangs off the subsystem, not the controller.  The
-# namespace scan runs after connect returns: wait at most a few seconds.
-ctrl=$(on 0 sh -c "grep -lx '$NQN' /sys/class/nvme/nvme*/subsysnqn" | head -n1 | cut -d/ -f5)
+# The controller whose subsystem is ours, and the namespace's block device (lib.sh).
+ctrl=$(nvme_ctrl 0 "$NQN")
 check "node 0: a controller for $NQN ($ctrl)" test -n "$ctrl"
 check "node 0: $ctrl's transport is rdma" test "$(on 0 cat "/sys/class/nvme/$ctrl/transport")" = rdma
 check "node 0: $ctrl's address is $TARGET:4420" \
   grep -q "traddr=$TARGET,trsvcid=4420" <<<"$(on 0 cat "/sys/class/nvme/$ctrl/address")"
-dev=
-for ((i = 0; i < 50; i++)); do
-  dev=$(on 0 sh -c "for s in /sys/class/nvme-subsystem/*; do
-                      grep -qx '$NQN' \$s/subsysnqn && ls -d \$s/nvme*n* 2>/dev/null; done" |
-        head -n1 | xargs -r basename)
-  [ -n "$dev" ] && on 0 test -b "/dev/$dev" && break
-  dev=; sleep 0.2
-done
+dev=$(nvme_ns_dev 0 "$NQN")
 check "node 0: the namespace's block device exists (/dev/$dev)" test -n "$dev"
 echo "--- nvme list-subsys"; lsub=$(on 0 nvme list-subsys 2>&1); echo "$lsub"
 check "nvme list-subsys: $NQN over rdma to $TARGET" \
@@ -71,6 +63,18 @@ tgt=$(on_t 1 300 sh -c "dd if=/dev/nullb0 bs=1M count=$MIB 2>/dev/null | sha256s
 echo "target   sha256 $tgt (node 1's /dev/nullb0)"
 check "the $MIB MiB read back over NVMe/RDMA has the pattern's sha256" test -n "$rt_want" -a "$rt_got" = "$rt_want"
 check "node 1's null_blk holds the pattern" test "$tgt" = "$rt_want"
+
+# fio's own verification, with I/O in flight: 4 KiB random writes at queue depth 16 (io_uring,
+# O_DIRECT), each block stamped with its offset and a crc32c, then every block read back and
+# checked.  fio exits non-zero on the first bad block (verify_fatal).
+out=$(on_t 0 600 fio --name=verify --filename="/dev/$dev" --direct=1 --ioengine=io_uring \
+        --iodepth=16 --rw=randwrite --bs=4k --size=${MIB}M --verify=crc32c --do_verify=1 \
+        --verify_fatal=1 2>&1); rc=$?
+echo "--- fio verify:"; echo "$out" | grep -E "err=|IOPS|READ:|WRITE:|verify"
+check "node 0: fio writes $MIB MiB in 4 KiB random blocks at QD 16 and verifies them (exit $rc)" \
+  test $rc -eq 0
+check "node 0: fio read every block back (a READ group) with no error" \
+  bash -c 'grep -q "READ: bw=" <<<"$1" && grep -q "err= 0" <<<"$1" && ! grep -q "err= [1-9]" <<<"$1"' _ "$out"
 
 out=$(on_t 0 120 nvme disconnect -n "$NQN" 2>&1); rc=$?
 echo "--- nvme disconnect: $out"

@@ -155,4 +155,22 @@ direct_round_trip() {
   echo "dd write: $mib MiB in $wsec s, $(rate_mb "$mib" "$wsec") (O_DIRECT, 1 MiB blocks)"
   echo "dd read:  $mib MiB in $rsec s, $(rate_mb "$mib" "$rsec") (O_DIRECT, 1 MiB blocks)"
 }
+# nvme_ctrl NODE NQN: the NVMe controller (nvmeN) in NODE whose subsystem is NQN.
+nvme_ctrl() { on "$1" sh -c "grep -lx '$2' /sys/class/nvme/nvme*/subsysnqn" | head -n1 | cut -d/ -f5; }
+
+# nvme_ns_dev NODE NQN: the block device (nvmeXnY) of subsystem NQN's namespace in NODE, once it
+# exists (the namespace scan runs after `nvme connect` returns: wait at most 10 s).  With the
+# kernel's native multipath (Debian's default) it hangs off the subsystem, not the controller.
+nvme_ns_dev() {
+  local n=$1 nqn=$2 i dev
+  for ((i = 0; i < 50; i++)); do
+    dev=$(on "$n" sh -c "for s in /sys/class/nvme-subsystem/*; do
+                           grep -qx '$nqn' \$s/subsysnqn && ls -d \$s/nvme*n* 2>/dev/null; done" |
+          head -n1 | xargs -r basename)
+    [ -n "$dev" ] && on "$n" test -b "/dev/$dev" && { echo "$dev"; return 0; }
+    sleep 0.2
+  done
+  return 1
+}
+
 rate_mb() { awk -v m="$1" -v s="$2" 'BEGIN {if (s > 0) printf "%.1f MB/s", m / s; else print "? MB/s"}'; }

@@ -1,0 +1,155 @@
+#!/bin/bash
+# nvme-target-kill: NVMe over Fabrics (RDMA) rides out its target's crash.  Node 1 reboots with a
+# disk (pibvm's --disk: a raw file on virtio-blk that outlives the guest) and exports it through
+# nvmet-rdma (pib-nvmet up --dev /dev/vda, fixed serial and namespace IDs).  Node 0 connects
+# with `nvme connect -t rdma --ctrl-loss-tmo --reconnect-delay`, writes a pattern to region A,
+# then rewrites pattern B over region B with O_DIRECT in a loop.  While a pass is in flight,
+# node 1's QEMU is SIGKILLed (`pibvm kill 1`, a crash: no shutdown, no disconnect).  Node 0's
+# RC QPs give up after their retries (or the keep-alive times out), nvme-rdma starts its error
+# recovery, and its requests wait; node 1 boots again with the same disk, IPoIB and pib-nvmet
+# come back, and nvme-rdma's reconnect (every RECONNECT_S, for at most CTRL_LOSS_S) finds the
+# target and resubmits what was in flight.  Checked:
+#   - node 1's disk is there after its first reboot; the controller connects over rdma;
+#   - the write pass that was in flight at the kill ends with dd's exit 0 after the new target
+#     was up (its I/O waited, it was not failed), and no pass failed;
+#   - the controller is live again, and node 0's kernel says nvme-rdma reconnected;
+#   - regions A and B read back over NVMe/RDMA with O_DIRECT have their patterns' sha256, and
+#     so does the target's own disk;
+#   - disconnect and target shutdown are clean; no oops, BUG or WARNING in node 0's kernel
+#     (through the whole test) or in node 1's (since its second boot).
+# Printed for the record: the time from the kill to the controller live again.
+source "$(dirname "$0")/lib.sh"
+source "$TOP/tests/hostile/link-e2e.sh"
+
+NQN=nqn.2026-11.org.pib:nvmet-ram
+HOSTNQN=nqn.2026-11.org.pib:host-node0
+TARGET=10.13.0.2
+DISK_MIB=128
+MIB=32                          # each region; A at 0, B at $MIB MiB
+CTRL_LOSS_S=180                 # nvme-rdma gives the controller up after this long
+RECONNECT_S=1                   # and tries to reconnect this often
+work=$(mktemp -d)
+loop_pid=
+
+cleanup() {
+  on 0 touch /tmp/tk-stop >/dev/null 2>&1
+  on_t 0 120 nvme disconnect -n "$NQN" >/dev/null 2>&1
+  [ -n "$loop_pid" ] && wait "$loop_pid" 2>/dev/null
+  restore_node1 >/dev/null 2>&1
+  on 1 pib-nvmet down >/dev/null 2>&1
+  "$PIBVM" ipoib down >/dev/null 2>&1
+  on 0 rm -f /tmp/tk-stop /tmp/tk-passes /tmp/tk-a /tmp/tk-b >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+dmesg_mark 0
+
+# node 1's target: IPoIB, then pib-nvmet on its disk.  Sets t_up to node 0's uptime once the
+# target listens.
+target_up() {
+  "$PIBVM" ipoib datagram 1 >/dev/null &&
+    on 1 pib-nvmet up --dev /dev/vda &&
+    wait_cm_listen 1 4420 || return 1
+  t_up=$(on 0 cut -d' ' -f1 /proc/uptime)
+}
+
+check "node 1 reboots with a $DISK_MIB MiB disk" sh -c "'$PIBVM' kill 1 && '$PIBVM' up --node 1 --disk $DISK_MIB"
+check "both ports ACTIVE" restore_node1
+size=$(on 1 cat /sys/class/block/vda/size 2>/dev/null)
+check "node 1: /dev/vda has $DISK_MIB MiB (got $((${size:-0} / 2048)) MiB)" test "${size:-0}" -eq $((DISK_MIB * 2048))
+check "IPoIB datagram up on node 0" "$PIBVM" ipoib datagram 0
+check "node 1: IPoIB, pib-nvmet up --dev /dev/vda, listening on 4420" target_up
+echo "--- $(on 1 pib-nvmet status 2>&1)"
+
+on 0 modprobe nvme_rdma
+out=$(on_t 0 120 nvme connect -t rdma -a "$TARGET" -s 4420 -n "$NQN" --hostnqn="$HOSTNQN" \
+        --ctrl-loss-tmo=$CTRL_LOSS_S --reconnect-delay=$RECONNECT_S 2>&1); rc=$?
+echo "--- nvme connect: $out"
+check "node 0: nvme connect -t rdma (ctrl_loss_tmo $CTRL_LOSS_S s, reconnect_delay $RECONNECT_S s) exits 0" test $rc -eq 0
+ctrl=$(nvme_ctrl 0 "$NQN")
+dev=$(nvme_ns_dev 0 "$NQN")
+check "node 0: controller $ctrl live with a namespace (/dev/$dev)" \
+  test -n "$dev" -a "$(on 0 cat "/sys/class/nvme/$ctrl/state" 2>/dev/null)" = live
+[ -n "$dev" ] || finish
+
+# The two patterns, made in node 0's RAM.
+on 0 dd if=/dev/urandom of=/tmp/tk-a bs=1M count=$MIB 2>/dev/null
+on 0 dd if=/dev/urandom of=/tmp/tk-b bs=1M count=$MIB 2>/dev/null
+sum_a=$(on 0 sha256sum /tmp/tk-a | cut -d' ' -f1)
+sum_b=$(on 0 sha256sum /tmp/tk-b | cut -d' ' -f1)
+check "node 0: region A written (O_DIRECT)" \
+  on_t 0 300 dd if=/tmp/tk-a of="/dev/$dev" bs=1M count=$MIB oflag=direct status=none
+
+# Region B, rewritten until told to stop; a line per pass: "PASS i rc start end" (uptime).
+loop="i=0; : > /tmp/tk-passes
+  while [ ! -e /tmp/tk-stop ]; do
+    read t0 _ < /proc/uptime
+    dd if=/tmp/tk-b of=/dev/$dev bs=1M count=$MIB seek=$MIB oflag=direct 2>/dev/null; rc=\$?
+    read t1 _ < /proc/uptime
+    i=\$((i + 1)); echo \"PASS \$i \$rc \$t0 \$t1\" >> /tmp/tk-passes
+    [ \$rc -eq 0 ] || exit \$rc
+  done"
+"$PIBVM" exec 0 --timeout $((CTRL_LOSS_S + 600)) -- sh -c "$loop" >"$work/loop" 2>&1 &
+loop_pid=$!
+for ((i = 0; i < 300; i++)); do
+  [ "$(on 0 sh -c 'wc -l < /tmp/tk-passes' 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+  sleep 0.2
+done
+check "node 0: region B's write loop runs (a pass done)" \
+  test "$(on 0 sh -c 'wc -l < /tmp/tk-passes' 2>/dev/null)" -ge 1
+
+# Node 0's clock just before the kill and once node 1's QEMU is gone: the pass in flight at
+# the kill started before the second.
+t_kill=$(on 0 cut -d' ' -f1 /proc/uptime)
+check "pibvm kill 1 during the writes (SIGKILL)" "$PIBVM" kill 1
+t_dead=$(on 0 cut -d' ' -f1 /proc/uptime)
+check "node 1 boots again (same disk) and both ports are ACTIVE" restore_node1
+dmesg_marks[1]=0        # its new boot's log: all of it
+check "node 1: IPoIB, pib-nvmet up --dev /dev/vda again" target_up
+
+# nvme-rdma reconnects every RECONNECT_S until CTRL_LOSS_S after the loss.
+state=
+end=$((SECONDS + CTRL_LOSS_S))
+while [ $SECONDS -le $end ]; do
+  state=$(on 0 cat "/sys/class/nvme/$ctrl/state" 2>/dev/null)
+  [ "$state" = live ] && break
+  sleep 0.5
+done
+t_live=$(on 0 cut -d' ' -f1 /proc/uptime)
+rec=$(awk -v a="$t_kill" -v b="$t_live" 'BEGIN {printf "%.1f", b - a}')
+up=$(awk -v a="$t_kill" -v b="$t_up" 'BEGIN {printf "%.1f", b - a}')
+echo "node 0: kill at $t_kill s (node 1 gone by $t_dead s), target exporting again at +$up s," \
+     "controller live at +$rec s"
+check "node 0: $ctrl is live again within ctrl_loss_tmo (state $state)" test "$state" = live
+klog=$(on 0 dmesg | tail -n +$((${dmesg_marks[0]} + 1)) | grep -E "nvme|$ctrl")
+echo "--- node 0's nvme log since the start:"; echo "$klog"
+check "node 0: nvme-rdma logged its reconnect" grep -q "$ctrl: Successfully reconnected" <<<"$klog"
+
+on 0 touch /tmp/tk-stop
+wait "$loop_pid"; lrc=$?; loop_pid=
+passes=$(on 0 cat /tmp/tk-passes)
+echo "--- the write passes (i rc start end, node 0's uptime):"; echo "$passes"
+bad=$(awk '$3 != 0' <<<"$passes")
+check "node 0: the write loop exits 0 (got $lrc) and no pass failed" \
+  test "$lrc" -eq 0 -a -n "$passes" -a -z "$bad"
+span=$(awk -v k="$t_dead" -v u="$t_up" '$4 < k && $5 > u {print $2 ": " $4 " -> " $5}' <<<"$passes")
+check "node 0: the pass in flight at the kill finished after the new target was up (pass $span)" \
+  test -n "$span"
+
+got_a=$(on_t 0 300 sh -c "dd if=/dev/$dev bs=1M count=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
+got_b=$(on_t 0 300 sh -c "dd if=/dev/$dev bs=1M count=$MIB skip=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
+echo "region A sha256 $sum_a, read back $got_a"
+echo "region B sha256 $sum_b, read back $got_b"
+check "region A (written before the crash) reads back intact over NVMe/RDMA" test "$got_a" = "$sum_a"
+check "region B (written across the crash) reads back intact over NVMe/RDMA" test "$got_b" = "$sum_b"
+tgt_a=$(on_t 1 300 sh -c "dd if=/dev/vda bs=1M count=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
+tgt_b=$(on_t 1 300 sh -c "dd if=/dev/vda bs=1M count=$MIB skip=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
+check "node 1's disk holds both patterns" test "$tgt_a" = "$sum_a" -a "$tgt_b" = "$sum_b"
+
+out=$(on_t 0 120 nvme disconnect -n "$NQN" 2>&1); rc=$?
+check "node 0: nvme disconnect exits 0 ($out)" test $rc -eq 0
+check "node 1: pib-nvmet down" on 1 pib-nvmet down
+no_splats 0; no_splats 1
+
+finish
