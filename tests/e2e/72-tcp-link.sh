@@ -1,0 +1,85 @@
+#!/bin/bash
+# tcp-link: two runs of pibvm joined by a TCP cable form one subnet, as two hosts would.  Run A
+# (a run directory of its own, one node) listens on 127.0.0.1 (`--link-listen`), run B dials it
+# (`--link-connect`, `--node-base 1` so that its node is node 1 of the fabric: its own node GUID,
+# host name and IPoIB address).  One subnet manager, opensm in A, manages both.  Checked:
+#   - both ports ACTIVE, with distinct LIDs, once A's opensm runs;
+#   - ibnetdiscover in A shows both CAs (node descriptions "node0 pib_0" and "node1 pib_0");
+#   - sminfo in B names A's port as the master SM: one SM for the joined subnet;
+#   - IPoIB datagram on both; ibv_rc_pingpong -c (every buffer checked) from B to A's IPoIB
+#     address (the runs' management networks are not joined);
+#   - A's node killed (the listening side): B's port goes DOWN; A's node booted again (with
+#     opensm) and B redials: both ACTIVE, and ibv_rc_pingpong -c works again.
+# Printed for the record: the time from A's restart to B's port ACTIVE.  The suite's own two
+# guests stay up meanwhile.
+source "$(dirname "$0")/lib.sh"
+
+SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}
+DIR_A="$(dirname "$SUITE_DIR")/vm-tcpA"
+DIR_B="$(dirname "$SUITE_DIR")/vm-tcpB"
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# opensm's start under TCG, then what lib.sh allows a port to reach ACTIVE once its link trains.
+SM_START_S=10
+A() { PIBVM_DIR=$DIR_A "$@"; }
+B() { PIBVM_DIR=$DIR_B "$@"; }
+
+cleanup() { A "$PIBVM" down >/dev/null 2>&1; B "$PIBVM" down >/dev/null 2>&1; }
+trap cleanup EXIT
+cleanup
+
+# pingpong_ab: ibv_rc_pingpong -c between A's node (server) and B's (client, to 10.13.0.1).
+pingpong_ab() {
+  local slog spid src crc=99 cout
+  slog=$(mktemp)
+  A "$PIBVM" exec 0 --timeout 200 -- ibv_rc_pingpong -d pib_0 -c -n 200 >"$slog" 2>&1 &
+  spid=$!
+  if A wait_listen 0 18515; then
+    cout=$(B "$PIBVM" exec 0 --timeout 200 -- ibv_rc_pingpong -d pib_0 -c -n 200 10.13.0.1 2>&1); crc=$?
+  fi
+  wait "$spid"; src=$?
+  echo "--- server (A)"; cat "$slog"; echo "--- client (B)"; echo "$cout"
+  rm -f "$slog"
+  check "ibv_rc_pingpong -c B -> A$1: both exit 0 ($src, $crc)" test "$src" -eq 0 -a "$crc" -eq 0
+  check "ibv_rc_pingpong -c B -> A$1: 200 iters reported" grep -q '200 iters in' <<<"$cout"
+}
+
+check "run A: pibvm up --nodes 1 --link-listen 127.0.0.1:$PORT --sm none" \
+  A "$PIBVM" up --nodes 1 --link-listen "127.0.0.1:$PORT" --sm none
+check "run B: pibvm up --nodes 1 --link-connect 127.0.0.1:$PORT --node-base 1 --sm none" \
+  B "$PIBVM" up --nodes 1 --link-connect "127.0.0.1:$PORT" --node-base 1 --sm none
+check "run A: opensm started on its node" A "$PIBVM" sm start 0
+check "A's port ACTIVE" A wait_port 0 ACTIVE $((SM_START_S + SM_ACTIVATE_S))
+check "B's port ACTIVE" B wait_port 0 ACTIVE "$SM_ACTIVATE_S"
+lid_a=$(A port_lid 0) lid_b=$(B port_lid 0)
+echo "A's LID $lid_a, B's LID $lid_b"
+check "distinct LIDs ($lid_a, $lid_b)" test "${lid_a:-0}" -gt 0 -a "${lid_b:-0}" -gt 0 -a "$lid_a" != "$lid_b"
+
+disc=$(A on 0 ibnetdiscover 2>&1)
+echo "--- A: ibnetdiscover"; echo "$disc"
+check "ibnetdiscover in A: 2 CAs" test "$(grep -c '^Ca' <<<"$disc")" -eq 2
+check "ibnetdiscover in A: A's node (node0 pib_0)" grep -q '"node0 pib_0"' <<<"$disc"
+check "ibnetdiscover in A: B's node (node1 pib_0)" grep -q '"node1 pib_0"' <<<"$disc"
+# A's port GUID as sminfo prints it (0x%PRIx64: no leading zeros).
+guid_a=$(A on 0 cat /sys/class/infiniband/pib_0/ports/1/gids/0 | cut -d: -f5-8 | tr -d : | sed 's/^0*//')
+smi=$(B on 0 sminfo 2>&1)
+echo "--- B: sminfo: $smi"
+check "sminfo in B: the master SM is A's port (LID $lid_a, GUID 0x$guid_a)" \
+  grep -q "sm lid $lid_a sm guid 0x$guid_a.*SMINFO_MASTER" <<<"$smi"
+
+check "IPoIB datagram in A (10.13.0.1)" A "$PIBVM" ipoib datagram
+check "IPoIB datagram in B (10.13.0.2)" B "$PIBVM" ipoib datagram
+pingpong_ab ""
+
+# The listening side crashes and comes back; the dialler redials (reconnect=1).
+check "run A: pibvm kill 0" A "$PIBVM" kill 0
+check "B's port DOWN once the cable is gone" B wait_port 0 DOWN "$SM_ACTIVATE_S"
+t0=$SECONDS
+check "run A: pibvm up --node 0" A "$PIBVM" up --node 0
+check "run A: opensm started again" A "$PIBVM" sm start 0
+check "A's port ACTIVE again" A wait_port 0 ACTIVE $((SM_START_S + SM_ACTIVATE_S))
+check "B's port ACTIVE again" B wait_port 0 ACTIVE "$SM_ACTIVATE_S"
+echo "A's node restarted: both ports ACTIVE $((SECONDS - t0)) s after its boot began"
+check "IPoIB datagram in A again" A "$PIBVM" ipoib datagram
+pingpong_ab " (A rebooted)"
+
+finish
