@@ -292,7 +292,7 @@ typedef struct PibComp {
 /* A READ or atomic the responder executed: replies and the replay cache. */
 typedef enum PibResState {
     PIB_RES_FREE,
-    PIB_RES_PENDING,        /* READ: responses still to send */
+    PIB_RES_PENDING,        /* READ: responses still to send; atomic: its answer */
     PIB_RES_DONE,           /* replied; kept for duplicate requests */
 } PibResState;
 
@@ -306,6 +306,7 @@ typedef struct PibRdRes {
     uint32_t rkey;
     uint32_t resid;         /* READ: bytes still to send */
     bool first;             /* READ: the next response starts the reply */
+    bool replay;            /* READ: answering a duplicate request again */
     uint64_t seq;           /* order of arrival, for sending in order */
     uint64_t orig;          /* atomic: the original value (replay cache) */
 } PibRdRes;
@@ -329,6 +330,14 @@ typedef struct PibResp {
     PibRdRes res[PIB_MAX_RD_ATOM];
     uint32_t res_next;      /* slot for the next READ/ATOMIC */
     uint64_t res_seq;
+    /*
+     * Responses leave in PSN order: an ACK, RNR NAK or sequence NAK for a later request waits
+     * here while READ responses (or an atomic's answer) before it are still to be sent, and
+     * pib_resp_run() sends it after them.  Only the latest counts: ACKs are cumulative.
+     */
+    bool ack_deferred;
+    uint32_t ack_psn;
+    uint8_t ack_syndrome;
 } PibResp;
 
 typedef struct PibQp {

@@ -60,17 +60,25 @@ PibRespStep pib_resp_atomic(PibRespCtx *c)
     }
     trace_pib_resp_atomic(qp->qpn, pi->psn, pi->va, orig);
 
-    /* The replay cache: a duplicate gets the same answer. */
+    /*
+     * The replay cache: a duplicate gets the same answer.  Behind READ responses still to be
+     * sent, the answer waits its turn (pib_resp_run()).
+     */
     res = &r->res[r->res_next];
     *res = (PibRdRes) {
-        .state = PIB_RES_DONE, .atomic = true, .psn = pi->psn,
-        .last_psn = pi->psn, .orig = orig, .seq = r->res_seq++,
+        .state = pib_resp_pending(qp) ? PIB_RES_PENDING : PIB_RES_DONE, .atomic = true,
+        .psn = pi->psn, .last_psn = pi->psn, .cur_psn = pi->psn, .orig = orig,
+        .seq = r->res_seq++,
     };
     r->res_next = (r->res_next + 1) % qp->max_dest_rd_atomic;
     r->psn = pib_psn_add(r->psn, 1);
     r->msn = (r->msn + 1) & 0xffffff;
     r->opcode = -1;
     r->unacked = 0;
+    if (res->state == PIB_RES_PENDING) {
+        pib_qp_schedule(qp);
+        return RESP_DONE;
+    }
     f.orig = orig;
     pib_resp_send(qp, &f);
     return RESP_DONE;
@@ -160,6 +168,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
         }
         trace_pib_resp_replay(qp->qpn, pi->psn, "READ");
         res->state = PIB_RES_PENDING;
+        res->replay = true;
         res->first = true;
         res->cur_psn = pi->psn;
         res->va = pi->va;
@@ -171,7 +180,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
     return RESP_DONE;       /* too old for the replay cache */
 }
 
-/* The pending READ whose next response comes first in PSN order. */
+/* The pending READ or atomic answer whose next response comes first in PSN order. */
 static PibRdRes *pib_resp_next_read(PibQp *qp)
 {
     PibRdRes *best = NULL;
@@ -188,10 +197,17 @@ static PibRdRes *pib_resp_next_read(PibQp *qp)
     return best;
 }
 
+/* Are READ responses or an atomic's answer still to be sent? */
+bool pib_resp_pending(PibQp *qp)
+{
+    return pib_resp_next_read(qp) != NULL;
+}
+
 /*
- * From the scheduler: send READ responses, oldest first, one packet
- * per budget unit, while the transmit queue has room.  The data is read
- * from guest memory straight into the frame.
+ * From the scheduler: send READ responses and atomic answers, oldest first,
+ * one packet per budget unit, while the transmit queue has room, then the
+ * ACK or NAK that waited behind them (PibResp.ack_deferred).  The data is
+ * read from guest memory straight into the frame.
  */
 void pib_resp_run(PibQp *qp, unsigned *budget)
 {
@@ -211,6 +227,24 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
         if (!pib_xmit_room(qp->s, qp->av.dlid)) {
             qp->req.wait_tx = true;
             return;
+        }
+        /* A response for a later PSN acknowledges what came before: a waiting ACK is moot. */
+        if (qp->resp.ack_deferred &&
+            (qp->resp.ack_syndrome & PIB_AETH_TYPE_MASK) == PIB_AETH_ACK &&
+            pib_psn_diff(qp->resp.ack_psn, res->cur_psn) < 0) {
+            qp->resp.ack_deferred = false;
+        }
+        if (res->atomic) {
+            f = (PibPktFields) {
+                .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
+                .psn = res->psn,
+                .syndrome = PIB_AETH_ACK | PIB_AETH_NO_CREDITS,
+                .orig = res->orig,
+            };
+            pib_resp_send(qp, &f);
+            res->state = PIB_RES_DONE;
+            (*budget)--;
+            continue;
         }
         f = (PibPktFields) {
             .psn = res->cur_psn,
@@ -234,6 +268,20 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
                                 paylen, DMA_DIRECTION_TO_DEVICE);
             }
         }
+        if (err != PIB_MEM_OK && res->replay && err != PIB_MEM_DMA) {
+            /*
+             * Answering a duplicate READ again, the key is no longer good: the original
+             * answer was complete (the requester invalidated the key once it had it), so the
+             * duplicate was a late copy.  Drop the replay, as a duplicate with a bad key is
+             * (pib_resp_duplicate); the connection lives on.
+             */
+            if (p) {
+                pib_packet_free(qp->s, p);
+            }
+            trace_pib_resp_rkey_fault(qp->qpn, res->rkey, res->va, "replay dropped");
+            res->state = PIB_RES_DONE;
+            continue;
+        }
         if (err != PIB_MEM_OK) {
             if (p) {
                 pib_packet_free(qp->s, p);
@@ -254,7 +302,12 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
         res->first = false;
         if (last) {
             res->state = PIB_RES_DONE;
+            res->replay = false;
         }
         (*budget)--;
+    }
+    if (qp->resp.ack_deferred && !pib_resp_pending(qp)) {
+        qp->resp.ack_deferred = false;
+        pib_resp_ack(qp, qp->resp.ack_psn, qp->resp.ack_syndrome);
     }
 }

@@ -103,17 +103,38 @@ void pib_resp_send(PibQp *qp, PibPktFields *f)
     pib_xmit(qp->s, p, f->dlid);
 }
 
+/*
+ * An ACK or NAK for PSN psn.  Responses leave in PSN order (IBTA 9.7.5.2): the requester takes
+ * an ACK for a later request while it still waits for READ responses as the loss of those
+ * responses, and sends the READ again.  So while READ responses or an atomic's answer are
+ * still to be sent (pib_resp_pending()), an ACK, an RNR NAK or a sequence NAK waits
+ * (PibResp.ack_deferred) and pib_resp_run() sends it after them.  A NAK that ends the
+ * connection (access, invalid request, operational error) goes at once.
+ */
 void pib_resp_ack(PibQp *qp, uint32_t psn, uint8_t syndrome)
 {
+    PibResp *r = &qp->resp;
+    uint8_t type = syndrome & PIB_AETH_TYPE_MASK;
     PibPktFields f = {
         .opcode = PIB_OP_RC_ACKNOWLEDGE,
         .psn = psn,
         .syndrome = syndrome,
     };
 
-    trace_pib_resp_ack(qp->qpn, psn, syndrome, qp->resp.msn);
+    r->unacked = 0;
+    if ((type == PIB_AETH_ACK || type == PIB_AETH_RNR_NAK ||
+         syndrome == (PIB_AETH_NAK | PIB_NAK_PSN_SEQ_ERR)) && pib_resp_pending(qp)) {
+        /* A NAK already waiting is not replaced by a later ACK. */
+        if (!r->ack_deferred || type != PIB_AETH_ACK ||
+            (r->ack_syndrome & PIB_AETH_TYPE_MASK) == PIB_AETH_ACK) {
+            r->ack_deferred = true;
+            r->ack_psn = psn;
+            r->ack_syndrome = syndrome;
+        }
+        return;
+    }
+    trace_pib_resp_ack(qp->qpn, psn, syndrome, r->msn);
     pib_resp_send(qp, &f);
-    qp->resp.unacked = 0;
 }
 
 void pib_resp_reset(PibQp *qp)

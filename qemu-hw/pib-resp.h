@@ -50,6 +50,7 @@ typedef struct PibRespCtx {
 PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen);
 void pib_resp_send(PibQp *qp, PibPktFields *f);
 void pib_resp_ack(PibQp *qp, uint32_t psn, uint8_t syndrome);
+bool pib_resp_pending(PibQp *qp);
 
 /* pib-resp-rdatom.c */
 PibRespStep pib_resp_atomic(PibRespCtx *c);

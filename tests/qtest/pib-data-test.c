@@ -662,6 +662,71 @@ static void test_dp_retry(void)
 }
 
 /* RDMA WRITE (+IMM), READ, atomics, remote access errors. */
+/*
+ * Responses leave in PSN order: a 256 KiB READ (more responses than one scheduler pass
+ * sends), then a SEND, then a fetch-and-add, posted together.  The responder answers the READ
+ * in several passes; the SEND's ACK and the atomic's answer wait behind its responses, so the
+ * requester never takes them for the loss of READ responses: everything completes in order at
+ * the first try, with no retransmit and no duplicate at the responder.
+ */
+static void test_dp_read_order(void)
+{
+    enum { READ_LEN = 256 * 1024 };
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge;
+    struct pib_send_wqe wqe;
+    struct pib_cqe cqe;
+    uint64_t ca[PIB_CNT_MAX], cb[PIB_CNT_MAX], ca2[PIB_CNT_MAX], cb2[PIB_CNT_MAX];
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, READ_LEN + 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, READ_LEN + 4096);
+    dp_link_ends(&x, 1, &y, 2);
+    dp_fill(&p.b, y.buf, READ_LEN, 7);
+    qtest_writeq(qts(&p.b), y.buf + READ_LEN, 40);
+    sge = dp_sge(y.buf + READ_LEN + 64, 64, y.key);
+    dp_post_recv(&p.b, &y.qp, 0x20, &sge, 1);
+    dp_counters(&p.a, ca);
+    dp_counters(&p.b, cb);
+
+    wqe = (struct pib_send_wqe) {
+        .opcode = PIB_WQE_RDMA_READ, .flags = PIB_WQE_F_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(0x21), .remote_addr = cpu_to_le64(y.buf),
+        .rkey = cpu_to_le32(y.key),
+    };
+    sge = dp_sge(x.buf, READ_LEN, x.key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, &sge, sizeof(sge), false);
+    wqe = (struct pib_send_wqe) {
+        .opcode = PIB_WQE_SEND, .flags = PIB_WQE_F_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(0x22),
+    };
+    sge = dp_sge(x.buf + READ_LEN, 64, x.key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, &sge, sizeof(sge), false);
+    wqe = (struct pib_send_wqe) {
+        .opcode = PIB_WQE_ATOMIC_FA, .flags = PIB_WQE_F_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(0x23), .remote_addr = cpu_to_le64(y.buf + READ_LEN),
+        .rkey = cpu_to_le32(y.key), .compare_add = cpu_to_le64(2),
+    };
+    sge = dp_sge(x.buf + READ_LEN + 128, 8, x.key);
+    dp_post_send_raw(&p.a, &x.qp, &wqe, &sge, sizeof(sge), true);
+
+    dp_expect(&p.a, &x.scq, 0x21, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, READ_LEN);
+    dp_expect(&p.a, &x.scq, 0x22, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&p.a, &x.scq, 0x23, PIB_WC_SUCCESS, PIB_CQE_FETCH_ADD, NULL);
+    dp_expect(&p.b, &y.rcq, 0x20, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf, READ_LEN);
+    g_assert_cmpuint(qtest_readq(qts(&p.a), x.buf + READ_LEN + 128), ==, 40);
+    g_assert_cmpuint(qtest_readq(qts(&p.b), y.buf + READ_LEN), ==, 42);
+    dp_counters(&p.a, ca2);
+    dp_counters(&p.b, cb2);
+    g_assert_cmpuint(ca2[PIB_CNT_RETRANSMITS], ==, ca[PIB_CNT_RETRANSMITS]);
+    g_assert_cmpuint(cb2[PIB_CNT_DUPLICATE_REQUESTS], ==, cb[PIB_CNT_DUPLICATE_REQUESTS]);
+    g_assert_cmpuint(ca2[PIB_CNT_RX_DROP_STALE_RESP], ==, ca[PIB_CNT_RX_DROP_STALE_RESP]);
+    dp_pair_down(&p);
+}
+
 static void test_dp_rdma(void)
 {
     TestPair p;
@@ -2821,6 +2886,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/rnr", test_dp_rnr);
     qtest_add_func("/pib/data/retry", test_dp_retry);
     qtest_add_func("/pib/data/rdma", test_dp_rdma);
+    qtest_add_func("/pib/data/read-order", test_dp_read_order);
     qtest_add_func("/pib/data/atomic-write", test_dp_atomic_write);
     qtest_add_func("/pib/data/ud-uc", test_dp_ud_uc);
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
