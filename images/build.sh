@@ -50,13 +50,14 @@ MULTIARCH=x86_64-linux-gnu
 # The kernel's RDMA storage and file protocols (docs/ulps.md): NVMe over Fabrics (host and
 # target, a null_blk or brd namespace; NVMe/TCP too, which tools/bench compares), NFS over RDMA
 # (client and server), SRP (initiator and LIO target with its block backstore on brd, sd_mod
-# for the disk it brings); virtio_blk for pibvm's --disk, the storage an NVMe target keeps
-# across its own crash.
+# for the disk it brings); virtio_blk for pibvm's --disk, the storage an NVMe or NFS target
+# keeps across its own crash, and ext4 for the NFS server's file system on it (with the
+# "crc32c" hash it asks the crypto API for, crc32c_generic, as rdma_rxe's crc32).
 MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
          rdma_ucm ib_ipoib rdma_rxe crc32_generic
          nvme_rdma nvmet_rdma nvme_tcp nvmet_tcp null_blk brd
          rpcrdma nfsd nfsv4 nfsv3
-         ib_srp ib_srpt target_core_iblock sd_mod virtio_blk)
+         ib_srp ib_srpt target_core_iblock sd_mod virtio_blk ext4 crc32c_generic)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd

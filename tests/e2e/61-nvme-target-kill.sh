@@ -28,7 +28,6 @@ DISK_MIB=128
 MIB=32                          # each region; A at 0, B at $MIB MiB
 CTRL_LOSS_S=180                 # nvme-rdma gives the controller up after this long
 RECONNECT_S=1                   # and tries to reconnect this often
-work=$(mktemp -d)
 loop_pid=
 
 cleanup() {
@@ -39,7 +38,6 @@ cleanup() {
   on 1 pib-nvmet down >/dev/null 2>&1
   "$PIBVM" ipoib down >/dev/null 2>&1
   on 0 rm -f /tmp/tk-stop /tmp/tk-passes /tmp/tk-a /tmp/tk-b >/dev/null 2>&1
-  rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -81,29 +79,11 @@ sum_b=$(on 0 sha256sum /tmp/tk-b | cut -d' ' -f1)
 check "node 0: region A written (O_DIRECT)" \
   on_t 0 300 dd if=/tmp/tk-a of="/dev/$dev" bs=1M count=$MIB oflag=direct status=none
 
-# Region B, rewritten until told to stop; a line per pass: "PASS i rc start end" (uptime).
-loop="i=0; : > /tmp/tk-passes
-  while [ ! -e /tmp/tk-stop ]; do
-    read t0 _ < /proc/uptime
-    dd if=/tmp/tk-b of=/dev/$dev bs=1M count=$MIB seek=$MIB oflag=direct 2>/dev/null; rc=\$?
-    read t1 _ < /proc/uptime
-    i=\$((i + 1)); echo \"PASS \$i \$rc \$t0 \$t1\" >> /tmp/tk-passes
-    [ \$rc -eq 0 ] || exit \$rc
-  done"
-"$PIBVM" exec 0 --timeout $((CTRL_LOSS_S + 600)) -- sh -c "$loop" >"$work/loop" 2>&1 &
-loop_pid=$!
-for ((i = 0; i < 300; i++)); do
-  [ "$(on 0 sh -c 'wc -l < /tmp/tk-passes' 2>/dev/null)" -ge 1 ] 2>/dev/null && break
-  sleep 0.2
-done
+# Region B, rewritten until told to stop (lib.sh's write_loop), and node 1 crashed under it.
 check "node 0: region B's write loop runs (a pass done)" \
-  test "$(on 0 sh -c 'wc -l < /tmp/tk-passes' 2>/dev/null)" -ge 1
-
-# Node 0's clock just before the kill and once node 1's QEMU is gone: the pass in flight at
-# the kill started before the second.
-t_kill=$(on 0 cut -d' ' -f1 /proc/uptime)
-check "pibvm kill 1 during the writes (SIGKILL)" "$PIBVM" kill 1
-t_dead=$(on 0 cut -d' ' -f1 /proc/uptime)
+  write_loop 0 tk if=/tmp/tk-b of=/dev/$dev bs=1M count=$MIB seek=$MIB oflag=direct
+loop_pid=$wl_pid
+check "pibvm kill 1 during the writes (SIGKILL)" crash_node 1 0
 check "node 1 boots again (same disk) and both ports are ACTIVE" restore_node1
 dmesg_marks[1]=0        # its new boot's log: all of it
 check "node 1: IPoIB, pib-nvmet up --dev /dev/vda again" target_up

@@ -155,6 +155,39 @@ direct_round_trip() {
   echo "dd write: $mib MiB in $wsec s, $(rate_mb "$mib" "$wsec") (O_DIRECT, 1 MiB blocks)"
   echo "dd read:  $mib MiB in $rsec s, $(rate_mb "$mib" "$rsec") (O_DIRECT, 1 MiB blocks)"
 }
+# write_loop NODE TAG DD_OPERANDS...: in NODE, run `dd DD_OPERANDS` again and again until
+# /tmp/TAG-stop exists, a line per pass in /tmp/TAG-passes ("PASS i rc start end", the guest's
+# uptime), stopping at the first pass that fails.  It runs in the background (wl_pid: its
+# pibvm exec, whose exit status is the loop's); true once the first pass is done, false if none
+# is within 60 s.  For the tests that crash a storage target under a writer (61, 62).
+write_loop() {
+  local n=$1 tag=$2 i; shift 2
+  local loop="i=0; : > /tmp/$tag-passes
+    while [ ! -e /tmp/$tag-stop ]; do
+      read t0 _ < /proc/uptime
+      dd $* 2>/dev/null; rc=\$?
+      read t1 _ < /proc/uptime
+      i=\$((i + 1)); echo \"PASS \$i \$rc \$t0 \$t1\" >> /tmp/$tag-passes
+      [ \$rc -eq 0 ] || exit \$rc
+    done"
+  "$PIBVM" exec "$n" --timeout 900 -- sh -c "$loop" >/dev/null 2>&1 &
+  wl_pid=$!
+  for ((i = 0; i < 300; i++)); do
+    [ "$(on "$n" sh -c "wc -l < /tmp/$tag-passes" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# crash_node NODE WATCHER: SIGKILL NODE's QEMU (`pibvm kill`, a crash); t_kill and t_dead are
+# WATCHER's uptime just before and once NODE is gone, so a pass of a write_loop in WATCHER
+# that started before t_dead was in flight at the kill.
+crash_node() {
+  t_kill=$(on "$2" cut -d' ' -f1 /proc/uptime)
+  "$PIBVM" kill "$1" || return 1
+  t_dead=$(on "$2" cut -d' ' -f1 /proc/uptime)
+}
+
 # nvme_ctrl NODE NQN: the NVMe controller (nvmeN) in NODE whose subsystem is NQN.
 nvme_ctrl() { on "$1" sh -c "grep -lx '$2' /sys/class/nvme/nvme*/subsysnqn" | head -n1 | cut -d/ -f5; }
 
