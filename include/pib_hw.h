@@ -354,7 +354,11 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(RESIZE_CQ,      resize_cq,      0x26) /* in.resize_cq: the CQ moves to a new ring, */ \
 	                                        /*     unread CQEs with it                   */ \
 	X(REREG_MR,       rereg_mr,       0x27) /* in.rereg_mr: an MR's translation, PD or   */ \
-	                                        /*     access change; its keys stay          */
+	                                        /*     access change; its keys stay          */ \
+	/* XRC (docs/hardware.md, "XRC"). */                                                  \
+	X(ALLOC_XRCD,     alloc_xrcd,     0x28) /* result0: XRCD number (1..)                */ \
+	X(DEALLOC_XRCD,   dealloc_xrcd,   0x29) /* in.obj.num: XRCD; BUSY while an SRQ or QP */ \
+	                                        /*     is in it                              */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -484,16 +488,26 @@ struct pib_cmd_create_cq {
  * copies each one when it takes it, so the consumer may retire one slot per receive
  * completion of any QP on the SRQ.  limit > 0 arms the limit event: when the WQEs posted but
  * not yet taken fall below limit, the device raises PIB_AE_SRQ_LIMIT once and disarms
- * (limit becomes 0), as IB specifies. */
+ * (limit becomes 0), as IB specifies.
+ *
+ * PIB_SRQ_F_XRC makes an XRC SRQ: it belongs to the XRC domain xrcd, and its receive
+ * completions go to its own CQ, cqn, whichever XRC target QP took the WQE (IBTA 9.8.2).  Its
+ * number (the SRQN) is the one an XRC initiator names in the XRCETH of its requests.  It holds
+ * the XRCD and the CQ: DEALLOC_XRCD and DESTROY_CQ say BUSY meanwhile.  A plain SRQ has
+ * xrcd and cqn 0. */
+#define PIB_SRQ_F_XRC          (1u << 0)
 struct pib_cmd_create_srq {
 	pib_u32 pdn;
 	pib_u32 depth;          /* power of two, 1..max_srq_wr                                 */
 	pib_u8  stride_log;     /* 4..12                                                       */
-	pib_u8  rsvd0[3];
+	pib_u8  flags;          /* PIB_SRQ_F_*                                                 */
+	pib_u8  rsvd0[2];
 	pib_u32 limit;          /* 0 = not armed                                               */
 	pib_u32 uar;            /* UAR page whose SRQ doorbell may name this SRQ               */
 	pib_u32 npages;         /* = ceil(depth << stride_log, 4096)                           */
 	pib_u64 pbl_addr;
+	pib_u32 xrcd;           /* XRC: its domain (ALLOC_XRCD)                                */
+	pib_u32 cqn;            /* XRC: the CQ its receive completions go to                   */
 };
 
 /*
@@ -677,7 +691,9 @@ struct pib_aeqe {
 	X(GSI, 1)               \
 	X(RC,  2)               \
 	X(UC,  3)               \
-	X(UD,  4)
+	X(UD,  4)               \
+	X(XRC_INI, 9)           \
+	X(XRC_TGT, 10)
 
 #define PIB_QP_STATES(X)        \
 	X(RESET, 0)             \
@@ -728,6 +744,17 @@ static inline bool pib_qp_type_is_ud(pib_u32 type)
 	return type == PIB_QPT_UD || type == PIB_QPT_GSI || type == PIB_QPT_SMI;
 }
 
+/*
+ * The reliable transports: RC, and XRC's two halves (IBTA 9.8), which run RC's protocol (PSNs,
+ * ACKs, retries, READ and atomics) between an initiator QP (XRC_INI: a send queue, no receive
+ * side) and a target QP (XRC_TGT: no queues at all; it takes receive WQEs from the XRC SRQ
+ * each request names).
+ */
+static inline bool pib_qp_type_is_reliable(pib_u32 type)
+{
+	return type == PIB_QPT_RC || type == PIB_QPT_XRC_INI || type == PIB_QPT_XRC_TGT;
+}
+
 /* Fields of struct pib_qp_attr (and of the IB wire: PSNs and QPNs are 24 bits). */
 #define PIB_PSN_MASK           0x00ffffffu
 #define PIB_QPN_MASK           0x00ffffffu
@@ -737,6 +764,13 @@ static inline bool pib_qp_type_is_ud(pib_u32 type)
 #define PIB_QPC_F_SQ_SIG_ALL   (1u << 0)  /* every send WQE completes, signalled or not    */
 #define PIB_QPC_F_NO_RQ        (1u << 1)  /* the QP has no RQ (it uses an SRQ, or none)     */
 #define PIB_SRQN_NONE          0xffffffffu
+/*
+ * CREATE_QP.  An XRC_INI QP has a PD, a send CQ and an SQ, no receive side: PIB_QPC_F_NO_RQ,
+ * recv_cqn 0, no SRQ.  An XRC_TGT QP belongs to the XRC domain xrcd and has no queues of its
+ * own: pdn, the CQNs, the depths and page counts 0, PIB_QPC_F_NO_RQ, no SRQ; its receives
+ * complete on the CQ of the XRC SRQ that each request names, and its memory accesses check
+ * keys against that SRQ's PD.  Other types have xrcd 0.
+ */
 struct pib_qp_create {
 	pib_u32 pdn;
 	pib_u8  type;           /* enum pib_qp_type                                            */
@@ -746,13 +780,13 @@ struct pib_qp_create {
 	pib_u32 send_cqn;
 	pib_u32 recv_cqn;
 	pib_u32 srqn;           /* PIB_SRQN_NONE: none                                         */
-	pib_u32 sq_depth;       /* power of two, 1..max_qp_wr                                  */
+	pib_u32 sq_depth;       /* power of two, 1..max_qp_wr (XRC_TGT: 0)                     */
 	pib_u32 rq_depth;       /* power of two, 1..max_qp_wr (0 with PIB_QPC_F_NO_RQ)         */
 	pib_u32 max_inline;     /* inline bytes the SQ stride leaves room for                  */
 	pib_u32 uar;            /* UAR page whose doorbells may name this QP                    */
 	pib_u32 sq_npages;      /* = ceil(sq_depth << sq_stride_log, 4096)                     */
 	pib_u32 rq_npages;
-	pib_u32 rsvd0;
+	pib_u32 xrcd;           /* XRC_TGT: its XRC domain; other types 0                       */
 	pib_u64 sq_pbl_addr;
 	pib_u64 rq_pbl_addr;
 	pib_u32 rsvd[4];
@@ -914,7 +948,9 @@ struct pib_port_attr {
 	X(TX_MCAST_PACKETS,    tx_mcast_packets)     /* multicast packets sent              */ \
 	X(TX_DROP_PORT_DOWN,   tx_drop_port_down)    /* DOWN, or INIT/ARMED (SMPs only)     */ \
 	X(TX_DROP_TXQ_FULL,    tx_drop_txq_full)                                               \
-	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */
+	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */ \
+	X(RX_DROP_XRC_SRQ,     rx_drop_xrc_srq)      /* XRC request naming no XRC SRQ of    */ \
+	                                             /* the target QP's domain (NAK sent)   */
 
 #define PIB_CNT_ENUM_ENTRY(id, name) PIB_CNT_##id,
 enum pib_counter {
@@ -947,6 +983,7 @@ enum pib_counter {
 #define PIB_DEV_CAP_CLOCK          (1u << 10) /* the UAR pages' clock, timestamped CQEs    */
                                               /* (PIB_CQ_F_TIMESTAMP)                      */
 #define PIB_DEV_CAP_ATOMIC_WRITE   (1u << 11) /* RC ATOMIC WRITE (PIB_WQE_ATOMIC_WRITE)     */
+#define PIB_DEV_CAP_XRC            (1u << 12) /* XRC domains, XRC SRQs, XRC_INI/TGT QPs     */
 
 /* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */

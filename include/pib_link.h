@@ -128,7 +128,23 @@ struct pib_deth {               /* datagram extended transport header (UD)      
 	pib_u32 sqpn_be;        /* [23:0] source QP                                            */
 };
 
-/* IBTA base transport opcodes: [7:5] transport (RC 000, UC 001, UD 011), [4:0] operation. */
+/*
+ * XRC extended transport header (IBTA 9.3.7): in every XRC request, right after the BTH
+ * (before the RETH, AtomicETH, ImmDt or IETH).  It names the XRC SRQ at the target whose
+ * receive WQEs, CQ and PD the request uses.  XRC responses (ACKs, READ responses, atomic ACKs)
+ * carry none.
+ */
+struct pib_xrceth {
+	pib_u32 srqn_be;        /* [23:0] XRC SRQ number                                       */
+};
+
+/*
+ * IBTA base transport opcodes: [7:5] transport (RC 000, UC 001, UD 011, XRC 101), [4:0]
+ * operation.  XRC's operations are RC's, with the same [4:0] codes: PIB_OP_XRC(RC opcode).
+ */
+#define PIB_OP_TRANSPORT_XRC   0xa0
+#define PIB_OP_XRC(rc_op)      ((rc_op) | PIB_OP_TRANSPORT_XRC)
+#define PIB_OP_OPERATION_MASK  0x1f
 enum pib_ib_opcode {
 	PIB_OP_RC_SEND_FIRST             = 0x00,
 	PIB_OP_RC_SEND_MIDDLE            = 0x01,
@@ -179,6 +195,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_aeth) == 4, "AETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_atomic_eth) == 28, "AtomicETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_atomic_ack_eth) == 8, "AtomicAckETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_xrceth) == 4, "XRCETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 24, "hello frame");
 

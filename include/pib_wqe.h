@@ -63,15 +63,17 @@ enum pib_wqe_opcode {
 
 /*
  * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
- * every type; RDMA writes and the local operations (BIND_MW, LOCAL_INV, REG_MR) on the
- * connected ones;
- * SEND with invalidate, READ, atomics and ATOMIC WRITE on RC alone (no UC packet carries an
- * IETH, and the IBTA defines ATOMIC WRITE for RC only).  The
+ * every type with a send queue (an XRC_TGT QP has none); RDMA writes and the local operations
+ * (BIND_MW, LOCAL_INV, REG_MR) on the connected ones;
+ * SEND with invalidate, READ, atomics and ATOMIC WRITE on RC and XRC_INI alone (no UC packet
+ * carries an IETH, and the IBTA defines ATOMIC WRITE for RC only; XRC runs RC's protocol).  The
  * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
  * request before writing it.
  */
 static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 {
+	if (qp_type == PIB_QPT_XRC_TGT)
+		return false;           /* no send queue */
 	switch (opcode) {
 	case PIB_WQE_SEND:
 	case PIB_WQE_SEND_IMM:
@@ -81,13 +83,14 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	case PIB_WQE_LOCAL_INV:
 	case PIB_WQE_BIND_MW:
 	case PIB_WQE_REG_MR:
-		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_UC;
+		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_UC ||
+		       qp_type == PIB_QPT_XRC_INI;
 	case PIB_WQE_SEND_INV:
 	case PIB_WQE_RDMA_READ:
 	case PIB_WQE_ATOMIC_CS:
 	case PIB_WQE_ATOMIC_FA:
 	case PIB_WQE_ATOMIC_WRITE:
-		return qp_type == PIB_QPT_RC;
+		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_XRC_INI;
 	default:
 		return false;
 	}
@@ -137,7 +140,10 @@ struct pib_send_wqe {
 	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand; ATOMIC WRITE: */
 	                        /*      the 8 bytes to write, byte for byte as in memory        */
 	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
-	pib_u32 ud_qpn;         /* 0x30 UD: destination QPN [23:0]                             */
+	union {
+		pib_u32 ud_qpn;   /* 0x30 UD: destination QPN [23:0]                             */
+		pib_u32 xrc_srqn; /* 0x30 XRC_INI: the remote XRC SRQ [23:0] (the XRCETH's)     */
+	};
 	pib_u32 ud_qkey;        /* 0x34 UD: Q_Key; PIB_QKEY_USE_QP set: the QP's own Q_Key    */
 	pib_u16 ud_dlid;        /* 0x38 UD: destination LID (QP0: 0xffff, the permissive LID,  */
 	                        /*      sends a directed-route SMP: the SLID is made 0xffff too)*/
@@ -377,6 +383,8 @@ enum pib_cqe_status {
 #define PIB_CQE_F_IMM          (1u << 1)  /* imm_inv holds immediate data                   */
 #define PIB_CQE_F_INV          (1u << 2)  /* imm_inv holds the rkey that was invalidated    */
 #define PIB_CQE_F_GRH          (1u << 3)  /* UD: a GRH occupies the first 40 bytes          */
+#define PIB_CQE_F_XRC          (1u << 4)  /* a receive on an XRC SRQ: src_qp [23:0] is its  */
+                                          /* SRQN (qpn is the XRC_TGT QP's)                 */
 
 struct pib_cqe {
 	pib_u64 wr_id;          /* 0x00 from the WQE                                           */
@@ -384,7 +392,8 @@ struct pib_cqe {
 	pib_u32 imm_inv;        /* 0x0c immediate data (as on the wire) or invalidated rkey    */
 	pib_u32 qpn;            /* 0x10 [23:0] local QPN; [31:24] receives on a UD or GSI QP:  */
 	                        /*      the P_Key index the packet's P_Key matched             */
-	pib_u32 src_qp;         /* 0x14 UD: [23:0] source QPN, [30:24] the DLID path bits      */
+	pib_u32 src_qp;         /* 0x14 UD: [23:0] source QPN, [30:24] the DLID path bits;     */
+	                        /*      PIB_CQE_F_XRC: [23:0] the XRC SRQ's number             */
 	pib_u16 slid;           /* 0x18 UD: source LID                                         */
 	pib_u8  status;         /* 0x1a enum pib_cqe_status                                    */
 	pib_u8  opcode;         /* 0x1b enum pib_cqe_opcode                                    */

@@ -202,7 +202,7 @@ static PibCompStep pib_comp_check_ack(PibQp *qp, const PibPktInfo *pi,
         }
         return COMP_READ;
     }
-    if (pi->opcode == PIB_OP_RC_ATOMIC_ACKNOWLEDGE) {
+    if (pi->op->mask & PIB_OPM_ATOMIC) {       /* (XRC_)ATOMIC_ACKNOWLEDGE */
         if ((m->opcode != PIB_WQE_ATOMIC_CS &&
              m->opcode != PIB_WQE_ATOMIC_FA) || type != PIB_AETH_ACK) {
             pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_STALE_RESP, pi);
@@ -210,7 +210,7 @@ static PibCompStep pib_comp_check_ack(PibQp *qp, const PibPktInfo *pi,
         }
         return COMP_ATOMIC;
     }
-    /* RC_ACKNOWLEDGE */
+    /* (XRC_)ACKNOWLEDGE */
     switch (type) {
     case PIB_AETH_ACK:
         if (pib_wqe_is_rd_atomic(m->opcode)) {
@@ -425,7 +425,7 @@ static void pib_comp_loop(PibQp *qp, const PibPktInfo *pi)
         case COMP_COMP_WQE:
             /* Done without a response of its own (UC/UD, implicit ACK). */
             pib_comp_complete(qp, m, PIB_WC_SUCCESS);
-            if (qp->type == PIB_QPT_RC && !m->local) {
+            if (pib_qp_type_is_reliable(qp->type) && !m->local) {
                 pib_comp_progress(qp, m->last_psn);
             }
             step = COMP_GET_WQE;

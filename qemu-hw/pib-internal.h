@@ -182,6 +182,7 @@ struct PibState {
     uint8_t mw_key[PIB_MAX_MW + 1];
     PibCq *cq[PIB_MAX_CQ + 1];
     PibSrq *srq[PIB_MAX_SRQ + 1];
+    PibXrcd *xrcd[PIB_MAX_XRCD + 1];
     PibQp *qp[PIB_QPN_LIMIT];
     uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
     uint32_t mtt_pages;                 /* MR page list entries in use */
@@ -340,7 +341,7 @@ void pib_mr_reset_all(PibState *s);
 const char *pib_mem_err_name(PibMemErr err);
 PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
                        uint64_t len, uint32_t access, PibMr **mrp);
-PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
+PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey,
                          uint64_t va, uint64_t len, uint32_t access,
                          PibMr **mrp);
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
@@ -359,7 +360,7 @@ uint64_t pib_mr_span(uint64_t iova, uint64_t length);
 /* pib-mr-wqe.c: the send queue's memory operations */
 uint8_t pib_mw_bind(PibQp *qp, const struct pib_bind_mw_wqe *b);
 uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
-bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey);
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey);
 
 /* pib-cq.c */
 PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
@@ -371,8 +372,9 @@ uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode);
 
 /* pib-srq.c */
 PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn);
+PibXrcd *pib_xrcd_lookup(PibState *s, uint32_t xrcd);
 void pib_srq_reset_all(PibState *s);
-bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status);
+bool pib_srq_take(PibQp *qp, PibSrq *srq, PibRecvWqe *w, uint8_t *status);
 
 /* pib-qp.c */
 PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
@@ -429,6 +431,7 @@ void pib_qp_sync_timers(PibQp *qp);
 #define PIB_OPM_READ        (1u << 15)  /* READ request or READ response */
 #define PIB_OPM_ATOMIC      (1u << 16)  /* atomic request or atomic ACK */
 #define PIB_OPM_ATOMIC_WRITE (1u << 17) /* ATOMIC WRITE: 8 bytes placed at once */
+#define PIB_OPM_XRCETH      (1u << 18)  /* an XRC request: the XRCETH follows the BTH */
 #define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
 
 typedef struct PibOpInfo {
@@ -467,6 +470,7 @@ typedef struct PibPktInfo {
     uint32_t ieth_rkey;
     uint32_t qkey;          /* DETH */
     uint32_t src_qpn;
+    uint32_t xrc_srqn;      /* XRCETH */
     const uint8_t *payload;
     uint32_t paylen;
 } PibPktInfo;
@@ -497,6 +501,7 @@ typedef struct PibPktFields {
     uint32_t ieth_rkey;     /* IETH: the rkey the responder invalidates */
     uint32_t qkey;          /* DETH */
     uint32_t src_qpn;
+    uint32_t xrc_srqn;      /* XRCETH */
 } PibPktFields;
 
 const PibOpInfo *pib_op_info(uint8_t opcode);

@@ -198,14 +198,14 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
  * LOCAL_INV and SEND_WITH_INV: invalidate a type 2 window (it becomes
  * unbound) or an MR (its keys fail from now on), in QP's PD.
  */
-bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey)
+bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey)
 {
     PibMw *mw = pib_mw_by_index(s, rkey);
     PibMr *mr;
 
     if (mw) {
         if (mw->key != rkey || mw->type != 2 || !mw->bound ||
-            mw->pdn != qp->pdn) {
+            mw->pdn != pdn) {
             trace_pib_invalidate(qp->qpn, rkey, "refused");
             return false;
         }
@@ -214,7 +214,7 @@ bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t rkey)
         return true;
     }
     mr = pib_mr_lookup(s, rkey);
-    if (!mr || mr->invalid || mr->pdn != qp->pdn || mr->mw_bound) {
+    if (!mr || mr->invalid || mr->pdn != pdn || mr->mw_bound) {
         trace_pib_invalidate(qp->qpn, rkey, "refused");
         return false;
     }

@@ -585,22 +585,23 @@ uint32_t pib_mw_mr_access(uint32_t access)
 }
 
 /*
- * The remote side's check: an rkey names an MR or a bound memory window.  A
- * window passes if it lies in QP's PD, is bound (a type 2 one to this QP),
+ * The remote side's check: an rkey names an MR or a bound memory window, in
+ * PD pdn (the QP's, or for an XRC_TGT QP the PD of the XRC SRQ the request
+ * names).  A window passes if it lies in that PD, is bound (a type 2 one to this QP),
  * allows the access and holds the range; then the MR under it must still be
  * valid, in the PD and hold the range.  The window's rights are its own
  * (IBTA C10-74): the MR need not grant the remote access itself, only the
  * LOCAL_WRITE that a bind with remote write or atomic rights required.
  * *mrp is the MR to access.
  */
-PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
+PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey,
                          uint64_t va, uint64_t len, uint32_t access,
                          PibMr **mrp)
 {
     PibMw *mw = pib_mw_by_index(s, rkey);
 
     if (!mw) {
-        return pib_mr_check(s, rkey, qp->pdn, va, len, access, mrp);
+        return pib_mr_check(s, rkey, pdn, va, len, access, mrp);
     }
     *mrp = NULL;
     if (len == 0) {
@@ -610,7 +611,7 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
         (mw->type == 2 && mw->qpn != qp->qpn)) {
         return PIB_MEM_BAD_KEY;
     }
-    if (mw->pdn != qp->pdn) {
+    if (mw->pdn != pdn) {
         return PIB_MEM_BAD_PD;
     }
     if ((mw->access & access) != access) {
@@ -619,7 +620,7 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t rkey,
     if (!pib_range_in(va, len, mw->addr, mw->length)) {
         return PIB_MEM_RANGE;
     }
-    return pib_mr_check(s, mw->mr_key, qp->pdn, va, len,
+    return pib_mr_check(s, mw->mr_key, pdn, va, len,
                         pib_mw_mr_access(access), mrp);
 }
 

@@ -38,6 +38,7 @@ typedef struct PibState PibState;
 #define PIB_MAX_SRQ             256
 #define PIB_MAX_SRQ_WR          4096
 #define PIB_MAX_MW              1024
+#define PIB_MAX_XRCD            256
 /*
  * Keys are index << 8 | key byte.  MR indices are 1..PIB_MAX_MR; memory
  * windows take indices from PIB_MW_INDEX_BASE on, so one look at an rkey's
@@ -67,6 +68,12 @@ typedef struct PibPd {
     uint32_t pdn;
     uint32_t refcnt;        /* MRs and QPs using it: DESTROY_PD says BUSY */
 } PibPd;
+
+/* An XRC domain (pib-srq.c): the XRC SRQs and XRC_TGT QPs in it may serve each other. */
+typedef struct PibXrcd {
+    uint32_t xrcd;
+    uint32_t refcnt;        /* SRQs and QPs in it: DEALLOC_XRCD says BUSY */
+} PibXrcd;
 
 /* An MR: [iova, iova + length) -> the pages of its page list. */
 typedef struct PibMr {
@@ -180,6 +187,7 @@ typedef struct PibSendWqe {
     uint32_t rkey;
     uint64_t compare_add;
     uint64_t swap;
+    uint32_t xrc_srqn;      /* XRC_INI: the XRCETH's SRQ */
     uint32_t ud_qpn;
     uint32_t ud_qkey;
     uint16_t ud_dlid;
@@ -223,6 +231,8 @@ typedef struct PibSrq {
     uint32_t ci;            /* WQEs taken by QPs */
     uint32_t limit;         /* > 0: SRQ_LIMIT armed */
     uint32_t refcnt;        /* QPs using it: DESTROY_SRQ says BUSY */
+    uint32_t xrcd;          /* an XRC SRQ: its domain; 0: a plain SRQ */
+    PibCq *cq;              /* an XRC SRQ: where its receives complete */
 } PibSrq;
 
 /* Where a started send WQE stands. */
@@ -304,6 +314,7 @@ typedef struct PibRdRes {
     uint32_t cur_psn;       /* READ: next response to send */
     uint64_t va;            /* READ: where cur_psn's data starts */
     uint32_t rkey;
+    uint32_t pdn;           /* READ: the PD the rkey must be in */
     uint32_t resid;         /* READ: bytes still to send */
     bool first;             /* READ: the next response starts the reply */
     bool replay;            /* READ: answering a duplicate request again */
@@ -327,6 +338,7 @@ typedef struct PibResp {
     uint32_t write_rkey;
     uint32_t write_resid;   /* WRITE: bytes still expected */
     uint32_t write_len;     /* WRITE: DMA length from the RETH */
+    PibSrq *rwqe_srq;       /* the SRQ rwqe came from (its CQ, for an XRC_TGT QP) */
     PibRdRes res[PIB_MAX_RD_ATOM];
     uint32_t res_next;      /* slot for the next READ/ATOMIC */
     uint64_t res_seq;
@@ -345,13 +357,15 @@ typedef struct PibQp {
     uint32_t qpn;
     uint32_t uar;
     uint32_t pdn;
+    uint32_t xrcd;          /* XRC_TGT: its domain; 0 otherwise */
     uint8_t type;           /* enum pib_qp_type */
     uint8_t state;          /* enum pib_qp_state */
     bool sig_all;
     bool no_rq;
-    PibCq *scq;
-    PibCq *rcq;
-    PibSrq *srq;            /* receives come from here (no RQ), or NULL */
+    PibCq *scq;             /* NULL for XRC_TGT */
+    PibCq *rcq;             /* NULL for XRC_INI and XRC_TGT */
+    PibSrq *srq;            /* receives come from here (no RQ), or NULL; an */
+                            /* XRC_TGT QP's come from the SRQ each request names */
     PibWq sq;
     PibWq rq;
     uint32_t max_inline;

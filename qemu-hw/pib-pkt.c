@@ -38,61 +38,55 @@
 #define REQ_SEND        (PIB_OPM_REQ | PIB_OPM_SEND | PIB_OPM_PAYLOAD)
 #define REQ_WRITE       (PIB_OPM_REQ | PIB_OPM_WRITE | PIB_OPM_PAYLOAD)
 
+/*
+ * RC's operations (IBTA 9.2 and table 38): X(operation, what it carries and
+ * means).  XRC has the same ones, with XRC's transport bits and an XRCETH in
+ * each request (IBTA 9.8.3).
+ */
+#define PIB_RC_OPS(X)                                                         \
+    X(SEND_FIRST,           REQ_SEND | PIB_OPM_FIRST)                         \
+    X(SEND_MIDDLE,          REQ_SEND | PIB_OPM_MIDDLE)                        \
+    X(SEND_LAST,            REQ_SEND | PIB_OPM_LAST)                          \
+    X(SEND_LAST_IMM,        REQ_SEND | PIB_OPM_LAST | PIB_OPM_IMMDT)          \
+    X(SEND_ONLY,            REQ_SEND | PIB_OPM_ONLY)                          \
+    X(SEND_ONLY_IMM,        REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IMMDT)          \
+    X(RDMA_WRITE_FIRST,     REQ_WRITE | PIB_OPM_FIRST | PIB_OPM_RETH)         \
+    X(RDMA_WRITE_MIDDLE,    REQ_WRITE | PIB_OPM_MIDDLE)                       \
+    X(RDMA_WRITE_LAST,      REQ_WRITE | PIB_OPM_LAST)                         \
+    X(RDMA_WRITE_LAST_IMM,  REQ_WRITE | PIB_OPM_LAST | PIB_OPM_IMMDT)         \
+    X(RDMA_WRITE_ONLY,      REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH)          \
+    X(RDMA_WRITE_ONLY_IMM,  REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH |         \
+                            PIB_OPM_IMMDT)                                    \
+    X(RDMA_READ_REQUEST,    PIB_OPM_REQ | PIB_OPM_READ | PIB_OPM_ONLY |       \
+                            PIB_OPM_RETH)                                     \
+    X(RDMA_READ_RESP_FIRST, PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_FIRST |     \
+                            PIB_OPM_AETH | PIB_OPM_PAYLOAD)                   \
+    X(RDMA_READ_RESP_MIDDLE, PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_MIDDLE |   \
+                             PIB_OPM_PAYLOAD)                                 \
+    X(RDMA_READ_RESP_LAST,  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_LAST |      \
+                            PIB_OPM_AETH | PIB_OPM_PAYLOAD)                   \
+    X(RDMA_READ_RESP_ONLY,  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_ONLY |      \
+                            PIB_OPM_AETH | PIB_OPM_PAYLOAD)                   \
+    X(ACKNOWLEDGE,          PIB_OPM_RESP | PIB_OPM_AETH)                      \
+    X(ATOMIC_ACKNOWLEDGE,   PIB_OPM_RESP | PIB_OPM_ATOMIC | PIB_OPM_AETH |    \
+                            PIB_OPM_ATMACK)                                   \
+    X(COMPARE_SWAP,         PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |     \
+                            PIB_OPM_ATMETH)                                   \
+    X(FETCH_ADD,            PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |     \
+                            PIB_OPM_ATMETH)                                   \
+    X(SEND_LAST_INV,        REQ_SEND | PIB_OPM_LAST | PIB_OPM_IETH)           \
+    X(SEND_ONLY_INV,        REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IETH)           \
+    X(ATOMIC_WRITE,         PIB_OPM_REQ | PIB_OPM_ATOMIC_WRITE |              \
+                            PIB_OPM_ONLY | PIB_OPM_RETH | PIB_OPM_PAYLOAD)
+
+#define PIB_RC_OP_ENTRY(op, m)  [RC(op)] = { "RC_" #op, (m) },
+#define PIB_XRC_OP_ENTRY(op, m) [PIB_OP_XRC(RC(op))] = {                      \
+        "XRC_" #op, (m) | ((m) & PIB_OPM_REQ ? PIB_OPM_XRCETH : 0) },
+
 /* What each opcode carries and means (IBTA 9.2 and table 38). */
 static const PibOpInfo pib_ops[256] = {
-    [RC(SEND_FIRST)]    = { "RC_SEND_FIRST", REQ_SEND | PIB_OPM_FIRST },
-    [RC(SEND_MIDDLE)]   = { "RC_SEND_MIDDLE", REQ_SEND | PIB_OPM_MIDDLE },
-    [RC(SEND_LAST)]     = { "RC_SEND_LAST", REQ_SEND | PIB_OPM_LAST },
-    [RC(SEND_LAST_IMM)] = { "RC_SEND_LAST_IMM",
-                            REQ_SEND | PIB_OPM_LAST | PIB_OPM_IMMDT },
-    [RC(SEND_ONLY)]     = { "RC_SEND_ONLY", REQ_SEND | PIB_OPM_ONLY },
-    [RC(SEND_ONLY_IMM)] = { "RC_SEND_ONLY_IMM",
-                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IMMDT },
-    [RC(RDMA_WRITE_FIRST)] = { "RC_RDMA_WRITE_FIRST",
-                               REQ_WRITE | PIB_OPM_FIRST | PIB_OPM_RETH },
-    [RC(RDMA_WRITE_MIDDLE)] = { "RC_RDMA_WRITE_MIDDLE",
-                                REQ_WRITE | PIB_OPM_MIDDLE },
-    [RC(RDMA_WRITE_LAST)] = { "RC_RDMA_WRITE_LAST", REQ_WRITE | PIB_OPM_LAST },
-    [RC(RDMA_WRITE_LAST_IMM)] = { "RC_RDMA_WRITE_LAST_IMM",
-                                  REQ_WRITE | PIB_OPM_LAST | PIB_OPM_IMMDT },
-    [RC(RDMA_WRITE_ONLY)] = { "RC_RDMA_WRITE_ONLY",
-                              REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH },
-    [RC(RDMA_WRITE_ONLY_IMM)] = { "RC_RDMA_WRITE_ONLY_IMM",
-                                  REQ_WRITE | PIB_OPM_ONLY | PIB_OPM_RETH |
-                                  PIB_OPM_IMMDT },
-    [RC(RDMA_READ_REQUEST)] = { "RC_RDMA_READ_REQUEST",
-                                PIB_OPM_REQ | PIB_OPM_READ | PIB_OPM_ONLY |
-                                PIB_OPM_RETH },
-    [RC(RDMA_READ_RESP_FIRST)] = { "RC_RDMA_READ_RESP_FIRST",
-                                   PIB_OPM_RESP | PIB_OPM_READ |
-                                   PIB_OPM_FIRST | PIB_OPM_AETH |
-                                   PIB_OPM_PAYLOAD },
-    [RC(RDMA_READ_RESP_MIDDLE)] = { "RC_RDMA_READ_RESP_MIDDLE",
-                                    PIB_OPM_RESP | PIB_OPM_READ |
-                                    PIB_OPM_MIDDLE | PIB_OPM_PAYLOAD },
-    [RC(RDMA_READ_RESP_LAST)] = { "RC_RDMA_READ_RESP_LAST",
-                                  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_LAST |
-                                  PIB_OPM_AETH | PIB_OPM_PAYLOAD },
-    [RC(RDMA_READ_RESP_ONLY)] = { "RC_RDMA_READ_RESP_ONLY",
-                                  PIB_OPM_RESP | PIB_OPM_READ | PIB_OPM_ONLY |
-                                  PIB_OPM_AETH | PIB_OPM_PAYLOAD },
-    [RC(ACKNOWLEDGE)]   = { "RC_ACKNOWLEDGE", PIB_OPM_RESP | PIB_OPM_AETH },
-    [RC(ATOMIC_ACKNOWLEDGE)] = { "RC_ATOMIC_ACKNOWLEDGE",
-                                 PIB_OPM_RESP | PIB_OPM_ATOMIC |
-                                 PIB_OPM_AETH | PIB_OPM_ATMACK },
-    [RC(COMPARE_SWAP)]  = { "RC_COMPARE_SWAP",
-                            PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |
-                            PIB_OPM_ATMETH },
-    [RC(FETCH_ADD)]     = { "RC_FETCH_ADD",
-                            PIB_OPM_REQ | PIB_OPM_ATOMIC | PIB_OPM_ONLY |
-                            PIB_OPM_ATMETH },
-    [RC(SEND_LAST_INV)] = { "RC_SEND_LAST_INV",
-                            REQ_SEND | PIB_OPM_LAST | PIB_OPM_IETH },
-    [RC(SEND_ONLY_INV)] = { "RC_SEND_ONLY_INV",
-                            REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IETH },
-    [RC(ATOMIC_WRITE)]  = { "RC_ATOMIC_WRITE",
-                            PIB_OPM_REQ | PIB_OPM_ATOMIC_WRITE | PIB_OPM_ONLY |
-                            PIB_OPM_RETH | PIB_OPM_PAYLOAD },
+    PIB_RC_OPS(PIB_RC_OP_ENTRY)
+    PIB_RC_OPS(PIB_XRC_OP_ENTRY)
     [UC(SEND_FIRST)]    = { "UC_SEND_FIRST", REQ_SEND | PIB_OPM_FIRST },
     [UC(SEND_MIDDLE)]   = { "UC_SEND_MIDDLE", REQ_SEND | PIB_OPM_MIDDLE },
     [UC(SEND_LAST)]     = { "UC_SEND_LAST", REQ_SEND | PIB_OPM_LAST },
@@ -151,7 +145,8 @@ static uint32_t pib_ext_len(uint32_t mask)
            (mask & PIB_OPM_ATMACK ? sizeof(struct pib_atomic_ack_eth) : 0) +
            (mask & PIB_OPM_IMMDT ? 4 : 0) +
            (mask & PIB_OPM_IETH ? 4 : 0) +
-           (mask & PIB_OPM_DETH ? sizeof(struct pib_deth) : 0);
+           (mask & PIB_OPM_DETH ? sizeof(struct pib_deth) : 0) +
+           (mask & PIB_OPM_XRCETH ? sizeof(struct pib_xrceth) : 0);
 }
 
 /* Every dropped packet is counted under exactly one reason. */
@@ -244,6 +239,10 @@ void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8
     e += sizeof(*bth);
 
     /* Extension headers, in the IBTA order. */
+    if (op->mask & PIB_OPM_XRCETH) {
+        stl_be_p(e, f->xrc_srqn & PIB_QPN_MASK);
+        e += sizeof(struct pib_xrceth);
+    }
     if (op->mask & PIB_OPM_DETH) {
         stl_be_p(e, f->qkey);
         stl_be_p(e + 4, f->src_qpn & PIB_QPN_MASK);
@@ -389,6 +388,10 @@ enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *po
         return PIB_CNT_RX_DROP_MALFORMED;
     }
     e = b + off;
+    if (mask & PIB_OPM_XRCETH) {
+        pi->xrc_srqn = ldl_be_p(e) & PIB_QPN_MASK;  /* [31:24] reserved */
+        e += sizeof(struct pib_xrceth);
+    }
     if (mask & PIB_OPM_DETH) {
         pi->qkey = ldl_be_p(e);
         pi->src_qpn = ldl_be_p(e + 4) & PIB_QPN_MASK;
@@ -471,16 +474,22 @@ static enum pib_counter pib_pkt_admit(PibState *s, PibPktInfo *pi)
     return PIB_CNT_MAX;
 }
 
-/* The transport an opcode belongs to must be the destination QP's. */
-static bool pib_transport_ok(uint8_t opcode, uint8_t qp_type)
+/*
+ * The transport an opcode belongs to must be the destination QP's.  XRC
+ * requests go to an XRC target, XRC responses to an XRC initiator.
+ */
+static bool pib_transport_ok(const PibPktInfo *pi, uint8_t qp_type)
 {
-    switch (opcode >> 5) {
+    switch (pi->opcode >> 5) {
     case 0:
         return qp_type == PIB_QPT_RC;
     case 1:
         return qp_type == PIB_QPT_UC;
     case 3:
         return pib_qp_type_is_ud(qp_type);
+    case PIB_OP_TRANSPORT_XRC >> 5:
+        return qp_type == (pi->op->mask & PIB_OPM_RESP ? PIB_QPT_XRC_INI :
+                           PIB_QPT_XRC_TGT);
     default:
         return false;
     }
@@ -531,7 +540,7 @@ static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
  */
 void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi)
 {
-    if (!pib_transport_ok(pi->opcode, qp->type)) {
+    if (!pib_transport_ok(pi, qp->type)) {
         pib_pkt_drop(s, PIB_CNT_RX_DROP_QP_TYPE, pi);
         return;
     }

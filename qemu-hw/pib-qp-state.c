@@ -35,9 +35,9 @@
 /*
  * The modify-QP table: which transitions exist and which attributes each one
  * requires and allows, per QP type (IBTA 11.2.5.3, and Linux's
- * ib_modify_qp_is_ok).  PIB_QP_STATE is always allowed.
+ * ib_modify_qp_is_ok; XRC's columns are its).  PIB_QP_STATE is always allowed.
  */
-#define NTYPES  (PIB_QPT_UD + 1)
+#define NTYPES  (PIB_QPT_XRC_TGT + 1)
 typedef struct PibQpTransition {
     bool valid;
     uint32_t req[NTYPES];
@@ -55,6 +55,10 @@ typedef struct PibQpTransition {
         [PIB_QPT_RC]  = PIB_QP_PKEY_INDEX | PIB_QP_PORT |                  \
                         PIB_QP_ACCESS_FLAGS,                                \
         [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,                   \
+        [PIB_QPT_XRC_INI] = PIB_QP_PKEY_INDEX | PIB_QP_PORT |              \
+                            PIB_QP_ACCESS_FLAGS,                            \
+        [PIB_QPT_XRC_TGT] = PIB_QP_PKEY_INDEX | PIB_QP_PORT |              \
+                            PIB_QP_ACCESS_FLAGS,                            \
     }
 
 /* What a move to RTS allows, from RTR, RTS or SQD. */
@@ -63,6 +67,8 @@ typedef struct PibQpTransition {
         [PIB_QPT_UC]  = RC_UC_PATH,                                         \
         [PIB_QPT_RC]  = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,                 \
         [PIB_QPT_GSI] = PIB_QP_CUR_STATE | PIB_QP_QKEY,                    \
+        [PIB_QPT_XRC_INI] = RC_UC_PATH,                                     \
+        [PIB_QPT_XRC_TGT] = RC_UC_PATH | PIB_QP_MIN_RNR_TIMER,             \
     }
 
 static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
@@ -89,6 +95,12 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                                 PIB_QP_DEST_QPN | PIB_QP_RQ_PSN |
                                 PIB_QP_MAX_DEST_RD_ATOMIC |
                                 PIB_QP_MIN_RNR_TIMER,
+                [PIB_QPT_XRC_INI] = PIB_QP_AV | PIB_QP_PATH_MTU |
+                                    PIB_QP_DEST_QPN | PIB_QP_RQ_PSN,
+                [PIB_QPT_XRC_TGT] = PIB_QP_AV | PIB_QP_PATH_MTU |
+                                    PIB_QP_DEST_QPN | PIB_QP_RQ_PSN |
+                                    PIB_QP_MAX_DEST_RD_ATOMIC |
+                                    PIB_QP_MIN_RNR_TIMER,
             },
             .opt = {
                 [PIB_QPT_UD]  = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,
@@ -97,6 +109,10 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                 [PIB_QPT_RC]  = PIB_QP_ALT_PATH | PIB_QP_ACCESS_FLAGS |
                                 PIB_QP_PKEY_INDEX,
                 [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,
+                [PIB_QPT_XRC_INI] = PIB_QP_ALT_PATH | PIB_QP_ACCESS_FLAGS |
+                                    PIB_QP_PKEY_INDEX,
+                [PIB_QPT_XRC_TGT] = PIB_QP_ALT_PATH | PIB_QP_ACCESS_FLAGS |
+                                    PIB_QP_PKEY_INDEX,
             },
         },
     },
@@ -112,6 +128,10 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                                 PIB_QP_RNR_RETRY | PIB_QP_SQ_PSN |
                                 PIB_QP_MAX_QP_RD_ATOMIC,
                 [PIB_QPT_GSI] = PIB_QP_SQ_PSN,
+                [PIB_QPT_XRC_INI] = PIB_QP_TIMEOUT | PIB_QP_RETRY_CNT |
+                                    PIB_QP_RNR_RETRY | PIB_QP_SQ_PSN |
+                                    PIB_QP_MAX_QP_RD_ATOMIC,
+                [PIB_QPT_XRC_TGT] = PIB_QP_TIMEOUT | PIB_QP_SQ_PSN,
             },
             .opt = RTS_OPT,
         },
@@ -130,6 +150,8 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                 [PIB_QPT_UC]  = PIB_QP_EN_SQD_ASYNC_NOTIFY,
                 [PIB_QPT_RC]  = PIB_QP_EN_SQD_ASYNC_NOTIFY,
                 [PIB_QPT_GSI] = PIB_QP_EN_SQD_ASYNC_NOTIFY,
+                [PIB_QPT_XRC_INI] = PIB_QP_EN_SQD_ASYNC_NOTIFY,
+                [PIB_QPT_XRC_TGT] = PIB_QP_EN_SQD_ASYNC_NOTIFY,
             },
         },
     },
@@ -154,6 +176,15 @@ static const PibQpTransition pib_qp_table[PIB_QPS_ERR + 1][PIB_QPS_ERR + 1] = {
                                 PIB_QP_ACCESS_FLAGS | PIB_QP_PKEY_INDEX |
                                 PIB_QP_MIN_RNR_TIMER | PIB_QP_PATH_MIG_STATE,
                 [PIB_QPT_GSI] = PIB_QP_PKEY_INDEX | PIB_QP_QKEY,
+                [PIB_QPT_XRC_INI] = PIB_QP_PORT | PIB_QP_AV | PIB_QP_TIMEOUT |
+                                    PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                                    PIB_QP_MAX_QP_RD_ATOMIC | PIB_QP_ALT_PATH |
+                                    PIB_QP_ACCESS_FLAGS | PIB_QP_PKEY_INDEX |
+                                    PIB_QP_PATH_MIG_STATE,
+                [PIB_QPT_XRC_TGT] = PIB_QP_PORT | PIB_QP_AV | PIB_QP_TIMEOUT |
+                                    PIB_QP_MAX_DEST_RD_ATOMIC | PIB_QP_ALT_PATH |
+                                    PIB_QP_ACCESS_FLAGS | PIB_QP_PKEY_INDEX |
+                                    PIB_QP_MIN_RNR_TIMER | PIB_QP_PATH_MIG_STATE,
             },
         },
     },

@@ -38,7 +38,7 @@ const char *pib_qp_state_name(uint8_t state)
 
 bool pib_qp_is_connected(const PibQp *qp)
 {
-    return qp->type == PIB_QPT_RC || qp->type == PIB_QPT_UC;
+    return qp->type == PIB_QPT_UC || pib_qp_type_is_reliable(qp->type);
 }
 
 /*
@@ -78,6 +78,7 @@ static bool pib_qpn_alloc(PibState *s, uint8_t type, uint32_t *qpn)
 static void pib_qp_free(PibState *s, PibQp *qp)
 {
     PibPd *pd = pib_pd_lookup(s, qp->pdn);
+    PibXrcd *xrcd = pib_xrcd_lookup(s, qp->xrcd);
 
     pib_qp_fini_engines(qp);
     pib_mw_unbind_qp(s, qp->qpn);
@@ -85,8 +86,15 @@ static void pib_qp_free(PibState *s, PibQp *qp)
     if (pd) {
         pd->refcnt--;
     }
-    qp->scq->refcnt--;
-    qp->rcq->refcnt--;
+    if (xrcd) {
+        xrcd->refcnt--;
+    }
+    if (qp->scq) {
+        qp->scq->refcnt--;
+    }
+    if (qp->rcq) {
+        qp->rcq->refcnt--;
+    }
     if (qp->srq) {
         qp->srq->refcnt--;
     }
@@ -98,9 +106,57 @@ static void pib_qp_free(PibState *s, PibQp *qp)
 }
 
 /*
+ * An XRC_TGT QP (include/pib_hw.h, struct pib_qp_create): an XRC domain and
+ * nothing else, no PD, no CQ, no queue.  Its receive side is set up per
+ * request, from the XRC SRQ the request names (pib-resp.c).
+ */
+static uint8_t pib_qp_create_xrc_tgt(PibState *s, const struct pib_qp_create *c,
+                                     PibAdminResult *res)
+{
+    uint32_t xrcdn = le32_to_cpu(c->xrcd);
+    PibXrcd *xrcd = pib_xrcd_lookup(s, xrcdn);
+    uint32_t qpn;
+    PibQp *qp;
+
+    if (!xrcd) {
+        return pib_cmd_reject("CREATE_QP", "no such XRCD", xrcdn,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (c->pdn || c->send_cqn || c->recv_cqn || c->sq_depth || c->rq_depth ||
+        c->sq_npages || c->rq_npages || c->max_inline ||
+        le32_to_cpu(c->srqn) != PIB_SRQN_NONE ||
+        c->flags != PIB_QPC_F_NO_RQ) {
+        return pib_cmd_reject("CREATE_QP", "an XRC target has no PD, CQ or queue",
+                              xrcdn, PIB_AQ_BAD_PARAM);
+    }
+    if (!pib_qpn_alloc(s, c->type, &qpn)) {
+        return pib_cmd_reject("CREATE_QP", "no free QPN", c->type,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    qp = g_new0(PibQp, 1);
+    qp->s = s;
+    qp->qpn = qpn;
+    qp->xrcd = xrcdn;
+    qp->type = PIB_QPT_XRC_TGT;
+    qp->state = PIB_QPS_RESET;
+    qp->no_rq = true;
+    qp->sq.ring.stride_log = PIB_SQ_STRIDE_LOG_MIN;
+    qp->rq.ring.stride_log = PIB_RQ_STRIDE_LOG_MIN;
+    qp->port_num = PIB_PORT_NUM;
+    qp->path_mtu = PIB_PORT_MTU_ENUM;
+    pib_qp_init_engines(qp);
+    xrcd->refcnt++;
+    s->qp[qpn] = qp;
+    trace_pib_qp_create(qpn, qp->type, 0, 0, 0, 0, 0, 0, xrcdn);
+    res->result0 = qpn;
+    return PIB_AQ_OK;
+}
+
+/*
  * CREATE_QP: struct pib_qp_create in a mailbox.  Ring geometry must be
  * consistent (depths, strides, page counts), the objects it names must exist,
- * and the UAR must be allocated.  A QP on an SRQ has no RQ of its own.
+ * and the UAR must be allocated.  A QP on an SRQ has no RQ of its own, nor
+ * has an XRC_INI QP, which has no receive CQ either.
  */
 uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
                           PibAdminResult *res)
@@ -130,24 +186,37 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     rq_npages = le32_to_cpu(c.rq_npages);
     no_rq = c.flags & PIB_QPC_F_NO_RQ;
 
-    pd = pib_pd_lookup(s, pdn);
-    scq = pib_cq_lookup(s, scqn);
-    rcq = pib_cq_lookup(s, rcqn);
-    if (!pd || !scq || !rcq) {
-        return pib_cmd_reject("CREATE_QP", "no such PD or CQ",
-                              !pd ? pdn : !scq ? scqn : rcqn,
-                              PIB_AQ_BAD_RESOURCE);
-    }
     switch (c.type) {
     case PIB_QPT_RC:
     case PIB_QPT_UC:
     case PIB_QPT_UD:
     case PIB_QPT_SMI:
     case PIB_QPT_GSI:
+    case PIB_QPT_XRC_INI:
         break;
+    case PIB_QPT_XRC_TGT:
+        return pib_qp_create_xrc_tgt(s, &c, res);
     default:
         return pib_cmd_reject("CREATE_QP", "unsupported type", c.type,
                               PIB_AQ_BAD_PARAM);
+    }
+    if (c.xrcd) {
+        return pib_cmd_reject("CREATE_QP", "only an XRC target has an XRCD",
+                              le32_to_cpu(c.xrcd), PIB_AQ_BAD_PARAM);
+    }
+    /* An XRC initiator only sends: no RQ, no SRQ, no receive CQ. */
+    if (c.type == PIB_QPT_XRC_INI &&
+        (!no_rq || rcqn || le32_to_cpu(c.srqn) != PIB_SRQN_NONE)) {
+        return pib_cmd_reject("CREATE_QP", "an XRC initiator has no receive side",
+                              rcqn, PIB_AQ_BAD_PARAM);
+    }
+    pd = pib_pd_lookup(s, pdn);
+    scq = pib_cq_lookup(s, scqn);
+    rcq = c.type == PIB_QPT_XRC_INI ? NULL : pib_cq_lookup(s, rcqn);
+    if (!pd || !scq || (!rcq && c.type != PIB_QPT_XRC_INI)) {
+        return pib_cmd_reject("CREATE_QP", "no such PD or CQ",
+                              !pd ? pdn : !scq ? scqn : rcqn,
+                              PIB_AQ_BAD_RESOURCE);
     }
     if (c.flags & ~PIB_QPC_F_ALL) {
         return pib_cmd_reject("CREATE_QP", "unknown flags", c.flags,
@@ -163,6 +232,10 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         if (!no_rq) {
             return pib_cmd_reject("CREATE_QP", "a QP on an SRQ has no RQ", srqn,
                                   PIB_AQ_BAD_PARAM);
+        }
+        if (srq->xrcd) {
+            return pib_cmd_reject("CREATE_QP", "no QP is made on an XRC SRQ",
+                                  srqn, PIB_AQ_BAD_PARAM);
         }
     }
     /* (Without an RQ, its stride means nothing.) */
@@ -249,12 +322,14 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
 
     pd->refcnt++;
     scq->refcnt++;
-    rcq->refcnt++;
+    if (rcq) {
+        rcq->refcnt++;
+    }
     if (srq) {
         srq->refcnt++;
     }
     s->qp[qpn] = qp;
-    trace_pib_qp_create(qpn, c.type, pdn, scqn, rcqn, sq_depth, rq_depth, uar);
+    trace_pib_qp_create(qpn, c.type, pdn, scqn, rcqn, sq_depth, rq_depth, uar, 0);
     res->result0 = qpn;
     return PIB_AQ_OK;
 }

@@ -107,10 +107,11 @@ static uint16_t pib_req_dlid(const PibQp *qp, const PibSendWqe *w)
  * The IB opcode of the next packet, from the operation and its position in
  * the message.  RC and UC number SEND and WRITE packets alike (IBTA table
  * 38): from the transport's base, SEND FIRST, MIDDLE, LAST, LAST_IMM, ONLY,
- * ONLY_IMM, then the same six for RDMA WRITE; UC's base is 0x20.
+ * ONLY_IMM, then the same six for RDMA WRITE; UC's base is 0x20.  The
+ * opcode as RC numbers it: XRC's are the same with XRC's base (pib_req_opcode).
  */
-static uint8_t pib_req_opcode(const PibQp *qp, const PibSendWqe *w,
-                              bool first, bool last)
+static uint8_t pib_req_rc_opcode(const PibQp *qp, const PibSendWqe *w,
+                                 bool first, bool last)
 {
     bool imm = w->opcode == PIB_WQE_SEND_IMM ||
                w->opcode == PIB_WQE_RDMA_WRITE_IMM;
@@ -147,6 +148,14 @@ static uint8_t pib_req_opcode(const PibQp *qp, const PibSendWqe *w,
         return op + (PIB_OP_RC_SEND_LAST - PIB_OP_RC_SEND_FIRST) + imm;
     }
     return op + (first ? 0 : PIB_OP_RC_SEND_MIDDLE - PIB_OP_RC_SEND_FIRST);
+}
+
+static uint8_t pib_req_opcode(const PibQp *qp, const PibSendWqe *w,
+                              bool first, bool last)
+{
+    uint8_t op = pib_req_rc_opcode(qp, w, first, last);
+
+    return qp->type == PIB_QPT_XRC_INI ? PIB_OP_XRC(op) : op;
 }
 
 /* FETCH: the WQE at wqe_idx, cached across packets of the same WQE. */
@@ -224,7 +233,7 @@ static PibReqStep pib_req_check(PibQp *qp, unsigned budget, uint8_t *status)
             }
         }
     }
-    if (qp->type == PIB_QPT_RC &&
+    if (pib_qp_type_is_reliable(qp->type) &&
         pib_psn_diff(r->psn, qp->comp.psn) >= PIB_MAX_INFLIGHT_PSN) {
         trace_pib_req_wait(qp->qpn, r->wqe_idx, "outstanding PSNs");
         return REQ_EXIT;
@@ -250,7 +259,7 @@ static PibReqStep pib_req_local(PibQp *qp, uint8_t *status)
     } else if (w->opcode == PIB_WQE_REG_MR) {
         *status = pib_mr_fast_reg(qp, &w->reg);
     } else {
-        *status = pib_key_invalidate(qp->s, qp, ldl_le_p(w->imm)) ?
+        *status = pib_key_invalidate(qp->s, qp, qp->pdn, ldl_le_p(w->imm)) ?
                   PIB_WC_SUCCESS : PIB_WC_LOC_QP_OP_ERR;
     }
     return *status == PIB_WC_SUCCESS ? REQ_WQE_DONE : REQ_WQE_ERROR;
@@ -299,7 +308,7 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
                                  qp->path_mtu);
     uint32_t paylen = 0, npsn = 1;
     bool first = r->offset == 0, last = true;
-    bool rc = qp->type == PIB_QPT_RC;
+    bool rc = pib_qp_type_is_reliable(qp->type);
     PibPacket *p;
     PibPktFields f = {
         .dqpn = pib_qp_is_ud(qp) ? w->ud_qpn : qp->dest_qpn,
@@ -311,6 +320,7 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .pkey = pib_req_pkey(qp, w),
         .grh_av = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av : NULL) :
                   qp->av.grh ? &qp->av : NULL,
+        .xrc_srqn = w->xrc_srqn,        /* XRC: the target's SRQ */
     };
 
     switch (w->opcode) {
@@ -353,7 +363,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         break;
     }
     f.opcode = pib_req_opcode(qp, w, first, last);
-    f.ackreq = rc && f.opcode != PIB_OP_RC_RDMA_READ_REQUEST &&
+    f.ackreq = rc && !(f.opcode == PIB_OP_RC_RDMA_READ_REQUEST ||
+                       f.opcode == PIB_OP_XRC(PIB_OP_RC_RDMA_READ_REQUEST)) &&
                (last || r->since_ackreq + 1 >= PIB_ACKREQ_INTERVAL);
 
     /* Headers first, then the payload DMA'd straight into the frame. */
@@ -420,7 +431,7 @@ void pib_req_run(PibQp *qp, unsigned *budget)
             break;
         case REQ_WQE_DONE:
             m = pib_req_meta(qp, r->wqe_idx);
-            m->state = qp->type == PIB_QPT_RC && !m->local ? PIB_WQE_PENDING :
+            m->state = pib_qp_type_is_reliable(qp->type) && !m->local ? PIB_WQE_PENDING :
                                                              PIB_WQE_DONE;
             if (pib_wqe_is_rd_atomic(m->opcode) && !m->rd_atomic) {
                 m->rd_atomic = true;

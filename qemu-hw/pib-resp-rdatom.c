@@ -46,7 +46,7 @@ PibRespStep pib_resp_atomic(PibRespCtx *c)
         return RESP_ERR_OP;
     }
     orig = le64_to_cpu(orig);
-    if (pi->opcode == PIB_OP_RC_COMPARE_SWAP) {
+    if ((pi->opcode & PIB_OP_OPERATION_MASK) == PIB_OP_RC_COMPARE_SWAP) { /* RC or XRC */
         val = orig == pi->compare ? pi->swap_add : orig;
     } else {
         val = orig + pi->swap_add;
@@ -99,6 +99,7 @@ PibRespStep pib_resp_read(PibRespCtx *c)
         .cur_psn = pi->psn,
         .va = pi->va,
         .rkey = pi->rkey,
+        .pdn = c->pdn,
         .resid = pi->dmalen,
         .first = true,
         .seq = r->res_seq++,
@@ -162,7 +163,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
          */
         if (pib_req_npkts(qp, pi->dmalen) - 1 !=
                 pib_psn_diff(res->last_psn, pi->psn) ||
-            pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+            pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, pi->dmalen,
                            PIB_ACCESS_REMOTE_READ, &mr) != PIB_MEM_OK) {
             return RESP_DONE;
         }
@@ -173,6 +174,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
         res->cur_psn = pi->psn;
         res->va = pi->va;
         res->rkey = pi->rkey;
+        res->pdn = c->pdn;
         res->resid = pi->dmalen;
         pib_qp_schedule(qp);
         return RESP_DONE;
@@ -220,7 +222,7 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
     bool first, last;
     uint32_t paylen;
 
-    if (qp->type != PIB_QPT_RC) {
+    if (!pib_qp_type_is_reliable(qp->type)) {
         return;
     }
     while (*budget && (res = pib_resp_next_read(qp))) {
@@ -258,7 +260,7 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
                    last ? PIB_OP_RC_RDMA_READ_RESP_LAST :
                    PIB_OP_RC_RDMA_READ_RESP_MIDDLE;
         /* The MR may have gone since the request: check again. */
-        err = pib_rkey_check(qp->s, qp, res->rkey, res->va, paylen,
+        err = pib_rkey_check(qp->s, qp, res->pdn, res->rkey, res->va, paylen,
                              PIB_ACCESS_REMOTE_READ, &mr);
         p = NULL;
         if (err == PIB_MEM_OK) {

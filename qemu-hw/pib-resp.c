@@ -13,7 +13,9 @@
  *                 NAKs: a lost packet drops the rest of its message.
  *   CHK_OP_SEQ    does the opcode continue the message in progress?
  *   CHK_OP_VALID  does the QP allow the operation (remote access flags;
- *                 ATOMIC WRITE needs remote write, as in rxe)?
+ *                 ATOMIC WRITE needs remote write, as in rxe)?  An XRC
+ *                 target: does the XRCETH name an XRC SRQ of its domain
+ *                 (ERR_XRC: NAK invalid RD request)?
  *   CHK_RESOURCE  a receive WQE (RQ or SRQ) for a SEND or WRITE with
  *                 immediate (none: RNR NAK); a free responder resource for a
  *                 READ or atomic
@@ -75,6 +77,7 @@ static const char *const pib_resp_step_names[] = {
     [RESP_ERR_INVALID]  = "ERR_INVALID",
     [RESP_ERR_ACCESS]   = "ERR_ACCESS",
     [RESP_ERR_OP]       = "ERR_OP",
+    [RESP_ERR_XRC]      = "ERR_XRC",
     [RESP_UC_DROP]      = "UC_DROP",
     [RESP_DONE]         = "DONE",
 };
@@ -85,6 +88,10 @@ static const char *const pib_resp_step_names[] = {
  */
 PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
 {
+    /* Callers name RC's response opcodes; an XRC target answers with XRC's. */
+    if (qp->type == PIB_QPT_XRC_TGT) {
+        f->opcode = PIB_OP_XRC(f->opcode);
+    }
     f->dqpn = qp->dest_qpn;
     f->dlid = qp->av.dlid;
     f->sl = qp->av.sl;
@@ -156,8 +163,8 @@ static bool pib_resp_get_rwqe(PibRespCtx *c)
     if (r->rwqe_valid) {
         return true;
     }
-    if (qp->srq) {
-        if (!pib_srq_take(qp, &r->rwqe, &c->rq_status)) {
+    if (c->srq) {
+        if (!pib_srq_take(qp, c->srq, &r->rwqe, &c->rq_status)) {
             return false;
         }
     } else if (qp->no_rq || qp->rq.ci == qp->rq.pi) {
@@ -166,6 +173,7 @@ static bool pib_resp_get_rwqe(PibRespCtx *c)
         pib_rq_fetch(qp, qp->rq.ci, &r->rwqe, &c->rq_status);
     }
     r->rwqe_valid = true;
+    r->rwqe_srq = c->srq;
     r->offset = 0;
     return true;
 }
@@ -176,10 +184,11 @@ static void pib_resp_complete_rwqe(PibQp *qp, struct pib_cqe *cqe, bool sol)
     cqe->wr_id = cpu_to_le64(qp->resp.rwqe.wr_id);
     cqe->wqe_index = cpu_to_le16(qp->resp.rwqe.idx & 0xffff);
     pib_qp_post_recv_cqe(qp, cqe, sol);
-    if (!qp->srq) {
+    if (!qp->resp.rwqe_srq) {
         qp->rq.ci++;
     }
     qp->resp.rwqe_valid = false;
+    qp->resp.rwqe_srq = NULL;
     qp->resp.offset = 0;
 }
 
@@ -252,6 +261,14 @@ static PibRespStep pib_resp_chk_op_valid(PibRespCtx *c)
 {
     PibQp *qp = c->qp;
     uint32_t m = c->mask;
+
+    /* XRC: the SRQ the XRCETH names must be an XRC SRQ of the QP's domain. */
+    if (qp->type == PIB_QPT_XRC_TGT &&
+        (!c->srq || (qp->resp.rwqe_valid && qp->resp.rwqe_srq != c->srq))) {
+        trace_pib_resp_xrc_srq(qp->qpn, c->pi->psn, c->pi->xrc_srqn, qp->xrcd);
+        c->drop = PIB_CNT_RX_DROP_XRC_SRQ;
+        return RESP_ERR_XRC;
+    }
 
     if (((m & (PIB_OPM_WRITE | PIB_OPM_ATOMIC_WRITE)) &&
          !(qp->access & PIB_ACCESS_REMOTE_WRITE)) ||
@@ -358,22 +375,22 @@ static PibRespStep pib_resp_chk_rkey(PibRespCtx *c)
             /* The whole range at the first packet: nothing lands if bad. */
             r->write_va = pi->va;
             r->write_rkey = pi->rkey;
-            err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+            err = pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, pi->dmalen,
                                  PIB_ACCESS_REMOTE_WRITE, &c->mr);
         } else {
             /* Again for each packet: the MR may have gone meanwhile. */
-            err = pib_rkey_check(qp->s, qp, r->write_rkey, r->write_va,
+            err = pib_rkey_check(qp->s, qp, c->pdn, r->write_rkey, r->write_va,
                                  pi->paylen, PIB_ACCESS_REMOTE_WRITE, &c->mr);
         }
     } else if (m & PIB_OPM_READ) {
-        err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, pi->dmalen,
+        err = pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, pi->dmalen,
                              PIB_ACCESS_REMOTE_READ, &c->mr);
     } else if (m & (PIB_OPM_ATOMIC | PIB_OPM_ATOMIC_WRITE)) {
         if (pi->va & 7) {
             c->drop = PIB_CNT_RX_DROP_ACCESS;
             return RESP_ERR_INVALID;    /* atomics are 8-byte aligned */
         }
-        err = pib_rkey_check(qp->s, qp, pi->rkey, pi->va, sizeof(uint64_t),
+        err = pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, sizeof(uint64_t),
                              (m & PIB_OPM_ATOMIC) ? PIB_ACCESS_REMOTE_ATOMIC :
                              PIB_ACCESS_REMOTE_WRITE, &c->mr);
     }
@@ -434,7 +451,7 @@ static PibRespStep pib_resp_execute(PibRespCtx *c)
     }
     /* SEND with invalidate: the rkey goes once the message is in. */
     if ((m & PIB_OPM_IETH) &&
-        !pib_key_invalidate(qp->s, qp, pi->ieth_rkey)) {
+        !pib_key_invalidate(qp->s, qp, c->pdn, pi->ieth_rkey)) {
         c->rq_status = PIB_WC_REM_INV_REQ_ERR;
         c->drop = PIB_CNT_RX_DROP_ACCESS;
         return RESP_ERR_INVALID;
@@ -479,7 +496,7 @@ static PibRespStep pib_resp_acknowledge(PibRespCtx *c)
 
     r->psn = pib_psn_add(r->psn, 1);
     r->opcode = (c->mask & PIB_OPM_LAST) ? -1 : pi->opcode;
-    if (qp->type != PIB_QPT_RC) {
+    if (!pib_qp_type_is_reliable(qp->type)) {
         return RESP_DONE;
     }
     r->unacked++;
@@ -507,6 +524,11 @@ static PibRespStep pib_resp_error(PibRespCtx *c, PibRespStep step)
         event = PIB_AE_QP_ACCESS_ERR;
         pib_count(qp->s, PIB_CNT_ACCESS_NAKS_SENT, 1);
         break;
+    case RESP_ERR_XRC:
+        /* XRC's domain violation takes RD's NAK (the requester: REM_INV_RD_REQ_ERR). */
+        nak = PIB_NAK_INVALID_RD_REQ;
+        event = PIB_AE_QP_REQ_ERR;
+        break;
     default:
         nak = PIB_NAK_REM_OP_ERR;
         event = PIB_AE_QP_FATAL;
@@ -518,7 +540,7 @@ static PibRespStep pib_resp_error(PibRespCtx *c, PibRespStep step)
                  PIB_CNT_RX_DROP_ACCESS, pi);
     trace_pib_resp_error(qp->qpn, pi->psn, pib_resp_step_names[step],
                          c->rq_status);
-    if (qp->type == PIB_QPT_RC) {
+    if (pib_qp_type_is_reliable(qp->type)) {
         pib_resp_ack(qp, pi->psn, PIB_AETH_NAK | nak);
     }
     if (c->rq_status != PIB_WC_SUCCESS && qp->resp.rwqe_valid) {
@@ -543,6 +565,7 @@ static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
     PibResp *r = &qp->resp;
     PibRespCtx c = {
         .qp = qp, .pi = pi, .mask = pi->op->mask, .drop = PIB_CNT_MAX,
+        .srq = qp->srq, .pdn = qp->pdn,
     };
     struct pib_cqe cqe = {
         .byte_len = cpu_to_le32(PIB_GRH_SPACE + pi->paylen),
@@ -604,11 +627,31 @@ static void pib_resp_ud(PibQp *qp, const PibPktInfo *pi)
     pib_resp_complete_rwqe(qp, &cqe, pi->se);
 }
 
+/*
+ * An XRC target has no receive queue and no PD of its own: each request names
+ * (XRCETH) the XRC SRQ whose WQEs, CQ and PD it uses, which must be one of the
+ * QP's XRC domain.  If it is not, c->srq stays NULL and CHK_OP_VALID refuses
+ * the request (a duplicate is only answered: its keys, checked against no PD,
+ * fail).
+ */
+static void pib_resp_xrc_srq(PibRespCtx *c)
+{
+    PibSrq *srq = pib_srq_lookup(c->qp->s, c->pi->xrc_srqn);
+
+    c->srq = NULL;
+    c->pdn = 0;
+    if (srq && srq->xrcd && srq->xrcd == c->qp->xrcd) {
+        c->srq = srq;
+        c->pdn = srq->pdn;
+    }
+}
+
 /* A request packet arrived for this QP (from pib_rx_run()). */
 void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
 {
     PibRespCtx c = {
         .qp = qp, .pi = pi, .mask = pi->op->mask, .drop = PIB_CNT_MAX,
+        .srq = qp->srq, .pdn = qp->pdn,
     };
     PibRespStep step = RESP_CHK_PSN;
     unsigned n;
@@ -616,6 +659,9 @@ void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
     if (pib_qp_type_is_ud(qp->type)) {
         pib_resp_ud(qp, pi);
         return;
+    }
+    if (qp->type == PIB_QPT_XRC_TGT) {
+        pib_resp_xrc_srq(&c);
     }
     /* Each step moves forward; the bound is only a safety net. */
     for (n = 0; step != RESP_DONE && n < 32; n++) {
@@ -677,6 +723,7 @@ void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
         case RESP_ERR_INVALID:
         case RESP_ERR_ACCESS:
         case RESP_ERR_OP:
+        case RESP_ERR_XRC:
             step = pib_resp_error(&c, step);
             break;
         case RESP_UC_DROP:

@@ -32,6 +32,7 @@ typedef enum PibRespStep {
     RESP_ERR_INVALID,
     RESP_ERR_ACCESS,
     RESP_ERR_OP,
+    RESP_ERR_XRC,
     RESP_UC_DROP,
     RESP_DONE,
 } PibRespStep;
@@ -43,6 +44,10 @@ typedef struct PibRespCtx {
     uint32_t mask;          /* the opcode's PIB_OPM_* */
     uint8_t rq_status;      /* receive WQE error to complete with, if any */
     PibMr *mr;              /* the MR an RDMA/atomic targets */
+    PibSrq *srq;            /* receive WQEs come from here (the QP's SRQ, or the */
+                            /* XRC SRQ the request names), or NULL: the RQ */
+    uint32_t pdn;           /* the PD its keys must be in (the QP's, or that */
+                            /* XRC SRQ's) */
     enum pib_counter drop;  /* why the packet is dropped, if known */
 } PibRespCtx;
 

@@ -421,7 +421,7 @@ void pib_qp_stop_retrans(PibQp *qp)
  */
 void pib_qp_sync_timers(PibQp *qp)
 {
-    bool requesting = qp->type == PIB_QPT_RC &&
+    bool requesting = pib_qp_type_is_reliable(qp->type) &&
                       (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD);
 
     if (!requesting || qp->comp.rnr_wait ||

@@ -12,6 +12,12 @@
  * once: the consumer retires one SRQ slot per receive completion of any QP
  * on the SRQ.  Falling below an armed limit raises SRQ_LIMIT once and
  * disarms, as IB specifies.
+ *
+ * XRC (IBTA 9.8): an XRC domain (ALLOC_XRCD) groups XRC SRQs and XRC_TGT QPs.
+ * An XRC SRQ is an SRQ with a domain and a CQ of its own; no QP is created on
+ * it.  An XRC_TGT QP takes, for each message, a WQE of the SRQ the request's
+ * XRCETH names, if that SRQ is an XRC SRQ of the QP's domain, and completes
+ * it on that SRQ's CQ (pib-resp.c).
  */
 
 #include "qemu/osdep.h"
@@ -20,6 +26,53 @@
 
 #include "pib-internal.h"
 #include "trace.h"
+
+/*
+ * XRC domains
+ */
+
+PibXrcd *pib_xrcd_lookup(PibState *s, uint32_t xrcd)
+{
+    return xrcd >= 1 && xrcd <= PIB_MAX_XRCD ? s->xrcd[xrcd] : NULL;
+}
+
+uint8_t pib_cmd_alloc_xrcd(PibState *s, const struct pib_admin_cmd *cmd,
+                           PibAdminResult *res)
+{
+    uint32_t n = pib_table_alloc((void **)s->xrcd, PIB_MAX_XRCD);
+    PibXrcd *x;
+
+    if (!n) {
+        return pib_cmd_reject("ALLOC_XRCD", "table full", PIB_MAX_XRCD,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    x = g_new0(PibXrcd, 1);
+    x->xrcd = n;
+    s->xrcd[n] = x;
+    trace_pib_obj("alloc", "XRCD", n);
+    res->result0 = n;
+    return PIB_AQ_OK;
+}
+
+uint8_t pib_cmd_dealloc_xrcd(PibState *s, const struct pib_admin_cmd *cmd,
+                             PibAdminResult *res)
+{
+    uint32_t n = le32_to_cpu(cmd->in.obj.num);
+    PibXrcd *x = pib_xrcd_lookup(s, n);
+
+    if (!x) {
+        return pib_cmd_reject("DEALLOC_XRCD", "no such XRCD", n,
+                              PIB_AQ_BAD_RESOURCE);
+    }
+    if (x->refcnt) {
+        return pib_cmd_reject("DEALLOC_XRCD", "in use", x->refcnt,
+                              PIB_AQ_BUSY);
+    }
+    s->xrcd[n] = NULL;
+    g_free(x);
+    trace_pib_obj("dealloc", "XRCD", n);
+    return PIB_AQ_OK;
+}
 
 /*
  * Creating and destroying SRQs
@@ -49,7 +102,12 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t limit = le32_to_cpu(in->limit);
     uint32_t uar = le32_to_cpu(in->uar);
     uint32_t npages = le32_to_cpu(in->npages);
+    uint32_t xrcdn = le32_to_cpu(in->xrcd);
+    uint32_t cqn = le32_to_cpu(in->cqn);
+    bool xrc = in->flags & PIB_SRQ_F_XRC;
     PibPd *pd = pib_pd_lookup(s, pdn);
+    PibXrcd *xrcd = NULL;
+    PibCq *cq = NULL;
     uint64_t *pages;
     uint32_t srqn;
     uint8_t status;
@@ -58,6 +116,19 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     if (!pd) {
         return pib_cmd_reject("CREATE_SRQ", "no such PD", pdn,
                               PIB_AQ_BAD_RESOURCE);
+    }
+    if (in->flags & ~PIB_SRQ_F_XRC || in->rsvd0[0] || in->rsvd0[1] ||
+        (!xrc && (xrcdn || cqn))) {
+        return pib_cmd_reject("CREATE_SRQ", "unknown flags or fields", in->flags,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (xrc) {
+        xrcd = pib_xrcd_lookup(s, xrcdn);
+        cq = pib_cq_lookup(s, cqn);
+        if (!xrcd || !cq) {
+            return pib_cmd_reject("CREATE_SRQ", "no such XRCD or CQ",
+                                  !xrcd ? xrcdn : cqn, PIB_AQ_BAD_RESOURCE);
+        }
     }
     if (!pib_srq_depth_ok(depth)) {
         return pib_cmd_reject("CREATE_SRQ", "bad depth", depth,
@@ -101,9 +172,15 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     };
     srq->max_sge = pib_recv_max_sge(in->stride_log);
     srq->limit = limit;
+    if (xrc) {
+        srq->xrcd = xrcdn;
+        srq->cq = cq;
+        xrcd->refcnt++;
+        cq->refcnt++;
+    }
     s->srq[srqn] = srq;
     pd->refcnt++;
-    trace_pib_srq_create(srqn, depth, limit, uar);
+    trace_pib_srq_create(srqn, depth, limit, uar, xrcdn, cqn);
     res->result0 = srqn;
     return PIB_AQ_OK;
 }
@@ -193,9 +270,32 @@ uint8_t pib_cmd_query_srq(PibState *s, const struct pib_admin_cmd *cmd,
 static void pib_srq_free(PibState *s, PibSrq *srq)
 {
     PibPd *pd = pib_pd_lookup(s, srq->pdn);
+    PibXrcd *xrcd = pib_xrcd_lookup(s, srq->xrcd);
+    uint32_t i;
 
     if (pd) {
         pd->refcnt--;
+    }
+    if (xrcd) {
+        xrcd->refcnt--;
+    }
+    if (srq->cq) {
+        srq->cq->refcnt--;
+    }
+    /*
+     * An XRC SRQ has no QPs to hold it, but an XRC_TGT QP may be in the middle
+     * of a message whose WQE it took from it: the WQE goes with the SRQ, and
+     * the rest of the message finds no SRQ (pib-resp.c answers it with an
+     * invalid request NAK).
+     */
+    for (i = 0; srq->xrcd && i < PIB_QPN_LIMIT; i++) {
+        PibQp *qp = s->qp[i];
+
+        if (qp && qp->resp.rwqe_srq == srq) {
+            qp->resp.rwqe_valid = false;
+            qp->resp.rwqe_srq = NULL;
+            qp->resp.opcode = -1;       /* a MIDDLE or LAST now breaks the sequence */
+        }
     }
     s->srq[srq->srqn] = NULL;
     g_free(srq->ring.pages);
@@ -226,16 +326,15 @@ uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
  */
 
 /*
- * Take the next WQE of the QP's SRQ, if there is one: copied into *w, its
+ * Take the next WQE of srq (the QP's SRQ, or the XRC SRQ a request to an
+ * XRC_TGT QP names), if there is one: copied into *w, its
  * slot given back to the producer at once (the consumer frees it when the
  * receive completion appears), the limit event raised when the SRQ falls
  * below its limit.  Its SGEs belong to the SRQ's PD.  Returns false if the
  * SRQ is empty; a malformed WQE is taken too, with *status set.
  */
-bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status)
+bool pib_srq_take(PibQp *qp, PibSrq *srq, PibRecvWqe *w, uint8_t *status)
 {
-    PibSrq *srq = qp->srq;
-
     if (srq->ci == srq->pi) {
         return false;
     }
@@ -250,7 +349,7 @@ bool pib_srq_take(PibQp *qp, PibRecvWqe *w, uint8_t *status)
     return true;
 }
 
-/* Function reset: every SRQ goes (the QPs on them went first). */
+/* Function reset: every SRQ goes (the QPs on them went first), then the XRC domains. */
 void pib_srq_reset_all(PibState *s)
 {
     uint32_t i;
@@ -259,5 +358,9 @@ void pib_srq_reset_all(PibState *s)
         if (s->srq[i]) {
             pib_srq_free(s, s->srq[i]);
         }
+    }
+    for (i = 1; i <= PIB_MAX_XRCD; i++) {
+        g_free(s->xrcd[i]);
+        s->xrcd[i] = NULL;
     }
 }

@@ -118,6 +118,7 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     w->compare_add = le64_to_cpu(raw.compare_add);
     w->swap = le64_to_cpu(raw.swap);
     w->ud_qpn = le32_to_cpu(raw.ud_qpn);
+    w->xrc_srqn = le32_to_cpu(raw.xrc_srqn) & PIB_QPN_MASK;
     w->ud_qkey = le32_to_cpu(raw.ud_qkey);
     w->ud_dlid = le16_to_cpu(raw.ud_dlid);
     w->ud_sl = raw.ud_sl;
@@ -258,12 +259,25 @@ void pib_qp_post_send_cqe(PibQp *qp, uint32_t idx, const PibWqeMeta *m,
     pib_cq_post(qp->s, qp->scq, &cqe, false);
 }
 
-/* A receive completion; the caller set wqe_index (RQ or SRQ slot). */
+/*
+ * A receive completion; the caller set wqe_index (RQ or SRQ slot).  An XRC
+ * target's goes to the CQ of the XRC SRQ whose WQE it completes, and names
+ * that SRQ (PIB_CQE_F_XRC), since the QP alone does not tell the consumer
+ * which SRQ slot is free again.
+ */
 void pib_qp_post_recv_cqe(PibQp *qp, struct pib_cqe *cqe, bool solicited)
 {
+    PibSrq *xsrq = qp->type == PIB_QPT_XRC_TGT ? qp->resp.rwqe_srq : NULL;
+
     /* [23:0] the QPN; [31:24], a UD receive's P_Key index, the caller's. */
     cqe->qpn = cpu_to_le32((le32_to_cpu(cqe->qpn) & ~PIB_QPN_MASK) | qp->qpn);
-    pib_cq_post(qp->s, qp->rcq, cqe, solicited);
+    if (xsrq) {
+        cqe->flags |= PIB_CQE_F_XRC;
+        cqe->src_qp = cpu_to_le32(xsrq->srqn);
+        pib_cq_post(qp->s, xsrq->cq, cqe, solicited);
+    } else if (qp->rcq) {
+        pib_cq_post(qp->s, qp->rcq, cqe, solicited);
+    }
 }
 
 /* wr_id and opcode of a WQE the engines never started (for a flush). */
@@ -300,7 +314,7 @@ void pib_qp_flush(PibQp *qp)
         pib_qp_post_send_cqe(qp, qp->sq.ci, &m, PIB_WC_WR_FLUSH_ERR);
         qp->sq.ci++;
     }
-    if (qp->srq && qp->resp.rwqe_valid) {
+    if (qp->resp.rwqe_srq && qp->resp.rwqe_valid) {
         cqe = (struct pib_cqe) {
             .wr_id = cpu_to_le64(qp->resp.rwqe.wr_id),
             .status = PIB_WC_WR_FLUSH_ERR,
@@ -328,5 +342,6 @@ void pib_qp_flush(PibQp *qp)
     qp->req.offset = 0;
     qp->req.wqe_valid = false;
     qp->resp.rwqe_valid = false;
+    qp->resp.rwqe_srq = NULL;
 }
 

@@ -54,7 +54,8 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_UC | PIB_DEV_CAP_UD | PIB_DEV_CAP_SRQ |
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
                     PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE |
-                    PIB_DEV_CAP_CLOCK | PIB_DEV_CAP_ATOMIC_WRITE);
+                    PIB_DEV_CAP_CLOCK | PIB_DEV_CAP_ATOMIC_WRITE |
+                    PIB_DEV_CAP_XRC);
     g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
@@ -2353,6 +2354,201 @@ static void test_dp_frwr(void)
  * replayed READs and atomics, go-back-N, and malformed packets.
  */
 
+/*
+ * XRC (IBTA 9.8) at the wire.  The fake peer is the initiator; the device has
+ * two XRC domains, an XRC SRQ in each (one CQ for both), and an XRC target QP
+ * in the first.  The commands refuse what XRC does not allow; a SEND and an
+ * RDMA WRITE naming the target's SRQ land, the SEND on the SRQ's CQ naming
+ * the SRQ and the target QP, answered with XRC ACKs; a packet too short for
+ * its XRCETH is malformed; a request naming the other domain's SRQ draws the
+ * invalid RD request NAK, is counted, and puts the target in ERR.
+ */
+static uint32_t xrc_alloc(PibDev *d)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_XRCD };
+    struct pib_admin_cqe acqe;
+
+    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
+    return le32_to_cpu(acqe.result0);
+}
+
+/* CREATE_SRQ of an XRC SRQ (8 slots of 64 bytes at ring); its status, SRQN in *srqn. */
+static uint8_t xrc_srq(PibDev *d, uint32_t pdn, uint32_t xrcd, uint32_t cqn,
+                       uint64_t ring, uint32_t *srqn)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_CREATE_SRQ,
+        .in.create_srq = {
+            .pdn = cpu_to_le32(pdn),
+            .depth = cpu_to_le32(8),
+            .stride_log = 6,
+            .flags = PIB_SRQ_F_XRC,
+            .uar = cpu_to_le32(DP_UAR),
+            .npages = cpu_to_le32(1),
+            .pbl_addr = cpu_to_le64(dp_pbl(d, ring, 1)),
+            .xrcd = cpu_to_le32(xrcd),
+            .cqn = cpu_to_le32(cqn),
+        },
+    };
+    struct pib_admin_cqe acqe;
+    uint8_t status = pib_cmd(d, &cmd, &acqe);
+
+    *srqn = le32_to_cpu(acqe.result0);
+    return status;
+}
+
+/* CREATE_QP of an XRC target; with pdn set (which it must not have), refused. */
+static uint8_t xrc_tgt(PibDev *d, uint32_t xrcd, uint32_t pdn, uint32_t *qpn)
+{
+    struct pib_qp_create c = {
+        .pdn = cpu_to_le32(pdn),
+        .type = PIB_QPT_XRC_TGT,
+        .flags = PIB_QPC_F_NO_RQ,
+        .srqn = cpu_to_le32(PIB_SRQN_NONE),
+        .xrcd = cpu_to_le32(xrcd),
+    };
+    uint64_t mbox = dp_alloc(d, sizeof(c));
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_CREATE_QP,
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(c)) },
+    };
+    struct pib_admin_cqe acqe;
+    uint8_t status;
+
+    qtest_memwrite(qts(d), mbox, &c, sizeof(c));
+    status = pib_cmd(d, &cmd, &acqe);
+    *qpn = le32_to_cpu(acqe.result0);
+    return status;
+}
+
+static void test_dp_xrc(void)
+{
+    struct pib_qp_attr a;
+    struct pib_recv_wqe rw = { .wr_id = cpu_to_le64(0x51), .num_sge = 1 };
+    struct pib_sge sge[1];
+    struct pib_cqe cqe;
+    uint64_t cnt[PIB_CNT_MAX], malformed, ring_a, ring_b, buf;
+    uint32_t pdn, key, xa, xb, sa, sb, tgt, bad;
+    uint8_t ext[20], got[8];
+    TestCq cq;
+    TestQp rc;
+    WirePkt w;
+    PibDev d;
+    PeerLink l;
+    int fd;
+
+    peer_boot(&l, 1);
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+
+    pdn = dp_create_pd(&d);
+    buf = dp_alloc(&d, 16384);
+    key = dp_reg_mr(&d, pdn, DP_ALL_ACCESS, buf, 16384);
+    dp_create_cq(&d, 64, &cq);
+    xa = xrc_alloc(&d);
+    xb = xrc_alloc(&d);
+    g_assert_cmpuint(xa, !=, xb);
+    ring_a = dp_alloc(&d, 4096);
+    ring_b = dp_alloc(&d, 4096);
+
+    /* An XRC SRQ needs a domain and a CQ that exist; a plain one has neither. */
+    g_assert_cmpuint(xrc_srq(&d, pdn, 999, cq.cqn, ring_a, &sa), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(xrc_srq(&d, pdn, xa, 999, ring_a, &sa), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(xrc_srq(&d, pdn, xa, cq.cqn, ring_a, &sa), ==, PIB_AQ_OK);
+    g_assert_cmpuint(xrc_srq(&d, pdn, xb, cq.cqn, ring_b, &sb), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_XRCD, xa), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_CQ, cq.cqn), ==, PIB_AQ_BUSY);
+    /* No QP is made on an XRC SRQ; a target has its domain and nothing else. */
+    g_assert_cmpuint(dp_create_qp_ex(&d, PIB_QPT_RC, pdn, &cq, &cq, 16, 0, DP_UAR,
+                                     sa, &rc), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(xrc_tgt(&d, 999, 0, &tgt), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(xrc_tgt(&d, xa, pdn, &tgt), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(xrc_tgt(&d, xa, 0, &tgt), ==, PIB_AQ_OK);
+
+    /* The target to RTS with the IBTA's attributes for it (no retries). */
+    wp_qp_rtr(&d, tgt, PIB_ACCESS_REMOTE_WRITE, 0);
+    a = (struct pib_qp_attr) {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
+                                 PIB_QP_RETRY_CNT),
+        .qp_state = PIB_QPS_RTS,
+        .timeout = 14,
+        .retry_cnt = 7,
+    };
+    g_assert_cmpuint(dp_modify(&d, tgt, &a), !=, PIB_AQ_OK);
+    a.attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT);
+    g_assert_cmpuint(dp_modify(&d, tgt, &a), ==, PIB_AQ_OK);
+    wp_dqpn = tgt;
+
+    /* A SEND naming SRQ A: its WQE, its CQ; the CQE names the SRQ too. */
+    sge[0] = dp_sge(buf + 8192, 64, key);
+    qtest_memwrite(qts(&d), ring_a, &rw, sizeof(rw));
+    qtest_memwrite(qts(&d), ring_a + 16, sge, sizeof(sge));
+    dp_doorbell(&d, DP_UAR, PIB_UAR_SRQ_DB, sa, 1);
+    stl_be_p(ext, sa);
+    wp_send(fd, PIB_OP_XRC(PIB_OP_RC_SEND_ONLY), 100, true, ext, 4, "hello", 5);
+    wp_expect(fd, &w, PIB_OP_XRC(PIB_OP_RC_ACKNOWLEDGE), 100);
+    g_assert_cmphex(w.syndrome & PIB_AETH_TYPE_MASK, ==, PIB_AETH_ACK);
+    dp_expect(&d, &cq, 0x51, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.qpn) & PIB_QPN_MASK, ==, tgt);
+    g_assert_true(cqe.flags & PIB_CQE_F_XRC);
+    g_assert_cmpuint(le32_to_cpu(cqe.src_qp), ==, sa);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5);
+    qtest_memread(qts(&d), buf + 8192, got, 5);
+    g_assert_cmpmem(got, 5, "hello", 5);
+
+    /* An RDMA WRITE: XRCETH, then RETH; the key is checked against A's PD. */
+    stl_be_p(ext, sa);
+    stq_be_p(ext + 4, buf + 4096);
+    stl_be_p(ext + 12, key);
+    stl_be_p(ext + 16, 8);
+    wp_send(fd, PIB_OP_XRC(PIB_OP_RC_RDMA_WRITE_ONLY), 101, true, ext, 20,
+            "written!", 8);
+    wp_expect(fd, &w, PIB_OP_XRC(PIB_OP_RC_ACKNOWLEDGE), 101);
+    g_assert_cmphex(w.syndrome & PIB_AETH_TYPE_MASK, ==, PIB_AETH_ACK);
+    qtest_memread(qts(&d), buf + 4096, got, 8);
+    g_assert_cmpmem(got, 8, "written!", 8);
+
+    /* Too short for its XRCETH: malformed, dropped without a word. */
+    dp_counters(&d, cnt);
+    malformed = cnt[PIB_CNT_RX_DROP_MALFORMED];
+    wp_send(fd, PIB_OP_XRC(PIB_OP_RC_SEND_ONLY), 102, true, NULL, 0, NULL, 0);
+    wp_expect_nothing(fd);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_MALFORMED], ==, malformed + 1);
+
+    /* The other domain's SRQ (and no SRQ at all) is not the target's to use. */
+    bad = sb;
+    stl_be_p(ext, bad);
+    wp_send(fd, PIB_OP_XRC(PIB_OP_RC_SEND_ONLY), 102, true, ext, 4, "nope", 4);
+    wp_expect(fd, &w, PIB_OP_XRC(PIB_OP_RC_ACKNOWLEDGE), 102);
+    g_assert_cmphex(w.syndrome, ==, PIB_AETH_NAK | PIB_NAK_INVALID_RD_REQ);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_XRC_SRQ], ==, 1);
+    g_assert_true(dp_aeq_find(&d, PIB_AE_QP_REQ_ERR, tgt));
+    g_assert_cmpuint(dp_query_qp(&d, tgt).qp_state, ==, PIB_QPS_ERR);
+    dp_expect_none(&d, &cq);
+
+    /* Objects go in order: QP, SRQs, then the domains and the CQ are free. */
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_QP, tgt), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_SRQ, sa), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_SRQ, sb), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_XRCD, xa), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_XRCD, xb), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_XRCD, xb), ==,
+                     PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_CQ, cq.cqn), ==, PIB_AQ_OK);
+
+    /* None of this was the guest's doing. */
+    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+    close(fd);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 static void test_dp_wire(void)
 {
     struct pib_qp_attr a;
@@ -2376,29 +2572,7 @@ static void test_dp_wire(void)
 
     dp_end(&d, &x, PIB_QPT_RC, 16384);
     wp_dqpn = x.qp.qpn;
-    a = (struct pib_qp_attr) {
-        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_PKEY_INDEX |
-                                 PIB_QP_PORT | PIB_QP_ACCESS_FLAGS),
-        .qp_state = PIB_QPS_INIT,
-        .port_num = 1,
-        .qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_READ |
-                                       PIB_ACCESS_REMOTE_ATOMIC),
-    };
-    g_assert_cmpuint(dp_modify(&d, x.qp.qpn, &a), ==, PIB_AQ_OK);
-    a = (struct pib_qp_attr) {
-        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_AV | PIB_QP_PATH_MTU |
-                                 PIB_QP_DEST_QPN | PIB_QP_RQ_PSN |
-                                 PIB_QP_MAX_DEST_RD_ATOMIC |
-                                 PIB_QP_MIN_RNR_TIMER),
-        .qp_state = PIB_QPS_RTR,
-        .path_mtu = WP_MTU_256,
-        .dlid = cpu_to_le16(WP_LID),
-        .dest_qp_num = cpu_to_le32(WP_QPN),
-        .rq_psn = cpu_to_le32(100),
-        .max_dest_rd_atomic = 4,
-        .min_rnr_timer = 3,
-    };
-    g_assert_cmpuint(dp_modify(&d, x.qp.qpn, &a), ==, PIB_AQ_OK);
+    wp_qp_rtr(&d, x.qp.qpn, PIB_ACCESS_REMOTE_READ | PIB_ACCESS_REMOTE_ATOMIC, 4);
     a = (struct pib_qp_attr) {
         .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN |
                                  PIB_QP_TIMEOUT | PIB_QP_RETRY_CNT |
@@ -2899,6 +3073,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);
     qtest_add_func("/pib/data/frwr", test_dp_frwr);
     qtest_add_func("/pib/data/wire", test_dp_wire);
+    qtest_add_func("/pib/data/xrc", test_dp_xrc);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
 
     return g_test_run();

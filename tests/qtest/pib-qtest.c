@@ -1081,6 +1081,37 @@ void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
     peer_write(fd, frame, 4 + len);
 }
 
+/*
+ * The device's QP qpn to INIT (with the remote access rights access), then RTR
+ * aimed at the wire peer: WP_LID, WP_QPN, MTU 256, the first PSN expected 100.
+ */
+void wp_qp_rtr(PibDev *d, uint32_t qpn, uint32_t access, uint8_t max_dest_rd_atomic)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_PKEY_INDEX |
+                                 PIB_QP_PORT | PIB_QP_ACCESS_FLAGS),
+        .qp_state = PIB_QPS_INIT,
+        .port_num = 1,
+        .qp_access_flags = cpu_to_le32(access),
+    };
+
+    g_assert_cmpuint(dp_modify(d, qpn, &a), ==, PIB_AQ_OK);
+    a = (struct pib_qp_attr) {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_AV | PIB_QP_PATH_MTU |
+                                 PIB_QP_DEST_QPN | PIB_QP_RQ_PSN |
+                                 PIB_QP_MAX_DEST_RD_ATOMIC |
+                                 PIB_QP_MIN_RNR_TIMER),
+        .qp_state = PIB_QPS_RTR,
+        .path_mtu = WP_MTU_256,
+        .dlid = cpu_to_le16(WP_LID),
+        .dest_qp_num = cpu_to_le32(WP_QPN),
+        .rq_psn = cpu_to_le32(100),
+        .max_dest_rd_atomic = max_dest_rd_atomic,
+        .min_rnr_timer = 3,
+    };
+    g_assert_cmpuint(dp_modify(d, qpn, &a), ==, PIB_AQ_OK);
+}
+
 /* Wait for the next packet from the device, parse what we need of it. */
 bool wp_recv(int fd, WirePkt *w, int timeout_ms)
 {
@@ -1088,7 +1119,7 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     struct pib_link_hdr hdr;
     uint8_t b[4352];
     uint32_t len, off;
-    uint8_t pad;
+    uint8_t pad, op;
 
     if (poll(&pfd, 1, timeout_ms) != 1) {
         return false;
@@ -1109,7 +1140,18 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     w->psn = ldl_be_p(b + 16) & PIB_PSN_MASK;
     w->ackreq = ldl_be_p(b + 16) & PIB_BTH_ACKREQ;
     off = 20;
-    switch (w->opcode) {
+    /* XRC's operations are RC's; its requests carry an XRCETH first. */
+    op = w->opcode;
+    if ((op & ~PIB_OP_OPERATION_MASK) == PIB_OP_TRANSPORT_XRC) {
+        op &= PIB_OP_OPERATION_MASK;
+        if (op < PIB_OP_RC_RDMA_READ_RESP_FIRST ||
+            op > PIB_OP_RC_ATOMIC_ACKNOWLEDGE) {
+            g_assert_cmpuint(off + 4, <=, len);
+            w->xrc_srqn = ldl_be_p(b + off) & PIB_QPN_MASK;
+            off += 4;
+        }
+    }
+    switch (op) {
     case PIB_OP_RC_RDMA_READ_REQUEST:
     case PIB_OP_RC_RDMA_WRITE_FIRST:
     case PIB_OP_RC_RDMA_WRITE_ONLY:
@@ -1126,7 +1168,7 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     default:
         break;
     }
-    switch (w->opcode) {
+    switch (op) {
     case PIB_OP_RC_ACKNOWLEDGE:
     case PIB_OP_RC_ATOMIC_ACKNOWLEDGE:
     case PIB_OP_RC_RDMA_READ_RESP_FIRST:
@@ -1139,7 +1181,7 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     default:
         break;
     }
-    if (w->opcode == PIB_OP_RC_ATOMIC_ACKNOWLEDGE) {
+    if (op == PIB_OP_RC_ATOMIC_ACKNOWLEDGE) {
         w->orig = ldq_be_p(b + off);
         off += 8;
     }

@@ -297,6 +297,7 @@ typedef struct WirePkt {
     uint64_t orig;          /* AtomicAckETH */
     uint64_t va;            /* RETH */
     uint32_t rkey, dmalen;
+    uint32_t xrc_srqn;      /* XRCETH (XRC requests) */
     uint8_t payload[4096];
     uint32_t paylen;
 } WirePkt;
@@ -306,6 +307,7 @@ extern uint32_t wp_dqpn;                /* the device's QP the peer talks to */
 void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
              const void *ext, uint32_t ext_len, const void *payload,
              uint32_t paylen);
+void wp_qp_rtr(PibDev *d, uint32_t qpn, uint32_t access, uint8_t max_dest_rd_atomic);
 bool wp_recv(int fd, WirePkt *w, int timeout_ms);
 /* The next packet is this opcode and PSN (within TIMEOUT_US). */
 void wp_expect(int fd, WirePkt *w, uint8_t opcode, uint32_t psn);
