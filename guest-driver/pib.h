@@ -97,6 +97,11 @@ struct pib_pd {
 	u32 pdn;
 };
 
+struct pib_xrcd {
+	struct ib_xrcd ibxrcd;
+	u32 xrcdn;
+};
+
 /*
  * Memory the device reads or writes for a kernel object: one DMA-coherent, page-aligned,
  * physically contiguous allocation.
@@ -262,6 +267,11 @@ static inline struct pib_pd *to_ppd(struct ib_pd *ibpd)
 	return container_of(ibpd, struct pib_pd, ibpd);
 }
 
+static inline struct pib_xrcd *to_pxrcd(struct ib_xrcd *ibxrcd)
+{
+	return container_of(ibxrcd, struct pib_xrcd, ibxrcd);
+}
+
 static inline struct pib_user_mmap_entry *to_pmmap(struct rdma_user_mmap_entry *rdma_entry)
 {
 	return container_of(rdma_entry, struct pib_user_mmap_entry, rdma_entry);
@@ -333,6 +343,8 @@ void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int pib_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int pib_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 
 int pib_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init_attr,
 		  struct ib_udata *udata);

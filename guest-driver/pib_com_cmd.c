@@ -159,6 +159,19 @@ int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn)
 	return pib_cmd_obj(com, PIB_CMD_DESTROY_PD, pdn);
 }
 
+int pib_cmd_alloc_xrcd(struct pib_com_dev *com, u32 *xrcd)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_XRCD };
+
+	return pib_cmd_create(com, &cmd, xrcd);
+}
+
+/* BUSY (-EBUSY) while an XRC SRQ or XRC target QP is in the domain. */
+int pib_cmd_dealloc_xrcd(struct pib_com_dev *com, u32 xrcd)
+{
+	return pib_cmd_obj(com, PIB_CMD_DEALLOC_XRCD, xrcd);
+}
+
 /* A command that creates an MR, which gets an lkey (result0) and an rkey (result1). */
 static int pib_cmd_create_mr(struct pib_com_dev *com, const struct pib_admin_cmd *cmd,
 			     u32 *lkey, u32 *rkey)

@@ -30,6 +30,8 @@ int pib_cmd_set_node_desc(struct pib_com_dev *com, const u8 desc[PIB_SMP_DATA_SI
 /* Data-path objects (docs/hardware.md, "Data path"). */
 int pib_cmd_create_pd(struct pib_com_dev *com, u32 *pdn);
 int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn);
+int pib_cmd_alloc_xrcd(struct pib_com_dev *com, u32 *xrcd);
+int pib_cmd_dealloc_xrcd(struct pib_com_dev *com, u32 xrcd);
 int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
 		   u32 *lkey, u32 *rkey);
 int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey,

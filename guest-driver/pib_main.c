@@ -86,6 +86,13 @@ static const struct ib_device_ops pib_srq_ops = {               /* PIB_DEV_CAP_S
 	INIT_RDMA_OBJ_SIZE(ib_srq, pib_srq, ibsrq),
 };
 
+static const struct ib_device_ops pib_xrc_ops = {               /* PIB_DEV_CAP_XRC, SRQ */
+	.alloc_xrcd = pib_alloc_xrcd,
+	.dealloc_xrcd = pib_dealloc_xrcd,
+
+	INIT_RDMA_OBJ_SIZE(ib_xrcd, pib_xrcd, ibxrcd),
+};
+
 static const struct ib_device_ops pib_resize_ops = {            /* PIB_DEV_CAP_RESIZE */
 	.resize_cq = pib_resize_cq,
 };
@@ -463,6 +470,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 	ib_set_device_ops(ibdev, &pib_dev_ops);
 	if (dev->max_srq)
 		ib_set_device_ops(ibdev, &pib_srq_ops);
+	if ((dev->attr.device_cap_flags & PIB_DEV_CAP_XRC) && dev->max_srq)
+		ib_set_device_ops(ibdev, &pib_xrc_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_MEM_WINDOW)
 		ib_set_device_ops(ibdev, &pib_mw_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE)

@@ -13,6 +13,13 @@
  * A QP created on an SRQ has no RQ: its receives come from the SRQ (pib_srq.c), and each of
  * its receive completions retires one SRQ slot instead.
  *
+ * XRC (user space only, as in every HCA driver: the kernel's work requests cannot name a
+ * remote SRQ): an XRC_INI QP is a user QP with an SQ and no receive side at all; an XRC_TGT
+ * QP has no rings, no PD and no CQ, only its XRC domain.  ib_core creates the target without
+ * udata, as its own object that processes share (ib_open_qp); its receive completions land on
+ * the CQs of user XRC SRQs, so nothing of it is the kernel's to scrub or reset: it counts as
+ * a user QP.
+ *
  * The device checks every QP state transition itself, but the driver checks it too, with
  * ib_modify_qp_is_ok(), so that a transition IB does not allow fails before a command is sent.
  */
@@ -86,6 +93,13 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
 	case IB_QPT_UD:
 		supported = caps & PIB_DEV_CAP_UD;
 		break;
+	case IB_QPT_XRC_INI:
+		supported = (caps & PIB_DEV_CAP_XRC) && dev->max_srq && user;
+		break;
+	case IB_QPT_XRC_TGT:
+		/* ib_core makes it without udata, however user space asked for it. */
+		supported = (caps & PIB_DEV_CAP_XRC) && dev->max_srq;
+		break;
 	case IB_QPT_SMI:
 	case IB_QPT_GSI:
 		/*
@@ -103,9 +117,16 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
 	    (attr->srq && (!dev->max_srq || attr->srq->srq_type != IB_SRQT_BASIC)))
 		return -EOPNOTSUPP;
 
+	/* An XRC target has its domain and nothing else. */
+	if (attr->qp_type == IB_QPT_XRC_TGT)
+		return attr->xrcd && !attr->send_cq && !attr->recv_cq && !attr->srq ? 0 : -EINVAL;
+	/* An XRC initiator only sends: no receive CQ, no SRQ. */
+	if (attr->qp_type == IB_QPT_XRC_INI && (attr->recv_cq || attr->srq))
+		return -EINVAL;
 	/* A kernel QP with a user CQ or SRQ, or the reverse, could never be served. */
-	if (!attr->send_cq || !attr->recv_cq ||
-	    to_pcq(attr->send_cq)->user != user || to_pcq(attr->recv_cq)->user != user ||
+	if (!attr->send_cq || to_pcq(attr->send_cq)->user != user ||
+	    (attr->qp_type != IB_QPT_XRC_INI &&
+	     (!attr->recv_cq || to_pcq(attr->recv_cq)->user != user)) ||
 	    (attr->srq && to_psrq(attr->srq)->user != user))
 		return -EINVAL;
 	if (attr->sq_sig_type != IB_SIGNAL_ALL_WR && attr->sq_sig_type != IB_SIGNAL_REQ_WR)
@@ -114,7 +135,7 @@ static int pib_qp_check_attr(struct pib_dev *dev, const struct ib_qp_init_attr *
 	    cap->max_inline_data > dev->max_inline)
 		return -EINVAL;
 	/* With an SRQ the receive capabilities are the SRQ's; IB ignores these. */
-	if (!attr->srq && (cap->max_recv_wr > dev->max_qp_wr || cap->max_recv_sge > dev->max_sge))
+	if (!attr->srq && attr->qp_type != IB_QPT_XRC_INI && (cap->max_recv_wr > dev->max_qp_wr || cap->max_recv_sge > dev->max_sge))
 		return -EINVAL;
 	return 0;
 }
@@ -151,10 +172,10 @@ static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *at
 		return -EINVAL;
 	}
 	/*
-	 * A QP on an SRQ has no RQ: no ring at all (the stride is still one the device takes).
-	 * Any other QP has its own.
+	 * A QP on an SRQ, or an XRC initiator, has no RQ: no ring at all (the stride is still
+	 * one the device takes).  Any other QP has its own.
 	 */
-	if (attr->srq ?
+	if (attr->srq || attr->qp_type == IB_QPT_XRC_INI ?
 	    req->rq_depth || req->rq_buf_addr || req->rq_buf_size ||
 	    req->rq_stride_log < PIB_RQ_STRIDE_LOG_MIN || req->rq_stride_log > PIB_STRIDE_LOG_MAX :
 	    !pib_wq_req_ok(dev->max_qp_wr, req->rq_depth, req->rq_stride_log,
@@ -233,6 +254,40 @@ static int pib_qp_init_kernel(struct pib_dev *dev, struct pib_qp *qp,
 	return err;
 }
 
+/* An XRC target: CREATE_QP with its domain only (include/pib_hw.h). */
+static int pib_create_xrc_tgt(struct pib_dev *dev, struct pib_qp *qp,
+			      const struct ib_qp_init_attr *init_attr)
+{
+	struct pib_qp_create in = {
+		.type = PIB_QPT_XRC_TGT,
+		.flags = PIB_QPC_F_NO_RQ,
+		.sq_stride_log = PIB_SQ_STRIDE_LOG_MIN,
+		.rq_stride_log = PIB_RQ_STRIDE_LOG_MIN,
+		.srqn = PIB_SRQN_NONE,
+		.xrcd = to_pxrcd(init_attr->xrcd)->xrcdn,
+	};
+	u32 qpn;
+	int err;
+
+	err = pib_cmd_create_qp(&dev->com, &in, &qpn);
+	if (err)
+		return err;
+	qp->ibqp.qp_num = qpn;
+	if (qpn < 2 || qpn >= IB_MULTICAST_QPN) {
+		ibdev_err(&dev->ibdev, "CREATE_QP returned QPN %#x\n", qpn);
+		err = -EIO;
+		goto err_destroy;
+	}
+	err = xa_insert(&dev->qps, qpn, qp, GFP_KERNEL);
+	if (err)
+		goto err_destroy;
+	return 0;
+
+err_destroy:
+	pib_destroy_status(dev, "QP", qpn, pib_cmd_destroy_qp(&dev->com, qpn));
+	return err;
+}
+
 int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 		  struct ib_udata *udata)
 {
@@ -254,6 +309,13 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	mutex_init(&qp->state_lock);
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_type = init_attr->sq_sig_type;
+	if (init_attr->qp_type == IB_QPT_XRC_TGT) {
+		qp->user = true;        /* nothing of it is the kernel's (above) */
+		err = pib_create_xrc_tgt(dev, qp, init_attr);
+		if (err)
+			mutex_destroy(&qp->state_lock);
+		return err;
+	}
 	spin_lock_init(&qp->sq.lock);
 	spin_lock_init(&qp->rq.lock);
 	/* Without an RQ the stride is still one the device accepts; the depth stays 0. */
@@ -276,12 +338,14 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	in.sq_stride_log = qp->sq.stride_log;
 	in.rq_stride_log = qp->rq.stride_log;
 	in.send_cqn = to_pcq(init_attr->send_cq)->cqn;
-	in.recv_cqn = to_pcq(init_attr->recv_cq)->cqn;
+	in.recv_cqn = init_attr->recv_cq ? to_pcq(init_attr->recv_cq)->cqn : 0;
 	in.srqn = PIB_SRQN_NONE;
 	if (init_attr->srq) {
 		in.flags |= PIB_QPC_F_NO_RQ;
 		in.srqn = to_psrq(init_attr->srq)->srqn;
 	}
+	if (init_attr->qp_type == IB_QPT_XRC_INI)
+		in.flags |= PIB_QPC_F_NO_RQ;
 	in.sq_depth = qp->sq.depth;
 	in.rq_depth = qp->rq.depth;
 	in.max_inline = qp->max_inline;

@@ -24,6 +24,11 @@
  * that the provider allocated and copied its WQEs not yet completed into, each at its index;
  * the device switches rings (MODIFY_SRQ's MAX_WR, include/pib_hw.h), and the old ring is
  * unpinned once it did.  A kernel SRQ is posted to under a spinlock: no resize there.
+ *
+ * XRC SRQs (IB_SRQT_XRC, user space only): an SRQ in an XRC domain with a CQ of its own,
+ * which no QP is created on.  XRC target QPs of the domain take its WQEs for the requests
+ * that name its number (srq_num, the SRQN) and complete them on its CQ.  The provider posts
+ * to it as to any SRQ.  No kernel consumer uses XRC, so a kernel XRC SRQ is refused.
  */
 #include <linux/log2.h>
 
@@ -112,9 +117,15 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 	struct pib_pbl pbl = {};
 	int err;
 
-	/* No XRC or tag-matching SRQs. */
-	if (init_attr->srq_type != IB_SRQT_BASIC || !dev->max_srq)
+	/* No tag-matching SRQs; XRC SRQs only in user space, on a user CQ. */
+	if (!dev->max_srq ||
+	    (init_attr->srq_type != IB_SRQT_BASIC && init_attr->srq_type != IB_SRQT_XRC) ||
+	    (init_attr->srq_type == IB_SRQT_XRC &&
+	     (!(dev->attr.device_cap_flags & PIB_DEV_CAP_XRC) || !udata)))
 		return -EOPNOTSUPP;
+	if (init_attr->srq_type == IB_SRQT_XRC &&
+	    (!init_attr->ext.xrc.xrcd || !init_attr->ext.cq || !to_pcq(init_attr->ext.cq)->user))
+		return -EINVAL;
 	if (attr->max_wr > dev->max_srq_wr || attr->max_sge > dev->max_srq_sge) {
 		ibdev_dbg(&dev->ibdev, "create_srq: %u WRs / %u SGEs exceed %u / %u\n",
 			  attr->max_wr, attr->max_sge, dev->max_srq_wr, dev->max_srq_sge);
@@ -150,6 +161,11 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 	in.limit = attr->srq_limit;
 	in.npages = pbl.npages;
 	in.pbl_addr = pbl.dma;
+	if (init_attr->srq_type == IB_SRQT_XRC) {
+		in.flags = PIB_SRQ_F_XRC;
+		in.xrcd = to_pxrcd(init_attr->ext.xrc.xrcd)->xrcdn;
+		in.cqn = to_pcq(init_attr->ext.cq)->cqn;
+	}
 	err = pib_cmd_create_srq(&dev->com, &in, &srq->srqn);
 	pib_pbl_free(dev, &pbl);
 	if (err)
@@ -170,6 +186,9 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 		goto err_destroy;
 	}
 
+	/* The number XRC initiators name in their requests (uverbs returns it). */
+	if (init_attr->srq_type == IB_SRQT_XRC)
+		ibsrq->ext.xrc.srq_num = srq->srqn;
 	if (udata) {
 		resp.srqn = srq->srqn;
 		err = ib_copy_to_udata(udata, &resp, min(sizeof(resp), udata->outlen));

@@ -127,6 +127,9 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	if (a->device_cap_flags & PIB_DEV_CAP_ATOMIC_WRITE)
 		props->device_cap_flags |= IB_DEVICE_ATOMIC_WRITE;
 #endif
+	/* XRC domains, XRC SRQs and XRC initiator and target QPs (user space's). */
+	if ((a->device_cap_flags & PIB_DEV_CAP_XRC) && dev->max_srq)
+		props->device_cap_flags |= IB_DEVICE_XRC;
 	/* User SRQs (and CQs) move to a bigger or smaller ring, nothing lost (RESIZE). */
 	if ((a->device_cap_flags & PIB_DEV_CAP_RESIZE) && dev->max_srq)
 		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
@@ -585,6 +588,31 @@ int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	u32 pdn = to_ppd(ibpd)->pdn;
 
 	return pib_destroy_status(dev, "PD", pdn, pib_cmd_destroy_pd(&dev->com, pdn));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * XRC domains (IBTA 9.8): numbered by the device, which lets an XRC target QP take receive
+ * WQEs only from the XRC SRQs of its own domain.  ib_core shares one domain among the
+ * processes that open it through the same file (ibv_open_xrcd); the driver sees it once.
+ * ------------------------------------------------------------------------------------------ */
+
+int pib_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibxrcd->device);
+
+	if (!pib_udata_in_cleared(udata)) {
+		ibdev_dbg(&dev->ibdev, "alloc_xrcd: unknown request bytes\n");
+		return -EINVAL;
+	}
+	return pib_cmd_alloc_xrcd(&dev->com, &to_pxrcd(ibxrcd)->xrcdn);
+}
+
+int pib_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct pib_dev *dev = to_pdev(ibxrcd->device);
+	u32 xrcdn = to_pxrcd(ibxrcd)->xrcdn;
+
+	return pib_destroy_status(dev, "XRCD", xrcdn, pib_cmd_dealloc_xrcd(&dev->com, xrcdn));
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -390,6 +390,9 @@ static void pib_cqe_to_wc(const struct pib_cqe *cqe, struct ibv_wc *wc)
 	}
 	if (flags & PIB_CQE_F_GRH)
 		wc->wc_flags |= IBV_WC_GRH;
+	/* An XRC receive: src_qp held the SRQ's number (poll_cq's business). */
+	if (flags & PIB_CQE_F_XRC)
+		wc->src_qp = 0;
 	/* A datagram's receive: the P_Key index it matched, the DLID path bits (0 otherwise). */
 	if (cqe->opcode & PIB_CQE_RECV) {
 		wc->pkey_index = le32toh(cqe->qpn) >> PIB_CQE_PKEY_INDEX_SHIFT;

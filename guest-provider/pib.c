@@ -30,8 +30,8 @@ static const struct verbs_match_ent pib_table[] = {
 };
 
 /*
- * Alphabetical.  libibverbs answers every op left unset here (XRC, the
- * extended SRQ interface, ...) with EOPNOTSUPP.
+ * Alphabetical.  libibverbs answers every op left unset here (tag matching,
+ * on-demand paging, ...) with EOPNOTSUPP.
  */
 static const struct verbs_context_ops pib_ctx_ops = {
 	.alloc_mw = pib_alloc_mw,
@@ -40,12 +40,14 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.alloc_td = pib_alloc_td,
 	.attach_mcast = pib_attach_mcast,
 	.bind_mw = pib_bind_mw,
+	.close_xrcd = pib_close_xrcd,
 	.create_ah = pib_create_ah,
 	.create_cq = pib_create_cq,
 	.create_cq_ex = pib_create_cq_ex,
 	.create_qp = pib_create_qp,
 	.create_qp_ex = pib_create_qp_ex,
 	.create_srq = pib_create_srq,
+	.create_srq_ex = pib_create_srq_ex,
 	.dealloc_mw = pib_dealloc_mw,
 	.dealloc_pd = pib_dealloc_pd,
 	.dealloc_td = pib_dealloc_td,
@@ -56,8 +58,11 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.destroy_srq = pib_destroy_srq,
 	.detach_mcast = pib_detach_mcast,
 	.free_context = pib_free_context,
+	.get_srq_num = pib_get_srq_num,
 	.modify_qp = pib_modify_qp,
 	.modify_srq = pib_modify_srq,
+	.open_qp = pib_open_qp,
+	.open_xrcd = pib_open_xrcd,
 	.poll_cq = pib_poll_cq,
 	.post_recv = pib_post_recv,
 	.post_send = pib_post_send,
@@ -125,6 +130,11 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 	err = pib_qp_table_init(ctx, max_qp);
 	if (err)
 		goto err_unmap_uar;
+	err = pib_srq_table_init(ctx);
+	if (err) {
+		pib_qp_table_fini(ctx);
+		goto err_unmap_uar;
+	}
 
 	verbs_set_ops(&ctx->ibvctx, &pib_ctx_ops);
 
@@ -144,6 +154,7 @@ static void pib_free_context(struct ibv_context *ibvctx)
 {
 	struct pib_context *ctx = to_pib_context(ibvctx);
 
+	pib_srq_table_fini(ctx);
 	pib_qp_table_fini(ctx);
 	munmap(ctx->uar, ctx->uar_size);
 	verbs_uninit_context(&ctx->ibvctx);

@@ -45,6 +45,9 @@ DECLARE_DRV_CMD(pib_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 /* CREATE_SRQ: the SRQ ring; srq_limit travels in the core command. */
 DECLARE_DRV_CMD(pib_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		pib_ibv_create_srq, pib_ibv_create_srq_resp);
+/* CREATE_XSRQ: an XRC SRQ's ring, the same request (its domain and CQ are core fields). */
+DECLARE_DRV_CMD(pib_create_xsrq, IB_USER_VERBS_CMD_CREATE_XSRQ,
+		pib_ibv_create_srq, pib_ibv_create_srq_resp);
 /* Resizing: the new ring, and (CQ) the consumer index the device goes on from. */
 DECLARE_DRV_CMD(pib_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
 		pib_ibv_resize_cq, pib_ibv_resize_cq_resp);
@@ -81,6 +84,7 @@ struct pib_context {
 	uint32_t max_qp_wr;
 	uint32_t max_sge;
 	uint32_t max_cqe;
+	uint32_t max_srq;
 	uint32_t max_srq_wr;
 	uint32_t max_srq_sge;
 
@@ -94,6 +98,13 @@ struct pib_context {
 	pthread_spinlock_t qp_table_lock;
 	struct pib_qp **qp_table;
 	uint32_t qp_table_mask;
+
+	/*
+	 * SRQN -> XRC SRQ (max_srq + 1 entries, under qp_table_lock), for
+	 * poll_cq: an XRC target's receive CQE names the XRC SRQ whose slot it
+	 * frees (PIB_CQE_F_XRC), and the target QP may be another process's.
+	 */
+	struct pib_srq **xsrq_table;
 };
 
 /*
@@ -203,9 +214,9 @@ struct pib_wq {
  * as max_wr, since every slot can be posted.
  */
 struct pib_srq {
-	struct ibv_srq ibvsrq;
+	struct verbs_srq vsrq;		/* vsrq.srq_type IBV_SRQT_XRC: an XRC SRQ */
 	struct pib_wq wq;		/* receive WQEs, like an RQ */
-	uint32_t srqn;
+	uint32_t srqn;			/* an XRC SRQ's is its srq_num too */
 };
 
 struct pib_qp {
@@ -279,7 +290,7 @@ static inline struct pib_qp *to_pib_qp(struct ibv_qp *ibvqp)
 
 static inline struct pib_srq *to_pib_srq(struct ibv_srq *ibvsrq)
 {
-	return container_of(ibvsrq, struct pib_srq, ibvsrq);
+	return container_of(ibvsrq, struct pib_srq, vsrq.srq);
 }
 
 static inline struct pib_ah *to_pib_ah(struct ibv_ah *ibvah)

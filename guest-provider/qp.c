@@ -139,9 +139,22 @@ static void pib_rq_retire(struct pib_wq *rq)
 bool pib_qp_retire(struct pib_context *ctx, const struct pib_cqe *cqe)
 {
 	uint32_t qpn = le32toh(cqe->qpn) & PIB_DB_OBJ_MASK;
+	struct pib_srq *srq;
 	struct pib_qp *qp;
 
 	pthread_spin_lock(&ctx->qp_table_lock);
+	/*
+	 * An XRC target's receive: the XRC SRQ it names has a slot free.  The
+	 * completion is the SRQ's consumer's, whichever process the target QP
+	 * belongs to, even if the SRQ is gone by now.
+	 */
+	if (cqe->flags & PIB_CQE_F_XRC) {
+		srq = pib_xsrq_lookup(ctx, le32toh(cqe->src_qp) & PIB_DB_OBJ_MASK);
+		if (srq)
+			pib_srq_retire(srq);
+		pthread_spin_unlock(&ctx->qp_table_lock);
+		return true;
+	}
 	qp = pib_qp_table_lookup(ctx, qpn);
 	if (qp) {
 		/* Receive opcodes are PIB_CQE_RECV (0x80) and up. */
@@ -212,11 +225,12 @@ static void pib_qp_caps(struct pib_qp *qp, struct ibv_qp_cap *cap)
 }
 
 /*
- * What create_qp_ex takes: a PD, the extended send interface (ibv_qp_ex) for
- * the operations the QP type carries, no creation flags.
+ * What create_qp_ex takes: a PD (an XRC domain for an XRC_RECV QP), the
+ * extended send interface (ibv_qp_ex) for the operations the QP type carries,
+ * no creation flags.
  */
 #define PIB_QP_COMP_MASK	(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | \
-				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD)
 #define PIB_QP_EX_SEND_OPS						       \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |		       \
 	 IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |	       \
@@ -235,17 +249,79 @@ static int pib_check_qp_init_attr(const struct ibv_qp_init_attr_ex *attr)
 	case IBV_QPT_RC:
 	case IBV_QPT_UC:
 	case IBV_QPT_UD:
+	case IBV_QPT_XRC_SEND:
 		break;
+	case IBV_QPT_XRC_RECV:
+		/* Only its domain: no PD, CQ, SRQ or send operations. */
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+			return EINVAL;
+		return 0;
 	default:
 		return EOPNOTSUPP;
 	}
+	/*
+	 * An XRC initiator only sends: a receive CQ or SRQ it is given goes
+	 * unused, as libibverbs and the other providers have it.
+	 */
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
-	    !attr->send_cq || !attr->recv_cq)
+	    !attr->send_cq || (attr->qp_type != IBV_QPT_XRC_SEND && !attr->recv_cq))
 		return EINVAL;
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
 	    !pib_qp_ex_ops_allowed(attr->qp_type, attr->send_ops_flags))
 		return EOPNOTSUPP;
 	return 0;
+}
+
+/*
+ * An XRC_RECV (target) QP has no rings: the kernel makes it as an object of
+ * its own (it ignores the driver request) that other processes may open.  Its
+ * completions name the XRC SRQ, so it needs no place in the QPN table.  Made
+ * or opened, it is a struct pib_qp with nothing in it (pib_qp_ringless: the
+ * result, or the error err, freeing qp).
+ */
+static struct ibv_qp *pib_qp_ringless(struct pib_qp *qp, int err)
+{
+	if (err) {
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	return &qp->vqp.qp;
+}
+
+static struct ibv_qp *pib_create_xrc_recv(struct ibv_context *ibvctx,
+					  struct ibv_qp_init_attr_ex *attr)
+{
+	struct pib_context *ctx = to_pib_context(ibvctx);
+	struct pib_create_qp_resp resp = {};
+	struct pib_create_qp cmd = {};
+	struct pib_qp *qp = calloc(1, sizeof(*qp));
+	int err;
+
+	if (!qp)
+		return pib_qp_ringless(qp, ENOMEM);
+	attr->cap = (struct ibv_qp_cap){};
+	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, attr, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (err)
+		verbs_err(&ctx->ibvctx, "Failed to create XRC target QP: %d\n", err);
+	return pib_qp_ringless(qp, err);
+}
+
+/* ibv_open_qp: another process's XRC target QP, by number, in a shared domain. */
+struct ibv_qp *pib_open_qp(struct ibv_context *ibvctx,
+			   struct ibv_qp_open_attr *attr)
+{
+	struct ib_uverbs_create_qp_resp resp;
+	struct ibv_open_qp cmd;
+	struct pib_qp *qp = calloc(1, sizeof(*qp));
+
+	if (!qp)
+		return pib_qp_ringless(qp, ENOMEM);
+	return pib_qp_ringless(qp, ibv_cmd_open_qp(ibvctx, &qp->vqp, sizeof(qp->vqp),
+						   attr, &cmd, sizeof(cmd), &resp,
+						   sizeof(resp)));
 }
 
 struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
@@ -264,6 +340,8 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 		errno = err;
 		return NULL;
 	}
+	if (attr->qp_type == IBV_QPT_XRC_RECV)
+		return pib_create_xrc_recv(ibvctx, attr);
 
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
@@ -271,7 +349,8 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 		return NULL;
 	}
 
-	err = pib_qp_size(ctx, &want, !attr->srq, qp);
+	err = pib_qp_size(ctx, &want,
+			  !attr->srq && attr->qp_type != IBV_QPT_XRC_SEND, qp);
 	if (err)
 		goto err_free_qp;
 	err = pib_wq_init(&qp->sq, attr->pd, PIB_RES_TYPE_SQ);
@@ -296,6 +375,10 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 	 */
 	kattr = *attr;
 	kattr.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	if (attr->qp_type == IBV_QPT_XRC_SEND) {
+		kattr.recv_cq = NULL;
+		kattr.srq = NULL;
+	}
 	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &kattr, &cmd.ibv_cmd,
 				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err) {
@@ -323,7 +406,7 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 		goto err_destroy_qp;
 	}
 	qp->sq_sig_all = attr->sq_sig_all;
-	qp->srq = attr->srq ? to_pib_srq(attr->srq) : NULL;
+	qp->srq = kattr.srq ? to_pib_srq(kattr.srq) : NULL;
 	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 		pib_qp_ex_init(qp, attr->send_ops_flags);
 
@@ -432,19 +515,23 @@ int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 
 	if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
 		struct pib_qp *qp = to_pib_qp(ibvqp);
-		struct pib_cq *scq = to_pib_cq(ibvqp->send_cq);
-		struct pib_cq *rcq = to_pib_cq(ibvqp->recv_cq);
+		struct pib_cq *scq = ibvqp->send_cq ? to_pib_cq(ibvqp->send_cq) : NULL;
+		struct pib_cq *rcq = ibvqp->recv_cq ? to_pib_cq(ibvqp->recv_cq) : NULL;
 
 		/*
 		 * The work the reset threw away has no completions left to
 		 * poll: its CQEs still unread in the CQs (the flush CQEs of a
 		 * QP that was in ERR, typically) go, as on the HCAs whose
-		 * providers clean their CQs here.
+		 * providers clean their CQs here.  (An XRC target has no CQ:
+		 * a WQE it took from an XRC SRQ completes on the SRQ's CQ,
+		 * the SRQ consumer's completion.)
 		 */
-		pthread_spin_lock(&rcq->lock);
-		pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
-		pthread_spin_unlock(&rcq->lock);
-		if (scq != rcq) {
+		if (rcq) {
+			pthread_spin_lock(&rcq->lock);
+			pib_cq_drop_qp_cqes(rcq, ibvqp->qp_num, qp->srq);
+			pthread_spin_unlock(&rcq->lock);
+		}
+		if (scq && scq != rcq) {
 			pthread_spin_lock(&scq->lock);
 			pib_cq_drop_qp_cqes(scq, ibvqp->qp_num, NULL);
 			pthread_spin_unlock(&scq->lock);

@@ -363,6 +363,21 @@ static void pib_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	pib_write_ud_dest(wqe, ah, remote_qpn, remote_qkey);
 }
 
+/* XRC: the remote XRC SRQ of the work request begun last (its XRCETH). */
+static void pib_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe = pib_wr_data_wqe(qp);
+
+	if (!wqe)
+		return;
+	if (remote_srqn > PIB_DB_OBJ_MASK) {
+		pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	wqe->xrc_srqn = htole32(remote_srqn);
+}
+
 /* The ibv_qp_ex functions of a QP created with these send_ops_flags. */
 void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops)
 {
@@ -378,6 +393,8 @@ void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops)
 	qpx->wr_set_inline_data_list = pib_wr_set_inline_data_list;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
 		qpx->wr_set_ud_addr = pib_wr_set_ud_addr;
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+		qpx->wr_set_xrc_srqn = pib_wr_set_xrc_srqn;
 	if (ops & IBV_QP_EX_WITH_SEND)
 		qpx->wr_send = pib_wr_send;
 	if (ops & IBV_QP_EX_WITH_SEND_WITH_IMM)

@@ -15,6 +15,12 @@
  * (pib_srq_retire), and destroy_qp retires those of the completions it
  * leaves behind in the CQ (pib_cq_drop_qp_cqes).
  *
+ * An XRC SRQ (ibv_create_srq_ex, IBV_SRQT_XRC) is the same ring in an XRC
+ * domain, with a CQ of its own: the XRC target QPs of the domain take its WQEs
+ * for the requests that name its number (ibv_get_srq_num) and complete them on
+ * that CQ, naming the SRQ (PIB_CQE_F_XRC), which poll_cq finds in the
+ * context's SRQN table to retire the slot.
+ *
  * The limit (low watermark) is armed at create time through the core
  * command's srq_limit or later with modify_srq; the event arrives through the
  * kernel's async event queue, as for every affiliated event.
@@ -68,12 +74,50 @@ static int pib_srq_size(struct pib_context *ctx,
 	return 0;
 }
 
-struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
-			       struct ibv_srq_init_attr *attr)
+/*
+ * The SRQN table of XRC SRQs (pib_context.xsrq_table): an XRC target's receive
+ * completion names the SRQ (PIB_CQE_F_XRC), not a QP of this process.
+ */
+int pib_srq_table_init(struct pib_context *ctx)
 {
-	struct pib_context *ctx = to_pib_context(ibvpd->context);
+	ctx->xsrq_table = calloc((size_t)ctx->max_srq + 1, sizeof(*ctx->xsrq_table));
+	return ctx->xsrq_table ? 0 : ENOMEM;
+}
+
+void pib_srq_table_fini(struct pib_context *ctx)
+{
+	free(ctx->xsrq_table);
+	ctx->xsrq_table = NULL;
+}
+
+/* Called with qp_table_lock held. */
+struct pib_srq *pib_xsrq_lookup(struct pib_context *ctx, uint32_t srqn)
+{
+	return srqn <= ctx->max_srq ? ctx->xsrq_table[srqn] : NULL;
+}
+
+static void pib_xsrq_set(struct pib_context *ctx, uint32_t srqn,
+			 struct pib_srq *srq)
+{
+	pthread_spin_lock(&ctx->qp_table_lock);
+	ctx->xsrq_table[srqn] = srq;
+	pthread_spin_unlock(&ctx->qp_table_lock);
+}
+
+/*
+ * A plain SRQ (ibv_create_srq), or an XRC SRQ (ibv_create_srq_ex with
+ * IBV_SRQT_XRC: a domain and a CQ, which travel in the core command).  The
+ * ring and the driver's request are the same for both.
+ */
+static struct ibv_srq *pib_srq_create(struct ibv_context *ibvctx,
+				      struct ibv_srq_init_attr_ex *attr)
+{
+	struct pib_context *ctx = to_pib_context(ibvctx);
+	bool xrc = attr->srq_type == IBV_SRQT_XRC;
 	struct pib_create_srq_resp resp = {};
+	struct pib_create_xsrq xcmd = {};
 	struct pib_create_srq cmd = {};
+	struct pib_ibv_create_srq *req = xrc ? &xcmd.drv_payload : &cmd.drv_payload;
 	struct pib_srq *srq;
 	int err;
 
@@ -86,37 +130,47 @@ struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
 	err = pib_srq_size(ctx, &attr->attr, &srq->wq);
 	if (err)
 		goto err_free_srq;
-	err = pib_wq_init(&srq->wq, ibvpd, PIB_RES_TYPE_SRQ);
+	err = pib_wq_init(&srq->wq, attr->pd, PIB_RES_TYPE_SRQ);
 	if (err)
 		goto err_free_srq;
 
 	/* max_wr, max_sge and srq_limit travel in the core command. */
-	cmd.stride_log = srq->wq.stride_log;
-	cmd.buf_addr = (uintptr_t)srq->wq.buf;
-	cmd.depth = srq->wq.depth;
-	cmd.buf_size = srq->wq.buf_size;
-	err = ibv_cmd_create_srq(ibvpd, &srq->ibvsrq, attr, &cmd.ibv_cmd,
-				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	req->stride_log = srq->wq.stride_log;
+	req->buf_addr = (uintptr_t)srq->wq.buf;
+	req->depth = srq->wq.depth;
+	req->buf_size = srq->wq.buf_size;
+	if (xrc)
+		err = ibv_cmd_create_srq_ex(ibvctx, &srq->vsrq, attr, &xcmd.ibv_cmd,
+					    sizeof(xcmd), &resp.ibv_resp, sizeof(resp));
+	else
+		err = ibv_cmd_create_srq(attr->pd, &srq->vsrq.srq,
+					 (struct ibv_srq_init_attr *)attr, &cmd.ibv_cmd,
+					 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err) {
 		verbs_err(&ctx->ibvctx, "Failed to create SRQ: %d\n", err);
 		goto err_fini_wq;
 	}
 
-	if (resp.srqn > PIB_DB_OBJ_MASK) {
-		verbs_err(&ctx->ibvctx, "Kernel answered SRQN %u\n", resp.srqn);
+	/* An XRC SRQ's number is the SRQN the driver answered (the device's). */
+	if (resp.srqn > PIB_DB_OBJ_MASK ||
+	    (xrc && (resp.srqn != srq->vsrq.srq_num || resp.srqn > ctx->max_srq))) {
+		verbs_err(&ctx->ibvctx, "Kernel answered SRQN %u (srq_num %u)\n",
+			  resp.srqn, srq->vsrq.srq_num);
 		err = EPROTO;
 		goto err_destroy_srq;
 	}
 	srq->srqn = resp.srqn;
+	if (xrc)
+		pib_xsrq_set(ctx, srq->srqn, srq);
 
 	/* What the ring really holds, not the kernel's echo of the request. */
 	attr->attr.max_wr = srq->wq.depth;
 	attr->attr.max_sge = srq->wq.max_sge;
 
-	return &srq->ibvsrq;
+	return &srq->vsrq.srq;
 
 err_destroy_srq:
-	ibv_cmd_destroy_srq(&srq->ibvsrq);
+	ibv_cmd_destroy_srq(&srq->vsrq.srq);
 err_fini_wq:
 	pib_wq_fini(&srq->wq);
 err_free_srq:
@@ -125,18 +179,73 @@ err_free_srq:
 	return NULL;
 }
 
+struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
+			       struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex ex = {
+		.srq_context = attr->srq_context,
+		.attr = attr->attr,
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD,
+		.srq_type = IBV_SRQT_BASIC,
+		.pd = ibvpd,
+	};
+	struct ibv_srq *srq = pib_srq_create(ibvpd->context, &ex);
+
+	if (srq)
+		attr->attr = ex.attr;
+	return srq;
+}
+
+/* Plain and XRC SRQs; no tag-matching ones. */
+struct ibv_srq *pib_create_srq_ex(struct ibv_context *ibvctx,
+				  struct ibv_srq_init_attr_ex *attr)
+{
+	uint32_t mask = attr->comp_mask;
+	bool xrc = (mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+
+	if ((mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+		      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) ||
+	    ((mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    (xrc && (!(mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+		     !(mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!xrc)
+		attr->srq_type = IBV_SRQT_BASIC;
+	return pib_srq_create(ibvctx, attr);
+}
+
+int pib_get_srq_num(struct ibv_srq *ibvsrq, uint32_t *srq_num)
+{
+	struct pib_srq *srq = to_pib_srq(ibvsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EOPNOTSUPP;
+	*srq_num = srq->srqn;
+	return 0;
+}
+
 int pib_destroy_srq(struct ibv_srq *ibvsrq)
 {
+	struct pib_context *ctx = to_pib_context(ibvsrq->context);
 	struct pib_srq *srq = to_pib_srq(ibvsrq);
 	int err;
 
 	/*
 	 * The kernel refuses (EBUSY) while a QP uses the SRQ, so no QP, and
-	 * so no poll_cq, can reach the SRQ once this succeeds.
+	 * so no poll_cq, can reach the SRQ once this succeeds.  An XRC SRQ's
+	 * completions name it by number: it leaves the table first.
 	 */
 	err = ibv_cmd_destroy_srq(ibvsrq);
 	if (err)
 		return err;
+	if (srq->vsrq.srq_type == IBV_SRQT_XRC)
+		pib_xsrq_set(ctx, srq->srqn, NULL);
 
 	pib_wq_fini(&srq->wq);
 	free(srq);
@@ -155,7 +264,7 @@ int pib_destroy_srq(struct ibv_srq *ibvsrq)
 static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
 			  int attr_mask)
 {
-	struct pib_context *ctx = to_pib_context(srq->ibvsrq.context);
+	struct pib_context *ctx = to_pib_context(srq->vsrq.srq.context);
 	struct pib_wq *wq = &srq->wq;
 	struct pib_ring_src src = wq->src;
 	struct pib_modify_srq cmd = {};
@@ -185,7 +294,7 @@ static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
 	cmd.depth = depth;
 	cmd.buf_addr = (uintptr_t)buf;
 	cmd.buf_size = size;
-	err = ibv_cmd_modify_srq(&srq->ibvsrq, attr, attr_mask, &cmd.ibv_cmd,
+	err = ibv_cmd_modify_srq(&srq->vsrq.srq, attr, attr_mask, &cmd.ibv_cmd,
 				 sizeof(cmd));
 	if (!err) {
 		/* The new ring in, the old one out (freed below). */

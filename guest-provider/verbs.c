@@ -64,6 +64,7 @@ int pib_query_device_limits(struct pib_context *ctx, uint32_t *max_qp)
 	ctx->max_qp_wr = attr.orig_attr.max_qp_wr;
 	ctx->max_sge = attr.orig_attr.max_sge;
 	ctx->max_cqe = attr.orig_attr.max_cqe;
+	ctx->max_srq = attr.orig_attr.max_srq;
 	ctx->max_srq_wr = attr.orig_attr.max_srq_wr;
 	ctx->max_srq_sge = attr.orig_attr.max_srq_sge;
 	*max_qp = attr.orig_attr.max_qp;
@@ -376,6 +377,46 @@ int pib_dealloc_mw(struct ibv_mw *mw)
 		return err;
 
 	free(mw);
+	return 0;
+}
+
+/*
+ * XRC domains: a kernel object only (the device checks that an XRC target and
+ * the XRC SRQ a request names share one); processes that open the same file
+ * share the domain.
+ */
+struct ibv_xrcd *pib_open_xrcd(struct ibv_context *ibvctx,
+			       struct ibv_xrcd_init_attr *attr)
+{
+	struct ib_uverbs_open_xrcd_resp resp;
+	struct ibv_open_xrcd cmd;
+	struct verbs_xrcd *xrcd;
+	int err;
+
+	xrcd = calloc(1, sizeof(*xrcd));
+	if (!xrcd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = ibv_cmd_open_xrcd(ibvctx, xrcd, sizeof(*xrcd), attr, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
+	if (err) {
+		free(xrcd);
+		errno = err;
+		return NULL;
+	}
+	return &xrcd->xrcd;
+}
+
+int pib_close_xrcd(struct ibv_xrcd *ibvxrcd)
+{
+	struct verbs_xrcd *xrcd = container_of(ibvxrcd, struct verbs_xrcd, xrcd);
+	int err;
+
+	err = ibv_cmd_close_xrcd(xrcd);
+	if (err)
+		return err;
+	free(xrcd);
 	return 0;
 }
 

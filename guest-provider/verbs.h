@@ -42,6 +42,9 @@ struct ibv_ah *pib_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
 int pib_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int pib_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int pib_destroy_ah(struct ibv_ah *ibvah);
+struct ibv_xrcd *pib_open_xrcd(struct ibv_context *ibvctx,
+			       struct ibv_xrcd_init_attr *attr);
+int pib_close_xrcd(struct ibv_xrcd *ibvxrcd);
 
 /* cq.c */
 struct ibv_cq *pib_create_cq(struct ibv_context *ibvctx, int cqe,
@@ -59,6 +62,8 @@ struct ibv_qp *pib_create_qp(struct ibv_pd *ibvpd,
 			     struct ibv_qp_init_attr *attr);
 struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 				struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *pib_open_qp(struct ibv_context *ibvctx,
+			   struct ibv_qp_open_attr *attr);
 int pib_destroy_qp(struct ibv_qp *ibvqp);
 int pib_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		  int attr_mask);
@@ -76,7 +81,13 @@ int pib_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
 /* srq.c */
 struct ibv_srq *pib_create_srq(struct ibv_pd *ibvpd,
 			       struct ibv_srq_init_attr *attr);
+struct ibv_srq *pib_create_srq_ex(struct ibv_context *ibvctx,
+				  struct ibv_srq_init_attr_ex *attr);
+int pib_get_srq_num(struct ibv_srq *ibvsrq, uint32_t *srq_num);
 int pib_destroy_srq(struct ibv_srq *ibvsrq);
+int pib_srq_table_init(struct pib_context *ctx);
+void pib_srq_table_fini(struct pib_context *ctx);
+struct pib_srq *pib_xsrq_lookup(struct pib_context *ctx, uint32_t srqn);
 int pib_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 		   int attr_mask);
 int pib_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr);

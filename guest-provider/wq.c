@@ -82,6 +82,8 @@ void pib_write_sges(struct pib_sge *dst, const struct ibv_sge *src,
 static_assert((int)IBV_QPT_RC == (int)PIB_QPT_RC, "QP type");
 static_assert((int)IBV_QPT_UC == (int)PIB_QPT_UC, "QP type");
 static_assert((int)IBV_QPT_UD == (int)PIB_QPT_UD, "QP type");
+static_assert((int)IBV_QPT_XRC_SEND == (int)PIB_QPT_XRC_INI, "QP type");
+static_assert((int)IBV_QPT_XRC_RECV == (int)PIB_QPT_XRC_TGT, "QP type");
 
 /* The device opcode for a work request, or -1 for one it has no WQE for. */
 static int pib_wqe_opcode_of(enum ibv_wr_opcode op)
@@ -306,6 +308,8 @@ static void pib_write_send_wqe(struct pib_qp *qp, const struct ibv_send_wr *wr,
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
 		pib_write_ud_dest(wqe, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
 				  wr->wr.ud.remote_qkey);
+	else if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+		wqe->xrc_srqn = htole32(wr->qp_type.xrc.remote_srqn & PIB_QPN_MASK);
 
 	if (!has_data)
 		return;

@@ -2,10 +2,11 @@
 /*
  * provider-test.c - host-side unit test of the pib provider's data path.
  *
- * The provider's cq.c, qp.c and verbs.c are linked with this file, which
- * plays the two parties they talk to:
- *   - the kernel: the ibv_cmd_* calls for CQs, QPs, SRQs and memory windows
- *     are defined here (an executable's own definitions win over
+ * The provider's cq.c, qp.c, qp_ex.c, srq.c, verbs.c and wq.c are linked
+ * with this file (guest-provider/test/run.sh), which plays the two parties
+ * they talk to:
+ *   - the kernel: the ibv_cmd_* calls for CQs, QPs, SRQs (XRC ones too) and
+ *     memory windows are defined here (an executable's own definitions win over
  *     libibverbs'), check the pib-abi.h payload and answer as the driver
  *     would;
  *   - the device: the test reads WQEs out of the rings, writes CQEs with the
@@ -132,6 +133,18 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 	CHECK_EQ(attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
 				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS), 0);
 	last_create_qp = *c;
+	/* An XRC target is made from its domain alone: the kernel ignores the request. */
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		CHECK(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD);
+		CHECK(attr->xrcd);
+		qp->context = attr->xrcd->context;
+		qp->qp_type = attr->qp_type;
+		qp->qp_num = next_qpn++;
+		return 0;
+	}
+	/* An XRC initiator has no receive side: the provider hands the kernel none. */
+	if (attr->qp_type == IBV_QPT_XRC_SEND)
+		CHECK(!attr->recv_cq && !attr->srq);
 	CHECK_EQ(c->sq_buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
 				       PIB_PAGE_SIZE));
@@ -212,6 +225,30 @@ int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
 	/* The kernel echoes max_wr/max_sge; the provider must use its own. */
 	attr->attr.max_wr = 0xffffffff;
 	attr->attr.max_sge = 0xffffffff;
+	return 0;
+}
+
+/* CREATE_XSRQ: the same ring request; libibverbs fills in the SRQ's number (set_vsrq). */
+int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
+			  struct ibv_srq_init_attr_ex *attr_ex, struct ibv_create_xsrq *cmd,
+			  size_t cmd_size, struct ib_uverbs_create_srq_resp *resp,
+			  size_t resp_size)
+{
+	struct pib_create_xsrq *c = container_of(cmd, struct pib_create_xsrq, ibv_cmd);
+	struct pib_create_srq_resp *r =
+		container_of(resp, struct pib_create_srq_resp, ibv_resp);
+
+	CHECK_EQ(cmd_size, sizeof(*c));
+	CHECK_EQ(resp_size, sizeof(*r));
+	CHECK_EQ(attr_ex->srq_type, IBV_SRQT_XRC);
+	CHECK(attr_ex->pd && attr_ex->xrcd && attr_ex->cq);
+	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
+	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log, PIB_PAGE_SIZE));
+	srq->srq.context = context;
+	srq->srq.pd = attr_ex->pd;
+	srq->srq_type = IBV_SRQT_XRC;
+	srq->cq = attr_ex->cq;
+	r->srqn = srq->srq_num = next_srqn++;
 	return 0;
 }
 
@@ -403,9 +440,11 @@ static struct pib_context *make_context(void)
 	ctx->max_qp_wr = 4096;
 	ctx->max_sge = 16;
 	ctx->max_cqe = PIB_MAX_CQE - 1;
+	ctx->max_srq = 256;
 	ctx->max_srq_wr = 4096;
 	ctx->max_srq_sge = 16;
 	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
+	CHECK_EQ(pib_srq_table_init(ctx), 0);
 	return ctx;
 }
 
@@ -1383,7 +1422,7 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
 	struct pib_qp *qp;
 	uint32_t qpn;
 
-	/* UD has no RDMA: asking for it is refused, as for XRC types. */
+	/* UD has no RDMA: asking for it is refused. */
 	attr.qp_type = IBV_QPT_UD;
 	errno = 0;
 	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
@@ -1995,6 +2034,137 @@ static void test_qp_reset(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
 }
 
+/*
+ * XRC: an XRC SRQ (its number, the SRQN table), the receive completions of XRC target QPs this
+ * process does not know (PIB_CQE_F_XRC names the SRQ), an initiator's WQEs naming the remote
+ * SRQ (legacy and ibv_qp_ex), a target QP with no rings.
+ */
+static void test_xrc(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 7, NULL, 0);
+	struct fake_cq dev = { .cq = to_pib_cq(ibvcq) };
+	struct verbs_xrcd vx = { .xrcd = { .context = &ctx->ibvctx.context } };
+	struct ibv_srq_init_attr_ex sx = {
+		.attr = { .max_wr = 3, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = &vx.xrcd, .cq = ibvcq,
+	};
+	struct ibv_srq_init_attr plain = { .attr = { .max_wr = 1, .max_sge = 1 } };
+	struct ibv_qp_init_attr_ex qa = {
+		.qp_type = IBV_QPT_XRC_SEND, .send_cq = ibvcq, .recv_cq = ibvcq,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd, .send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 0x11 };
+	struct ibv_recv_wr rwr = { .wr_id = 500, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr swr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
+				   .opcode = IBV_WR_SEND }, *sbad;
+	struct ibv_srq *ibvsrq, *ibvplain;
+	struct ibv_qp *ini, *tgt;
+	struct ibv_qp_ex *qpx;
+	struct pib_srq *srq;
+	struct pib_cqe cqe;
+	struct ibv_wc wc[4];
+	uint32_t num;
+
+	/* An XRC SRQ needs its domain and CQ; tag matching is not there. */
+	sx.comp_mask &= ~IBV_SRQ_INIT_ATTR_CQ;
+	errno = 0;
+	CHECK(!pib_create_srq_ex(&ctx->ibvctx.context, &sx));
+	CHECK_EQ(errno, EINVAL);
+	sx.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	sx.srq_type = IBV_SRQT_TM;
+	errno = 0;
+	CHECK(!pib_create_srq_ex(&ctx->ibvctx.context, &sx));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	sx.srq_type = IBV_SRQT_XRC;
+	ibvsrq = pib_create_srq_ex(&ctx->ibvctx.context, &sx);
+	CHECK(ibvsrq);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(pib_get_srq_num(ibvsrq, &num), 0);
+	CHECK_EQ(num, srq->srqn);
+	CHECK(ctx->xsrq_table[num] == srq);
+	ibvplain = pib_create_srq(pd, &plain);
+	CHECK(ibvplain);
+	CHECK_EQ(pib_get_srq_num(ibvplain, &num), EOPNOTSUPP);
+	CHECK_EQ(pib_destroy_srq(ibvplain), 0);
+
+	/*
+	 * Two receives; a target QP of another process (a QPN unknown here) took the first: the
+	 * completion names the SRQ, whose slot is free again.  One naming no SRQ of ours is
+	 * delivered all the same, freeing nothing.
+	 */
+	rwr.next = NULL;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr, &rbad), 0);
+	rwr.wr_id = 501;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, &rwr, &rbad), 0);
+	cqe = (struct pib_cqe){
+		.wr_id = htole64(500), .byte_len = htole32(8), .qpn = htole32(0x4242),
+		.src_qp = htole32(srq->srqn), .opcode = PIB_CQE_RECV,
+		.flags = PIB_CQE_F_XRC,
+	};
+	dev_write_cqe(&dev, &cqe);
+	CHECK_EQ(pib_poll_cq(ibvcq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 500);
+	CHECK_EQ(wc[0].qp_num, 0x4242);
+	CHECK_EQ(wc[0].src_qp, 0);
+	CHECK_EQ(wc[0].byte_len, 8);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 1);
+	cqe.wr_id = htole64(501);
+	cqe.src_qp = htole32(srq->srqn + 100);
+	dev_write_cqe(&dev, &cqe);
+	CHECK_EQ(pib_poll_cq(ibvcq, 4, wc), 1);
+	CHECK_EQ(wc[0].wr_id, 501);
+	CHECK_EQ(atomic_load(&srq->wq.ci), 1);
+
+	/* An initiator: the receive CQ it was given goes unused, no RQ. */
+	ini = pib_create_qp_ex(&ctx->ibvctx.context, &qa);
+	CHECK(ini);
+	CHECK_EQ(to_pib_qp(ini)->rq.depth, 0);
+	CHECK(!to_pib_qp(ini)->srq);
+	CHECK_EQ(last_create_qp.rq_depth, 0);
+	swr.qp_type.xrc.remote_srqn = 0x123456;
+	CHECK_EQ(pib_post_send(ini, &swr, &sbad), 0);
+	CHECK_EQ(sq_wqe(to_pib_qp(ini), 0)->opcode, PIB_WQE_SEND);
+	CHECK_EQ(le32toh(sq_wqe(to_pib_qp(ini), 0)->xrc_srqn), 0x123456);
+	qpx = ibv_qp_to_qp_ex(ini);
+	CHECK(qpx && qpx->wr_set_xrc_srqn && !qpx->wr_set_ud_addr);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 8;
+	ibv_wr_send(qpx);
+	ibv_wr_set_xrc_srqn(qpx, 0x654321);
+	ibv_wr_set_sge(qpx, 0x11, 0x1000, 8);
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(le32toh(sq_wqe(to_pib_qp(ini), 1)->xrc_srqn), 0x654321);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 9;
+	ibv_wr_send(qpx);
+	ibv_wr_set_xrc_srqn(qpx, 0x1000000);	/* beyond 24 bits */
+	ibv_wr_set_sge(qpx, 0x11, 0x1000, 8);
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(pib_destroy_qp(ini), 0);
+
+	/* A target: its domain alone, no rings; without the domain, refused. */
+	qa = (struct ibv_qp_init_attr_ex){
+		.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD,
+	};
+	errno = 0;
+	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &qa));
+	CHECK_EQ(errno, EINVAL);
+	qa.xrcd = &vx.xrcd;
+	tgt = pib_create_qp_ex(&ctx->ibvctx.context, &qa);
+	CHECK(tgt);
+	CHECK(!to_pib_qp(tgt)->sq.buf && !to_pib_qp(tgt)->rq.buf);
+	CHECK_EQ(pib_destroy_qp(tgt), 0);
+
+	num = srq->srqn;
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+	CHECK(!ctx->xsrq_table[num]);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
 int main(void)
 {
 	struct pib_context *ctx = make_context();
@@ -2021,6 +2191,7 @@ int main(void)
 	test_parent_domain(ctx, pd);
 	test_resize(ctx, pd);
 	test_qp_reset(ctx, pd);
+	test_xrc(ctx, pd);
 	test_clock(ctx, pd);
 
 	pib_qp_table_fini(ctx);
