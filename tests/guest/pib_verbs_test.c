@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * pib-verbs-test: tests of the data path (RC, and UD, SRQs and memory windows), written against
+ * pib-verbs-test: tests of the data path (RC, and UD, SRQs, memory windows and XRC), written against
  * plain libibverbs.
  *
  * Nothing here knows about pib: the same binary runs on Soft-RoCE (rdma_rxe) and on real HCAs,
@@ -3331,6 +3331,385 @@ static int timestamps_client(struct role *r)
 	return chan_sync(r, "end");
 }
 
+/* =============================================================================================
+ * xrc: XRC (IBTA 9.8).  The server has two XRC domains: A with the target QP and two XRC SRQs
+ * (A1, A2) sharing a CQ, and B with one XRC SRQ (B1).  The client's one XRC initiator QP sends
+ * through the server's target QP to whichever SRQ each work request names:
+ *   - a 2-packet SEND to A1 (legacy ibv_post_send, qp_type.xrc.remote_srqn), a SEND to A2 through
+ *     ibv_qp_ex (ibv_wr_set_xrc_srqn): each lands in its SRQ's buffer, completes on the SRQ's CQ
+ *     naming the target QP, with the right length;
+ *   - RDMA WRITE, READ and FETCH_ADD through the target QP, keys checked against A1's PD;
+ *   - a SEND naming B1, an SRQ of another domain: the initiator completes with
+ *     REM_INV_RD_REQ_ERR, both QPs end in ERR, and nothing lands in B1.
+ */
+
+#define XRC_SEND1	5000	/* more than one 4 KiB MTU packet */
+#define XRC_SEND2	100
+#define XRC_SLOT	8192
+#define XRC_RW_LEN	12288
+#define XRC_RW_OFF	8192	/* in the target buffer; the counter is at 0 */
+
+struct xrc_srv {
+	struct ibv_xrcd *xrcd_a, *xrcd_b;
+	struct ibv_cq *cq;
+	struct ibv_srq *a1, *a2, *b1;
+	struct ibv_qp *tgt;
+	struct buf rb, t;	/* receive slots (A1: 0, A2: 1, B1: 2), RDMA target */
+};
+
+static struct ibv_xrcd *xrc_open_domain(struct role *r)
+{
+	struct ibv_xrcd_init_attr a = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,		/* a domain of this process alone */
+		.oflags = O_CREAT,
+	};
+	struct ibv_xrcd *x = ibv_open_xrcd(r->ctx, &a);
+
+	if (!x)
+		fail(r, "ibv_open_xrcd: %s", strerror(errno));
+	return x;
+}
+
+static struct ibv_srq *xrc_srq(struct role *r, struct xrc_srv *s, struct ibv_xrcd *xrcd,
+			       const char *name, uint32_t *srqn)
+{
+	struct ibv_srq_init_attr_ex a = {
+		.attr = { .max_wr = 4, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+		.pd = r->pd,
+		.xrcd = xrcd,
+		.cq = s->cq,
+	};
+	struct ibv_srq *srq = ibv_create_srq_ex(r->ctx, &a);
+
+	if (!srq) {
+		fail(r, "ibv_create_srq_ex(XRC %s): %s", name, strerror(errno));
+		return NULL;
+	}
+	if (ibv_get_srq_num(srq, srqn)) {
+		fail(r, "ibv_get_srq_num(%s) failed", name);
+		return NULL;
+	}
+	info(r, "XRC SRQ %s: number %u", name, *srqn);
+	return srq;
+}
+
+static int xrc_post_srq(struct role *r, struct ibv_srq *srq, uint64_t wr_id, uint8_t *addr,
+			uint32_t lkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = XRC_SLOT, .lkey = lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	int ret = ibv_post_srq_recv(srq, &wr, &bad);
+
+	return ret ? fail(r, "ibv_post_srq_recv(wr_id %" PRIu64 "): %s", wr_id, strerror(ret)) : 0;
+}
+
+/*
+ * RESET -> INIT -> RTR -> RTS with exactly the attributes the IBTA lists for the XRC type (an
+ * initiator has no responder resources, a target no retries).
+ */
+static int xrc_connect(struct role *r, struct ibv_qp *qp, uint32_t psn,
+		       const struct qp_info *remote, enum ibv_mtu mtu)
+{
+	bool tgt = qp->qp_type == IBV_QPT_XRC_RECV;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = r->o->ib_port,
+		.qp_access_flags = tgt ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+					 IBV_ACCESS_REMOTE_ATOMIC : 0,
+	};
+	int ret;
+
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_ACCESS_FLAGS);
+	if (ret)
+		return fail(r, "ibv_modify_qp(XRC -> INIT): %s", strerror(ret));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = mtu;
+	a.dest_qp_num = remote->qpn;
+	a.rq_psn = remote->psn;
+	a.max_dest_rd_atomic = r->rd_atom;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = remote->lid;
+	a.ah_attr.port_num = r->o->ib_port;
+	if (r->gid_idx >= 0) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = remote->gid;
+		a.ah_attr.grh.sgid_index = r->gid_idx;
+		a.ah_attr.grh.hop_limit = 1;
+	}
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				    (tgt ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
+	if (ret)
+		return fail(r, "ibv_modify_qp(XRC INIT -> RTR): %s", strerror(ret));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = psn;
+	a.timeout = default_qp_timeout;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = r->rd_atom;
+	ret = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				    (tgt ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					       IBV_QP_MAX_QP_RD_ATOMIC));
+	if (ret)
+		return fail(r, "ibv_modify_qp(XRC RTR -> RTS): %s", strerror(ret));
+	return 0;
+}
+
+/* Our QP's address and first PSN for the peer, and the peer's for us (conn_exchange's format). */
+static int xrc_exchange(struct role *r, struct ibv_qp *qp, uint32_t psn, struct qp_info *remote)
+{
+	struct conn c = { .qp = qp, .psn = psn };
+
+	return conn_exchange(r, &c, remote);
+}
+
+static void xrc_srv_close(struct role *r, struct xrc_srv *s)
+{
+	struct ibv_srq *srqs[] = { s->a1, s->a2, s->b1 };
+	int ret;
+
+	if (s->tgt && (ret = ibv_destroy_qp(s->tgt)))
+		fail(r, "ibv_destroy_qp(XRC target): %s", strerror(ret));
+	for (size_t i = 0; i < ARRAY_SIZE(srqs); i++)
+		if (srqs[i] && (ret = ibv_destroy_srq(srqs[i])))
+			fail(r, "ibv_destroy_srq(XRC): %s", strerror(ret));
+	if (s->cq && (ret = ibv_destroy_cq(s->cq)))
+		fail(r, "ibv_destroy_cq: %s", strerror(ret));
+	if (s->xrcd_a && (ret = ibv_close_xrcd(s->xrcd_a)))
+		fail(r, "ibv_close_xrcd(A): %s", strerror(ret));
+	if (s->xrcd_b && (ret = ibv_close_xrcd(s->xrcd_b)))
+		fail(r, "ibv_close_xrcd(B): %s", strerror(ret));
+	buf_free(r, &s->rb);
+	buf_free(r, &s->t);
+}
+
+/* One receive completion on the SRQs' CQ, from the target QP, into slot (wr_id) of len bytes. */
+static bool xrc_expect_recv(struct role *r, struct xrc_srv *s, uint64_t wr_id, uint32_t len,
+			    uint32_t seed, const char *what)
+{
+	struct conn c = { .qp = s->tgt };
+	struct ibv_wc wc;
+	ssize_t bad;
+
+	if (!expect_wc(r, &c, s->cq, &wc, wr_id, IBV_WC_SUCCESS, "%s: receive on the SRQ's CQ",
+		       what))
+		return false;
+	if (!check_why(r, wc.opcode == IBV_WC_RECV && wc.byte_len == len,
+		       "receive is a RECV of the message's length", "opcode %s, %u bytes (want %u)",
+		       opcode_str(wc.opcode), wc.byte_len, len))
+		return false;
+	bad = find_pattern_mismatch(s->rb.p + wr_id * XRC_SLOT, len, seed);
+	return check_why(r, bad < 0, "the bytes landed in that SRQ's buffer",
+			 "first wrong byte at +%zd", bad);
+}
+
+static int xrc_server(struct role *r)
+{
+	struct xrc_srv s = { 0 };
+	uint32_t a1n, a2n, b1n, psn = nrand48(r->seed) & 0xffffff;
+	struct qp_info remote;
+	struct conn c;
+	uint64_t *counter;
+	ssize_t bad;
+	bool ok;
+
+	if (!(r->dev.device_cap_flags & IBV_DEVICE_XRC)) {
+		skip(r, "the device has no XRC (IBV_DEVICE_XRC)");
+		return chan_sync(r, "end");
+	}
+	if (buf_alloc(r, &s.rb, 3 * XRC_SLOT, IBV_ACCESS_LOCAL_WRITE) ||
+	    buf_alloc(r, &s.t, XRC_RW_OFF + XRC_RW_LEN,
+		      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
+		return -1;
+	counter = (uint64_t *)s.t.p;
+	*counter = 100;
+	s.xrcd_a = xrc_open_domain(r);
+	s.xrcd_b = s.xrcd_a ? xrc_open_domain(r) : NULL;
+	if (!s.xrcd_b)
+		return -1;
+	s.cq = ibv_create_cq(r->ctx, 16, NULL, NULL, 0);
+	if (!s.cq)
+		return fail(r, "ibv_create_cq: %s", strerror(errno));
+	s.a1 = xrc_srq(r, &s, s.xrcd_a, "A1", &a1n);
+	s.a2 = s.a1 ? xrc_srq(r, &s, s.xrcd_a, "A2", &a2n) : NULL;
+	s.b1 = s.a2 ? xrc_srq(r, &s, s.xrcd_b, "B1", &b1n) : NULL;
+	if (!s.b1)
+		return -1;
+	s.tgt = ibv_create_qp_ex(r->ctx, &(struct ibv_qp_init_attr_ex){
+		.qp_type = IBV_QPT_XRC_RECV,
+		.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+		.xrcd = s.xrcd_a,
+	});
+	if (!s.tgt)
+		return fail(r, "ibv_create_qp_ex(XRC_RECV): %s", strerror(errno));
+	if (xrc_post_srq(r, s.a1, 0, s.rb.p, s.rb.mr->lkey) ||
+	    xrc_post_srq(r, s.a2, 1, s.rb.p + XRC_SLOT, s.rb.mr->lkey) ||
+	    xrc_post_srq(r, s.b1, 2, s.rb.p + 2 * XRC_SLOT, s.rb.mr->lkey) ||
+	    xrc_exchange(r, s.tgt, psn, &remote) ||
+	    xrc_connect(r, s.tgt, psn, &remote, MIN(r->port.active_mtu, remote.active_mtu)) ||
+	    chan_send(r, "xrc %x %x %x %" PRIx64 " %x", a1n, a2n, b1n,
+		      (uint64_t)(uintptr_t)s.t.p, s.t.mr->rkey) ||
+	    chan_sync(r, "sends"))
+		return -1;
+
+	ok = xrc_expect_recv(r, &s, 0, XRC_SEND1, 0x7101, "SEND to A1") &&
+	     xrc_expect_recv(r, &s, 1, XRC_SEND2, 0x7102, "SEND to A2 (ibv_qp_ex)");
+	if (chan_send_verdict(r, ok) || chan_sync(r, "rdma"))
+		return -1;
+	bad = find_pattern_mismatch(s.t.p + XRC_RW_OFF, XRC_RW_LEN, 0x7103);
+	ok = check_why(r, bad < 0, "RDMA WRITE through the target QP landed",
+		       "first wrong byte at +%zd", bad);
+	ok &= check_why(r, *counter == 107, "FETCH_ADD through the target QP added 7",
+			"counter %" PRIu64, *counter);
+	if (chan_send_verdict(r, ok) || chan_sync(r, "foreign"))
+		return -1;
+	c.qp = s.tgt;
+	check_qp_state(r, &c, IBV_QPS_ERR, "after a request for an SRQ of another XRC domain");
+	expect_no_wc(r, s.cq, 500, "nothing lands in the other domain's SRQ");
+	if (chan_sync(r, "next"))
+		return -1;
+	xrc_srv_close(r, &s);
+	return chan_sync(r, "end");
+}
+
+/* One signaled SEND of len bytes from sb to XRC SRQ srqn, through ibv_qp_ex. */
+static int xrc_send_ex(struct role *r, struct ibv_qp_ex *qpx, uint64_t wr_id, uint32_t srqn,
+		       struct buf *sb, uint32_t len)
+{
+	int ret;
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = wr_id;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_xrc_srqn(qpx, srqn);
+	ibv_wr_set_sge(qpx, sb->mr->lkey, (uintptr_t)sb->p, len);
+	ret = ibv_wr_complete(qpx);
+	return ret ? fail(r, "ibv_wr_complete(XRC SEND to SRQ %u): %s", srqn, strerror(ret)) : 0;
+}
+
+static int xrc_client(struct role *r)
+{
+	uint32_t a1n, a2n, b1n, rkey, psn = nrand48(r->seed) & 0xffffff;
+	struct ibv_qp_ex *qpx;
+	struct qp_info remote;
+	struct buf sb, lb;
+	struct ibv_wc wc;
+	struct conn c = { 0 };
+	uint64_t raddr, *old;
+	ssize_t bad;
+	bool ok;
+	int ret;
+
+	if (!(r->dev.device_cap_flags & IBV_DEVICE_XRC)) {
+		skip(r, "the device has no XRC (IBV_DEVICE_XRC)");
+		return chan_sync(r, "end");
+	}
+	if (buf_alloc(r, &sb, XRC_RW_LEN, IBV_ACCESS_LOCAL_WRITE) ||
+	    buf_alloc(r, &lb, XRC_RW_LEN + 8, IBV_ACCESS_LOCAL_WRITE))
+		return -1;
+	c.scq = ibv_create_cq(r->ctx, 16, NULL, NULL, 0);
+	if (!c.scq)
+		return fail(r, "ibv_create_cq: %s", strerror(errno));
+	c.qp = ibv_create_qp_ex(r->ctx, &(struct ibv_qp_init_attr_ex){
+		.qp_type = IBV_QPT_XRC_SEND,
+		.send_cq = c.scq,
+		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = r->pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+	});
+	if (!c.qp)
+		return fail(r, "ibv_create_qp_ex(XRC_SEND): %s", strerror(errno));
+	if (xrc_exchange(r, c.qp, psn, &remote) ||
+	    xrc_connect(r, c.qp, psn, &remote, MIN(r->port.active_mtu, remote.active_mtu)) ||
+	    chan_recv(r, 5, "xrc %x %x %x %" SCNx64 " %x", &a1n, &a2n, &b1n, &raddr, &rkey))
+		return -1;
+
+	/* A SEND of two packets to A1, the legacy way. */
+	fill_pattern(sb.p, XRC_SEND1, 0x7101);
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)sb.p, .length = XRC_SEND1,
+				       .lkey = sb.mr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED,
+			.qp_type.xrc.remote_srqn = a1n,
+		}, *badwr;
+
+		ret = ibv_post_send(c.qp, &wr, &badwr);
+		if (ret)
+			return fail(r, "ibv_post_send(XRC SEND): %s", strerror(ret));
+	}
+	expect_wc(r, &c, c.scq, &wc, 1, IBV_WC_SUCCESS, "SEND %u B to XRC SRQ A1", XRC_SEND1);
+
+	/* A SEND to A2 through ibv_qp_ex. */
+	fill_pattern(sb.p, XRC_SEND2, 0x7102);
+	qpx = ibv_qp_to_qp_ex(c.qp);
+	if (xrc_send_ex(r, qpx, 2, a2n, &sb, XRC_SEND2))
+		return -1;
+	expect_wc(r, &c, c.scq, &wc, 2, IBV_WC_SUCCESS, "SEND %u B to XRC SRQ A2 (ibv_qp_ex)",
+		  XRC_SEND2);
+	if (chan_sync(r, "sends") || chan_recv_verdict(r, &ok))
+		return -1;
+	check(r, ok, "the server found both SENDs in their SRQs' buffers");
+
+	/* RDMA WRITE, READ and FETCH_ADD through the target QP (A1's PD). */
+	fill_pattern(sb.p, XRC_RW_LEN, 0x7103);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 3;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qpx, rkey, raddr + XRC_RW_OFF);
+	ibv_wr_set_xrc_srqn(qpx, a1n);
+	ibv_wr_set_sge(qpx, sb.mr->lkey, (uintptr_t)sb.p, XRC_RW_LEN);
+	qpx->wr_id = 4;
+	ibv_wr_rdma_read(qpx, rkey, raddr + XRC_RW_OFF);
+	ibv_wr_set_xrc_srqn(qpx, a1n);
+	ibv_wr_set_sge(qpx, lb.mr->lkey, (uintptr_t)lb.p, XRC_RW_LEN);
+	qpx->wr_id = 5;
+	ibv_wr_atomic_fetch_add(qpx, rkey, raddr, 7);
+	ibv_wr_set_xrc_srqn(qpx, a1n);
+	ibv_wr_set_sge(qpx, lb.mr->lkey, (uintptr_t)lb.p + XRC_RW_LEN, 8);
+	ret = ibv_wr_complete(qpx);
+	if (ret)
+		return fail(r, "ibv_wr_complete(XRC RDMA): %s", strerror(ret));
+	expect_wc(r, &c, c.scq, &wc, 3, IBV_WC_SUCCESS, "RDMA WRITE %u B", XRC_RW_LEN);
+	if (expect_wc(r, &c, c.scq, &wc, 4, IBV_WC_SUCCESS, "RDMA READ %u B", XRC_RW_LEN)) {
+		bad = find_pattern_mismatch(lb.p, XRC_RW_LEN, 0x7103);
+		check_why(r, bad < 0, "RDMA READ brought back what was written",
+			  "first wrong byte at +%zd", bad);
+	}
+	old = (uint64_t *)(lb.p + XRC_RW_LEN);
+	if (expect_wc(r, &c, c.scq, &wc, 5, IBV_WC_SUCCESS, "FETCH_ADD +7"))
+		check_why(r, *old == 100, "FETCH_ADD returned the old value 100",
+			  "returned %" PRIu64, *old);
+	if (chan_sync(r, "rdma") || chan_recv_verdict(r, &ok))
+		return -1;
+	check(r, ok, "the server saw the WRITE's bytes and the FETCH_ADD's sum");
+
+	/* An SRQ of another domain: the target refuses, the connection ends. */
+	if (xrc_send_ex(r, qpx, 6, b1n, &sb, XRC_SEND2))
+		return -1;
+	expect_wc(r, &c, c.scq, &wc, 6, IBV_WC_REM_INV_RD_REQ_ERR,
+		  "SEND to an XRC SRQ of another domain");
+	check_qp_state(r, &c, IBV_QPS_ERR, "after the NAK");
+	if (chan_sync(r, "foreign") || chan_sync(r, "next"))
+		return -1;
+	conn_close(r, &c);
+	buf_free(r, &sb);
+	buf_free(r, &lb);
+	return chan_sync(r, "end");
+}
+
 struct subtest {
 	const char *name;
 	int (*server)(struct role *r);
@@ -3366,6 +3745,8 @@ static const struct subtest subtests[] = {
 	  "ibv_rereg_mr: access, translation, PD changed under the same keys; the next WRITE sees it" },
 	{ "timestamps", timestamps_server, timestamps_client,
 	  "device clock (ibv_query_rt_values_ex) and completion timestamps of a SEND ping-pong" },
+	{ "xrc", xrc_server, xrc_client,
+	  "XRC: SENDs, RDMA and atomics through one target QP to the SRQs they name; another domain's SRQ refused" },
 };
 
 static void usage(FILE *f)
