@@ -499,7 +499,9 @@ void pib_qp_reset_engines(PibQp *qp)
     qp->comp.timeout = false;
     qp->comp.rnr_wait = false;
     qp->comp.wqe_valid = false;
-    memset(qp->meta, 0, qp->meta_size * sizeof(*qp->meta));
+    if (qp->meta) {             /* an XRC target has no SQ, so none */
+        memset(qp->meta, 0, qp->meta_size * sizeof(*qp->meta));
+    }
     pib_resp_reset(qp);
     qp->sq_draining = false;
 }

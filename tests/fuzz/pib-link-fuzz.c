@@ -16,7 +16,8 @@
  * two PDs, seven MRs (enum FzMrId), a fast-registration MR (registered by
  * REG_MR WQEs the input posts), two memory windows bound with BIND_MW
  * WQEs, two CQs, an SRQ, and five QPs in RTS (RC, RC on the SRQ, UC, UD, GSI)
- * with receive WQEs posted.  The configuration bytes vary that setup (path
+ * with receive WQEs posted; and an XRC domain with an XRC SRQ (receives
+ * posted) and an XRC target QP in RTS, which requests with XRC opcodes reach.  The configuration bytes vary that setup (path
  * MTU, GRH, timers, loopback, ...).  The input then drives
  * the peer's side and the driver's side, op by op (enum FzOp).
  *
@@ -175,6 +176,10 @@ typedef struct Fz {
     FzRing srq;
     uint64_t srq_pbl;
     FzQp qp[T__MAX];
+    uint32_t xsrqn;         /* the XRC SRQ (fz_xrc_setup) */
+    FzRing xsrq;
+    uint64_t xsrq_pbl;
+    FzQp xtgt;              /* the XRC target QP */
     uint32_t wr_id;
     uint8_t last_frame[FZ_FRAME_MAX];
     uint32_t last_len;
@@ -458,6 +463,20 @@ static uint8_t fz_modify(FzQp *q, uint8_t state, uint32_t mask,
 }
 
 /* RESET -> INIT -> RTR -> RTS with the attributes the QP type requires. */
+/* INIT -> RTR toward the peer (a connected QP's primary path). */
+static struct pib_qp_attr fz_rtr_attrs(const FzQp *q)
+{
+    return (struct pib_qp_attr) {
+        .path_mtu = fz.mtu,
+        .dlid = cpu_to_le16(q->dlid),
+        .dest_qp_num = cpu_to_le32(q->dest_qpn),
+        .rq_psn = cpu_to_le32(q->rq_psn),
+        .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
+        .min_rnr_timer = 1,
+        .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
+    };
+}
+
 static bool fz_qp_to_rts(FzQp *q)
 {
     struct pib_qp_attr a;
@@ -476,15 +495,7 @@ static bool fz_qp_to_rts(FzQp *q)
                   &a) != PIB_AQ_OK) {
         return false;
     }
-    a = (struct pib_qp_attr) {
-        .path_mtu = fz.mtu,
-        .dlid = cpu_to_le16(q->dlid),
-        .dest_qp_num = cpu_to_le32(q->dest_qpn),
-        .rq_psn = cpu_to_le32(q->rq_psn),
-        .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
-        .min_rnr_timer = 1,
-        .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
-    };
+    a = fz_rtr_attrs(q);
     if (fz.cfg.flags2 & FZ_CFG2_GRH) {
         a.ah_flags = 1;
         a.hop_limit = 64;
@@ -524,6 +535,78 @@ static bool fz_qp_to_rts(FzQp *q)
                      PIB_QP_SQ_PSN, &a) == PIB_AQ_OK;
 }
 
+/*
+ * XRC: a domain, an XRC SRQ in it (its CQ the receive CQ) with receives
+ * posted, and an XRC target QP in RTS connected to the peer.  Requests with
+ * an XRC opcode go to it (fz_pkt_build), naming that SRQ unless the record
+ * says otherwise.
+ */
+static void fz_post_recv(FzTarget t, unsigned n, uint8_t kind);
+
+static void fz_xrc_setup(void)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_XRCD };
+    uint32_t xrcd = fz_admin_must(&cmd, "ALLOC_XRCD");
+    struct pib_qp_create c = {
+        .type = PIB_QPT_XRC_TGT,
+        .flags = PIB_QPC_F_NO_RQ,
+        .srqn = cpu_to_le32(PIB_SRQN_NONE),
+        .xrcd = cpu_to_le32(xrcd),
+    };
+    FzQp *q = &fz.xtgt;
+    struct pib_qp_attr a = {
+        .port_num = PIB_PORT_NUM,
+        .qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE |
+                                       PIB_ACCESS_REMOTE_READ |
+                                       PIB_ACCESS_REMOTE_ATOMIC),
+    };
+
+    cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_CREATE_SRQ };
+    cmd.in.create_srq = (struct pib_cmd_create_srq) {
+        .pdn = cpu_to_le32(fz.pd),
+        .depth = cpu_to_le32(FZ_SRQ_DEPTH),
+        .stride_log = 6,
+        .flags = PIB_SRQ_F_XRC,
+        .uar = cpu_to_le32(fz.uar),
+        .npages = cpu_to_le32(1),
+        .pbl_addr = cpu_to_le64(fz.xsrq_pbl),
+        .xrcd = cpu_to_le32(xrcd),
+        .cqn = cpu_to_le32(fz.rcq.cqn),
+    };
+    fz.xsrqn = fz_admin_must(&cmd, "CREATE_SRQ (XRC)");
+    memcpy(fz_ram_ptr(fz.mbox, sizeof(c)), &c, sizeof(c));
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_CREATE_QP,
+        .in.mbox = { .addr = cpu_to_le64(fz.mbox), .len = cpu_to_le32(sizeof(c)) },
+    };
+    *q = (FzQp) {
+        .type = PIB_QPT_XRC_TGT, .dlid = FZ_PEER_LID,
+        .dest_qpn = FZ_PEER_QPN, .rq_psn = 0x100, .sq_psn = 0x200,
+    };
+    q->qpn = fz_admin_must(&cmd, "CREATE_QP (XRC target)");
+    if (fz_modify(q, PIB_QPS_INIT, PIB_QP_PKEY_INDEX | PIB_QP_PORT |
+                  PIB_QP_ACCESS_FLAGS, &a) != PIB_AQ_OK) {
+        fz_bug("harness setup: XRC target to INIT failed");
+    }
+    a = fz_rtr_attrs(q);
+    if (fz_modify(q, PIB_QPS_RTR, PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
+                  PIB_QP_RQ_PSN | PIB_QP_MAX_DEST_RD_ATOMIC |
+                  PIB_QP_MIN_RNR_TIMER, &a) != PIB_AQ_OK) {
+        fz_bug("harness setup: XRC target to RTR failed");
+    }
+    a = (struct pib_qp_attr) {
+        .sq_psn = cpu_to_le32(q->sq_psn),
+        .timeout = 14,
+    };
+    if (fz_modify(q, PIB_QPS_RTS, PIB_QP_SQ_PSN | PIB_QP_TIMEOUT, &a) !=
+        PIB_AQ_OK) {
+        fz_bug("harness setup: XRC target to RTS failed");
+    }
+    if (!(fz.cfg.flags2 & FZ_CFG2_NO_RECV)) {
+        fz_post_recv(T__MAX, 8, 0);
+    }
+}
+
 static PibQp *fz_pibqp(FzTarget t)
 {
     return fz.qp[t].qpn ? pib_qp_lookup(fz.s, fz.qp[t].qpn) : NULL;
@@ -538,18 +621,19 @@ static void fz_sge(struct pib_sge *sge, uint64_t addr, uint32_t len,
 }
 
 /*
- * Post up to n receive WQEs on a QP's RQ (or, for RC-SRQ, on the SRQ), at the
- * device's producer index.  kind: 0 two SGEs in the receive MR, 1 an SGE in
+ * Post up to n receive WQEs on a QP's RQ (or, for RC-SRQ, on the SRQ; t ==
+ * T__MAX: on the XRC SRQ), at the device's producer index.  kind: 0 two SGEs in the receive MR, 1 an SGE in
  * the read-only MR (no LOCAL_WRITE), 2 more SGEs than a slot holds, 3 none,
  * 4 one small SGE (48 bytes), 5 the MR whose pages are not RAM, 6 an MR of
  * the other PD, 7 a stale lkey.
  */
 static void fz_post_recv(FzTarget t, unsigned n, uint8_t kind)
 {
-    bool on_srq = t == T_RC_SRQ;
-    PibQp *qp = fz_pibqp(t);
-    PibSrq *srq = pib_srq_lookup(fz.s, fz.srqn);
-    FzRing *ring = on_srq ? &fz.srq : &fz.qp[t].rq;
+    bool xrc = t == T__MAX, on_srq = t == T_RC_SRQ || xrc;
+    PibQp *qp = xrc ? NULL : fz_pibqp(t);
+    uint32_t srqn = xrc ? fz.xsrqn : fz.srqn;
+    PibSrq *srq = pib_srq_lookup(fz.s, srqn);
+    FzRing *ring = xrc ? &fz.xsrq : on_srq ? &fz.srq : &fz.qp[t].rq;
     uint32_t pi, ci, i;
 
     if (on_srq ? !srq : !qp || qp->no_rq) {
@@ -597,7 +681,7 @@ static void fz_post_recv(FzTarget t, unsigned n, uint8_t kind)
         }
     }
     if (on_srq) {
-        uar_write(PIB_UAR_SRQ_DB, fz.srqn, pi);
+        uar_write(PIB_UAR_SRQ_DB, srqn, pi);
     } else {
         uar_write(PIB_UAR_RQ_DB, qp->qpn, pi);
     }
@@ -839,6 +923,8 @@ static void fz_layout(void)
     }
     fz.srq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SRQ_DEPTH, 6 };
     fz.srq_pbl = fz_pbl(fz.srq.base, 1);
+    fz.xsrq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SRQ_DEPTH, 6 };
+    fz.xsrq_pbl = fz_pbl(fz.xsrq.base, 1);
     for (t = 0; t < T__MAX; t++) {
         FzQp *q = &fz.qp[t];
 
@@ -995,6 +1081,7 @@ static void fz_objects(void)
             fz_post_recv(t, 8, 0);
         }
     }
+    fz_xrc_setup();
     if (fz.cfg.flags3 & FZ_CFG3_NO_LID) {
         /* An SM gives the port its LID; fz_sm_sweep() arms it once the link is up. */
         if (!fz_sm_port_set(FZ_LID, FZ_PEER_LID, (fz.cfg.flags2 & FZ_CFG2_LMC) ? 2 : 0,
@@ -1219,7 +1306,8 @@ typedef struct QEMU_PACKED FzPktRec {
     uint8_t fill;       /* payload byte pattern */
     uint8_t ext;        /* [0] wrong Q_Key, [1] IETH names MW type 2 else
                          * M_RW, [2] SLID of another port, [3] our own LID
-                         * as SLID, [5:4] DLID + 0..3 (LMC path bits) */
+                         * as SLID, [5:4] DLID + 0..3 (LMC path bits),
+                         * [6] the XRCETH names raw32 else the XRC SRQ */
 } FzPktRec;
 
 #define FZ_MUT_LVER         0x01
@@ -1311,10 +1399,14 @@ static void fz_pkt_build(const FzPktRec *r)
     bool grh = r->target & 8, resp = mask & PIB_OPM_RESP;
     uint8_t gid[16];
 
-    /* Destination QP and PSN */
+    /* Destination QP and PSN; an XRC request goes to the XRC target */
     dqpn = t < T__MAX ? (fz.qp[t].qpn ? fz.qp[t].qpn : fz.qp[t].old_qpn) :
            t == 5 ? le32_to_cpu(r->raw32) :
            t == 6 ? PIB_QPN_LIMIT - 1 : 0;
+    if ((mask & PIB_OPM_XRCETH) && t != 5) {
+        dqpn = fz.xtgt.qpn;
+        qp = pib_qp_lookup(fz.s, dqpn);
+    }
     if (r->target >> 6 == 3) {
         psn = le32_to_cpu(r->psn_raw);
     } else if (qp && resp) {
@@ -1397,6 +1489,10 @@ static void fz_pkt_build(const FzPktRec *r)
     e = b + hdr;
 
     /* Extension headers, in the IBTA order */
+    if (mask & PIB_OPM_XRCETH) {
+        stl_be_p(e, r->ext & 0x40 ? le32_to_cpu(r->raw32) : fz.xsrqn);
+        e += 4;
+    }
     if (mask & PIB_OPM_DETH) {
         uint32_t qkey = t == T_GSI ? PIB_GSI_QKEY : FZ_QKEY;
 
@@ -1893,7 +1989,7 @@ static void fz_op(FzIn *in)
     case FZ_OP_RECV:
         b0 = in_u8(in);
         b1 = in_u8(in);
-        fz_post_recv(b0 % T__MAX, (b1 & 7) + 1, (b1 >> 3) & 7);
+        fz_post_recv(b0 % (T__MAX + 1), (b1 & 7) + 1, (b1 >> 3) & 7);
         break;
     case FZ_OP_SEND:
         in_read(in, &sr, sizeof(sr));
@@ -1962,6 +2058,8 @@ static FzPktRec seed_pkt(FzTarget t, uint8_t opcode, FzKey key, uint16_t plen)
     unsigned i;
 
     r.target = t | 0x20;                    /* AckReq */
+    r.opsel = 0xc0;                         /* opraw, unless in fz_opcodes */
+    r.opraw = opcode;
     for (i = 0; i < ARRAY_SIZE(fz_opcodes); i++) {
         if (fz_opcodes[i] == opcode) {
             r.opsel = i;
@@ -2080,6 +2178,14 @@ static void fz_gen_seeds(const char *dir)
     p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
     cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_NO_RECV };
     seed_emit(dir, "rc-rnr", cfg, p, 1, 0);
+    /* XRC: to the XRC target, naming the XRC SRQ (a SEND) and M_RW's PD's keys */
+    p[0] = seed_pkt(T_RC, PIB_OP_XRC(PIB_OP_RC_SEND_ONLY), 0, right);
+    p[1] = seed_pkt(T_RC, PIB_OP_XRC(PIB_OP_RC_RDMA_WRITE_ONLY), K_MR + M_RW, right);
+    p[2] = seed_pkt(T_RC, PIB_OP_XRC(PIB_OP_RC_FETCH_ADD), K_MR + M_RW, right);
+    seed_emit(dir, "xrc", mtu1k, p, 3, 0);
+    p[0].ext = 0x40;                /* an SRQN that is not the target's */
+    p[0].raw32 = cpu_to_le32(1);
+    seed_emit(dir, "xrc-bad-srq", mtu1k, p, 1, 0);
     p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
     p[0].target |= 8;
     cfg = (FzConfig) { .flags = 2, .flags2 = FZ_CFG2_GRH | FZ_CFG2_LMC };
