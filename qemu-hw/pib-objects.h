@@ -318,6 +318,7 @@ typedef struct PibRdRes {
     uint32_t resid;         /* READ: bytes still to send */
     bool first;             /* READ: the next response starts the reply */
     bool replay;            /* READ: answering a duplicate request again */
+    bool answered;          /* the whole answer left once (pib_resp_chk_resource) */
     uint64_t seq;           /* order of arrival, for sending in order */
     uint64_t orig;          /* atomic: the original value (replay cache) */
 } PibRdRes;

@@ -34,6 +34,7 @@ PibRespStep pib_resp_atomic(PibRespCtx *c)
     const PibPktInfo *pi = c->pi;
     uint64_t orig, val;
     PibRdRes *res;
+    bool pending;
     PibPktFields f = {
         .opcode = PIB_OP_RC_ATOMIC_ACKNOWLEDGE,
         .psn = pi->psn,
@@ -65,8 +66,9 @@ PibRespStep pib_resp_atomic(PibRespCtx *c)
      * sent, the answer waits its turn (pib_resp_run()).
      */
     res = &r->res[r->res_next];
+    pending = pib_resp_pending(qp);
     *res = (PibRdRes) {
-        .state = pib_resp_pending(qp) ? PIB_RES_PENDING : PIB_RES_DONE, .atomic = true,
+        .state = pending ? PIB_RES_PENDING : PIB_RES_DONE, .atomic = true, .answered = !pending,
         .psn = pi->psn, .last_psn = pi->psn, .cur_psn = pi->psn, .orig = orig,
         .seq = r->res_seq++,
     };
@@ -154,6 +156,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
             if (pi->psn == res->psn) {
                 trace_pib_resp_replay(qp->qpn, pi->psn, "atomic");
                 pib_resp_send(qp, &f);
+                res->answered = true;
             }
             return RESP_DONE;
         }
@@ -245,6 +248,7 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
             };
             pib_resp_send(qp, &f);
             res->state = PIB_RES_DONE;
+            res->answered = true;
             (*budget)--;
             continue;
         }
@@ -305,6 +309,7 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
         if (last) {
             res->state = PIB_RES_DONE;
             res->replay = false;
+            res->answered = true;
         }
         (*budget)--;
     }

@@ -289,6 +289,7 @@ static PibRespStep pib_resp_chk_resource(PibRespCtx *c)
     PibQp *qp = c->qp;
     PibResp *r = &qp->resp;
     uint32_t m = c->mask;
+    PibRdRes *res;
 
     if ((m & PIB_OPM_SEND) ||
         ((m & PIB_OPM_WRITE) && (m & PIB_OPM_IMMDT))) {
@@ -306,10 +307,24 @@ static PibRespStep pib_resp_chk_resource(PibRespCtx *c)
     }
     if (m & (PIB_OPM_READ | PIB_OPM_ATOMIC)) {
         r->res_next %= qp->max_dest_rd_atomic;
-        if (r->res[r->res_next].state == PIB_RES_PENDING) {
+        res = &r->res[r->res_next];
+        /*
+         * The new request takes the oldest slot.  A requester within its max_rd_atomic sends
+         * it only once it has completed the request in that slot, so a slot still answering
+         * a duplicate of an answer that already left in full is taken: the replay is moot.
+         * (A retransmit timer that fires while the first answers are still on the wire
+         * leads there: the requester resends, then gets the answers, completes, and sends
+         * new requests behind its duplicates.)  A slot whose first answer has not left in
+         * full cannot have been completed.
+         */
+        if (res->state == PIB_RES_PENDING && !res->answered) {
             /* More outstanding than max_dest_rd_atomic allows. */
             c->drop = PIB_CNT_RX_DROP_OPCODE;
             return RESP_ERR_INVALID;
+        }
+        if (res->state == PIB_RES_PENDING) {
+            trace_pib_resp_replay_moot(qp->qpn, res->psn, c->pi->psn);
+            res->state = PIB_RES_FREE;
         }
     }
     return RESP_CHK_LENGTH;

@@ -2722,6 +2722,43 @@ static void test_dp_wire(void)
     g_assert_cmpuint(qtest_readq(qts(&d), x.buf + 2048), ==, 8);
 
     /*
+     * Four READs (PSN 106-109) take the four responder resources and are answered.  The
+     * peer's retransmit timer fired before the answers reached it: it asks all four again;
+     * then the answers arrive, it completes the first and sends a fifth READ (PSN 110)
+     * right behind its duplicates (one write: the device handles all five before it sends
+     * anything).  The duplicates are answered again; the fifth takes the first's resource,
+     * whose answer had left in full (its replay is moot), and is answered too: it is not
+     * "one READ more than max_dest_rd_atomic", which would be an invalid request NAK.
+     */
+    for (i = 0; i < 4; i++) {
+        stq_be_p(ext, x.buf + 64 * i);
+        stl_be_p(ext + 8, x.key);
+        stl_be_p(ext + 12, 64);
+        wp_send(fd, PIB_OP_RC_RDMA_READ_REQUEST, 106 + i, false, ext, 16, NULL, 0);
+        wp_expect(fd, &w, PIB_OP_RC_RDMA_READ_RESP_ONLY, 106 + i);
+        g_assert_cmpmem(w.payload, w.paylen, data + 64 * i, 64);
+    }
+    wp_batch_begin();
+    for (i = 0; i < 5; i++) {
+        stq_be_p(ext, x.buf + 64 * i);
+        wp_send(fd, PIB_OP_RC_RDMA_READ_REQUEST, 106 + i, false, ext, 16, NULL, 0);
+    }
+    wp_batch_send(fd);
+    /* Then 107-110 in PSN order (106's replay first, if it left before 110 was read). */
+    for (i = 106; i <= 110; i++) {
+        g_assert_true(wp_recv(fd, &w, TIMEOUT_US / 1000));
+        if (i == 106 && w.psn != 106) {
+            i++;
+        }
+        g_assert_cmphex(w.opcode, ==, PIB_OP_RC_RDMA_READ_RESP_ONLY);
+        g_assert_cmpuint(w.psn, ==, i);
+        g_assert_cmphex(w.syndrome & PIB_AETH_TYPE_MASK, ==, PIB_AETH_ACK);
+        g_assert_cmpmem(w.payload, w.paylen, data + 64 * (i - 106), 64);
+    }
+    wp_expect_nothing(fd);
+    g_assert_cmpuint(dp_query_qp(&d, x.qp.qpn).qp_state, ==, PIB_QPS_RTS);
+
+    /*
      * The requester: a 700-byte SEND is three packets.  A sequence NAK for
      * the second makes the device go back and resend from it.
      */
@@ -2807,8 +2844,8 @@ static void test_dp_wire(void)
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_QP_TYPE], ==, 1);
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_LENGTH], ==, 1);
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_PSN_SEQ], ==, 2);
-    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_DUPLICATE], ==, 3);
-    g_assert_cmpuint(cnt[PIB_CNT_DUPLICATE_REQUESTS], ==, 3);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_DUPLICATE], ==, 3 + 4);
+    g_assert_cmpuint(cnt[PIB_CNT_DUPLICATE_REQUESTS], ==, 3 + 4);
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_RNR], ==, 1);
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_STALE_RESP], ==, 2);
     g_assert_cmpuint(cnt[PIB_CNT_SEQ_NAKS_SENT], ==, 1);

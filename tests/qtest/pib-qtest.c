@@ -1053,6 +1053,9 @@ uint32_t dp_err_count(PibDev *d)
  */
 
 uint32_t wp_dqpn;                /* the device's QP the peer talks to */
+static bool wp_batching;         /* wp_batch_begin(): frames collect in wp_batch */
+static uint8_t wp_batch[8192];
+static uint32_t wp_batch_len;
 
 /* Frame and send one packet; ext: the extension headers, already built. */
 void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
@@ -1078,7 +1081,30 @@ void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
     stl_be_p(b + 16, (psn & PIB_PSN_MASK) | (ackreq ? PIB_BTH_ACKREQ : 0));
     memcpy(b + 20, ext, ext_len);
     memcpy(b + 20 + ext_len, payload, paylen);
+    if (wp_batching) {
+        g_assert_cmpuint(wp_batch_len + 4 + len, <=, sizeof(wp_batch));
+        memcpy(wp_batch + wp_batch_len, frame, 4 + len);
+        wp_batch_len += 4 + len;
+        return;
+    }
     peer_write(fd, frame, 4 + len);
+}
+
+/*
+ * Between wp_batch_begin() and wp_batch_send(), wp_send() collects its frames, and
+ * wp_batch_send() writes them in one send(): the device reads them in one read and handles
+ * them all before its engines run, as packets that arrive together on a busy link.
+ */
+void wp_batch_begin(void)
+{
+    wp_batching = true;
+    wp_batch_len = 0;
+}
+
+void wp_batch_send(int fd)
+{
+    wp_batching = false;
+    peer_write(fd, wp_batch, wp_batch_len);
 }
 
 /*

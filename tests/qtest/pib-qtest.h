@@ -307,6 +307,9 @@ extern uint32_t wp_dqpn;                /* the device's QP the peer talks to */
 void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
              const void *ext, uint32_t ext_len, const void *payload,
              uint32_t paylen);
+/* wp_send()s in between go out in one write. */
+void wp_batch_begin(void);
+void wp_batch_send(int fd);
 void wp_qp_rtr(PibDev *d, uint32_t qpn, uint32_t access, uint8_t max_dest_rd_atomic);
 bool wp_recv(int fd, WirePkt *w, int timeout_ms);
 /* The next packet is this opcode and PSN (within TIMEOUT_US). */
