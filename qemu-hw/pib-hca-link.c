@@ -42,6 +42,11 @@ static void pib_hca_link_packet(PibLink *l, PibPacket *p)
     pib_rx_link(pib_link_hca(l), p);
 }
 
+static bool pib_hca_link_packet_bytes(PibLink *l, const uint8_t *ib, uint32_t len)
+{
+    return pib_rx_link_bytes(pib_link_hca(l), ib, len);
+}
+
 static uint32_t pib_hca_link_rx_backlog(PibLink *l)
 {
     return pib_link_hca(l)->rxq_len;
@@ -66,6 +71,7 @@ static const PibLinkOps pib_hca_link_ops = {
     .event = pib_hca_link_event,
     .may_train = pib_hca_link_may_train,
     .packet = pib_hca_link_packet,
+    .packet_bytes = pib_hca_link_packet_bytes,
     .rx_backlog = pib_hca_link_rx_backlog,
     .rx_run = pib_hca_link_rx_run,
     .tx_room = pib_hca_link_tx_room,

@@ -519,6 +519,7 @@ void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
 void pib_rx_enqueue(PibState *s, PibPacket *p);
 void pib_rx_link(PibState *s, PibPacket *p);
+bool pib_rx_link_bytes(PibState *s, const uint8_t *ib, uint32_t len);
 void pib_rx_run(PibState *s);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);

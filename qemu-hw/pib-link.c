@@ -47,6 +47,11 @@
  *   chardev   any other backend, or link-direct=off: the chardev's read
  *             callback, at most CHR_READ_BUF_LEN (4 KiB) per main-loop pass.
  *
+ * On either path, a packet that lies whole in the bytes read is handled right
+ * there when its owner can (PibLinkOps.packet_bytes: the HCA, when no packet
+ * waits ahead of it), without a copy into a frame buffer; the others are
+ * copied into one and queued.
+ *
  * The chardev path is bounded by the main loop's cost per pass: the socket
  * chardev's GSource is blocked and unblocked around each dispatch, which
  * costs GLib four eventfd writes, and one pass moved 4 KiB, less than one
@@ -172,6 +177,24 @@ static void pib_link_rx_hello(PibLink *l)
     l->ops->event(l, PIB_PEV_HELLO);
 }
 
+/*
+ * A PACKET frame whose header was just checked lies whole in buf: offer it to
+ * the owner in place (PibLinkOps.packet_bytes).  True if taken.
+ */
+static bool pib_link_rx_in_place(PibLink *l, const uint8_t *buf, uint32_t avail)
+{
+    if (l->rx_hdr.type != PIB_FRAME_PACKET || avail < l->rx_len ||
+        !l->ops->packet_bytes || !l->ops->packet_bytes(l, buf, l->rx_len)) {
+        return false;
+    }
+    l->frames_rx++;
+    l->rx_in_place++;
+    trace_pib_link_rx(l->id, "PACKET (in place)", l->rx_len);
+    l->rx_state = PIB_RX_HDR;
+    l->rx_got = 0;
+    return true;
+}
+
 /* A whole frame is in rx_hdr/rx_buf. */
 static void pib_link_rx_frame(PibLink *l)
 {
@@ -251,8 +274,10 @@ static int pib_link_can_receive(void *opaque)
  * caller dispatches them, then feeds the rest), or when the stream was reset
  * under it (a HELLO's port event can transmit, and a write that finds the
  * peer gone closes the stream at once): the bytes left belong to a
- * connection that is gone.  Completed packets are only queued here, so
- * nothing they cause can change the framing state under the loop.
+ * connection that is gone.  A packet that lies whole in buf may be handled
+ * in place (pib_link_rx_in_place: no copy; counted with the queued ones
+ * against max_queued); the others are only queued.  Either way the framing
+ * state is back at HDR before anything the packet causes runs.
  */
 static uint32_t pib_link_rx_feed(PibLink *l, const uint8_t *buf,
                                  uint32_t size, uint32_t max_queued)
@@ -275,7 +300,12 @@ static uint32_t pib_link_rx_feed(PibLink *l, const uint8_t *buf,
             l->rx_len = be16_to_cpu(l->rx_hdr.length_be);
             l->rx_got = 0;
             l->rx_state = PIB_RX_PAYLOAD;
-            /* A packet's payload goes straight into its frame buffer. */
+            if (pib_link_rx_in_place(l, buf + off, size - off)) {
+                off += l->rx_len;
+                frame = true;
+                break;
+            }
+            /* Else a packet's payload goes straight into its frame buffer. */
             if (l->rx_hdr.type == PIB_FRAME_PACKET) {
                 l->rx_pkt = pib_link_packet_new(l, l->rx_len);
             }
@@ -302,11 +332,20 @@ static uint32_t pib_link_rx_feed(PibLink *l, const uint8_t *buf,
         if (l->rx_gen != gen) {
             return size;        /* reset: the rest is of a dead stream */
         }
-        if (frame && l->ops->rx_backlog(l) >= max_queued) {
+        if (frame && l->ops->rx_backlog(l) + l->rx_in_place >= max_queued) {
             break;
         }
     }
     return off;
+}
+
+/* Have the owner handle what the feed queued or took in place. */
+static void pib_link_rx_run(PibLink *l)
+{
+    if (l->ops->rx_backlog(l) || l->rx_in_place) {
+        l->rx_in_place = 0;
+        l->ops->rx_run(l);
+    }
 }
 
 /*
@@ -319,9 +358,7 @@ static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
     PibLink *l = opaque;
 
     pib_link_rx_feed(l, buf, size, UINT32_MAX);
-    if (l->ops->rx_backlog(l)) {
-        l->ops->rx_run(l);
-    }
+    pib_link_rx_run(l);
 }
 
 /*
@@ -429,14 +466,10 @@ static void pib_link_rx_direct(void *opaque)
         l->rx_head += pib_link_rx_feed(l, l->rx_batch + l->rx_head,
                                        l->rx_tail - l->rx_head,
                                        PIB_RX_BUDGET);
+        /* Also after a reset: what was taken in place still wants its engines run. */
+        pib_link_rx_run(l);     /* may close the stream: checked below */
         if (l->rx_gen != gen) {
             return;             /* the stream was reset under the feed */
-        }
-        if (l->ops->rx_backlog(l)) {
-            l->ops->rx_run(l);      /* may close the stream: checked above */
-            if (l->rx_gen != gen) {
-                return;
-            }
         }
         if (l->rx_head != l->rx_tail && l->ops->rx_backlog(l) >= PIB_RX_BUDGET) {
             /* The queue did not drain (loopback traffic): next pass. */

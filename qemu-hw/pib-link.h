@@ -122,6 +122,13 @@ typedef struct PibLinkOps {
     bool (*may_train)(PibLink *l);
     /* A PACKET frame arrived: the owner takes the buffer (queue it, forward it, free it). */
     void (*packet)(PibLink *l, PibPacket *p);
+    /*
+     * Optional: a PACKET frame whose IB packet (len bytes at ib) lies whole in the link's read
+     * buffer.  The owner may handle it right there, without a copy into a frame buffer, and
+     * return true; the bytes are the link's again once it returns.  False: the link copies it
+     * into a PibPacket for packet() as usual.  rx_run() follows, as for queued packets.
+     */
+    bool (*packet_bytes)(PibLink *l, const uint8_t *ib, uint32_t len);
     /* Packets received and not handled yet: the link stops reading at PIB_RXQ_MAX. */
     uint32_t (*rx_backlog)(PibLink *l);
     /* Handle the received packets now (after a read's frames were fed). */
@@ -156,6 +163,7 @@ struct PibLink {
     uint32_t rx_head;       /* rx_batch[rx_head, rx_tail) waits for framing */
     uint32_t rx_tail;
     uint32_t rx_gen;        /* bumped by every reset of the receive side */
+    uint32_t rx_in_place;   /* frames packet_bytes() took since the last rx_run() */
 
     PibLinkRxState rx_state;
     bool rx_throttled;      /* can_receive said 0: accept_input when room */

@@ -629,6 +629,26 @@ void pib_rx_link(PibState *s, PibPacket *p)
 }
 
 /*
+ * A packet from the link that is still in the link's read buffer: dispatched
+ * right there, with no copy into a frame buffer, when nothing waits in the
+ * receive queue ahead of it (packets are handled in arrival order) and no
+ * receive fault is armed (inject-drop-rx works on queued packets).  The
+ * engines it wakes run in pib_rx_run(), which the link calls after its feed,
+ * as for queued packets.  False: the link queues it (pib_rx_link()).
+ */
+bool pib_rx_link_bytes(PibState *s, const uint8_t *ib, uint32_t len)
+{
+    if (s->rxq_len || s->inject.drop_rx) {
+        return false;
+    }
+    pib_count(s, PIB_CNT_RX_PACKETS, 1);
+    pib_count(s, PIB_CNT_RX_BYTES, len);
+    s->work_deferred = true;
+    pib_pkt_dispatch(s, ib, len);
+    return true;
+}
+
+/*
  * Dispatch queued packets, at most PIB_RX_BUDGET (the bottom half takes the
  * rest), then run the engines they woke and send what all of it produced,
  * still in this main-loop pass.
