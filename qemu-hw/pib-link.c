@@ -217,7 +217,14 @@ static void pib_link_rx_frame(PibLink *l)
         PibPacket *p = l->rx_pkt;
 
         l->rx_pkt = NULL;
-        l->ops->packet(l, p);
+        /* Handled at once if the owner can (as in place), else queued. */
+        if (l->ops->packet_bytes &&
+            l->ops->packet_bytes(l, pib_packet_ib(p), l->rx_len)) {
+            l->rx_in_place++;
+            pib_link_packet_free(l, p);
+        } else {
+            l->ops->packet(l, p);
+        }
         break;
     }
     default:

@@ -123,10 +123,11 @@ typedef struct PibLinkOps {
     /* A PACKET frame arrived: the owner takes the buffer (queue it, forward it, free it). */
     void (*packet)(PibLink *l, PibPacket *p);
     /*
-     * Optional: a PACKET frame whose IB packet (len bytes at ib) lies whole in the link's read
-     * buffer.  The owner may handle it right there, without a copy into a frame buffer, and
-     * return true; the bytes are the link's again once it returns.  False: the link copies it
-     * into a PibPacket for packet() as usual.  rx_run() follows, as for queued packets.
+     * Optional: a PACKET frame whose IB packet (len bytes at ib) is whole, in the link's read
+     * buffer or (a frame split across two reads) in the frame buffer it was gathered in.  The
+     * owner may handle it right there and return true: no copy, no queueing; the bytes are
+     * the link's again once it returns.  False: the link gives it to packet() in a PibPacket
+     * (copied, if it was in the read buffer).  rx_run() follows, as for queued packets.
      */
     bool (*packet_bytes)(PibLink *l, const uint8_t *ib, uint32_t len);
     /* Packets received and not handled yet: the link stops reading at PIB_RXQ_MAX. */

@@ -629,10 +629,11 @@ void pib_rx_link(PibState *s, PibPacket *p)
 }
 
 /*
- * A packet from the link that is still in the link's read buffer: dispatched
- * right there, with no copy into a frame buffer, when nothing waits in the
- * receive queue ahead of it (packets are handled in arrival order) and no
- * receive fault is armed (inject-drop-rx works on queued packets).  The
+ * A packet from the link, in the link's read buffer (or the frame buffer of
+ * one split across two reads): dispatched right there, with no copy and no
+ * wait in the receive queue, when nothing waits in that queue ahead of it
+ * (packets are handled in arrival order) and no receive fault is armed
+ * (inject-drop-rx works on queued packets).  The
  * engines it wakes run in pib_rx_run(), which the link calls after its feed,
  * as for queued packets.  False: the link queues it (pib_rx_link()).
  */
