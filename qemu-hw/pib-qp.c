@@ -110,6 +110,34 @@ static void pib_qp_free(PibState *s, PibQp *qp)
  * nothing else, no PD, no CQ, no queue.  Its receive side is set up per
  * request, from the XRC SRQ the request names (pib-resp.c).
  */
+/*
+ * A new QP in RESET with what every type starts with; meta_size entries of WQE window (at
+ * least one, even for an XRC target, which has no SQ: the engines never need to ask).
+ */
+static PibQp *pib_qp_new(PibState *s, uint32_t qpn, uint8_t type, uint32_t meta_size)
+{
+    PibQp *qp = g_new0(PibQp, 1);
+
+    qp->s = s;
+    qp->qpn = qpn;
+    qp->type = type;
+    qp->state = PIB_QPS_RESET;
+    qp->meta_size = meta_size;
+    qp->meta = g_new0(PibWqeMeta, meta_size);
+    qp->port_num = PIB_PORT_NUM;
+    qp->path_mtu = PIB_PORT_MTU_ENUM;
+    return qp;
+}
+
+/* The QP made: the engines set up, and the QPN answers. */
+static uint8_t pib_qp_install(PibState *s, PibQp *qp, PibAdminResult *res)
+{
+    pib_qp_init_engines(qp);
+    s->qp[qp->qpn] = qp;
+    res->result0 = qp->qpn;
+    return PIB_AQ_OK;
+}
+
 static uint8_t pib_qp_create_xrc_tgt(PibState *s, const struct pib_qp_create *c,
                                      PibAdminResult *res)
 {
@@ -133,23 +161,14 @@ static uint8_t pib_qp_create_xrc_tgt(PibState *s, const struct pib_qp_create *c,
         return pib_cmd_reject("CREATE_QP", "no free QPN", c->type,
                               PIB_AQ_NO_RESOURCES);
     }
-    qp = g_new0(PibQp, 1);
-    qp->s = s;
-    qp->qpn = qpn;
+    qp = pib_qp_new(s, qpn, PIB_QPT_XRC_TGT, 1);
     qp->xrcd = xrcdn;
-    qp->type = PIB_QPT_XRC_TGT;
-    qp->state = PIB_QPS_RESET;
     qp->no_rq = true;
     qp->sq.ring.stride_log = PIB_SQ_STRIDE_LOG_MIN;
     qp->rq.ring.stride_log = PIB_RQ_STRIDE_LOG_MIN;
-    qp->port_num = PIB_PORT_NUM;
-    qp->path_mtu = PIB_PORT_MTU_ENUM;
-    pib_qp_init_engines(qp);
     xrcd->refcnt++;
-    s->qp[qpn] = qp;
     trace_pib_qp_create(qpn, qp->type, 0, 0, 0, 0, 0, 0, xrcdn);
-    res->result0 = qpn;
-    return PIB_AQ_OK;
+    return pib_qp_install(s, qp, res);
 }
 
 /*
@@ -285,13 +304,9 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         return status;
     }
 
-    qp = g_new0(PibQp, 1);
-    qp->s = s;
-    qp->qpn = qpn;
+    qp = pib_qp_new(s, qpn, c.type, MIN(sq_depth, PIB_SQ_WINDOW));
     qp->uar = uar;
     qp->pdn = pdn;
-    qp->type = c.type;
-    qp->state = PIB_QPS_RESET;
     qp->sig_all = c.flags & PIB_QPC_F_SQ_SIG_ALL;
     qp->no_rq = no_rq;
     qp->scq = scq;
@@ -309,17 +324,11 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .npages = rq_npages, .pages = rq_pages,
     };
     qp->rq.max_sge = no_rq ? 0 : pib_recv_max_sge(c.rq_stride_log);
-    qp->meta_size = MIN(sq_depth, PIB_SQ_WINDOW);
-    qp->meta = g_new0(PibWqeMeta, qp->meta_size);
-    qp->port_num = PIB_PORT_NUM;
-    qp->path_mtu = PIB_PORT_MTU_ENUM;
     if (qp->type == PIB_QPT_GSI) {
         qp->qkey = PIB_GSI_QKEY;
     } else if (qp->type == PIB_QPT_SMI) {
         qp->qkey = PIB_SMI_QKEY;
     }
-    pib_qp_init_engines(qp);
-
     pd->refcnt++;
     scq->refcnt++;
     if (rcq) {
@@ -328,10 +337,8 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     if (srq) {
         srq->refcnt++;
     }
-    s->qp[qpn] = qp;
     trace_pib_qp_create(qpn, c.type, pdn, scqn, rcqn, sq_depth, rq_depth, uar, 0);
-    res->result0 = qpn;
-    return PIB_AQ_OK;
+    return pib_qp_install(s, qp, res);
 }
 
 /* DESTROY_QP: outstanding work requests complete (flushed) first. */

@@ -499,9 +499,7 @@ void pib_qp_reset_engines(PibQp *qp)
     qp->comp.timeout = false;
     qp->comp.rnr_wait = false;
     qp->comp.wqe_valid = false;
-    if (qp->meta) {             /* an XRC target has no SQ, so none */
-        memset(qp->meta, 0, qp->meta_size * sizeof(*qp->meta));
-    }
+    memset(qp->meta, 0, qp->meta_size * sizeof(*qp->meta));
     pib_resp_reset(qp);
     qp->sq_draining = false;
 }
