@@ -106,11 +106,6 @@ static void pib_qp_free(PibState *s, PibQp *qp)
 }
 
 /*
- * An XRC_TGT QP (include/pib_hw.h, struct pib_qp_create): an XRC domain and
- * nothing else, no PD, no CQ, no queue.  Its receive side is set up per
- * request, from the XRC SRQ the request names (pib-resp.c).
- */
-/*
  * A new QP in RESET with what every type starts with; meta_size entries of WQE window (at
  * least one, even for an XRC target, which has no SQ: the engines never need to ask).
  */
@@ -138,6 +133,11 @@ static uint8_t pib_qp_install(PibState *s, PibQp *qp, PibAdminResult *res)
     return PIB_AQ_OK;
 }
 
+/*
+ * An XRC_TGT QP (include/pib_hw.h, struct pib_qp_create): an XRC domain and
+ * nothing else, no PD, no CQ, no queue.  Its receive side is set up per
+ * request, from the XRC SRQ the request names (pib-resp.c).
+ */
 static uint8_t pib_qp_create_xrc_tgt(PibState *s, const struct pib_qp_create *c,
                                      PibAdminResult *res)
 {

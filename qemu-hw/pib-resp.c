@@ -317,12 +317,12 @@ static PibRespStep pib_resp_chk_resource(PibRespCtx *c)
          * new requests behind its duplicates.)  A slot whose first answer has not left in
          * full cannot have been completed.
          */
-        if (res->state == PIB_RES_PENDING && !res->answered) {
-            /* More outstanding than max_dest_rd_atomic allows. */
-            c->drop = PIB_CNT_RX_DROP_OPCODE;
-            return RESP_ERR_INVALID;
-        }
         if (res->state == PIB_RES_PENDING) {
+            if (!res->answered) {
+                /* More outstanding than max_dest_rd_atomic allows. */
+                c->drop = PIB_CNT_RX_DROP_OPCODE;
+                return RESP_ERR_INVALID;
+            }
             trace_pib_resp_replay_moot(qp->qpn, res->psn, c->pi->psn);
             res->state = PIB_RES_FREE;
         }
