@@ -17,8 +17,9 @@
  * REG_MR WQEs the input posts), two memory windows bound with BIND_MW
  * WQEs, two CQs, an SRQ, and five QPs in RTS (RC, RC on the SRQ, UC, UD, GSI)
  * with receive WQEs posted; and an XRC domain with an XRC SRQ (receives
- * posted) and an XRC target QP in RTS, which requests with XRC opcodes reach.  The configuration bytes vary that setup (path
- * MTU, GRH, timers, loopback, ...).  The input then drives
+ * posted) and an XRC target QP in RTS, which requests with XRC opcodes
+ * reach.  The configuration bytes vary that setup (path MTU, GRH, timers,
+ * loopback, ...).  The input then drives
  * the peer's side and the driver's side, op by op (enum FzOp).
  *
  * The oracle is deliberately weak: the sanitizers (ASan, UBSan, LeakSanitizer)
@@ -462,30 +463,20 @@ static uint8_t fz_modify(FzQp *q, uint8_t state, uint32_t mask,
     return fz_admin(&cmd, NULL, NULL);
 }
 
-/* RESET -> INIT -> RTR -> RTS with the attributes the QP type requires. */
-/* INIT -> RTR toward the peer (a connected QP's primary path). */
-static struct pib_qp_attr fz_rtr_attrs(const FzQp *q)
-{
-    return (struct pib_qp_attr) {
-        .path_mtu = fz.mtu,
-        .dlid = cpu_to_le16(q->dlid),
-        .dest_qp_num = cpu_to_le32(q->dest_qpn),
-        .rq_psn = cpu_to_le32(q->rq_psn),
-        .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
-        .min_rnr_timer = 1,
-        .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
-    };
-}
-
+/*
+ * RESET -> INIT -> RTR -> RTS with the attributes the QP type requires.  An
+ * XRC target takes RC's INIT and RTR attributes, and at RTS only its PSN and
+ * timeout (it sends no requests).
+ */
 static bool fz_qp_to_rts(FzQp *q)
 {
+    bool rc = q->type == PIB_QPT_RC || q->type == PIB_QPT_XRC_TGT;
     struct pib_qp_attr a;
 
     a = (struct pib_qp_attr) { .port_num = PIB_PORT_NUM };
     a.qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE |
-                                    (q->type == PIB_QPT_RC ?
-                                     PIB_ACCESS_REMOTE_READ |
-                                     PIB_ACCESS_REMOTE_ATOMIC : 0));
+                                    (rc ? PIB_ACCESS_REMOTE_READ |
+                                          PIB_ACCESS_REMOTE_ATOMIC : 0));
     a.qkey = cpu_to_le32(q->type == PIB_QPT_GSI ? PIB_GSI_QKEY : FZ_QKEY);
     if (fz_modify(q, PIB_QPS_INIT,
                   q->type == PIB_QPT_GSI ? PIB_QP_PKEY_INDEX | PIB_QP_QKEY :
@@ -495,7 +486,15 @@ static bool fz_qp_to_rts(FzQp *q)
                   &a) != PIB_AQ_OK) {
         return false;
     }
-    a = fz_rtr_attrs(q);
+    a = (struct pib_qp_attr) {
+        .path_mtu = fz.mtu,
+        .dlid = cpu_to_le16(q->dlid),
+        .dest_qp_num = cpu_to_le32(q->dest_qpn),
+        .rq_psn = cpu_to_le32(q->rq_psn),
+        .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
+        .min_rnr_timer = 1,
+        .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
+    };
     if (fz.cfg.flags2 & FZ_CFG2_GRH) {
         a.ah_flags = 1;
         a.hop_limit = 64;
@@ -512,7 +511,7 @@ static bool fz_qp_to_rts(FzQp *q)
                          PIB_QP_MIN_RNR_TIMER, &a) == PIB_AQ_OK;
     }
     if (fz_modify(q, PIB_QPS_RTR,
-                  q->type == PIB_QPT_RC ?
+                  rc ?
                   PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
                   PIB_QP_RQ_PSN | PIB_QP_MAX_DEST_RD_ATOMIC |
                   PIB_QP_MIN_RNR_TIMER :
@@ -532,6 +531,8 @@ static bool fz_qp_to_rts(FzQp *q)
                      q->type == PIB_QPT_RC ?
                      PIB_QP_TIMEOUT | PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
                      PIB_QP_SQ_PSN | PIB_QP_MAX_QP_RD_ATOMIC :
+                     q->type == PIB_QPT_XRC_TGT ?
+                     PIB_QP_SQ_PSN | PIB_QP_TIMEOUT :
                      PIB_QP_SQ_PSN, &a) == PIB_AQ_OK;
 }
 
@@ -554,12 +555,6 @@ static void fz_xrc_setup(void)
         .xrcd = cpu_to_le32(xrcd),
     };
     FzQp *q = &fz.xtgt;
-    struct pib_qp_attr a = {
-        .port_num = PIB_PORT_NUM,
-        .qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE |
-                                       PIB_ACCESS_REMOTE_READ |
-                                       PIB_ACCESS_REMOTE_ATOMIC),
-    };
 
     cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_CREATE_SRQ };
     cmd.in.create_srq = (struct pib_cmd_create_srq) {
@@ -584,22 +579,7 @@ static void fz_xrc_setup(void)
         .dest_qpn = FZ_PEER_QPN, .rq_psn = 0x100, .sq_psn = 0x200,
     };
     q->qpn = fz_admin_must(&cmd, "CREATE_QP (XRC target)");
-    if (fz_modify(q, PIB_QPS_INIT, PIB_QP_PKEY_INDEX | PIB_QP_PORT |
-                  PIB_QP_ACCESS_FLAGS, &a) != PIB_AQ_OK) {
-        fz_bug("harness setup: XRC target to INIT failed");
-    }
-    a = fz_rtr_attrs(q);
-    if (fz_modify(q, PIB_QPS_RTR, PIB_QP_AV | PIB_QP_PATH_MTU | PIB_QP_DEST_QPN |
-                  PIB_QP_RQ_PSN | PIB_QP_MAX_DEST_RD_ATOMIC |
-                  PIB_QP_MIN_RNR_TIMER, &a) != PIB_AQ_OK) {
-        fz_bug("harness setup: XRC target to RTR failed");
-    }
-    a = (struct pib_qp_attr) {
-        .sq_psn = cpu_to_le32(q->sq_psn),
-        .timeout = 14,
-    };
-    if (fz_modify(q, PIB_QPS_RTS, PIB_QP_SQ_PSN | PIB_QP_TIMEOUT, &a) !=
-        PIB_AQ_OK) {
+    if (!fz_qp_to_rts(q)) {
         fz_bug("harness setup: XRC target to RTS failed");
     }
     if (!(fz.cfg.flags2 & FZ_CFG2_NO_RECV)) {
@@ -622,10 +602,10 @@ static void fz_sge(struct pib_sge *sge, uint64_t addr, uint32_t len,
 
 /*
  * Post up to n receive WQEs on a QP's RQ (or, for RC-SRQ, on the SRQ; t ==
- * T__MAX: on the XRC SRQ), at the device's producer index.  kind: 0 two SGEs in the receive MR, 1 an SGE in
- * the read-only MR (no LOCAL_WRITE), 2 more SGEs than a slot holds, 3 none,
- * 4 one small SGE (48 bytes), 5 the MR whose pages are not RAM, 6 an MR of
- * the other PD, 7 a stale lkey.
+ * T__MAX: on the XRC SRQ), at the device's producer index.  kind: 0 two SGEs
+ * in the receive MR, 1 an SGE in the read-only MR (no LOCAL_WRITE), 2 more
+ * SGEs than a slot holds, 3 none, 4 one small SGE (48 bytes), 5 the MR whose
+ * pages are not RAM, 6 an MR of the other PD, 7 a stale lkey.
  */
 static void fz_post_recv(FzTarget t, unsigned n, uint8_t kind)
 {
