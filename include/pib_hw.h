@@ -358,7 +358,8 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	/* XRC (docs/hardware.md, "XRC"). */                                                  \
 	X(ALLOC_XRCD,     alloc_xrcd,     0x28) /* result0: XRCD number (1..)                */ \
 	X(DEALLOC_XRCD,   dealloc_xrcd,   0x29) /* in.obj.num: XRCD; BUSY while an SRQ or QP */ \
-	                                        /*     is in it                              */
+	                                        /*     is in it                              */ \
+	X(MODIFY_CQ,      modify_cq,      0x2a) /* in.modify_cq: a CQ's event moderation     */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -557,6 +558,26 @@ struct pib_cmd_resize_cq {
 	pib_u64 pbl_addr;
 };
 
+/*
+ * MODIFY_CQ: event moderation (ib_modify_cq's cq_count and cq_period, as mlx4 and mlx5 have
+ * it).  With period 0, the default, a completion that satisfies the CQ's arm raises the event
+ * at once ("Completion events" in docs/hardware.md).  With a period, that first completion
+ * starts a wait instead: the event is raised when count completions that satisfy the arm have
+ * been written since (count 0: no such limit), or when period microseconds of device time
+ * (QEMU_CLOCK_VIRTUAL) have passed, whichever comes first.  It is still one CEQE and one
+ * interrupt, for all of them; the CQ stays armed meanwhile.  A count without a period has no
+ * effect: an event never waits for completions that may not come.  Arming over completions
+ * the consumer has not read raises the event at once, as without moderation: they waited
+ * already.  A MODIFY_CQ during a wait ends it (the event is raised now); the new values apply
+ * from the next one.  Both fields take their whole 16-bit range (max_cq_mod_count and
+ * max_cq_mod_period in struct pib_device_attr say so); a CQ that does not exist: BAD_RESOURCE.
+ */
+struct pib_cmd_modify_cq {
+	pib_u32 cqn;
+	pib_u16 count;          /* completions one event may wait for; 0: no limit             */
+	pib_u16 period;         /* microseconds an event may wait; 0: none, no moderation      */
+};
+
 /* ALLOC_MW: a memory window of type 1 (bound with a BIND_MW WQE through ibv_bind_mw) or type
  * 2 (bound with a BIND_MW WQE posted by the consumer).  It starts unbound: its rkey gives no
  * access.  DEALLOC_MW names it by the rkey ALLOC_MW returned, whatever binds did to the key
@@ -620,6 +641,7 @@ struct pib_admin_cmd {
 		struct pib_cmd_alloc_mr alloc_mr;
 		struct pib_cmd_resize_cq resize_cq;
 		struct pib_cmd_rereg_mr rereg_mr;
+		struct pib_cmd_modify_cq modify_cq;
 	} in;
 };
 
@@ -868,7 +890,9 @@ struct pib_device_attr {
 	pib_u32 max_total_mcast_qp_attach; /* attachments in all                               */
 	pib_u32 max_fast_reg_pages; /* pages one REG_MR WQE may map (ALLOC_MR's max_num_sg)     */
 	pib_u32 clock_khz;      /* the device clock's frequency (PIB_CLOCK_KHZ)                */
-	pib_u32 rsvd[3];
+	pib_u16 max_cq_mod_count;  /* MODIFY_CQ's largest count (PIB_MAX_CQ_MOD_COUNT)         */
+	pib_u16 max_cq_mod_period; /* ... and period, microseconds (PIB_MAX_CQ_MOD_PERIOD)     */
+	pib_u32 rsvd[2];
 };
 
 struct pib_port_attr {
@@ -990,6 +1014,8 @@ enum pib_counter {
 #define PIB_MAX_SGE            16     /* SGEs in a WQE                                     */
 #define PIB_MAX_QP_WR          4096   /* ring depth                                        */
 #define PIB_MAX_CQE            65536
+#define PIB_MAX_CQ_MOD_COUNT   0xffff /* MODIFY_CQ: ib_core's u16 cq_count ...            */
+#define PIB_MAX_CQ_MOD_PERIOD  0xffff /* ... and cq_period, microseconds (65.5 ms)         */
 #define PIB_MAX_MCAST_GRP      64     /* multicast groups the HCA joins                    */
 #define PIB_MAX_MCAST_QP       16     /* QPs attached to one group                         */
 #define PIB_MCAST_QPN          0xffffff /* BTH DestQP of a multicast packet                */
@@ -1019,6 +1045,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_cmd_alloc_mr) <= 48, "alloc_mr fits the comm
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_modify_srq) <= 48, "modify_srq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_resize_cq) <= 48, "resize_cq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_cmd_rereg_mr) <= 48, "rereg_mr fits the command");
+PIB_STATIC_ASSERT(sizeof(struct pib_cmd_modify_cq) <= 48, "modify_cq fits the command");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_create) == 80, "qp create mailbox layout");
 PIB_STATIC_ASSERT(sizeof(struct pib_qp_attr) == 104, "qp attr mailbox layout");
 

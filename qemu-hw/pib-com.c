@@ -315,6 +315,8 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .max_total_mcast_qp_attach = cpu_to_le32(PIB_MAX_MCAST_GRP * PIB_MAX_MCAST_QP),
         .max_fast_reg_pages  = cpu_to_le32(PIB_MAX_FAST_REG_PAGES),
         .clock_khz           = cpu_to_le32(PIB_CLOCK_KHZ),
+        .max_cq_mod_count    = cpu_to_le16(PIB_MAX_CQ_MOD_COUNT),
+        .max_cq_mod_period   = cpu_to_le16(PIB_MAX_CQ_MOD_PERIOD),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));

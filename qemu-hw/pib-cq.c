@@ -61,12 +61,45 @@ uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode)
     }
 }
 
-/* Raise the completion event: disarm, CEQE, interrupt. */
+/* Raise the completion event: disarm, CEQE, interrupt; a moderation wait ends with it. */
 static void pib_cq_fire(PibState *s, PibCq *cq)
 {
-    trace_pib_cq_event(cq->cqn, cq->arm == PIB_CQ_ARMED_SOLICITED);
+    trace_pib_cq_event(cq->cqn, cq->arm == PIB_CQ_ARMED_SOLICITED, cq->mod_held);
     cq->arm = PIB_CQ_DISARMED;
+    cq->mod_held = 0;
+    timer_del(cq->mod_timer);
     pib_ceq_post(s, cq->cqn);
+}
+
+/*
+ * A completion satisfied the arm.  Without moderation the event goes now; with it, the first
+ * such completion starts the wait, and the count rule or the period (pib_cq_mod_expired)
+ * ends it (MODIFY_CQ in pib_hw.h).
+ */
+static void pib_cq_event_due(PibState *s, PibCq *cq)
+{
+    if (!cq->mod_period_us) {
+        pib_cq_fire(s, cq);
+        return;
+    }
+    if (cq->mod_held++ == 0) {
+        timer_mod(cq->mod_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                                 cq->mod_period_us * SCALE_US);
+        trace_pib_cq_mod_wait(cq->cqn, cq->mod_count, cq->mod_period_us);
+    }
+    if (cq->mod_count && cq->mod_held >= cq->mod_count) {
+        pib_cq_fire(s, cq);
+    }
+}
+
+/* The moderation period is over: the event for the completions held so far. */
+static void pib_cq_mod_expired(void *opaque)
+{
+    PibCq *cq = opaque;
+
+    if (cq->mod_held && cq->arm != PIB_CQ_DISARMED) {
+        pib_cq_fire(cq->s, cq);
+    }
 }
 
 /*
@@ -140,7 +173,7 @@ bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited)
     cq->pi++;
     if (cq->arm == PIB_CQ_ARMED_NEXT ||
         (cq->arm == PIB_CQ_ARMED_SOLICITED && solicited)) {
-        pib_cq_fire(s, cq);
+        pib_cq_event_due(s, cq);
     }
     return true;
 }
@@ -168,6 +201,7 @@ void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data)
     if (!arm || cq->error) {
         return;
     }
+    /* Armed again during a wait (the event has not gone): the wait goes on. */
     cq->arm = sol ? PIB_CQ_ARMED_SOLICITED : PIB_CQ_ARMED_NEXT;
 
     /* Unread completions that already satisfy the arm: event now. */
@@ -203,6 +237,7 @@ static void pib_cq_free(PibState *s, PibCq *cq)
         cq->notify_pending = false;
     }
     s->cq[cq->cqn] = NULL;
+    timer_free(cq->mod_timer);
     g_free(cq->ring.pages);
     g_free(cq);
 }
@@ -275,6 +310,8 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
         .pages = pages,
     };
     cq->ci_record = pages[npages - 1];
+    cq->s = s;
+    cq->mod_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pib_cq_mod_expired, cq);
     s->cq[cqn] = cq;
     trace_pib_cq_create(cqn, depth, uar, 1u << stride_log);
     res->result0 = cqn;
@@ -388,6 +425,32 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     cq->ci_record = pages[npages - 1];
     cq->ci = 0;
     cq->pi = n;
+    return PIB_AQ_OK;
+}
+
+/*
+ * MODIFY_CQ (include/pib_hw.h): the CQ's event moderation; a wait in progress ends now.  The
+ * limits are the whole range of the 16-bit fields, so no value is out of range here.
+ */
+QEMU_BUILD_BUG_ON(PIB_MAX_CQ_MOD_COUNT != UINT16_MAX || PIB_MAX_CQ_MOD_PERIOD != UINT16_MAX);
+uint8_t pib_cmd_modify_cq(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    const struct pib_cmd_modify_cq *in = &cmd->in.modify_cq;
+    uint32_t cqn = le32_to_cpu(in->cqn);
+    uint16_t count = le16_to_cpu(in->count);
+    uint16_t period = le16_to_cpu(in->period);
+    PibCq *cq = pib_cq_lookup(s, cqn);
+
+    if (!cq) {
+        return pib_cmd_reject("MODIFY_CQ", "no such CQ", cqn, PIB_AQ_BAD_RESOURCE);
+    }
+    if (cq->mod_held && cq->arm != PIB_CQ_DISARMED) {
+        pib_cq_fire(s, cq);
+    }
+    cq->mod_count = count;
+    cq->mod_period_us = period;
+    trace_pib_cq_modify(cqn, count, period);
     return PIB_AQ_OK;
 }
 

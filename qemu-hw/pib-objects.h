@@ -142,6 +142,12 @@ typedef struct PibCq {
     bool notify_pending;    /* an arm doorbell found CQEs already there */
     uint32_t refcnt;        /* QPs using it: DESTROY_CQ says BUSY */
     QTAILQ_ENTRY(PibCq) notify_next;
+    struct PibState *s;
+    /* Event moderation (MODIFY_CQ, pib_hw.h): the values, and the wait in progress. */
+    uint16_t mod_count;
+    uint16_t mod_period_us;
+    uint32_t mod_held;      /* completions that satisfied the arm since the wait began */
+    QEMUTimer *mod_timer;   /* the wait's end, while mod_held > 0 */
 } PibCq;
 
 /*

@@ -67,7 +67,7 @@ def seeds():
                                    for op in range(0x01, 0x21)] + \
         [write(REGS, AQ_DB, 32), step()]
     # Data-path commands one at a time: CREATE_PD, REG_MR (its page list comes from the next
-    # pattern), CREATE_CQ.
+    # pattern), CREATE_CQ, MODIFY_CQ (count 4, period 100 us) and an arm of that CQ.
     mr = struct.pack("<IIQQQII", 1, 0xf, 0x1000, 0x2000, 0x150000, 2, 0)
     cq = struct.pack("<IIQII", 2, 2, 0x160000, 0, 0)
     pages = struct.pack("<QQ", 0x170000, 0x171000)
@@ -75,7 +75,10 @@ def seeds():
         dma(admin_cmd(0x10)), write(REGS, AQ_DB, 1), step(), bytes([OP_CLEAR_DMA_PATTERNS]),
         dma(admin_cmd(0x12, inp=mr)), dma(pages), write(REGS, AQ_DB, 2), step(),
         bytes([OP_CLEAR_DMA_PATTERNS]),
-        dma(admin_cmd(0x14, inp=cq)), dma(pages), write(REGS, AQ_DB, 3), step()]
+        dma(admin_cmd(0x14, inp=cq)), dma(pages), write(REGS, AQ_DB, 3), step(),
+        bytes([OP_CLEAR_DMA_PATTERNS]),
+        dma(admin_cmd(0x2a, inp=struct.pack("<IHH", 1, 4, 100))), write(REGS, AQ_DB, 4), step(),
+        write(UAR, 0x10, 1 | 1 << 24, QUAD), step()]
     # Doorbells on the UAR pages: SQ, RQ, CQ, SRQ, for objects that may not exist
     s["uar-doorbells"] = enable() + [write(UAR, 0x1000 * p + r, (i << 32) | o, QUAD)
                                      for p, r, i, o in ((0, 0, 1, 2), (0, 8, 1, 2),

@@ -1266,6 +1266,134 @@ static void dp_expect_ts(PibDev *d, TestCq *cq, uint64_t wr_id,
     g_assert_cmpmem(slot.rsvd, sizeof(slot.rsvd), zero, sizeof(zero));
 }
 
+static uint8_t dp_modify_cq(PibDev *d, uint32_t cqn, uint16_t count, uint16_t period)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_MODIFY_CQ,
+        .in.modify_cq = {
+            .cqn = cpu_to_le32(cqn),
+            .count = cpu_to_le16(count),
+            .period = cpu_to_le16(period),
+        },
+    };
+
+    return pib_cmd(d, &cmd, NULL);
+}
+
+/* The CQN of CEQE idx if the device has written it (first pass of the CEQ), else 0. */
+static uint32_t dp_ceqe_cqn(PibDev *d, uint64_t ceq, uint32_t idx)
+{
+    struct pib_ceqe e;
+
+    qtest_memread(qts(d), ceq + idx * sizeof(e), &e, sizeof(e));
+    return (e.flags & PIB_CEQE_F_PHASE) ? le32_to_cpu(e.cqn) : 0;
+}
+
+/* x sends one message to y, and y's receive CQE n is there (read, not consumed). */
+static void dp_send_one(TestEnd *x, TestEnd *y, uint64_t wr_id)
+{
+    struct pib_sge ssg = dp_sge(x->buf, 8, x->key);
+    struct pib_cqe cqe;
+
+    dp_post_send(x->d, &x->qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, wr_id, &ssg, 1, 0, 0);
+    dp_expect(x->d, &x->scq, wr_id, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(y->d, &y->rcq, wr_id, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+}
+
+/*
+ * MODIFY_CQ: with a period, the first completion that satisfies the arm starts a wait that
+ * the count or the period ends, one CEQE for all; a MODIFY_CQ ends a wait; period 0 (and a
+ * count alone) means at once; arming over unread completions is at once too.  The virtual
+ * clock only moves when the test steps it, so "not yet" is exact here.
+ */
+static void test_dp_cq_moderation(void)
+{
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge rsg;
+    uint32_t ev = 0, i;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 4096);
+    dp_link_ends(&x, 1, &y, 2);
+    rsg = dp_sge(y.buf, 4096, y.key);
+    for (i = 0; i < 16; i++) {
+        dp_post_recv(&p.b, &y.qp, 0x100 + i, &rsg, 1);
+    }
+    g_assert_cmpuint(dp_modify_cq(&p.b, y.rcq.cqn + 100, 4, 100), ==, PIB_AQ_BAD_RESOURCE);
+
+    /* Count 3, period 1000 us: two completions wait past 999 us, the third ends it. */
+    g_assert_cmpuint(dp_modify_cq(&p.b, y.rcq.cqn, 3, 1000), ==, PIB_AQ_OK);
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci);
+    dp_send_one(&x, &y, 0x100);
+    dp_send_one(&x, &y, 0x101);
+    qtest_clock_step(qts(&p.b), 999 * 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, 0);
+    g_assert_false(qpci_msix_pending(p.b.dev, PIB_MSIX_VEC_CEQ));
+    dp_send_one(&x, &y, 0x102);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    g_assert_true(qpci_msix_pending(p.b.dev, PIB_MSIX_VEC_CEQ));
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+    /* The period that ran out meanwhile belonged to that wait: nothing more. */
+    qtest_clock_step(qts(&p.b), 10 * 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, 0);
+
+    /* One completion, armed again: the period ends the wait, not a microsecond before. */
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci);
+    dp_send_one(&x, &y, 0x103);
+    qtest_clock_step(qts(&p.b), 999 * 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, 0);
+    qtest_clock_step(qts(&p.b), 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+
+    /* A MODIFY_CQ during a wait ends it. */
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci);
+    dp_send_one(&x, &y, 0x104);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, 0);
+    g_assert_cmpuint(dp_modify_cq(&p.b, y.rcq.cqn, 0, 1000), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+
+    /* Count 0 (period only): two completions, one event, at the period. */
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci);
+    dp_send_one(&x, &y, 0x105);
+    qtest_clock_step(qts(&p.b), 500 * 1000);
+    dp_send_one(&x, &y, 0x106);
+    qtest_clock_step(qts(&p.b), 499 * 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, 0);
+    qtest_clock_step(qts(&p.b), 1000);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev + 1), ==, 0);
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+
+    /* Armed over an unread completion: at once, moderation or not. */
+    dp_send_one(&x, &y, 0x107);
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci - 1);
+    {
+        gint64 end = g_get_monotonic_time() + TIMEOUT_US;
+
+        while (!dp_ceqe_cqn(&p.b, p.ceq_b, ev)) {
+            g_assert_cmpint(g_get_monotonic_time(), <, end);
+            g_usleep(dp_poll_interval_us);
+        }
+    }
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+
+    /* Period 0 turns it off, and a count alone does not hold an event. */
+    g_assert_cmpuint(dp_modify_cq(&p.b, y.rcq.cqn, 2, 0), ==, PIB_AQ_OK);
+    dp_doorbell(&p.b, DP_UAR, PIB_UAR_CQ_DB, y.rcq.cqn | PIB_DB_CQ_ARM, y.rcq.ci);
+    dp_send_one(&x, &y, 0x108);
+    g_assert_cmpuint(dp_ceqe_cqn(&p.b, p.ceq_b, ev), ==, y.rcq.cqn);
+    wr(&p.b, PIB_REG_CEQ_DB, ++ev);
+
+    g_assert_cmpuint(dp_err_count(&p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&p.b), ==, 0);
+    dp_pair_down(&p);
+}
+
 /*
  * CQs with PIB_CQ_F_TIMESTAMP: 64-byte CQEs whose second half holds the
  * device clock when the CQE was written.  Under qtest the virtual clock stands
@@ -3110,6 +3238,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/srq-resize", test_dp_srq_resize);
     qtest_add_func("/pib/data/cq-resize", test_dp_cq_resize);
     qtest_add_func("/pib/data/cq-timestamp", test_dp_cq_timestamp);
+    qtest_add_func("/pib/data/cq-moderation", test_dp_cq_moderation);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
     qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);
