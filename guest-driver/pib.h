@@ -62,6 +62,8 @@ struct pib_dev {
 	u32 max_srq_sge;
 	u32 max_fast_reg_pages;         /* 0: no fast registration (PIB_DEV_CAP_MEM_MGT_EXT) */
 	u32 clock_khz;                  /* 0: no device clock (PIB_DEV_CAP_CLOCK) */
+	u16 max_cq_mod_count;           /* MODIFY_CQ's limits; period 0: no event moderation */
+	u16 max_cq_mod_period;
 	bool counters;                  /* the device answers QUERY_COUNTERS: hw_counters */
 	bool mad;                       /* the firmware has an SMA and a PMA (MAD_IFC): the */
 					/* port is managed, with QP0/QP1 and process_mad */
@@ -397,6 +399,7 @@ int pib_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		  struct pib_create_cq_arg *arg);
 int pib_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int pib_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
+int pib_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period);
 int pib_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int pib_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void pib_cq_comp_event(void *data, u32 cqn);

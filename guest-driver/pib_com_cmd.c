@@ -247,6 +247,17 @@ int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *i
 	return pib_com_exec(com, &cmd, NULL, 0, NULL);
 }
 
+/* Event moderation; a wait in progress ends with it (the fields' whole range is valid). */
+int pib_cmd_modify_cq(struct pib_com_dev *com, u32 cqn, u16 count, u16 period)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MODIFY_CQ };
+
+	cmd.in.modify_cq.cqn = cqn;
+	cmd.in.modify_cq.count = count;
+	cmd.in.modify_cq.period = period;
+	return pib_com_exec(com, &cmd, NULL, 0, NULL);
+}
+
 int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn)
 {
 	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_CREATE_QP };

@@ -41,6 +41,7 @@ int pib_cmd_rereg_mr(struct pib_com_dev *com, const struct pib_cmd_rereg_mr *in)
 int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn);
 int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn);
 int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *in);
+int pib_cmd_modify_cq(struct pib_com_dev *com, u32 cqn, u16 count, u16 period);
 int pib_cmd_create_qp(struct pib_com_dev *com, const struct pib_qp_create *in, u32 *qpn);
 int pib_cmd_modify_qp(struct pib_com_dev *com, u32 qpn, const struct pib_qp_attr *attr);
 int pib_cmd_query_qp(struct pib_com_dev *com, u32 qpn, struct pib_qp_attr *attr);

@@ -19,7 +19,8 @@
  *
  * Completion events: a CQ armed through its doorbell puts one CQE naming it on the CEQ at the
  * next completion that matches the arming (MSI-X vector PIB_MSIX_VEC_CEQ), whoever owns the
- * ring; pib_cq_comp_event() then calls the CQ's completion handler.
+ * ring; pib_cq_comp_event() then calls the CQ's completion handler.  With event moderation
+ * (modify_cq) the device may hold that CQE back for more completions.
  */
 #include <linux/log2.h>
 #include <linux/sizes.h>
@@ -353,6 +354,25 @@ out:
 /* ------------------------------------------------------------------------------------------
  * Events
  * ------------------------------------------------------------------------------------------ */
+
+/*
+ * modify_cq: event moderation, for user and kernel CQs alike (IPoIB's ethtool -C, and rdma_dim
+ * once adaptive moderation is turned on for the device, come through rdma_set_cq_moderation()).
+ * The device lets an event wait for cq_count completions or cq_period microseconds, whichever
+ * comes first; cq_period 0 turns it off (MODIFY_CQ in pib_hw.h has the rules).  Offered only
+ * where the device can wait (pib_query_hw()).
+ */
+int pib_modify_cq(struct ib_cq *ibcq, u16 cq_count, u16 cq_period)
+{
+	struct pib_dev *dev = to_pdev(ibcq->device);
+
+	if (cq_count > dev->max_cq_mod_count || cq_period > dev->max_cq_mod_period) {
+		ibdev_dbg(&dev->ibdev, "modify_cq: count %u period %u beyond %u, %u\n", cq_count,
+			  cq_period, dev->max_cq_mod_count, dev->max_cq_mod_period);
+		return -EINVAL;
+	}
+	return pib_cmd_modify_cq(&dev->com, to_pcq(ibcq)->cqn, cq_count, cq_period);
+}
 
 /* A CEQE (hard IRQ): the CQ was armed and has a completion. */
 void pib_cq_comp_event(void *data, u32 cqn)

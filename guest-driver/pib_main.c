@@ -97,6 +97,10 @@ static const struct ib_device_ops pib_resize_ops = {            /* PIB_DEV_CAP_R
 	.resize_cq = pib_resize_cq,
 };
 
+static const struct ib_device_ops pib_cq_mod_ops = {            /* max_cq_mod_period > 0 */
+	.modify_cq = pib_modify_cq,
+};
+
 static const struct ib_device_ops pib_mw_ops = {                /* PIB_DEV_CAP_MEM_WINDOW */
 	.alloc_mw = pib_alloc_mw,
 	.dealloc_mw = pib_dealloc_mw,
@@ -450,6 +454,12 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_CLOCK)
 		dev->clock_khz = dev->attr.clock_khz;
 
+	/* Event moderation only where an event may wait: a count without a period does nothing. */
+	if (dev->attr.max_cq_mod_period) {
+		dev->max_cq_mod_count = dev->attr.max_cq_mod_count;
+		dev->max_cq_mod_period = dev->attr.max_cq_mod_period;
+	}
+
 	err = pib_query_counters_cap(dev);
 	if (err)
 		return err;
@@ -476,6 +486,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_mw_ops);
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_RESIZE)
 		ib_set_device_ops(ibdev, &pib_resize_ops);
+	if (dev->max_cq_mod_period)
+		ib_set_device_ops(ibdev, &pib_cq_mod_ops);
 	if (dev->attr.max_mcast_grp && dev->attr.max_mcast_qp_attach)
 		ib_set_device_ops(ibdev, &pib_mcast_ops);
 	if (dev->max_fast_reg_pages)

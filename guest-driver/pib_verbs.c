@@ -147,6 +147,9 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 		props->hca_core_clock = dev->clock_khz;
 		props->timestamp_mask = U64_MAX;
 	}
+	/* Event moderation (modify_cq); both 0 when the device has none. */
+	props->cq_caps.max_cq_moderation_count = dev->max_cq_mod_count;
+	props->cq_caps.max_cq_moderation_period = dev->max_cq_mod_period;
 	return 0;
 }
 

@@ -18,7 +18,8 @@
  *
  * Arming for a completion event is a doorbell (req_notify_cq); the event
  * itself arrives through the kernel (a CEQE, then the completion channel), so
- * cq_event needs nothing from the provider.
+ * cq_event needs nothing from the provider.  How long an event may wait to
+ * cover more completions (modify_cq) is the kernel's to set.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -633,6 +634,19 @@ int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)
 	pthread_spin_unlock(&cq->lock);
 
 	return 0;
+}
+
+/*
+ * ibv_modify_cq: event moderation, set by the kernel (MODIFY_CQ in pib_hw.h).
+ * As for mlx5, ibv_cmd_modify_cq refuses attr_mask bits other than
+ * IBV_CQ_ATTR_MODERATE (EINVAL), and the driver values beyond the device's
+ * limits (EINVAL).
+ */
+int pib_modify_cq(struct ibv_cq *ibvcq, struct ibv_modify_cq_attr *attr)
+{
+	struct ibv_modify_cq cmd = {};
+
+	return ibv_cmd_modify_cq(ibvcq, attr, &cmd, sizeof(cmd));
 }
 
 /* ---- The device clock ---------------------------------------------------------------------

@@ -55,6 +55,7 @@ int pib_destroy_cq(struct ibv_cq *ibvcq);
 int pib_resize_cq(struct ibv_cq *ibvcq, int cqe);
 int pib_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
 int pib_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
+int pib_modify_cq(struct ibv_cq *ibvcq, struct ibv_modify_cq_attr *attr);
 int pib_query_rt_values(struct ibv_context *ibvctx, struct ibv_values_ex *values);
 
 /* qp.c */
