@@ -59,9 +59,10 @@ MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw
          rpcrdma nfsd nfsv4 nfsv3
          ib_srp ib_srpt target_core_iblock sd_mod virtio_blk ext4 crc32c_generic)
 
-# Debian binaries taken from the host (perftest's tools are listed by dpkg below).
+# Debian binaries taken from the host (perftest's tools are listed by dpkg below); ethtool sets
+# IPoIB's interrupt coalescing (the CQ's event moderation).
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
-           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3)
+           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3 /usr/sbin/ethtool)
 
 # Python: the host's interpreter, for which pyverbs was built (guest-provider/build.sh), and its
 # standard library without what a test run never imports: the static libpython and build files

@@ -18,8 +18,9 @@ PKGS=(
   clang libclang-rt-14-dev llvm
   # guest userland taken from Debian 12 binaries
   busybox-static qemu-guest-agent perftest iproute2
-  # ... qperf (RDMA and IPoIB latency/bandwidth, on rdma_cm) and iperf3 (IPoIB throughput)
-  qperf iperf3
+  # ... qperf (RDMA and IPoIB latency/bandwidth, on rdma_cm), iperf3 (IPoIB throughput) and
+  # ethtool (IPoIB's interrupt coalescing)
+  qperf iperf3 ethtool
   # ... and a library of the guest's opensm (libwrap0 needs it; mk/fetch.sh opensm)
   libnsl2
   # make bench: the bandwidth chart

@@ -7,6 +7,7 @@
 #     8000-byte ping (which datagram mode could only fragment) crosses in one IPoIB-CM packet;
 #   - iperf3 over ib0 in each mode moves data (its figure is printed next to iperf3 over the
 #     management virtio-net, for the record, not as a pass mark).
+#   - interrupt coalescing (ethtool -C ib0, the receive CQ's event moderation): see below.
 # ib_ipoib is unloaded at the end, whatever happened, so the next test sees the port as before.
 source "$(dirname "$0")/lib.sh"
 
@@ -57,6 +58,47 @@ echo "rx_mcast_packets: node 0 $mc_before0 -> $mc0, node 1 $mc_before1 -> $mc1"
 check "node 0 received multicast (ARP on the broadcast group)" test "$mc0" -gt "$mc_before0"
 check "node 1 received multicast (ARP on the broadcast group)" test "$mc1" -gt "$mc_before1"
 check "iperf3 over IPoIB datagram moves data" iperf 0 node1-ib "IPoIB datagram"
+
+# Interrupt coalescing: ethtool -C ib0 on node 1 sets its receive CQ's event moderation
+# (ib_modify_cq, the device's MODIFY_CQ).  With rx-usecs 20000 and no frame count, an idle ib0's
+# receive waits 20 ms for its interrupt, so pings still all arrive but take at least that long
+# (median of 10, in case other traffic woke the poll loop early); rx-usecs 0 turns it off again.
+# iperf3 runs with and without a 100-us moderation, and the completion interrupts node 1 took
+# for each are printed (figures, not pass marks).
+pib_irqs() { on "$1" awk '/pib-comp/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i}
+                          END {print s + 0}' /proc/interrupts; }
+# ping_median FROM TO: 10 pings, none lost; prints the median round trip in microseconds.
+ping_median() {
+  local out
+  out=$(on "$1" ping -c 10 -W 5 "$2" 2>&1)
+  grep -q "^10 packets transmitted, 10 packets received, 0% packet loss" <<<"$out" || return 1
+  sed -n 's/.* time=\([0-9.]*\) ms.*/\1/p' <<<"$out" | sort -n |
+    awk '{t[NR] = $1} END {if (NR == 10) printf "%d\n", (t[5] + t[6]) / 2 * 1000; else exit 1}'
+}
+coalesce_ping() {
+  local want=$1 op=$2 us
+  us=$(ping_median 0 node1-ib) || { echo "pings lost"; return 1; }
+  echo "node 0 -> node1-ib, node 1 rx-usecs $want: median round trip $us us"
+  [ "$us" "$op" 20000 ]
+}
+iperf_irqs() {
+  local before after
+  on 1 ethtool -C ib0 rx-usecs "$1" rx-frames "$2" || return 1
+  before=$(pib_irqs 1)
+  iperf 0 node1-ib "IPoIB datagram, node 1 rx-usecs $1 rx-frames $2" || return 1
+  after=$(pib_irqs 1)
+  echo "  node 1 completion interrupts during it: $((after - before))"
+}
+echo "== interrupt coalescing (event moderation)"
+check "node 1: ethtool -C ib0 rx-usecs 20000 rx-frames 0" on 1 ethtool -C ib0 rx-usecs 20000 rx-frames 0
+coal=$(on 1 ethtool -c ib0)
+check "node 1: ethtool -c ib0 reads back rx-usecs 20000" grep -Eq "^rx-usecs: +20000$" <<<"$coal"
+check "pings with 20 ms moderation: none lost, median round trip >= 20 ms" coalesce_ping 20000 -ge
+check "node 1: ethtool -C ib0 rx-usecs 0 (moderation off)" on 1 ethtool -C ib0 rx-usecs 0 rx-frames 0
+check "pings without moderation: none lost, median round trip < 20 ms" coalesce_ping 0 -lt
+check "iperf3 without moderation moves data" iperf_irqs 0 0
+check "iperf3 with rx-usecs 100 rx-frames 64 moves data" iperf_irqs 100 64
+on 1 ethtool -C ib0 rx-usecs 0 rx-frames 0 >/dev/null 2>&1
 
 mode_up connected 65520
 check "an 8000-byte ping crosses over IPoIB-CM" ping_ok 0 node1-ib 3 8000
