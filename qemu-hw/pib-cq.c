@@ -25,6 +25,9 @@
  *    read yet already satisfy the arm, the event is raised right away, so a
  *    consumer that polls, arms, and polls again never sleeps on a CQE that
  *    is already there.
+ *  - With event moderation (MODIFY_CQ) the first completion that satisfies
+ *    the arm starts a wait instead, and the event goes after count such
+ *    completions or period microseconds: one CEQE for them all.
  */
 
 #include "qemu/osdep.h"
