@@ -61,11 +61,11 @@ def seeds():
     s = {}
     s["enable-nop"] = enable() + [dma(admin_cmd(0x08, inp=struct.pack("<I", 0x1234))),
                                   write(REGS, AQ_DB, 1), step(), read(REGS, 0xc)]
-    # Commands 0x01..0x10 in a row: the pattern's byte 0 (the opcode) grows by 1 per copy.
-    # Every admin command once: each DMA fill takes the next pattern, so pattern i is command i.
-    s["admin-run"] = enable(32) + [dma(admin_cmd(op, inp=struct.pack("<BxxxI", 1, 0)))
-                                   for op in range(0x01, 0x21)] + \
-        [write(REGS, AQ_DB, 32), step()]
+    # Every admin command once (0x01..0x2a), and the unknown ones between: each DMA fill takes
+    # the next pattern, so pattern i is command i.
+    s["admin-run"] = enable(64) + [dma(admin_cmd(op, inp=struct.pack("<BxxxI", 1, 0)))
+                                   for op in range(0x01, 0x2b)] + \
+        [write(REGS, AQ_DB, 0x2a), step()]
     # Data-path commands one at a time: CREATE_PD, REG_MR (its page list comes from the next
     # pattern), CREATE_CQ, MODIFY_CQ (count 4, period 100 us) and an arm of that CQ.
     mr = struct.pack("<IIQQQII", 1, 0xf, 0x1000, 0x2000, 0x150000, 2, 0)
