@@ -11,7 +11,7 @@
 # target and resubmits what was in flight.  Checked:
 #   - node 1's disk is there after its first reboot; the controller connects over rdma;
 #   - the write pass that was in flight at the kill ends with dd's exit 0 after the new target
-#     was up (its I/O waited, it was not failed), and no pass failed;
+#     started (its I/O waited, it was not failed), and no pass failed;
 #   - the controller is live again, and node 0's kernel says nvme-rdma reconnected;
 #   - regions A and B read back over NVMe/RDMA with O_DIRECT have their patterns' sha256, and
 #     so does the target's own disk;
@@ -43,9 +43,11 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 dmesg_mark 0
 
-# node 1's target: IPoIB, then pib-nvmet on its disk.  Sets t_up to node 0's uptime once the
-# target listens.
+# node 1's target: IPoIB, then pib-nvmet on its disk.  Sets t_start to node 0's uptime before
+# the target starts (it cannot serve anything earlier) and t_up once the host sees it listen
+# (by then nvme-rdma may have reconnected already: the host learns it a little late).
 target_up() {
+  t_start=$(on 0 cut -d' ' -f1 /proc/uptime)
   "$PIBVM" ipoib datagram 1 >/dev/null &&
     on 1 pib-nvmet up --dev /dev/vda &&
     wait_cm_listen 1 4420 || return 1
@@ -98,9 +100,10 @@ while [ $SECONDS -le $end ]; do
 done
 t_live=$(on 0 cut -d' ' -f1 /proc/uptime)
 rec=$(awk -v a="$t_kill" -v b="$t_live" 'BEGIN {printf "%.1f", b - a}')
+start=$(awk -v a="$t_kill" -v b="$t_start" 'BEGIN {printf "%.1f", b - a}')
 up=$(awk -v a="$t_kill" -v b="$t_up" 'BEGIN {printf "%.1f", b - a}')
-echo "node 0: kill at $t_kill s (node 1 gone by $t_dead s), target exporting again at +$up s," \
-     "controller live at +$rec s"
+echo "node 0: kill at $t_kill s (node 1 gone by $t_dead s), target starting at +$start s and" \
+     "seen exporting at +$up s, controller live at +$rec s"
 check "node 0: $ctrl is live again within ctrl_loss_tmo (state $state)" test "$state" = live
 klog=$(on 0 dmesg | tail -n +$((${dmesg_marks[0]} + 1)) | grep -E "nvme|$ctrl")
 echo "--- node 0's nvme log since the start:"; echo "$klog"
@@ -113,8 +116,8 @@ echo "--- the write passes (i rc start end, node 0's uptime):"; echo "$passes"
 bad=$(awk '$3 != 0' <<<"$passes")
 check "node 0: the write loop exits 0 (got $lrc) and no pass failed" \
   test "$lrc" -eq 0 -a -n "$passes" -a -z "$bad"
-span=$(awk -v k="$t_dead" -v u="$t_up" '$4 < k && $5 > u {print $2 ": " $4 " -> " $5}' <<<"$passes")
-check "node 0: the pass in flight at the kill finished after the new target was up (pass $span)" \
+span=$(awk -v k="$t_dead" -v u="$t_start" '$4 < k && $5 > u {print $2 ": " $4 " -> " $5}' <<<"$passes")
+check "node 0: the pass in flight at the kill finished after the new target started (pass $span)" \
   test -n "$span"
 
 got_a=$(on_t 0 300 sh -c "dd if=/dev/$dev bs=1M count=$MIB iflag=direct 2>/dev/null | sha256sum" | cut -d' ' -f1)
