@@ -398,10 +398,15 @@ static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
 static void pib_link_rx_direct(void *opaque);
 
 /*
- * Start reading the socket directly (the stream opened).  The reference
- * keeps the socket open until pib_link_direct_stop(), even once the chardev
- * has let go of it: the fd handler can never see a closed or reused
- * descriptor.
+ * Start reading the socket directly (the stream opened).  The handler is
+ * removed by the descriptor it was added on, kept in rx_fd: by the time the
+ * chardev reports CLOSED it may have closed the socket already (QEMU 10's
+ * tcp_chr_free_connection() does, whatever references remain), and its fd
+ * then reads -1.  A handler left on the old number would outlive the
+ * connection; once the reconnect's socket took that number and the peer's
+ * HELLO arrived, the handler (which reads nothing without rx_sioc) kept the
+ * main loop's iohandler source ready on every pass, and GLib never ran the
+ * lower-priority completion of the chardev's connect: the link stayed down.
  */
 static void pib_link_direct_start(PibLink *l)
 {
@@ -416,7 +421,8 @@ static void pib_link_direct_start(PibLink *l)
     }
     object_ref(OBJECT(sioc));
     l->rx_sioc = sioc;
-    qemu_set_fd_handler(sioc->fd, pib_link_rx_direct, NULL, l);
+    l->rx_fd = sioc->fd;
+    qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
     trace_pib_link_rx_path(l->id, "direct");
 }
 
@@ -426,9 +432,10 @@ void pib_link_direct_stop(PibLink *l)
     if (!l->rx_sioc) {
         return;
     }
-    qemu_set_fd_handler(l->rx_sioc->fd, NULL, NULL, NULL);
+    qemu_set_fd_handler(l->rx_fd, NULL, NULL, NULL);
     object_unref(OBJECT(l->rx_sioc));
     l->rx_sioc = NULL;
+    l->rx_fd = -1;
     qemu_bh_cancel(l->rx_more_bh);
 }
 

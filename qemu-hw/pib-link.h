@@ -159,6 +159,7 @@ struct PibLink {
      */
     bool direct;            /* property link-direct: use it where possible */
     struct QIOChannelSocket *rx_sioc;   /* the socket read directly, or NULL */
+    int rx_fd;              /* the descriptor our fd handler is on, while rx_sioc */
     QEMUBH *rx_more_bh;     /* bytes are left in rx_batch: go on next pass */
     uint8_t *rx_batch;      /* PIB_LINK_RX_BATCH bytes read, not yet framed */
     uint32_t rx_head;       /* rx_batch[rx_head, rx_tail) waits for framing */
