@@ -100,7 +100,7 @@ static void pib_cq_mod_expired(void *opaque)
 {
     PibCq *cq = opaque;
 
-    if (cq->mod_held && cq->arm != PIB_CQ_DISARMED) {
+    if (cq->mod_held) {
         pib_cq_fire(cq->s, cq);
     }
 }
@@ -448,7 +448,7 @@ uint8_t pib_cmd_modify_cq(PibState *s, const struct pib_admin_cmd *cmd,
     if (!cq) {
         return pib_cmd_reject("MODIFY_CQ", "no such CQ", cqn, PIB_AQ_BAD_RESOURCE);
     }
-    if (cq->mod_held && cq->arm != PIB_CQ_DISARMED) {
+    if (cq->mod_held) {
         pib_cq_fire(s, cq);
     }
     cq->mod_count = count;

@@ -146,7 +146,11 @@ typedef struct PibCq {
     /* Event moderation (MODIFY_CQ, pib_hw.h): the values, and the wait in progress. */
     uint16_t mod_count;
     uint16_t mod_period_us;
-    uint32_t mod_held;      /* completions that satisfied the arm since the wait began */
+    /*
+     * Completions that satisfied the arm since the wait began.  Never non-zero while the CQ
+     * is disarmed: only an armed CQ starts a wait, and the event that ends it disarms.
+     */
+    uint32_t mod_held;
     QEMUTimer *mod_timer;   /* the wait's end, while mod_held > 0 */
 } PibCq;
 
