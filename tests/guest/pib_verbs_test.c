@@ -274,11 +274,18 @@ static struct ibv_device *find_device(struct role *r, struct ibv_device **list)
 	return NULL;
 }
 
+/* Make fd non-blocking (events read with poll() and a timeout); false if it cannot be. */
+static bool set_nonblocking(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) >= 0;
+}
+
 static int role_open(struct role *r)
 {
 	struct ibv_device **list;
 	struct ibv_device *dev;
-	int flags;
 
 	list = ibv_get_device_list(NULL);
 	if (!list)
@@ -310,8 +317,7 @@ static int role_open(struct role *r)
 	r->is_rxe = r->dev.vendor_id == 0xffffff;	/* rdma_rxe's RXE_VENDOR_ID */
 
 	/* Async events are read with poll() and a timeout (see wait_async_event). */
-	flags = fcntl(r->ctx->async_fd, F_GETFL);
-	if (flags < 0 || fcntl(r->ctx->async_fd, F_SETFL, flags | O_NONBLOCK) < 0)
+	if (!set_nonblocking(r->ctx->async_fd))
 		return fail(r, "cannot make the async event fd non-blocking: %s", strerror(errno));
 
 	info(r, "device %s port %d: LID 0x%04x, active MTU %d, link layer %s, GID index %d",
@@ -4004,7 +4010,7 @@ static int cq_moderation_server(struct role *r)
 	struct conn_params p = conn_defaults();
 	struct cqm_srv s = { 0 };
 	struct ibv_cq_moderation_caps lim;
-	int flags, ret;
+	int ret;
 
 	if (!cqm_caps(r, &lim, &s.khz))
 		return chan_sync(r, "end");
@@ -4012,8 +4018,7 @@ static int cq_moderation_server(struct role *r)
 	if (!s.ch)
 		return fail(r, "ibv_create_comp_channel: %s", strerror(errno));
 	/* Events are read with a timeout (cqm_event). */
-	flags = fcntl(s.ch->fd, F_GETFL);
-	if (flags < 0 || fcntl(s.ch->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+	if (!set_nonblocking(s.ch->fd))
 		return fail(r, "cannot make the completion channel non-blocking: %s",
 			    strerror(errno));
 	cx.channel = s.ch;
