@@ -20,7 +20,7 @@ run "-c -s 1048576" -s 1048576
 # -e sleeps on a completion channel: the device's CEQ vector (MSI-X 2, "pib-comp") must have
 # delivered interrupts on both nodes.
 for n in 0 1; do
-  irqs=$(on $n awk '/pib-comp/ {print $2}' /proc/interrupts)
-  check "node $n: completion interrupts taken (pib-comp: ${irqs:-none})" test "${irqs:-0}" -gt 0
+  irqs=$(comp_irqs $n)
+  check "node $n: completion interrupts taken (pib-comp: $irqs)" test "${irqs:-0}" -gt 0
 done
 finish

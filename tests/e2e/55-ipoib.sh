@@ -65,8 +65,6 @@ check "iperf3 over IPoIB datagram moves data" iperf 0 node1-ib "IPoIB datagram"
 # (median of 10, in case other traffic woke the poll loop early); rx-usecs 0 turns it off again.
 # iperf3 runs with and without a 100-us moderation, and the completion interrupts node 1 took
 # for each are printed (figures, not pass marks).
-pib_irqs() { on "$1" awk '/pib-comp/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i}
-                          END {print s + 0}' /proc/interrupts; }
 # ping_median FROM TO: 10 pings, none lost; prints the median round trip in microseconds.
 ping_median() {
   local out
@@ -84,9 +82,9 @@ coalesce_ping() {
 iperf_irqs() {
   local before after
   on 1 ethtool -C ib0 rx-usecs "$1" rx-frames "$2" || return 1
-  before=$(pib_irqs 1)
+  before=$(comp_irqs 1)
   iperf 0 node1-ib "IPoIB datagram, node 1 rx-usecs $1 rx-frames $2" || return 1
-  after=$(pib_irqs 1)
+  after=$(comp_irqs 1)
   echo "  node 1 completion interrupts during it: $((after - before))"
 }
 echo "== interrupt coalescing (event moderation)"

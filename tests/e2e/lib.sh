@@ -114,6 +114,13 @@ cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" 
 # hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
 hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
 
+# comp_irqs NODE: completion interrupts NODE's pib has taken (its CEQ vector, MSI-X 2,
+# "pib-comp" in /proc/interrupts), summed over the CPUs; 0 without the line.
+comp_irqs() {
+  on "$1" awk '/pib-comp/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i}
+               END {print s + 0}' /proc/interrupts
+}
+
 # dmesg_mark NODE: remember where NODE's kernel log stands.  no_splats NODE: a check that
 # NODE's kernel logged no oops, BUG, WARNING, call trace or list/refcount corruption since.
 declare -A dmesg_marks
