@@ -16,6 +16,19 @@
  *
  * Training: when the byte stream connects, each side sends HELLO with its node GUID and port
  * GUID.  The physical link is UP once each side has received the other's HELLO.
+ *
+ * Doorbell (unix-socket links only, both sides on one host): a HELLO with PIB_HELLO_F_DOORBELL
+ * carries one eventfd as SCM_RIGHTS ancillary data.  The receiver of that HELLO adds 1 to the
+ * eventfd after every write it makes on the stream from then on.  Once the first such ring
+ * arrives, the HELLO's sender stops polling the socket for input and reads it when rung.  The
+ * point is the wakeup: a socket write wakes the reader as a "synchronous" wakeup (the writer is
+ * expected to sleep), which the host scheduler may leave queued behind a writer that goes on
+ * running, such as a vCPU thread that sent from a doorbell; an eventfd's wakeup is an ordinary
+ * one.  The bytes still go through the socket, in order, and end of stream is still seen on it.
+ * A HELLO without the flag (a TCP link, a peer built before it, link-doorbell=off), or whose
+ * descriptor is not an eventfd, means no doorbell: the socket is polled as before.  A receiver
+ * that does not know the flag ignores it, and the kernel closes the descriptor it did not ask
+ * for.
  */
 #ifndef PIB_LINK_H
 #define PIB_LINK_H
@@ -38,11 +51,19 @@ struct pib_link_hdr {
 };
 
 #define PIB_LINK_PROTO_VERSION 1
+/*
+ * A HELLO is at least PIB_LINK_HELLO_MIN_LEN bytes (flags_be came later: a HELLO that short has
+ * no flags).  A longer one comes from a newer peer: the extra bytes are ignored.
+ */
+#define PIB_LINK_HELLO_MIN_LEN 24
+#define PIB_HELLO_F_DOORBELL   0x1  /* an eventfd rides with this HELLO: ring it (see above)  */
 struct pib_link_hello {
 	pib_u32 version_be;     /* PIB_LINK_PROTO_VERSION                                     */
 	pib_u32 mtu_be;         /* largest payload this side accepts, bytes                   */
 	pib_u64 node_guid_be;
 	pib_u64 port_guid_be;
+	pib_u32 flags_be;       /* PIB_HELLO_F_*; others are 0 and ignored                    */
+	pib_u32 reserved_be;    /* 0                                                          */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -197,6 +218,6 @@ PIB_STATIC_ASSERT(sizeof(struct pib_atomic_ack_eth) == 8, "AtomicAckETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_xrceth) == 4, "XRCETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
-PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 24, "hello frame");
+PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 32, "hello frame");
 
 #endif /* PIB_LINK_H */

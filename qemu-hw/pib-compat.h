@@ -67,6 +67,14 @@ typedef const void *PibClassData;
 typedef void *PibClassData;
 #endif
 
+/* 8.1: qio_channel_readv_full() takes read flags (QIO_CHANNEL_READ_FLAG_*). */
+#if PIB_QEMU_AT_LEAST(8, 1)
+#define pib_qio_channel_readv_full(ioc, iov, niov, fds, nfds, errp) \
+    qio_channel_readv_full(ioc, iov, niov, fds, nfds, 0, errp)
+#else
+#define pib_qio_channel_readv_full qio_channel_readv_full
+#endif
+
 /* 10.2: CharBackend, a device's end of a chardev, was renamed CharFrontend. */
 #if !PIB_QEMU_AT_LEAST(10, 2)
 typedef CharBackend CharFrontend;

@@ -101,6 +101,7 @@ void pib_link_tx_purge(PibLink *l)
         QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
         pib_link_packet_free(l, p);
     }
+    l->tx_db_hello = NULL;
     l->txq_len = 0;
     l->tx_head_off = 0;
     l->tx_len = 0;
@@ -142,6 +143,9 @@ static void pib_link_tx_pop(PibLink *l)
     PibPacket *p = QSIMPLEQ_FIRST(&l->txq);
 
     QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
+    if (p == l->tx_db_hello) {
+        l->tx_db_hello = NULL;      /* written: the descriptor went with it */
+    }
     l->txq_len--;
     l->tx_head_off = 0;
     l->frames_tx++;
@@ -196,7 +200,18 @@ static ssize_t pib_link_tx_writev(PibLink *l)
         off = 0;
         n++;
     }
-    ret = qio_channel_writev(QIO_CHANNEL(l->rx_sioc), iov, n, NULL);
+    if (QSIMPLEQ_FIRST(&l->txq) == l->tx_db_hello && l->db_fd >= 0 &&
+        l->tx_head_off == 0) {
+        /* Our HELLO offers the doorbell: the eventfd rides with its first byte. */
+        n = 1;
+        ret = qio_channel_writev_full(QIO_CHANNEL(l->rx_sioc), iov, n,
+                                      &l->db_fd, 1, 0, NULL);
+        if (ret > 0) {
+            l->tx_db_hello = NULL;  /* the rest of it, if any, goes plain */
+        }
+    } else {
+        ret = qio_channel_writev(QIO_CHANNEL(l->rx_sioc), iov, n, NULL);
+    }
     if (ret == QIO_CHANNEL_ERR_BLOCK) {
         return 0;
     }
@@ -209,6 +224,7 @@ static ssize_t pib_link_tx_writev(PibLink *l)
     }
     l->tx_writevs++;
     trace_pib_link_tx_writev(l->id, n, ret);
+    pib_link_ring_peer(l);
     for (left = ret; left > 0; ) {
         p = QSIMPLEQ_FIRST(&l->txq);
         if (left < p->len - l->tx_head_off) {

@@ -57,6 +57,13 @@
  * costs GLib four eventfd writes, and one pass moved 4 KiB, less than one
  * full-MTU frame.  The iohandler context's source is recursive (never
  * blocked), and one direct read empties the socket.
+ *
+ * Doorbell (include/pib_link.h): on a unix socket read directly, both ends
+ * trade eventfds in their HELLOs, ring the peer's after every write, and
+ * once rung stop polling the socket for input.  Same bytes, same order; only
+ * the wakeup differs, and that is what lets an idle requester send from its
+ * doorbell in the vCPU thread (pib-sched.c, pib_qp_doorbell): the socket's
+ * wakeup of the peer left it queued behind that busy thread.
  */
 
 #include "qemu/osdep.h"
@@ -65,6 +72,8 @@
 #include "chardev/char-fe.h"
 #include "chardev/char-socket.h"
 #include "io/channel-socket.h"
+#include <sys/eventfd.h>
+#include <sys/uio.h>
 
 #include "pib-internal.h"
 #include "trace.h"
@@ -85,11 +94,15 @@ static void pib_link_send_hello(PibLink *l)
         .mtu_be       = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
         .node_guid_be = cpu_to_be64(l->node_guid),
         .port_guid_be = cpu_to_be64(l->port_guid),
+        .flags_be     = cpu_to_be32(l->db_fd >= 0 ? PIB_HELLO_F_DOORBELL : 0),
     };
     PibPacket *p = pib_link_packet_new(l, sizeof(h));
 
     p->data[1] = PIB_FRAME_HELLO;
     memcpy(pib_packet_ib(p), &h, sizeof(h));
+    if (l->db_fd >= 0) {
+        l->tx_db_hello = p;     /* pib_link_tx_writev sends db_fd with it */
+    }
     trace_pib_link_tx(l->id, pib_frame_type_name(PIB_FRAME_HELLO),
                       sizeof(h));
     pib_link_enqueue(l, p);
@@ -154,17 +167,176 @@ void pib_link_take_down(PibLink *l, const char *why)
     }
 }
 
+/*
+ * Doorbell
+ *
+ * Both eventfds are shared with the peer's process, and so is every flag of
+ * their file descriptions: the peer could make them blocking.  So ours is
+ * read with RWF_NOWAIT, which never blocks whatever the flags say, and a
+ * peer's is taken only from a process of our own user (SO_PEERCRED), which
+ * could stop or trace us anyway: a write to an eventfd cannot be made
+ * non-blocking per call, and one the peer keeps full and blocking would
+ * otherwise hang the main loop.
+ */
+
+static void pib_link_db_close(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Descriptors that came with bytes read: a HELLO may take the first, no other frame does. */
+static void pib_link_rx_fds(PibLink *l, int *fds, size_t nfds)
+{
+    size_t i;
+
+    for (i = 0; i < nfds; i++) {
+        if (fds[i] >= 0 && l->rx_passed_fd < 0) {
+            l->rx_passed_fd = fds[i];
+        } else if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    g_free(fds);
+}
+
+/* Is fd an eventfd, and is the socket's peer a process of our user? */
+static const char *pib_link_db_refuse(PibLink *l, int fd)
+{
+    char path[64], target[64];
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, target, sizeof(target) - 1);
+    if (n < 0) {
+        return "cannot look at the descriptor";
+    }
+    target[n] = 0;
+    if (strcmp(target, "anon_inode:[eventfd]")) {
+        return "the descriptor is not an eventfd";
+    }
+    if (!l->rx_sioc ||
+        getsockopt(l->rx_sioc->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+        cred.uid != geteuid()) {
+        return "the peer is not a process of our user";
+    }
+    return NULL;
+}
+
+/* The peer's HELLO came: take its doorbell if it offers one we can ring. */
+static void pib_link_db_take(PibLink *l, bool offered)
+{
+    int fd = l->rx_passed_fd;
+    const char *why;
+
+    l->rx_passed_fd = -1;
+    pib_link_db_close(&l->peer_db_fd);
+    if (!offered || !l->doorbell) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return;
+    }
+    why = fd < 0 ? "no descriptor came with it" : pib_link_db_refuse(l, fd);
+    if (why) {
+        trace_pib_link_doorbell(l->id, "peer's refused", why);
+        if (fd >= 0) {
+            close(fd);
+        }
+        return;
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)) {
+        close(fd);
+        return;
+    }
+    l->peer_db_fd = fd;
+    trace_pib_link_doorbell(l->id, "peer's taken", "rung after each write");
+}
+
+void pib_link_ring_peer(PibLink *l)
+{
+    static const uint64_t one = 1;
+
+    if (l->peer_db_fd < 0) {
+        return;
+    }
+    /* EAGAIN: the counter is full, so the peer is due to look anyway. */
+    if (write(l->peer_db_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        trace_pib_link_doorbell(l->id, "peer's dropped", strerror(errno));
+        pib_link_db_close(&l->peer_db_fd);
+        return;
+    }
+    l->db_rings_tx++;
+}
+
+static void pib_link_rx_direct(void *opaque);
+
+/* Ours was rung: the peer wrote.  From the first ring on, the socket is read only then. */
+static void pib_link_db_rung(void *opaque)
+{
+    PibLink *l = opaque;
+    struct iovec iov;
+    uint64_t count;
+
+    iov.iov_base = &count;
+    iov.iov_len = sizeof(count);
+    if (preadv2(l->db_fd, &iov, 1, -1, RWF_NOWAIT) != sizeof(count) ||
+        !l->rx_sioc) {
+        return;
+    }
+    l->db_rings_rx++;
+    if (!l->db_rung) {
+        l->db_rung = true;
+        qemu_set_fd_handler(l->rx_fd, NULL, NULL, NULL);
+        trace_pib_link_doorbell(l->id, "ours rung",
+                                "the socket is read when rung");
+    }
+    pib_link_rx_direct(l);
+}
+
+/* A new stream on a unix socket read directly: a new doorbell to offer in our HELLO. */
+static void pib_link_db_start(PibLink *l)
+{
+    l->db_rung = false;
+    l->rx_fdpass = qio_channel_has_feature(QIO_CHANNEL(l->rx_sioc),
+                                           QIO_CHANNEL_FEATURE_FD_PASS);
+    if (!l->doorbell || !l->rx_fdpass) {
+        return;
+    }
+    l->db_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->db_fd < 0) {
+        return;
+    }
+    qemu_set_fd_handler(l->db_fd, pib_link_db_rung, NULL, l);
+}
+
+static void pib_link_db_stop(PibLink *l)
+{
+    if (l->db_fd >= 0) {
+        qemu_set_fd_handler(l->db_fd, NULL, NULL, NULL);
+        pib_link_db_close(&l->db_fd);
+    }
+    l->db_rung = false;
+    l->tx_db_hello = NULL;
+    pib_link_db_close(&l->peer_db_fd);
+    pib_link_db_close(&l->rx_passed_fd);
+}
+
 static void pib_link_rx_hello(PibLink *l)
 {
-    struct pib_link_hello h;
+    struct pib_link_hello h = { 0 };
     uint32_t version;
 
-    if (l->rx_len < sizeof(h)) {
+    if (l->rx_len < PIB_LINK_HELLO_MIN_LEN) {
         pib_link_lose_framing(l, "short HELLO", l->rx_len);
         return;
     }
     /* A longer HELLO comes from a newer peer: the extra bytes are ignored. */
-    memcpy(&h, l->rx_buf, sizeof(h));
+    memcpy(&h, l->rx_buf, MIN(l->rx_len, sizeof(h)));
     version = be32_to_cpu(h.version_be);
     if (version != PIB_LINK_PROTO_VERSION) {
         pib_link_lose_framing(l, "HELLO version", version);
@@ -174,6 +346,7 @@ static void pib_link_rx_hello(PibLink *l)
     l->peer_port_guid = be64_to_cpu(h.port_guid_be);
     trace_pib_link_hello(l->id, l->peer_node_guid, l->peer_port_guid,
                          version, be32_to_cpu(h.mtu_be));
+    pib_link_db_take(l, be32_to_cpu(h.flags_be) & PIB_HELLO_F_DOORBELL);
     l->ops->event(l, PIB_PEV_HELLO);
 }
 
@@ -395,7 +568,6 @@ static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
     return sc->sioc;
 }
 
-static void pib_link_rx_direct(void *opaque);
 
 /*
  * Start reading the socket directly (the stream opened).  The handler is
@@ -423,7 +595,9 @@ static void pib_link_direct_start(PibLink *l)
     l->rx_sioc = sioc;
     l->rx_fd = sioc->fd;
     qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
-    trace_pib_link_rx_path(l->id, "direct");
+    pib_link_db_start(l);
+    trace_pib_link_rx_path(l->id, l->db_fd >= 0 ? "direct, doorbell offered"
+                                                : "direct");
 }
 
 void pib_link_direct_stop(PibLink *l)
@@ -433,6 +607,7 @@ void pib_link_direct_stop(PibLink *l)
         return;
     }
     qemu_set_fd_handler(l->rx_fd, NULL, NULL, NULL);
+    pib_link_db_stop(l);
     object_unref(OBJECT(l->rx_sioc));
     l->rx_sioc = NULL;
     l->rx_fd = -1;
@@ -453,15 +628,30 @@ static void pib_link_rx_direct(void *opaque)
     PibLink *l = opaque;
     uint32_t gen = l->rx_gen, taken = 0;
     bool drained = false;
+    struct iovec iov = { .iov_base = l->rx_batch, .iov_len = PIB_LINK_RX_BATCH };
+    int *fds;
+    size_t nfds;
     ssize_t n;
 
     while (l->rx_sioc) {
         if (l->rx_head == l->rx_tail) {
             if (drained || taken >= PIB_LINK_RX_PASS) {
-                return;         /* a readable socket calls again */
+                if (!drained && l->db_rung) {
+                    qemu_bh_schedule(l->rx_more_bh);    /* no poll calls again */
+                }
+                return;         /* a readable socket (or a ring) calls again */
             }
-            n = qio_channel_read(QIO_CHANNEL(l->rx_sioc), (char *)l->rx_batch,
-                                 PIB_LINK_RX_BATCH, NULL);
+            /*
+             * On a unix socket descriptors may come with the bytes (a
+             * HELLO's doorbell); asking for them on any other socket is
+             * an error.
+             */
+            fds = NULL;
+            nfds = 0;
+            n = pib_qio_channel_readv_full(QIO_CHANNEL(l->rx_sioc), &iov, 1,
+                                           l->rx_fdpass ? &fds : NULL,
+                                           l->rx_fdpass ? &nfds : NULL, NULL);
+            pib_link_rx_fds(l, fds, nfds);
             if (n == QIO_CHANNEL_ERR_BLOCK) {
                 return;
             }
@@ -534,6 +724,7 @@ void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
 {
     l->ops = ops;
     l->opaque = opaque;
+    l->db_fd = l->peer_db_fd = l->rx_passed_fd = -1;
     l->drop_bh = qemu_bh_new_guarded(pib_link_drop_bh, l, guard);
     l->rx_more_bh = qemu_bh_new_guarded(pib_link_rx_direct, l, guard);
     QSIMPLEQ_INIT(&l->txq);

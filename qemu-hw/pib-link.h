@@ -167,6 +167,19 @@ struct PibLink {
     uint32_t rx_gen;        /* bumped by every reset of the receive side */
     uint32_t rx_in_place;   /* frames packet_bytes() took since the last rx_run() */
 
+    /*
+     * The doorbell (include/pib_link.h; pib-link.c, "Doorbell"): on a unix
+     * socket read directly, our HELLO carries an eventfd the peer rings after
+     * each write, and the peer's HELLO may carry one we ring.
+     */
+    bool doorbell;          /* property link-doorbell: offer and accept one */
+    int db_fd;              /* ours, while offered on this stream; -1 none */
+    bool db_rung;           /* the peer rang it: the socket is no longer polled */
+    int peer_db_fd;         /* the peer's, rung after each writev; -1 none */
+    bool rx_fdpass;         /* the socket passes descriptors (unix): reads ask for them */
+    int rx_passed_fd;       /* a descriptor that came with bytes read, until a HELLO takes it */
+    PibPacket *tx_db_hello; /* our HELLO, queued: db_fd goes with its first byte */
+
     PibLinkRxState rx_state;
     bool rx_throttled;      /* can_receive said 0: accept_input when room */
     struct pib_link_hdr rx_hdr;
@@ -206,6 +219,8 @@ struct PibLink {
     uint64_t bad_frames;
     uint64_t rx_reads;      /* direct reads of the socket that returned data */
     uint64_t tx_writevs;    /* direct writevs of the socket that took data */
+    uint64_t db_rings_tx;   /* the peer's doorbell rung */
+    uint64_t db_rings_rx;   /* ours found rung */
 };
 
 /*
@@ -227,5 +242,12 @@ void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
 void pib_link_direct_stop(PibLink *l);
+/* After each write on the socket read directly: ring the peer's doorbell, if it gave one. */
+void pib_link_ring_peer(PibLink *l);
+/* Do writes on this link wake the peer through its doorbell (not the socket)? */
+static inline bool pib_link_rings_peer(const PibLink *l)
+{
+    return l->peer_db_fd >= 0;
+}
 
 #endif /* HW_PIB_LINK_H */

@@ -566,6 +566,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.node_guid = sw->node_guid;
         p->link.port_guid = sw->node_guid + 1;      /* port 0's, as an HCA's port */
         p->link.direct = sw->link_direct;
+        p->link.doorbell = sw->link_doorbell;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }
     /* Last: a link may come up at once. */
@@ -608,6 +609,7 @@ static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT8("ports", PibSwitch, nports, 0),
     DEFINE_PROP_UINT64("node-guid", PibSwitch, node_guid, 0),
     DEFINE_PROP_BOOL("link-direct", PibSwitch, link_direct, true),
+    DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, false),
     SW_PORT_PROP(1), SW_PORT_PROP(2), SW_PORT_PROP(3), SW_PORT_PROP(4),
     SW_PORT_PROP(5), SW_PORT_PROP(6), SW_PORT_PROP(7), SW_PORT_PROP(8),
     SW_PORT_PROP(9), SW_PORT_PROP(10), SW_PORT_PROP(11), SW_PORT_PROP(12),

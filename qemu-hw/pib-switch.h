@@ -61,6 +61,7 @@ struct PibSwitch {
     uint8_t nports;
     uint64_t node_guid;
     bool link_direct;
+    bool link_doorbell;     /* property link-doorbell (pib_link.h, "Doorbell") */
 
     PibSwitchPort ports[PIB_SW_MAX_PORTS + 1];      /* [0] the management port */
     PibMgmtNode mgmt;

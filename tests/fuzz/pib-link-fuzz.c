@@ -159,6 +159,9 @@ typedef struct QEMU_PACKED FzConfig {
 #define FZ_CFG3_CHARDEV     0x08    /* link-direct=off: the chardev's own
                                      * reads (else the device reads the
                                      * socket directly) */
+#define FZ_CFG3_DOORBELL    0x10    /* the peer's HELLO offers a doorbell
+                                     * (with no descriptor: the device
+                                     * must go on polling) */
 
 typedef struct Fz {
     PibState *s;
@@ -800,6 +803,8 @@ static void fz_peer_hello(uint32_t version)
         .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
         .node_guid_be = cpu_to_be64(FZ_PEER_GUID),
         .port_guid_be = cpu_to_be64(FZ_PEER_GUID + 1),
+        .flags_be = cpu_to_be32((fz.cfg.flags3 & FZ_CFG3_DOORBELL) ?
+                                PIB_HELLO_F_DOORBELL : 0),
     };
 
     memcpy(f + PIB_LINK_HDR_LEN, &h, sizeof(h));

@@ -509,6 +509,33 @@ ssize_t qio_channel_read(QIOChannel *ioc, char *buf, size_t buflen,
     return n;
 }
 
+/*
+ * As QIOChannelSocket's, for a socket that passes no descriptors: the
+ * fuzzer's peer is bytes only, so the device never offers its doorbell
+ * (qio_channel_has_feature says no) and never receives one.
+ */
+ssize_t qio_channel_readv_full(QIOChannel *ioc, const struct iovec *iov,
+                               size_t niov, int **fds, size_t *nfds,
+#if QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1)
+                               int flags,
+#endif
+                               Error **errp)
+{
+    if (niov != 1) {
+        fz_bug("qio_channel_readv_full() of %zu buffers", niov);
+    }
+    if (fds) {
+        *fds = NULL;
+        *nfds = 0;
+    }
+    return qio_channel_read(ioc, iov[0].iov_base, iov[0].iov_len, errp);
+}
+
+bool qio_channel_has_feature(QIOChannel *ioc, QIOChannelFeature feature)
+{
+    return false;
+}
+
 void qemu_chr_fe_set_handlers(CharBackend *b, IOCanReadHandler *fd_can_read,
                               IOReadHandler *fd_read,
                               IOEventHandler *fd_event,
@@ -694,6 +721,16 @@ ssize_t qio_channel_writev(QIOChannel *ioc, const struct iovec *iov,
     }
     l->tx_bytes += n;
     return n;
+}
+
+ssize_t qio_channel_writev_full(QIOChannel *ioc, const struct iovec *iov,
+                                size_t niov, int *fds, size_t nfds, int flags,
+                                Error **errp)
+{
+    if (nfds) {
+        fz_bug("qio_channel_writev_full() with %zu descriptors", nfds);
+    }
+    return qio_channel_writev(ioc, iov, niov, errp);
 }
 
 /* A real GSource, so that the device's g_source_remove() works as in QEMU. */

@@ -48,7 +48,7 @@ void cmd_bad_frames(struct session *s)
 		{ "frame type 0 (none)", 0x00, 0, 0 },
 		{ "length one past the maximum", PIB_FRAME_PACKET, PIB_LINK_MAX_PAYLOAD + 1, 64 },
 		{ "length 0xffff", PIB_FRAME_PACKET, 0xffff, 64 },
-		{ "HELLO shorter than struct pib_link_hello", PIB_FRAME_HELLO, 8, 8 },
+		{ "HELLO shorter than PIB_LINK_HELLO_MIN_LEN", PIB_FRAME_HELLO, 8, 8 },
 	};
 	uint8_t f[PIB_LINK_HDR_LEN + 64];
 

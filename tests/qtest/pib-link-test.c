@@ -12,13 +12,17 @@
  * burst far larger than the socket holds, on both of the device's link paths
  * (docs/hardware.md, "The link": .../direct, the default, where the device
  * reads and writevs the socket itself, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
- * the peer's helpers.
+ * the peer's helpers.  /pib/link/doorbell checks the eventfds the two ends
+ * of a unix socket trade in their HELLOs.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-link-test
  */
 
 #include "qemu/osdep.h"
 #include <glib/gstdio.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include "pib-qtest.h"
 
@@ -316,6 +320,246 @@ static void test_link_tx_burst(const void *path)
     peer_shutdown(&l);
 }
 
+/*
+ * The doorbell (include/pib_link.h, "Doorbell"), link-doorbell=on: the
+ * device's HELLO brings an eventfd; ours brings one that the device rings
+ * after each write; once we ring the device's, it reads the socket only when
+ * rung, and an idle QP sends from its SQ doorbell.  A HELLO that offers no
+ * descriptor, or one that is not an eventfd, or a HELLO from before the
+ * flags, leaves the socket polled as before.  Off (the default), the
+ * device's HELLO offers nothing.
+ */
+
+/* The device's HELLO, whole, with what came with it: its flags; the descriptor in *passed, or -1. */
+static uint32_t db_read_hello(int fd, int *passed)
+{
+    uint8_t frame[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)];
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { .iov_base = frame, .iov_len = sizeof(frame) };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+    };
+    struct pib_link_hello h;
+    struct pib_link_hdr hdr;
+    struct cmsghdr *c;
+
+    *passed = -1;
+    g_assert_cmpint(recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC), ==, sizeof(frame));
+    for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            g_assert_cmpint(*passed, ==, -1);
+            memcpy(passed, CMSG_DATA(c), sizeof(int));
+        }
+    }
+    memcpy(&hdr, frame, sizeof(hdr));
+    memcpy(&h, frame + sizeof(hdr), sizeof(h));
+    g_assert_cmphex(hdr.type, ==, PIB_FRAME_HELLO);
+    g_assert_cmpuint(be16_to_cpu(hdr.length_be), ==, sizeof(h));
+    g_assert_cmphex(be64_to_cpu(h.node_guid_be), ==, TEST_NODE_GUID);
+    return be32_to_cpu(h.flags_be);
+}
+
+/* Our HELLO of len bytes (PIB_LINK_HELLO_MIN_LEN: one from before the flags), passed with it unless -1. */
+static void db_send_hello(int fd, uint32_t flags, int passed, uint16_t len)
+{
+    uint8_t frame[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)];
+    char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+    struct iovec iov = { .iov_base = frame, .iov_len = PIB_LINK_HDR_LEN + len };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+    struct pib_link_hdr hdr = {
+        .magic = PIB_LINK_MAGIC,
+        .type = PIB_FRAME_HELLO,
+        .length_be = cpu_to_be16(len),
+    };
+    struct pib_link_hello h = {
+        .version_be = cpu_to_be32(PIB_LINK_PROTO_VERSION),
+        .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
+        .node_guid_be = cpu_to_be64(PEER_NODE_GUID),
+        .port_guid_be = cpu_to_be64(PEER_NODE_GUID + 1),
+        .flags_be = cpu_to_be32(flags),
+    };
+    struct cmsghdr *c;
+
+    memcpy(frame, &hdr, sizeof(hdr));
+    memcpy(frame + sizeof(hdr), &h, len);
+    if (passed >= 0) {
+        msg.msg_control = cbuf;
+        msg.msg_controllen = sizeof(cbuf);
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &passed, sizeof(int));
+    }
+    g_assert_cmpint(sendmsg(fd, &msg, 0), ==, iov.iov_len);
+}
+
+static bool db_is_eventfd(int fd)
+{
+    g_autofree char *link = g_strdup_printf("/proc/self/fd/%d", fd);
+    g_autofree char *target = g_file_read_link(link, NULL);
+
+    return target && g_str_equal(target, "anon_inode:[eventfd]");
+}
+
+/* How often an eventfd was rung since the last look (it is non-blocking). */
+static uint64_t db_rings(int efd)
+{
+    uint64_t n = 0;
+
+    return read(efd, &n, sizeof(n)) == sizeof(n) ? n : 0;
+}
+
+/* The device rings after its write returns: wait for that (TIMEOUT_US at most). */
+static uint64_t db_rung(int efd)
+{
+    struct pollfd pfd = { .fd = efd, .events = POLLIN };
+
+    g_assert_cmpint(poll(&pfd, 1, TIMEOUT_US / 1000), ==, 1);
+    return db_rings(efd);
+}
+
+static void db_ring(int efd)
+{
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(efd, &one, sizeof(one)), ==, sizeof(one));
+}
+
+/* A SEND from the wire peer, acknowledged, and delivered to receive WQE wr_id. */
+static void db_send(PibDev *d, TestEnd *x, int fd, uint32_t psn, uint64_t wr_id,
+                    const char *text)
+{
+    struct pib_cqe cqe;
+    char got[16];
+    WirePkt w;
+
+    wp_send_only(fd, psn, text);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, psn);
+    dp_expect(d, &x->rcq, wr_id, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, strlen(text));
+    qtest_memread(qts(d), x->buf + (wr_id - 1) * 64, got, strlen(text));
+    g_assert_cmpmem(got, strlen(text), text, strlen(text));
+}
+
+static void test_link_doorbell(void)
+{
+    static const char *const texts[] = { "no fd", "a pipe", "old HELLO" };
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
+                                 PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                                 PIB_QP_MAX_QP_RD_ATOMIC),
+        .qp_state = PIB_QPS_RTS,
+        .sq_psn = cpu_to_le32(500),
+        .timeout = 14,
+        .retry_cnt = 7,
+        .rnr_retry = 7,
+        .max_rd_atomic = 1,
+    };
+    struct pib_sge sge[1];
+    int fd, dev_db, ours, pipefd[2], i;
+    char c;
+    TestEnd x;
+    PeerLink l;
+    PibDev d;
+    WirePkt w;
+
+    /* Off by default: no flag, no descriptor. */
+    peer_boot(&l, 1);
+    fd = peer_connect(l.path);
+    g_assert_cmphex(db_read_hello(fd, &dev_db), ==, 0);
+    g_assert_cmpint(dev_db, ==, -1);
+    close(fd);
+    peer_shutdown(&l);
+
+    pib_dev_props = ",link-doorbell=on";
+    peer_boot(&l, 1);
+    pib_dev_props = "";
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    dp_end(&d, &x, PIB_QPT_RC, 16384);
+    wp_dqpn = x.qp.qpn;
+    wp_qp_rtr(&d, x.qp.qpn, 0, 0);
+    /* RTS now: a first packet in RTR would raise COMM_EST, which pib_aeq_find does not expect. */
+    g_assert_cmpuint(dp_modify(&d, x.qp.qpn, &a), ==, PIB_AQ_OK);
+    for (i = 1; i <= 8; i++) {
+        sge[0] = dp_sge(x.buf + (i - 1) * 64, 64, x.key);
+        dp_post_recv(&d, &x.qp, i, sge, 1);
+    }
+
+    /* Offered both ways. */
+    fd = peer_connect(l.path);
+    g_assert_cmphex(db_read_hello(fd, &dev_db), ==, PIB_HELLO_F_DOORBELL);
+    g_assert_cmpint(dev_db, >=, 0);
+    g_assert_true(db_is_eventfd(dev_db));
+    ours = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    db_send_hello(fd, PIB_HELLO_F_DOORBELL, ours, sizeof(struct pib_link_hello));
+    pib_wait_port_state(&d, PIB_PORT_ACTIVE);
+    g_assert_true(pib_aeq_find(&d, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
+    /* Until we ring, the device polls the socket; its ACK rang ours. */
+    db_send(&d, &x, fd, 100, 1, "first");
+    g_assert_cmpuint(db_rung(ours), >=, 1);
+    /* Rung: it reads. */
+    wp_send_only(fd, 101, "second");
+    db_ring(dev_db);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 101);
+    g_assert_cmpuint(db_rung(ours), >=, 1);
+    dp_expect(&d, &x.rcq, 2, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    /* Once rung, the socket is read only when rung: a SEND waits for the ring. */
+    wp_send_only(fd, 102, "third");
+    wp_expect_nothing(fd);
+    dp_expect_none(&d, &x.rcq);
+    g_assert_cmpuint(db_rings(ours), ==, 0);
+    db_ring(dev_db);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 102);
+    dp_expect(&d, &x.rcq, 3, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    /* An idle QP's SEND leaves from its doorbell, and rings ours. */
+    db_rings(ours);
+    qtest_memwrite(qts(&d), x.buf + 4096, "reply", 5);
+    sge[0] = dp_sge(x.buf + 4096, 5, x.key);
+    dp_post_send(&d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x50, sge, 1, 0, 0);
+    wp_expect(fd, &w, PIB_OP_RC_SEND_ONLY, 500);
+    g_assert_cmpmem(w.payload, w.paylen, "reply", 5);
+    g_assert_cmpuint(db_rung(ours), >=, 1);
+    wp_ack(fd, 500, PIB_AETH_ACK | 0x1f);
+    db_ring(dev_db);
+    dp_expect(&d, &x.scq, 0x50, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    close(fd);
+    peer_expect_down(&d, 1);
+    close(dev_db);
+
+    /*
+     * Refused or not offered: a HELLO with the flag and no descriptor, one
+     * whose descriptor is a pipe, one from before the flags.  The device
+     * polls the socket as before and writes nothing into the pipe.
+     */
+    g_assert_cmpint(pipe2(pipefd, O_NONBLOCK | O_CLOEXEC), ==, 0);
+    for (i = 0; i < 3; i++) {
+        fd = peer_connect(l.path);
+        g_assert_cmphex(db_read_hello(fd, &dev_db), ==, PIB_HELLO_F_DOORBELL);
+        close(dev_db);
+        if (i < 2) {
+            db_send_hello(fd, PIB_HELLO_F_DOORBELL, i ? pipefd[1] : -1,
+                          sizeof(struct pib_link_hello));
+        } else {
+            db_send_hello(fd, 0, -1, PIB_LINK_HELLO_MIN_LEN);
+        }
+        pib_wait_port_state(&d, PIB_PORT_ACTIVE);
+        db_send(&d, &x, fd, 103 + i, 4 + i, texts[i]);
+        close(fd);
+        peer_expect_down(&d, 2 + i);
+    }
+    g_assert_cmpint(read(pipefd[0], &c, 1), ==, -1);
+    g_assert_cmpint(errno, ==, EAGAIN);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    close(ours);
+
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const paths[] = { "direct", "chardev" };
@@ -324,6 +568,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
 
     qtest_add_func("/pib/link/pair", test_link_pair);
+    qtest_add_func("/pib/link/doorbell", test_link_doorbell);
     for (i = 0; i < ARRAY_SIZE(paths); i++) {
         g_autofree char *framing = g_strdup_printf("/pib/link/framing/%s",
                                                    paths[i]);
