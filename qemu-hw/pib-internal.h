@@ -405,6 +405,7 @@ void pib_qp_schedule(PibQp *qp);
 void pib_qp_kick_waiters(PibState *s);
 void pib_work_run(PibState *s);
 void pib_work_bh(void *opaque);
+void pib_work_now(PibState *s, PibQp *qp);
 void pib_qp_init_engines(PibQp *qp);
 void pib_qp_reset_engines(PibQp *qp);
 void pib_qp_fini_engines(PibQp *qp);

@@ -6,11 +6,14 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * How work reaches the transport engines (pib-req.c, pib-resp.c,
- * pib-comp.c).  Nothing is ever done in an MMIO handler:
+ * pib-comp.c).  An MMIO handler only records, with one exception:
  *
  *   doorbells  BAR2, the UAR pages: a doorbell is checked (the object exists
  *              on this page, the index moves forward by at most the depth)
  *              and recorded; an SQ doorbell puts the QP on the run list.
+ *              The exception: an SQ doorbell of an idle QP on an idle device
+ *              whose link rings the peer's doorbell runs the QP at once, in
+ *              the vCPU thread (pib_qp_doorbell says why).
  *              (The CQ doorbell, which arms completion events, is in
  *              pib-cq.c.)
  *   run list   QPs with work for their engines.  The work bottom half gives
@@ -31,6 +34,12 @@
 
 /* Packets one QP may send per run of the work bottom half. */
 #define PIB_WORK_BUDGET         32
+/*
+ * Packets an SQ doorbell sends itself (pib_work_now); the rest is the bottom
+ * half's.  Two: a one-packet message leaves budget over, so the QP is not
+ * put back on the run list and the main loop is not woken for nothing.
+ */
+#define PIB_DOORBELL_BUDGET     2
 /* QPs the work bottom half runs before it yields to the main loop. */
 #define PIB_WORK_QPS            64
 /* Floor for the local ACK timeout: TCG's pace should not look like loss. */
@@ -66,7 +75,7 @@ static bool pib_uar_db_known(uint32_t reg)
 /*
  * A doorbell is honoured only for an object created on this UAR page: a
  * process can ring only its own queues.  The handlers record the new index
- * and schedule work; nothing is executed here.
+ * and schedule work (pib_qp_doorbell has the one case that runs it here).
  */
 static void pib_uar_doorbell(PibState *s, uint32_t page, uint32_t reg,
                              uint64_t data)
@@ -191,17 +200,36 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
     trace_pib_qp_db(qp->qpn, is_sq ? "SQ" : "RQ", pi, wq->ci,
                     pib_qp_state_name(qp->state));
     /*
-     * The work waits for the bottom half even when the requester is idle and
-     * a small message could leave from here.  That was measured: sending
-     * from the doorbell saves the wakeup of the main loop (20-30 us of a
-     * small message's one-way latency under TCG) but makes the vCPU thread,
-     * which goes on running the guest, the writer of the link socket.  The
-     * kernel's wakeup of the peer QEMU's main loop for that socket is a
-     * "sync" one (the writer is expected to sleep), so the peer was queued
-     * behind a busy vCPU thread, and half of the ping-pong runs had a
-     * typical latency of 0.2-2 ms instead of 50 us.  Written from our main
-     * loop, which sleeps right after, the handoff is immediate.
+     * An idle requester sends from here, in the vCPU thread: a QP in RTS
+     * whose SQ was empty, on a device with nothing else to run, whose link
+     * rings the peer's doorbell.  That saves the wakeup of our main loop,
+     * which under TCG waits for a CPU that both vCPU threads are busy on
+     * (the guest polls its CQ): measured (perf sched), about 12 us of
+     * scheduling delay plus the pass itself, twice per round trip.
+     *
+     * The doorbell condition is what makes it safe.  Written to the link
+     * socket from this thread, which goes on running the guest, the kernel
+     * wakes the peer QEMU's main loop as a "sync" wakeup (the writer is
+     * expected to sleep), and the peer stayed queued behind our vCPU thread
+     * until the next scheduler tick: a trace showed every ring trip of a
+     * ping-pong waiting for a 4 ms tick, typical latency 0.2-2 ms instead of
+     * 50 us, and neither sched_yield(), a 1 us sleep nor a 100 us EEVDF
+     * slice for the main loops avoided it.  Rung through an eventfd
+     * (pib-link.c, "Doorbell"), the wakeup is an ordinary one; the same
+     * ib_send_lat went from 48-61 to 30-47 us.  The doorbell is off by
+     * default (property link-doorbell): every write then rings, the main
+     * loop's too, and bulk bandwidth fell by a fifth to a third.
+     *
+     * Anything busier (WQEs outstanding, other QPs to run) waits for the
+     * bottom half as before: a stream of doorbells then costs the vCPU
+     * nothing, and the main loop sends them in batches.
      */
+    if (is_sq && qp->state == PIB_QPS_RTS && wq->ci == wq->pi &&
+        QTAILQ_EMPTY(&s->runlist) && pib_link_rings_peer(&s->link)) {
+        wq->pi = pi;
+        pib_work_now(s, qp);
+        return;
+    }
     wq->pi = pi;
     if (qp->state == PIB_QPS_ERR ||
         (is_sq && (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD))) {
@@ -283,11 +311,9 @@ static void pib_qp_check_drained(PibQp *qp)
     }
 }
 
-/* One QP's turn: the engines that apply to its state, within a budget. */
-static void pib_qp_work(PibQp *qp)
+/* One QP's turn: the engines that apply to its state, within a budget of packets. */
+static void pib_qp_work(PibQp *qp, unsigned budget)
 {
-    unsigned budget = PIB_WORK_BUDGET;
-
     switch (qp->state) {
     case PIB_QPS_ERR:
         pib_qp_flush(qp);       /* WQEs rung while in ERR */
@@ -331,7 +357,7 @@ void pib_work_run(PibState *s)
     for (n = 0; n < PIB_WORK_QPS && (qp = QTAILQ_FIRST(&s->runlist)); n++) {
         QTAILQ_REMOVE(&s->runlist, qp, run_next);
         qp->on_runlist = false;
-        pib_qp_work(qp);
+        pib_qp_work(qp, PIB_WORK_BUDGET);
     }
     if (!QTAILQ_EMPTY(&s->runlist)) {
         qemu_bh_schedule(s->work_bh);
@@ -342,6 +368,26 @@ void pib_work_run(PibState *s)
 void pib_work_bh(void *opaque)
 {
     pib_work_run(opaque);
+}
+
+/*
+ * Run one QP now, from an SQ doorbell (pib_qp_doorbell), as the work bottom
+ * half would, but for PIB_DOORBELL_BUDGET packets: a small message leaves
+ * whole, a large one its first packets, and the bottom half sends the rest
+ * while the guest goes on (a vCPU that sent 64 KiB itself could not post
+ * the next WQE meanwhile).  Whatever is left or was scheduled meanwhile is
+ * on the run list for the bottom half.
+ */
+void pib_work_now(PibState *s, PibQp *qp)
+{
+    s->work_deferred = true;
+    pib_cq_notify_run(s);
+    pib_qp_work(qp, PIB_DOORBELL_BUDGET);
+    s->work_deferred = false;
+    if (!QTAILQ_EMPTY(&s->runlist)) {
+        qemu_bh_schedule(s->work_bh);
+    }
+    pib_link_flush(s);
 }
 
 /*
