@@ -200,8 +200,7 @@ static ssize_t pib_link_tx_writev(PibLink *l)
         off = 0;
         n++;
     }
-    if (QSIMPLEQ_FIRST(&l->txq) == l->tx_db_hello && l->db_fd >= 0 &&
-        l->tx_head_off == 0) {
+    if (QSIMPLEQ_FIRST(&l->txq) == l->tx_db_hello && l->tx_head_off == 0) {
         /* Our HELLO offers the doorbell: the eventfd rides with its first byte. */
         n = 1;
         ret = qio_channel_writev_full(QIO_CHANNEL(l->rx_sioc), iov, n,

@@ -236,21 +236,17 @@ static void pib_link_db_take(PibLink *l, bool offered)
     l->rx_passed_fd = -1;
     pib_link_db_close(&l->peer_db_fd);
     if (!offered || !l->doorbell) {
-        if (fd >= 0) {
-            close(fd);
-        }
+        pib_link_db_close(&fd);
         return;
     }
     why = fd < 0 ? "no descriptor came with it" : pib_link_db_refuse(l, fd);
     if (why) {
         trace_pib_link_doorbell(l->id, "peer's refused", why);
-        if (fd >= 0) {
-            close(fd);
-        }
+        pib_link_db_close(&fd);
         return;
     }
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)) {
-        close(fd);
+        pib_link_db_close(&fd);
         return;
     }
     l->peer_db_fd = fd;
@@ -301,9 +297,6 @@ static void pib_link_db_rung(void *opaque)
 /* A new stream on a unix socket read directly: a new doorbell to offer in our HELLO. */
 static void pib_link_db_start(PibLink *l)
 {
-    l->db_rung = false;
-    l->rx_fdpass = qio_channel_has_feature(QIO_CHANNEL(l->rx_sioc),
-                                           QIO_CHANNEL_FEATURE_FD_PASS);
     if (!l->doorbell || !l->rx_fdpass) {
         return;
     }
@@ -568,7 +561,6 @@ static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
     return sc->sioc;
 }
 
-
 /*
  * Start reading the socket directly (the stream opened).  The handler is
  * removed by the descriptor it was added on, kept in rx_fd: by the time the
@@ -594,6 +586,8 @@ static void pib_link_direct_start(PibLink *l)
     object_ref(OBJECT(sioc));
     l->rx_sioc = sioc;
     l->rx_fd = sioc->fd;
+    l->rx_fdpass = qio_channel_has_feature(QIO_CHANNEL(sioc),
+                                           QIO_CHANNEL_FEATURE_FD_PASS);
     qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
     pib_link_db_start(l);
     trace_pib_link_rx_path(l->id, l->db_fd >= 0 ? "direct, doorbell offered"

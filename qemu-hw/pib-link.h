@@ -178,7 +178,7 @@ struct PibLink {
     int peer_db_fd;         /* the peer's, rung after each writev; -1 none */
     bool rx_fdpass;         /* the socket passes descriptors (unix): reads ask for them */
     int rx_passed_fd;       /* a descriptor that came with bytes read, until a HELLO takes it */
-    PibPacket *tx_db_hello; /* our HELLO, queued: db_fd goes with its first byte */
+    PibPacket *tx_db_hello; /* our HELLO, queued (so db_fd >= 0): db_fd goes with its first byte */
 
     PibLinkRxState rx_state;
     bool rx_throttled;      /* can_receive said 0: accept_input when room */

@@ -180,6 +180,7 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
 {
     PibWq *wq = is_sq ? &qp->sq : &qp->rq;
     uint32_t pi = data >> PIB_DB_INDEX_SHIFT;
+    bool idle;                  /* nothing was outstanding before this doorbell */
 
     if (!is_sq && qp->no_rq) {
         PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_BAD_OBJ, pib_ub_uar_db_bad_obj,
@@ -224,13 +225,13 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
      * bottom half as before: a stream of doorbells then costs the vCPU
      * nothing, and the main loop sends them in batches.
      */
-    if (is_sq && qp->state == PIB_QPS_RTS && wq->ci == wq->pi &&
+    idle = wq->ci == wq->pi;
+    wq->pi = pi;
+    if (is_sq && idle && qp->state == PIB_QPS_RTS &&
         QTAILQ_EMPTY(&s->runlist) && pib_link_rings_peer(&s->link)) {
-        wq->pi = pi;
         pib_work_now(s, qp);
         return;
     }
-    wq->pi = pi;
     if (qp->state == PIB_QPS_ERR ||
         (is_sq && (qp->state == PIB_QPS_RTS || qp->state == PIB_QPS_SQD))) {
         pib_qp_schedule(qp);
