@@ -18,17 +18,20 @@
  * GUID.  The physical link is UP once each side has received the other's HELLO.
  *
  * Doorbell (unix-socket links only, both sides on one host): a HELLO with PIB_HELLO_F_DOORBELL
- * carries one eventfd as SCM_RIGHTS ancillary data.  The receiver of that HELLO adds 1 to the
- * eventfd after every write it makes on the stream from then on.  Once the first such ring
- * arrives, the HELLO's sender stops polling the socket for input and reads it when rung.  The
- * point is the wakeup: a socket write wakes the reader as a "synchronous" wakeup (the writer is
- * expected to sleep), which the host scheduler may leave queued behind a writer that goes on
- * running, such as a vCPU thread that sent from a doorbell; an eventfd's wakeup is an ordinary
- * one.  The bytes still go through the socket, in order, and end of stream is still seen on it.
- * A HELLO without the flag (a TCP link, a peer built before it, link-doorbell=off), or whose
- * descriptor is not an eventfd, means no doorbell: the socket is polled as before.  A receiver
- * that does not know the flag ignores it, and the kernel closes the descriptor it did not ask
- * for.
+ * carries one eventfd as SCM_RIGHTS ancillary data.  The receiver of that HELLO may ring it
+ * around a write on the stream: PIB_LINK_RING_START before the write, PIB_LINK_RING_END after
+ * it, and every START must be followed by its END.  The eventfd's owner adds up what it reads:
+ * while its STARTs outnumber its ENDs it does not poll the socket for input, and it reads the
+ * socket whenever rung.  The point is the wakeup.  A socket write wakes the reader as a
+ * "synchronous" wakeup (the writer is expected to sleep), which the host scheduler may leave
+ * queued behind a writer that goes on running, such as a vCPU thread that sent from a doorbell.
+ * Around such a write the reader is not waiting on the socket: the START wakes it early, with
+ * an ordinary wakeup, and the END brings it back if it looked before the bytes came.  Writes
+ * from a thread that sleeps next (a main loop) need no ring: the socket's wakeup is the better
+ * one there.  The bytes still go through the socket, in order, and end of stream is still seen
+ * on it.  A HELLO without the flag (a TCP link, a peer built before it, link-doorbell=off), or
+ * whose descriptor is not an eventfd, means no doorbell.  A receiver that does not know the
+ * flag ignores it, and the kernel closes the descriptor it did not ask for.
  */
 #ifndef PIB_LINK_H
 #define PIB_LINK_H
@@ -57,6 +60,9 @@ struct pib_link_hdr {
  */
 #define PIB_LINK_HELLO_MIN_LEN 24
 #define PIB_HELLO_F_DOORBELL   0x1  /* an eventfd rides with this HELLO: ring it (see above)  */
+/* What a ring adds to the peer's eventfd (an 8-byte write): STARTs count in the low 32 bits. */
+#define PIB_LINK_RING_START    0x1ULL
+#define PIB_LINK_RING_END      0x100000000ULL
 struct pib_link_hello {
 	pib_u32 version_be;     /* PIB_LINK_PROTO_VERSION                                     */
 	pib_u32 mtu_be;         /* largest payload this side accepts, bytes                   */

@@ -223,7 +223,6 @@ static ssize_t pib_link_tx_writev(PibLink *l)
     }
     l->tx_writevs++;
     trace_pib_link_tx_writev(l->id, n, ret);
-    pib_link_ring_peer(l);
     for (left = ret; left > 0; ) {
         p = QSIMPLEQ_FIRST(&l->txq);
         if (left < p->len - l->tx_head_off) {

@@ -59,11 +59,12 @@
  * blocked), and one direct read empties the socket.
  *
  * Doorbell (include/pib_link.h): on a unix socket read directly, both ends
- * trade eventfds in their HELLOs, ring the peer's after every write, and
- * once rung stop polling the socket for input.  Same bytes, same order; only
- * the wakeup differs, and that is what lets an idle requester send from its
- * doorbell in the vCPU thread (pib-sched.c, pib_qp_doorbell): the socket's
- * wakeup of the peer left it queued behind that busy thread.
+ * trade eventfds in their HELLOs.  A write made from the vCPU thread (an idle
+ * requester sending from its SQ doorbell: pib-sched.c, pib_qp_doorbell) is
+ * rung around, START before and END after, and the peer does not poll its
+ * socket between the two: the socket's wakeup of the peer, coming from that
+ * busy thread, left it queued behind it.  The main loop's writes are not
+ * rung.  Same bytes, same order; only the wakeup differs.
  */
 
 #include "qemu/osdep.h"
@@ -250,18 +251,18 @@ static void pib_link_db_take(PibLink *l, bool offered)
         return;
     }
     l->peer_db_fd = fd;
-    trace_pib_link_doorbell(l->id, "peer's taken", "rung after each write");
+    trace_pib_link_doorbell(l->id, "peer's taken",
+                            "rung around writes from the vCPU thread");
 }
 
-void pib_link_ring_peer(PibLink *l)
+/* ring: PIB_LINK_RING_START or PIB_LINK_RING_END.  Nothing without a peer's doorbell. */
+void pib_link_ring_peer(PibLink *l, uint64_t ring)
 {
-    static const uint64_t one = 1;
-
     if (l->peer_db_fd < 0) {
         return;
     }
     /* EAGAIN: the counter is full, so the peer is due to look anyway. */
-    if (write(l->peer_db_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+    if (write(l->peer_db_fd, &ring, sizeof(ring)) < 0 && errno != EAGAIN) {
         trace_pib_link_doorbell(l->id, "peer's dropped", strerror(errno));
         pib_link_db_close(&l->peer_db_fd);
         return;
@@ -271,12 +272,20 @@ void pib_link_ring_peer(PibLink *l)
 
 static void pib_link_rx_direct(void *opaque);
 
-/* Ours was rung: the peer wrote.  From the first ring on, the socket is read only then. */
+/*
+ * Ours was rung: the peer is about to write, or has written, from a busy
+ * thread.  Count the STARTs and ENDs: while a write is announced and not
+ * ended, the socket is not polled (its wakeup would come from that thread)
+ * and its END calls here again.  Either way, read what is there now.  The
+ * counts are the peer's word only: a peer that never ENDs gets its bytes
+ * read when it rings, and nothing else changes.
+ */
 static void pib_link_db_rung(void *opaque)
 {
     PibLink *l = opaque;
     struct iovec iov;
     uint64_t count;
+    bool announced;
 
     iov.iov_base = &count;
     iov.iov_len = sizeof(count);
@@ -285,11 +294,14 @@ static void pib_link_db_rung(void *opaque)
         return;
     }
     l->db_rings_rx++;
-    if (!l->db_rung) {
-        l->db_rung = true;
-        qemu_set_fd_handler(l->rx_fd, NULL, NULL, NULL);
-        trace_pib_link_doorbell(l->id, "ours rung",
-                                "the socket is read when rung");
+    l->db_starts += (uint32_t)count;            /* STARTs: the low half */
+    l->db_ends += (uint32_t)(count >> 32);      /* ENDs: the high half */
+    announced = l->db_starts != l->db_ends;
+    trace_pib_link_db_rung(l->id, count, l->db_starts - l->db_ends);
+    if (announced != l->rx_unpolled) {
+        l->rx_unpolled = announced;
+        qemu_set_fd_handler(l->rx_fd, announced ? NULL : pib_link_rx_direct,
+                            NULL, l);
     }
     pib_link_rx_direct(l);
 }
@@ -313,7 +325,8 @@ static void pib_link_db_stop(PibLink *l)
         qemu_set_fd_handler(l->db_fd, NULL, NULL, NULL);
         pib_link_db_close(&l->db_fd);
     }
-    l->db_rung = false;
+    l->db_starts = l->db_ends = 0;
+    l->rx_unpolled = false;
     l->tx_db_hello = NULL;
     pib_link_db_close(&l->peer_db_fd);
     pib_link_db_close(&l->rx_passed_fd);
@@ -630,7 +643,7 @@ static void pib_link_rx_direct(void *opaque)
     while (l->rx_sioc) {
         if (l->rx_head == l->rx_tail) {
             if (drained || taken >= PIB_LINK_RX_PASS) {
-                if (!drained && l->db_rung) {
+                if (!drained && l->rx_unpolled) {
                     qemu_bh_schedule(l->rx_more_bh);    /* no poll calls again */
                 }
                 return;         /* a readable socket (or a ring) calls again */

@@ -169,13 +169,16 @@ struct PibLink {
 
     /*
      * The doorbell (include/pib_link.h; pib-link.c, "Doorbell"): on a unix
-     * socket read directly, our HELLO carries an eventfd the peer rings after
-     * each write, and the peer's HELLO may carry one we ring.
+     * socket read directly, our HELLO carries an eventfd the peer rings
+     * around writes from its vCPU thread, and the peer's HELLO may carry one
+     * we ring around ours.
      */
     bool doorbell;          /* property link-doorbell: offer and accept one */
     int db_fd;              /* ours, while offered on this stream; -1 none */
-    bool db_rung;           /* the peer rang it: the socket is no longer polled */
-    int peer_db_fd;         /* the peer's, rung after each writev; -1 none */
+    uint32_t db_starts;     /* PIB_LINK_RING_STARTs and ENDs read from it, */
+    uint32_t db_ends;       /* modulo 2^32 */
+    bool rx_unpolled;       /* starts != ends: the fd handler is off the socket */
+    int peer_db_fd;         /* the peer's, rung around writes from the vCPU thread; -1 none */
     bool rx_fdpass;         /* the socket passes descriptors (unix): reads ask for them */
     int rx_passed_fd;       /* a descriptor that came with bytes read, until a HELLO takes it */
     PibPacket *tx_db_hello; /* our HELLO, queued (so db_fd >= 0): db_fd goes with its first byte */
@@ -242,9 +245,9 @@ void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
 void pib_link_direct_stop(PibLink *l);
-/* After each write on the socket read directly: ring the peer's doorbell, if it gave one. */
-void pib_link_ring_peer(PibLink *l);
-/* Do writes on this link wake the peer through its doorbell (not the socket)? */
+/* Around a write from the vCPU thread: ring the peer's doorbell (START, END), if it gave one. */
+void pib_link_ring_peer(PibLink *l, uint64_t ring);
+/* May a write from the vCPU thread wake the peer through its doorbell (not the socket)? */
 static inline bool pib_link_rings_peer(const PibLink *l)
 {
     return l->peer_db_fd >= 0;

@@ -203,27 +203,26 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
     /*
      * An idle requester sends from here, in the vCPU thread: a QP in RTS
      * whose SQ was empty, on a device with nothing else to run, whose link
-     * rings the peer's doorbell.  That saves the wakeup of our main loop,
+     * has the peer's doorbell.  That saves the wakeup of our main loop,
      * which under TCG waits for a CPU that both vCPU threads are busy on
      * (the guest polls its CQ): measured (perf sched), about 12 us of
      * scheduling delay plus the pass itself, twice per round trip.
      *
-     * The doorbell condition is what makes it safe.  Written to the link
-     * socket from this thread, which goes on running the guest, the kernel
-     * wakes the peer QEMU's main loop as a "sync" wakeup (the writer is
-     * expected to sleep), and the peer stayed queued behind our vCPU thread
-     * until the next scheduler tick: a trace showed every ring trip of a
-     * ping-pong waiting for a 4 ms tick, typical latency 0.2-2 ms instead of
-     * 50 us, and neither sched_yield(), a 1 us sleep nor a 100 us EEVDF
-     * slice for the main loops avoided it.  Rung through an eventfd
-     * (pib-link.c, "Doorbell"), the wakeup is an ordinary one; the same
-     * ib_send_lat went from 48-61 to 30-47 us.  The doorbell is off by
-     * default (property link-doorbell): every write then rings, the main
-     * loop's too, and bulk bandwidth fell by a fifth to a third.
+     * The doorbell is what makes it safe.  Written to the link socket from
+     * this thread, which goes on running the guest, the kernel wakes the
+     * peer QEMU's main loop as a "sync" wakeup (the writer is expected to
+     * sleep), and the peer stayed queued behind our vCPU thread until the
+     * next scheduler tick: a trace showed every trip of a ping-pong waiting
+     * for a 4 ms tick, typical latency 0.2-2 ms instead of 50 us, and
+     * neither sched_yield(), a 1 us sleep nor a 100 us EEVDF slice for the
+     * main loops avoided it.  pib_work_now rings the peer's doorbell around
+     * the write (include/pib_link.h, "Doorbell"): the peer does not wait on
+     * its socket meanwhile, and eventfd wakeups are ordinary ones.  The
+     * same ib_send_lat went from 46-61 to 22-34 us, bulk bandwidth unchanged.
      *
      * Anything busier (WQEs outstanding, other QPs to run) waits for the
      * bottom half as before: a stream of doorbells then costs the vCPU
-     * nothing, and the main loop sends them in batches.
+     * nothing, and the main loop sends them in batches, unrung.
      */
     idle = wq->ci == wq->pi;
     wq->pi = pi;
@@ -377,10 +376,13 @@ void pib_work_bh(void *opaque)
  * whole, a large one its first packets, and the bottom half sends the rest
  * while the guest goes on (a vCPU that sent 64 KiB itself could not post
  * the next WQE meanwhile).  Whatever is left or was scheduled meanwhile is
- * on the run list for the bottom half.
+ * on the run list for the bottom half.  The peer's doorbell is rung around
+ * it all: START first, so that the peer's wakeup overlaps building the
+ * packets, and END once they are written.
  */
 void pib_work_now(PibState *s, PibQp *qp)
 {
+    pib_link_ring_peer(&s->link, PIB_LINK_RING_START);
     s->work_deferred = true;
     pib_cq_notify_run(s);
     pib_qp_work(qp, PIB_DOORBELL_BUDGET);
@@ -389,6 +391,7 @@ void pib_work_now(PibState *s, PibQp *qp)
         qemu_bh_schedule(s->work_bh);
     }
     pib_link_flush(s);
+    pib_link_ring_peer(&s->link, PIB_LINK_RING_END);
 }
 
 /*

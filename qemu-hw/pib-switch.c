@@ -609,7 +609,7 @@ static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT8("ports", PibSwitch, nports, 0),
     DEFINE_PROP_UINT64("node-guid", PibSwitch, node_guid, 0),
     DEFINE_PROP_BOOL("link-direct", PibSwitch, link_direct, true),
-    DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, false),
+    DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, true),
     SW_PORT_PROP(1), SW_PORT_PROP(2), SW_PORT_PROP(3), SW_PORT_PROP(4),
     SW_PORT_PROP(5), SW_PORT_PROP(6), SW_PORT_PROP(7), SW_PORT_PROP(8),
     SW_PORT_PROP(9), SW_PORT_PROP(10), SW_PORT_PROP(11), SW_PORT_PROP(12),

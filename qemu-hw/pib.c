@@ -689,7 +689,7 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
-    DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, false),
+    DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, true),
     PIB_PROP_END
 };
 

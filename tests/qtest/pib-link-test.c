@@ -321,13 +321,15 @@ static void test_link_tx_burst(const void *path)
 }
 
 /*
- * The doorbell (include/pib_link.h, "Doorbell"), link-doorbell=on: the
- * device's HELLO brings an eventfd; ours brings one that the device rings
- * after each write; once we ring the device's, it reads the socket only when
- * rung, and an idle QP sends from its SQ doorbell.  A HELLO that offers no
- * descriptor, or one that is not an eventfd, or a HELLO from before the
- * flags, leaves the socket polled as before.  Off (the default), the
- * device's HELLO offers nothing.
+ * The doorbell (include/pib_link.h, "Doorbell"), link-doorbell=on (the
+ * default): the device's HELLO brings an eventfd; ours brings one.  The
+ * device's main loop writes without ringing ours; an idle QP sends from its
+ * SQ doorbell and rings START before and END after.  Between a START and its
+ * END the device does not read the socket, and reads it when rung; counts
+ * that wrap or do not match are the peer's own business.  A HELLO that
+ * offers no descriptor, or one that is not an eventfd, or a HELLO from
+ * before the flags, leaves the device without ours.  Off, the device's HELLO
+ * offers nothing.
  */
 
 /* The device's HELLO, whole, with what came with it: its flags; the descriptor in *passed, or -1. */
@@ -411,20 +413,28 @@ static uint64_t db_rings(int efd)
     return read(efd, &n, sizeof(n)) == sizeof(n) ? n : 0;
 }
 
-/* The device rings after its write returns: wait for that (TIMEOUT_US at most). */
-static uint64_t db_rung(int efd)
+static void db_ring(int efd, uint64_t ring)
 {
-    struct pollfd pfd = { .fd = efd, .events = POLLIN };
-
-    g_assert_cmpint(poll(&pfd, 1, TIMEOUT_US / 1000), ==, 1);
-    return db_rings(efd);
+    g_assert_cmpint(write(efd, &ring, sizeof(ring)), ==, sizeof(ring));
 }
 
-static void db_ring(int efd)
+/*
+ * Ring, and wait until the device's handler has run: it empties the
+ * eventfd, and a qtest command sent after that is answered after the
+ * handler returns (one main loop).  Bytes written next come after its read.
+ */
+static void db_ring_seen(PibDev *d, TestEnd *x, int efd, uint64_t ring)
 {
-    uint64_t one = 1;
+    struct pollfd pfd = { .fd = efd, .events = POLLIN };
+    gint64 end = g_get_monotonic_time() + TIMEOUT_US;
+    uint8_t b;
 
-    g_assert_cmpint(write(efd, &one, sizeof(one)), ==, sizeof(one));
+    db_ring(efd, ring);
+    while (poll(&pfd, 1, 0) == 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, end);
+        g_usleep(1000);
+    }
+    qtest_memread(qts(d), x->buf, &b, 1);
 }
 
 /* A SEND from the wire peer, acknowledged, and delivered to receive WQE wr_id. */
@@ -465,17 +475,17 @@ static void test_link_doorbell(void)
     PibDev d;
     WirePkt w;
 
-    /* Off by default: no flag, no descriptor. */
+    /* Off: no flag, no descriptor. */
+    pib_dev_props = ",link-doorbell=off";
     peer_boot(&l, 1);
+    pib_dev_props = "";
     fd = peer_connect(l.path);
     g_assert_cmphex(db_read_hello(fd, &dev_db), ==, 0);
     g_assert_cmpint(dev_db, ==, -1);
     close(fd);
     peer_shutdown(&l);
 
-    pib_dev_props = ",link-doorbell=on";
     peer_boot(&l, 1);
-    pib_dev_props = "";
     pib_open(&d, l.qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 64);
     dp_end(&d, &x, PIB_QPT_RC, 16384);
@@ -483,12 +493,12 @@ static void test_link_doorbell(void)
     wp_qp_rtr(&d, x.qp.qpn, 0, 0);
     /* RTS now: a first packet in RTR would raise COMM_EST, which pib_aeq_find does not expect. */
     g_assert_cmpuint(dp_modify(&d, x.qp.qpn, &a), ==, PIB_AQ_OK);
-    for (i = 1; i <= 8; i++) {
+    for (i = 1; i <= 10; i++) {
         sge[0] = dp_sge(x.buf + (i - 1) * 64, 64, x.key);
         dp_post_recv(&d, &x.qp, i, sge, 1);
     }
 
-    /* Offered both ways. */
+    /* On by default, offered both ways. */
     fd = peer_connect(l.path);
     g_assert_cmphex(db_read_hello(fd, &dev_db), ==, PIB_HELLO_F_DOORBELL);
     g_assert_cmpint(dev_db, >=, 0);
@@ -497,34 +507,46 @@ static void test_link_doorbell(void)
     db_send_hello(fd, PIB_HELLO_F_DOORBELL, ours, sizeof(struct pib_link_hello));
     pib_wait_port_state(&d, PIB_PORT_ACTIVE);
     g_assert_true(pib_aeq_find(&d, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
-    /* Until we ring, the device polls the socket; its ACK rang ours. */
+    /* Nothing announced: the socket is polled, and the main loop's ACK does not ring. */
     db_send(&d, &x, fd, 100, 1, "first");
-    g_assert_cmpuint(db_rung(ours), >=, 1);
-    /* Rung: it reads. */
+    g_assert_cmpuint(db_rings(ours), ==, 0);
+    /* Announced and not ended: the SEND waits, then the END has it read. */
+    db_ring_seen(&d, &x, dev_db, PIB_LINK_RING_START);
     wp_send_only(fd, 101, "second");
-    db_ring(dev_db);
-    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 101);
-    g_assert_cmpuint(db_rung(ours), >=, 1);
-    dp_expect(&d, &x.rcq, 2, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
-    /* Once rung, the socket is read only when rung: a SEND waits for the ring. */
-    wp_send_only(fd, 102, "third");
     wp_expect_nothing(fd);
     dp_expect_none(&d, &x.rcq);
-    g_assert_cmpuint(db_rings(ours), ==, 0);
-    db_ring(dev_db);
-    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 102);
-    dp_expect(&d, &x.rcq, 3, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
-    /* An idle QP's SEND leaves from its doorbell, and rings ours. */
-    db_rings(ours);
+    db_ring(dev_db, PIB_LINK_RING_END);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 101);
+    dp_expect(&d, &x.rcq, 2, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    /* Ended: polled again. */
+    db_send(&d, &x, fd, 102, 3, "third");
+    /* Two STARTs, one END: still announced, and any ring has the socket read. */
+    db_ring(dev_db, 2 * PIB_LINK_RING_START);
+    db_ring_seen(&d, &x, dev_db, PIB_LINK_RING_END);
+    wp_send_only(fd, 103, "fourth");
+    wp_expect_nothing(fd);
+    db_ring_seen(&d, &x, dev_db, PIB_LINK_RING_START);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 103);
+    dp_expect(&d, &x.rcq, 4, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    db_ring_seen(&d, &x, dev_db, 2 * PIB_LINK_RING_END);
+    /* The counts wrap: an eventfd's largest count, 0xfffffffe STARTs and 0xffffffff ENDs. */
+    db_ring_seen(&d, &x, dev_db, UINT64_MAX - 1);
+    wp_send_only(fd, 104, "fifth");
+    wp_expect_nothing(fd);
+    db_ring(dev_db, PIB_LINK_RING_START);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 104);
+    dp_expect(&d, &x.rcq, 5, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    db_send(&d, &x, fd, 105, 6, "sixth");
+    /* An idle QP's SEND leaves from its doorbell, rung around: one START, one END. */
     qtest_memwrite(qts(&d), x.buf + 4096, "reply", 5);
     sge[0] = dp_sge(x.buf + 4096, 5, x.key);
     dp_post_send(&d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x50, sge, 1, 0, 0);
     wp_expect(fd, &w, PIB_OP_RC_SEND_ONLY, 500);
     g_assert_cmpmem(w.payload, w.paylen, "reply", 5);
-    g_assert_cmpuint(db_rung(ours), >=, 1);
+    g_assert_cmphex(db_rings(ours), ==, PIB_LINK_RING_START + PIB_LINK_RING_END);
     wp_ack(fd, 500, PIB_AETH_ACK | 0x1f);
-    db_ring(dev_db);
     dp_expect(&d, &x.scq, 0x50, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    g_assert_cmpuint(db_rings(ours), ==, 0);
     close(fd);
     peer_expect_down(&d, 1);
     close(dev_db);
@@ -546,7 +568,7 @@ static void test_link_doorbell(void)
             db_send_hello(fd, 0, -1, PIB_LINK_HELLO_MIN_LEN);
         }
         pib_wait_port_state(&d, PIB_PORT_ACTIVE);
-        db_send(&d, &x, fd, 103 + i, 4 + i, texts[i]);
+        db_send(&d, &x, fd, 106 + i, 7 + i, texts[i]);
         close(fd);
         peer_expect_down(&d, 2 + i);
     }
