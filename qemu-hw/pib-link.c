@@ -272,6 +272,12 @@ void pib_link_ring_peer(PibLink *l, uint64_t ring)
 
 static void pib_link_rx_direct(void *opaque);
 
+/* Has the peer announced a write it has not ended?  Then our socket is not polled. */
+static bool pib_link_db_announced(const PibLink *l)
+{
+    return l->db_starts != l->db_ends;
+}
+
 /*
  * Ours was rung: the peer is about to write, or has written, from a busy
  * thread.  Count the STARTs and ENDs: while a write is announced and not
@@ -285,7 +291,7 @@ static void pib_link_db_rung(void *opaque)
     PibLink *l = opaque;
     struct iovec iov;
     uint64_t count;
-    bool announced;
+    bool was;
 
     iov.iov_base = &count;
     iov.iov_len = sizeof(count);
@@ -294,14 +300,12 @@ static void pib_link_db_rung(void *opaque)
         return;
     }
     l->db_rings_rx++;
+    was = pib_link_db_announced(l);
     l->db_starts += (uint32_t)count;            /* STARTs: the low half */
     l->db_ends += (uint32_t)(count >> 32);      /* ENDs: the high half */
-    announced = l->db_starts != l->db_ends;
     trace_pib_link_db_rung(l->id, count, l->db_starts - l->db_ends);
-    if (announced != l->rx_unpolled) {
-        l->rx_unpolled = announced;
-        qemu_set_fd_handler(l->rx_fd, announced ? NULL : pib_link_rx_direct,
-                            NULL, l);
+    if (pib_link_db_announced(l) != was) {
+        qemu_set_fd_handler(l->rx_fd, was ? pib_link_rx_direct : NULL, NULL, l);
     }
     pib_link_rx_direct(l);
 }
@@ -325,8 +329,7 @@ static void pib_link_db_stop(PibLink *l)
         qemu_set_fd_handler(l->db_fd, NULL, NULL, NULL);
         pib_link_db_close(&l->db_fd);
     }
-    l->db_starts = l->db_ends = 0;
-    l->rx_unpolled = false;
+    l->db_starts = l->db_ends = 0;     /* (the socket's handler is gone already) */
     l->tx_db_hello = NULL;
     pib_link_db_close(&l->peer_db_fd);
     pib_link_db_close(&l->rx_passed_fd);
@@ -643,7 +646,7 @@ static void pib_link_rx_direct(void *opaque)
     while (l->rx_sioc) {
         if (l->rx_head == l->rx_tail) {
             if (drained || taken >= PIB_LINK_RX_PASS) {
-                if (!drained && l->rx_unpolled) {
+                if (!drained && pib_link_db_announced(l)) {
                     qemu_bh_schedule(l->rx_more_bh);    /* no poll calls again */
                 }
                 return;         /* a readable socket (or a ring) calls again */

@@ -175,9 +175,8 @@ struct PibLink {
      */
     bool doorbell;          /* property link-doorbell: offer and accept one */
     int db_fd;              /* ours, while offered on this stream; -1 none */
-    uint32_t db_starts;     /* PIB_LINK_RING_STARTs and ENDs read from it, */
-    uint32_t db_ends;       /* modulo 2^32 */
-    bool rx_unpolled;       /* starts != ends: the fd handler is off the socket */
+    uint32_t db_starts;     /* PIB_LINK_RING_STARTs and ENDs read from it, modulo */
+    uint32_t db_ends;       /* 2^32; while they differ, the socket has no fd handler */
     int peer_db_fd;         /* the peer's, rung around writes from the vCPU thread; -1 none */
     bool rx_fdpass;         /* the socket passes descriptors (unix): reads ask for them */
     int rx_passed_fd;       /* a descriptor that came with bytes read, until a HELLO takes it */
