@@ -343,6 +343,15 @@ static void pib_qp_work(PibQp *qp, unsigned budget)
     }
 }
 
+/* After a run: the QPs left wait for the bottom half, and what the run queued goes out. */
+static void pib_work_finish(PibState *s)
+{
+    if (!QTAILQ_EMPTY(&s->runlist)) {
+        qemu_bh_schedule(s->work_bh);
+    }
+    pib_link_flush(s);
+}
+
 /*
  * One run of the scheduler (the work bottom half, or pib_rx_run() after a
  * batch of received packets): the QPs on the run list, at most PIB_WORK_QPS
@@ -359,10 +368,7 @@ void pib_work_run(PibState *s)
         qp->on_runlist = false;
         pib_qp_work(qp, PIB_WORK_BUDGET);
     }
-    if (!QTAILQ_EMPTY(&s->runlist)) {
-        qemu_bh_schedule(s->work_bh);
-    }
-    pib_link_flush(s);
+    pib_work_finish(s);
 }
 
 void pib_work_bh(void *opaque)
@@ -387,10 +393,7 @@ void pib_work_now(PibState *s, PibQp *qp)
     pib_cq_notify_run(s);
     pib_qp_work(qp, PIB_DOORBELL_BUDGET);
     s->work_deferred = false;
-    if (!QTAILQ_EMPTY(&s->runlist)) {
-        qemu_bh_schedule(s->work_bh);
-    }
-    pib_link_flush(s);
+    pib_work_finish(s);
     pib_link_ring_peer(&s->link, PIB_LINK_RING_END);
 }
 
