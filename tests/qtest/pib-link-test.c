@@ -456,17 +456,6 @@ static void db_send(PibDev *d, TestEnd *x, int fd, uint32_t psn, uint64_t wr_id,
 static void test_link_doorbell(void)
 {
     static const char *const texts[] = { "no fd", "a pipe", "old HELLO" };
-    struct pib_qp_attr a = {
-        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
-                                 PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
-                                 PIB_QP_MAX_QP_RD_ATOMIC),
-        .qp_state = PIB_QPS_RTS,
-        .sq_psn = cpu_to_le32(500),
-        .timeout = 14,
-        .retry_cnt = 7,
-        .rnr_retry = 7,
-        .max_rd_atomic = 1,
-    };
     struct pib_sge sge[1];
     int fd, dev_db, ours, pipefd[2], i;
     char c;
@@ -492,7 +481,7 @@ static void test_link_doorbell(void)
     wp_dqpn = x.qp.qpn;
     wp_qp_rtr(&d, x.qp.qpn, 0, 0);
     /* RTS now: a first packet in RTR would raise COMM_EST, which pib_aeq_find does not expect. */
-    g_assert_cmpuint(dp_modify(&d, x.qp.qpn, &a), ==, PIB_AQ_OK);
+    wp_qp_rts(&d, x.qp.qpn, 1);
     for (i = 1; i <= 10; i++) {
         sge[0] = dp_sge(x.buf + (i - 1) * 64, 64, x.key);
         dp_post_recv(&d, &x.qp, i, sge, 1);

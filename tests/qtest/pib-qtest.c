@@ -1138,6 +1138,24 @@ void wp_qp_rtr(PibDev *d, uint32_t qpn, uint32_t access, uint8_t max_dest_rd_ato
     g_assert_cmpuint(dp_modify(d, qpn, &a), ==, PIB_AQ_OK);
 }
 
+/* Then RTS: the first PSN sent 500, the local ACK timeout 14, 7 retries and 7 RNR retries. */
+void wp_qp_rts(PibDev *d, uint32_t qpn, uint8_t max_rd_atomic)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
+                                 PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                                 PIB_QP_MAX_QP_RD_ATOMIC),
+        .qp_state = PIB_QPS_RTS,
+        .sq_psn = cpu_to_le32(500),
+        .timeout = 14,
+        .retry_cnt = 7,
+        .rnr_retry = 7,
+        .max_rd_atomic = max_rd_atomic,
+    };
+
+    g_assert_cmpuint(dp_modify(d, qpn, &a), ==, PIB_AQ_OK);
+}
+
 /* Wait for the next packet from the device, parse what we need of it. */
 bool wp_recv(int fd, WirePkt *w, int timeout_ms)
 {

@@ -311,6 +311,7 @@ void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
 void wp_batch_begin(void);
 void wp_batch_send(int fd);
 void wp_qp_rtr(PibDev *d, uint32_t qpn, uint32_t access, uint8_t max_dest_rd_atomic);
+void wp_qp_rts(PibDev *d, uint32_t qpn, uint8_t max_rd_atomic);
 bool wp_recv(int fd, WirePkt *w, int timeout_ms);
 /* The next packet is this opcode and PSN (within TIMEOUT_US). */
 void wp_expect(int fd, WirePkt *w, uint8_t opcode, uint32_t psn);
