@@ -32,6 +32,7 @@
 #include "trace/event-internal.h"
 
 #include "fuzz-env.h"
+#include "qemu-hw/pib-compat.h"
 #include <sanitizer/allocator_interface.h>
 
 void fz_bug(const char *fmt, ...)
@@ -516,7 +517,7 @@ ssize_t qio_channel_read(QIOChannel *ioc, char *buf, size_t buflen,
  */
 ssize_t qio_channel_readv_full(QIOChannel *ioc, const struct iovec *iov,
                                size_t niov, int **fds, size_t *nfds,
-#if QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1)
+#if PIB_QEMU_AT_LEAST(8, 1)
                                int flags,
 #endif
                                Error **errp)
