@@ -578,6 +578,27 @@ static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
 }
 
 /*
+ * A unix socket's send buffer: a full requester window, not Linux's default
+ * 208 KiB (PIB_LINK_SNDBUF says why).  As root SO_SNDBUFFORCE passes over
+ * net.core.wmem_max; else SO_SNDBUF is capped by it.  A TCP socket keeps
+ * its own autotuning, which a fixed size would turn off.
+ */
+static void pib_link_set_sndbuf(PibLink *l, int fd)
+{
+    int asked = MIN(l->sndbuf, INT_MAX / 2), got = -1;
+    socklen_t len = sizeof(got);
+
+    if (!asked) {
+        return;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &asked, sizeof(asked))) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &asked, sizeof(asked));
+    }
+    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len);
+    trace_pib_link_sndbuf(l->id, asked, got);
+}
+
+/*
  * Start reading the socket directly (the stream opened).  The handler is
  * removed by the descriptor it was added on, kept in rx_fd: by the time the
  * chardev reports CLOSED it may have closed the socket already (QEMU 10's
@@ -604,6 +625,9 @@ static void pib_link_direct_start(PibLink *l)
     l->rx_fd = sioc->fd;
     l->rx_fdpass = qio_channel_has_feature(QIO_CHANNEL(sioc),
                                            QIO_CHANNEL_FEATURE_FD_PASS);
+    if (l->rx_fdpass) {
+        pib_link_set_sndbuf(l, l->rx_fd);       /* FD_PASS: a unix socket */
+    }
     qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
     pib_link_db_start(l);
     trace_pib_link_rx_path(l->id, l->db_fd >= 0 ? "direct, doorbell offered"

@@ -43,6 +43,16 @@
  */
 #define PIB_LINK_RX_BATCH       (256 * 1024)
 #define PIB_LINK_RX_PASS        (256 * 1024)
+/*
+ * The send buffer asked of a unix link socket (property link-sndbuf): about
+ * one requester window (PIB_SQ_WINDOW, 256 full-MTU packets), so that the
+ * sender can hand the kernel a whole window and sleep while the peer reads
+ * it, instead of refilling a socket of Linux's default 208 KiB four times a
+ * window, with a wakeup on each side every time.  The kernel doubles what it
+ * grants, for its own bookkeeping.  docs/hardware.md, "Link socket buffer",
+ * has the measurements.
+ */
+#define PIB_LINK_SNDBUF         (1024 * 1024)
 /* Received packets dispatched per run of the owner's rx_run. */
 #define PIB_RX_BUDGET           64
 
@@ -158,6 +168,7 @@ struct PibLink {
      * reporting the stream's events (pib-link.c, "Direct receive").
      */
     bool direct;            /* property link-direct: use it where possible */
+    uint32_t sndbuf;        /* property link-sndbuf: asked of a unix socket; 0 leaves it */
     struct QIOChannelSocket *rx_sioc;   /* the socket read directly, or NULL */
     int rx_fd;              /* the descriptor our fd handler is on, while rx_sioc */
     QEMUBH *rx_more_bh;     /* bytes are left in rx_batch: go on next pass */

@@ -567,6 +567,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.port_guid = sw->node_guid + 1;      /* port 0's, as an HCA's port */
         p->link.direct = sw->link_direct;
         p->link.doorbell = sw->link_doorbell;
+        p->link.sndbuf = sw->link_sndbuf;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }
     /* Last: a link may come up at once. */
@@ -610,6 +611,7 @@ static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibSwitch, node_guid, 0),
     DEFINE_PROP_BOOL("link-direct", PibSwitch, link_direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, true),
+    DEFINE_PROP_UINT32("link-sndbuf", PibSwitch, link_sndbuf, PIB_LINK_SNDBUF),
     SW_PORT_PROP(1), SW_PORT_PROP(2), SW_PORT_PROP(3), SW_PORT_PROP(4),
     SW_PORT_PROP(5), SW_PORT_PROP(6), SW_PORT_PROP(7), SW_PORT_PROP(8),
     SW_PORT_PROP(9), SW_PORT_PROP(10), SW_PORT_PROP(11), SW_PORT_PROP(12),

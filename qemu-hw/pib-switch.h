@@ -62,6 +62,7 @@ struct PibSwitch {
     uint64_t node_guid;
     bool link_direct;
     bool link_doorbell;     /* property link-doorbell (pib_link.h, "Doorbell") */
+    uint32_t link_sndbuf;   /* property link-sndbuf (pib-link.h, PIB_LINK_SNDBUF) */
 
     PibSwitchPort ports[PIB_SW_MAX_PORTS + 1];      /* [0] the management port */
     PibMgmtNode mgmt;

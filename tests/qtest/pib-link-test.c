@@ -22,6 +22,7 @@
 #include <glib/gstdio.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "pib-qtest.h"
@@ -255,35 +256,13 @@ static void test_link_burst(const void *path)
 #define TX_MSGS             8
 #define TX_MTU_4096         5
 
-static void test_link_tx_burst(const void *path)
+/* Read back count RDMA WRITEs of TX_MSG bytes from src, each to 0x100000 + i * TX_MSG. */
+static void tx_expect_writes(int fd, const uint8_t *src, uint32_t count)
 {
-    g_autofree uint8_t *src = g_malloc(TX_MSG);
-    uint64_t cnt0[PIB_CNT_MAX], cnt[PIB_CNT_MAX];
-    struct pib_sge sge[1];
     uint32_t i, off, psn = 0;
     WirePkt w;
-    TestEnd x;
-    PeerLink l;
-    PibDev d;
-    int fd;
 
-    link_boot(&l, &d, path, 1, 16, 64);
-    fd = peer_connect(l.path);
-    peer_bring_up(&d, fd, TEST_NODE_GUID);
-    dp_end(&d, &x, PIB_QPT_UC, TX_MSG);
-    dp_fill(&d, x.buf, TX_MSG, 5);
-    qtest_memread(qts(&d), x.buf, src, TX_MSG);
-    dp_connect_ex(&d, &x.qp, WP_LID, WP_QPN, TX_MTU_4096, 14, 7, 7);
-
-    dp_counters(&d, cnt0);
-    sge[0] = dp_sge(x.buf, TX_MSG, x.key);
-    for (i = 0; i < TX_MSGS; i++) {
-        dp_post_send(&d, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, i,
-                     sge, 1, 0x100000 + i * TX_MSG, 0x1234);
-    }
-    g_usleep(200 * 1000);           /* the socket fills up meanwhile */
-
-    for (i = 0; i < TX_MSGS; i++) {
+    for (i = 0; i < count; i++) {
         for (off = 0; off < TX_MSG; off += 4096) {
             uint8_t op = off == 0 ? PIB_OP_UC_RDMA_WRITE_FIRST :
                          off + 4096 == TX_MSG ? PIB_OP_UC_RDMA_WRITE_LAST :
@@ -304,20 +283,136 @@ static void test_link_tx_burst(const void *path)
             g_assert_cmpmem(w.payload, w.paylen, src + off, 4096);
         }
     }
+}
+
+/* A UC QP of the booted device, connected to the wire peer, its buffer filled; src gets a copy. */
+static void tx_end(PibDev *d, TestEnd *x, uint8_t *src)
+{
+    dp_end(d, x, PIB_QPT_UC, TX_MSG);
+    dp_fill(d, x->buf, TX_MSG, 5);
+    qtest_memread(qts(d), x->buf, src, TX_MSG);
+    dp_connect_ex(d, &x->qp, WP_LID, WP_QPN, TX_MTU_4096, 14, 7, 7);
+}
+
+/* Post count RDMA WRITEs of the whole buffer, signaled, wr_id i, to 0x100000 + i * TX_MSG. */
+static void tx_post_writes(PibDev *d, TestEnd *x, uint32_t count)
+{
+    struct pib_sge sge[1] = { dp_sge(x->buf, TX_MSG, x->key) };
+    uint32_t i;
+
+    for (i = 0; i < count; i++) {
+        dp_post_send(d, &x->qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, i,
+                     sge, 1, 0x100000 + i * TX_MSG, 0x1234);
+    }
+}
+
+/*
+ * Nothing more came, count WRITEs went out as packets since cnt0, none was
+ * dropped and no error was reported; then the link and the device go.
+ */
+static void tx_done(PeerLink *l, PibDev *d, int fd, const uint64_t *cnt0,
+                    uint32_t count)
+{
+    uint64_t cnt[PIB_CNT_MAX];
+
+    wp_expect_nothing(fd);
+    dp_counters(d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_PACKETS] - cnt0[PIB_CNT_TX_PACKETS], ==,
+                     count * TX_MSG / 4096);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_DROP_TXQ_FULL], ==, 0);
+    g_assert_cmpuint(dp_err_count(d), ==, 0);
+
+    close(fd);
+    peer_expect_down(d, 1);
+    pib_close(d);
+    peer_shutdown(l);
+}
+
+static void test_link_tx_burst(const void *path)
+{
+    g_autofree uint8_t *src = g_malloc(TX_MSG);
+    uint64_t cnt0[PIB_CNT_MAX];
+    uint32_t i;
+    TestEnd x;
+    PeerLink l;
+    PibDev d;
+    int fd;
+
+    link_boot(&l, &d, path, 1, 16, 64);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    tx_end(&d, &x, src);
+
+    dp_counters(&d, cnt0);
+    tx_post_writes(&d, &x, TX_MSGS);
+    g_usleep(200 * 1000);           /* the socket fills up meanwhile */
+
+    tx_expect_writes(fd, src, TX_MSGS);
     for (i = 0; i < TX_MSGS; i++) {
         dp_expect(&d, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
     }
-    wp_expect_nothing(fd);
-    dp_counters(&d, cnt);
-    g_assert_cmpuint(cnt[PIB_CNT_TX_PACKETS] - cnt0[PIB_CNT_TX_PACKETS], ==,
-                     TX_MSGS * TX_MSG / 4096);
-    g_assert_cmpuint(cnt[PIB_CNT_TX_DROP_TXQ_FULL], ==, 0);
-    g_assert_cmpuint(dp_err_count(&d), ==, 0);
+    tx_done(&l, &d, fd, cnt0, TX_MSGS);
+}
 
-    close(fd);
-    peer_expect_down(&d, 1);
-    pib_close(&d);
-    peer_shutdown(&l);
+/*
+ * The link socket's send buffer (property link-sndbuf, pib-link.h
+ * PIB_LINK_SNDBUF): by default a unix socket takes a whole requester window,
+ * so 1 MiB of WRITEs (256 full-MTU packets) lies in the socket before the
+ * peer reads a byte.  With link-sndbuf=0 the socket keeps Linux's default
+ * (208 KiB) and most of the window waits in the device's queue.  UC
+ * completes a WRITE once its packets are queued, so the CQEs come either way;
+ * then every byte is read back, in order, and nothing is dropped.
+ */
+#define SNDBUF_MSGS         4
+
+static int sndbuf_inq(int fd)
+{
+    int n = -1;
+
+    g_assert_cmpint(ioctl(fd, FIONREAD, &n), ==, 0);
+    return n;
+}
+
+static void test_link_sndbuf(const void *props)
+{
+    g_autofree uint8_t *src = g_malloc(TX_MSG);
+    uint64_t cnt0[PIB_CNT_MAX];
+    bool window = !strcmp(props, "");
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+    uint32_t i;
+    TestEnd x;
+    PeerLink l;
+    PibDev d;
+    int fd;
+
+    pib_dev_props = props;
+    peer_boot(&l, 1);
+    pib_dev_props = "";
+    pib_open(&d, l.qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 64);
+    fd = peer_connect(l.path);
+    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    tx_end(&d, &x, src);
+
+    dp_counters(&d, cnt0);
+    tx_post_writes(&d, &x, SNDBUF_MSGS);
+    for (i = 0; i < SNDBUF_MSGS; i++) {
+        dp_expect(&d, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    }
+    if (window) {
+        /* The writes leave from the main loop: wait for the last of them. */
+        while (sndbuf_inq(fd) < SNDBUF_MSGS * TX_MSG &&
+               g_get_monotonic_time() < deadline) {
+            g_usleep(1000);
+        }
+        g_assert_cmpint(sndbuf_inq(fd), >=, SNDBUF_MSGS * TX_MSG);
+    } else {
+        /* However long we wait: the socket is full, the rest is queued. */
+        g_assert_cmpint(sndbuf_inq(fd), <, SNDBUF_MSGS * TX_MSG / 2);
+    }
+
+    tx_expect_writes(fd, src, SNDBUF_MSGS);
+    tx_done(&l, &d, fd, cnt0, SNDBUF_MSGS);
 }
 
 /*
@@ -580,6 +675,9 @@ int main(int argc, char **argv)
 
     qtest_add_func("/pib/link/pair", test_link_pair);
     qtest_add_func("/pib/link/doorbell", test_link_doorbell);
+    qtest_add_data_func("/pib/link/sndbuf/window", "", test_link_sndbuf);
+    qtest_add_data_func("/pib/link/sndbuf/default", ",link-sndbuf=0",
+                        test_link_sndbuf);
     for (i = 0; i < ARRAY_SIZE(paths); i++) {
         g_autofree char *framing = g_strdup_printf("/pib/link/framing/%s",
                                                    paths[i]);
