@@ -4,7 +4,9 @@
 # port's subnet manager, takes it to ACTIVE (node 0's opensm is stopped for the test: the
 # peer plays that part), then sends garbage, broken frames, malformed and misaddressed packets,
 # requests outside the PSN window, RDMA with forged rkeys and out-of-range addresses, aimed at
-# real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, malformed,
+# real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, a doorbell offer that
+# is a pipe and the device's link doorbell rung wrong (a START never ENDed, counts that wrap:
+# include/pib_link.h, "Doorbell"), malformed,
 # truncated and misaddressed MADs to its QP0 and QP1, and forged CM messages that node 0's
 # ib_cm must reject without a trace (REJ, DREP; no QP appears in the device).  For every phase:
 #   - pib-hostile's own checks pass: the device drops the stream on framing loss, the link
@@ -19,7 +21,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
-PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged mad cm)
+PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged doorbell mad cm)
 INFO=/tmp/pib-mr-target.info
 GO=/tmp/pib-mr-target.go
 work=$(mktemp -d)

@@ -6,7 +6,7 @@
  *   hostile_link.c    the link: framing on the unix socket; what pib-mr-target exposes
  *   hostile_pkt.c     IB packets: building requests, parsing responses; sending to the QPs
  *   hostile_session.c MADs and the session with the target port (we are its SM)
- *   hostile_attacks.c the attacks on the link and the transport (garbage ... forged)
+ *   hostile_attacks.c the attacks on the link and the transport (garbage ... forged, doorbell)
  *   hostile_mad.c     the attacks with MADs: malformed SMPs/GMPs, forged CM messages
  *   hostile_relay.c   relay: a transparent cable with a cutter
  */
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -82,7 +83,13 @@ struct link {
 	uint8_t buf[2 * (PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD)];
 	size_t len;			/* bytes in buf */
 	uint64_t peer_node_guid;
+	uint32_t peer_flags;		/* the device's HELLO's PIB_HELLO_F_* */
 	unsigned rx_frames, rx_other;	/* frames seen; of them, not meant for what we waited on */
+	/* The doorbell (include/pib_link.h): what our HELLO offers, what the device's brought */
+	uint32_t hello_flags;		/* PIB_HELLO_F_* in our HELLO */
+	bool offer;			/* offer_fd rides with our HELLO (SCM_RIGHTS) */
+	int offer_fd;
+	int passed_fd;			/* the first descriptor the device sent, from link_dial on; -1 */
 };
 
 struct target {
@@ -187,6 +194,7 @@ void smp_init(struct pib_smp *smp, bool dr, uint8_t method, uint16_t attr, uint3
 void send_smp(struct session *s, const struct pib_smp *smp);
 bool mad_trap(struct session *s, const struct resp *r);
 bool mad_request_to_us(const struct resp *r);
+uint32_t probe_send(struct session *s);
 void sync_probe(struct session *s, const char *what);
 void session_close(struct session *s);
 void mad_hdr_init(struct pib_mad_hdr *h, uint8_t mgmt_class, uint8_t class_version,
@@ -213,6 +221,7 @@ void cmd_bad_headers(struct session *s);
 void cmd_psn(struct session *s);
 void cmd_read(struct session *s);
 void cmd_forged(struct session *s);
+void cmd_doorbell(struct session *s);
 
 /* hostile_mad.c */
 void mad_expect_status(struct session *s, const char *what, struct pkt *p, uint16_t want);

@@ -471,3 +471,147 @@ void cmd_forged(struct session *s)
 	check(quiet(s, 300), "no answer to the valid WRITEs sent to QPs in ERR");
 	session_close(s);
 }
+
+/* =============================================================================================
+ * doorbell: the link's doorbell (include/pib_link.h, "Doorbell") in a peer's hands
+ */
+
+static bool is_eventfd(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return false;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+/*
+ * Ring the device's eventfd and wait until it has read the count (the counter is back to 0):
+ * the ring has been handled, or is being handled right now.  False if the write failed or the
+ * device did not read within the timeout.
+ */
+static bool db_ring(struct session *s, uint64_t ring)
+{
+	int64_t deadline = now_ms() + s->timeout_ms;
+	struct pollfd pfd = { .fd = s->l.passed_fd, .events = POLLIN };
+
+	if (write(s->l.passed_fd, &ring, sizeof(ring)) != sizeof(ring)) {
+		info("ring 0x%" PRIx64 ": %s", ring, strerror(errno));
+		return false;
+	}
+	while (poll(&pfd, 1, 0) == 1 && now_ms() < deadline)
+		sleep_ms(1);
+	return !(pfd.revents & POLLIN);
+}
+
+/*
+ * Our HELLO first offers a pipe as its doorbell: refused, and the link works as one without.
+ * Then it offers an eventfd, and we ring the device's wrong: a START never ENDed (the device
+ * must stop polling its socket, yet read it whenever rung), STARTs and ENDs even again (it
+ * polls again), and the largest count an eventfd takes (its two halves wrap).  Every request
+ * the device reads is answered and nothing is dropped.  When it rings ours, it rings by the
+ * rules: each START has its END.
+ */
+void cmd_doorbell(struct session *s)
+{
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	struct resp r;
+	int pipefd[2], efd, saved;
+	uint32_t psn;
+	uint64_t count;
+	bool early;
+
+	if (pipe2(pipefd, O_CLOEXEC))
+		die("pipe: %s", strerror(errno));
+	s->l.hello_flags = PIB_HELLO_F_DOORBELL;
+	s->l.offer = true;
+	s->l.offer_fd = pipefd[0];
+	if (session_open(s)) {
+		check(false, "offering a pipe as our doorbell: the link trains");
+		return;
+	}
+	check((s->l.peer_flags & PIB_HELLO_F_DOORBELL) && s->l.passed_fd >= 0 &&
+	      is_eventfd(s->l.passed_fd), "the device's HELLO offers an eventfd (flags 0x%x)",
+	      s->l.peer_flags);
+	sync_probe(s, "our HELLO offered a pipe as its doorbell: refused, the link works");
+	session_close(s);
+	close(pipefd[0]);
+	close(pipefd[1]);
+
+	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (efd < 0)
+		die("eventfd: %s", strerror(errno));
+	s->l.offer_fd = efd;
+	if (session_open(s)) {
+		check(false, "offering an eventfd as our doorbell: the link trains");
+		close(efd);
+		return;
+	}
+	if (s->l.passed_fd < 0 || !is_eventfd(s->l.passed_fd)) {
+		check(false, "the device's HELLO offers an eventfd (flags 0x%x)", s->l.peer_flags);
+		session_close(s);
+		close(efd);
+		return;
+	}
+	sync_probe(s, "doorbells traded: before any ring the device polls its socket");
+
+	/*
+	 * A START, never ENDed.  The device reads the socket once more as it handles the ring: a
+	 * probe sent then may still be answered, so the first probe only tells whether it was.  The
+	 * second comes after that read, and must wait for the next ring.
+	 */
+	check(db_ring(s, PIB_LINK_RING_START), "START rung: the device read it");
+	psn = probe_send(s);
+	saved = s->timeout_ms;
+	s->timeout_ms = MAD_QUIET_MS;
+	early = wait_resp(s, QP_CONTROL, &r, buf);
+	s->timeout_ms = saved;
+	if (early)
+		info("the first probe came as the device handled the START, and was read then");
+	probe_send(s);
+	check(quiet(s, MAD_QUIET_MS), "a START never ENDed: the device does not poll its socket "
+	      "(no answer in %d ms)", MAD_QUIET_MS);
+	check(db_ring(s, PIB_LINK_RING_START), "a second START rung: the device read it");
+	if (!early)
+		expect_ack(s, QP_CONTROL, PIB_AETH_ACK, psn,
+			   "rung again: the device reads its socket and answers the first probe");
+	expect_ack(s, QP_CONTROL, PIB_AETH_ACK, psn,
+		   "rung again: the device reads its socket and answers the second probe");
+	check(db_ring(s, 2 * PIB_LINK_RING_END), "two ENDs rung at once: the device read them");
+	sync_probe(s, "STARTs and ENDs even: the device polls its socket again, unrung");
+
+	/*
+	 * The largest count: 0xfffffffe STARTs and 0xffffffff ENDs, modulo 2^32 one END too many.
+	 * One more START evens them, and the socket is polled again.
+	 */
+	check(db_ring(s, 0xfffffffffffffffeull), "the largest count an eventfd takes: read");
+	check(db_ring(s, PIB_LINK_RING_START), "one START more: read");
+	sync_probe(s, "counts that wrapped modulo 2^32 even again: the socket is polled");
+
+	/*
+	 * The device rings ours around what its vCPU thread sends (the guest's MADs to us, its
+	 * SM): every START with its END, which may be on its way right now.
+	 */
+	int64_t deadline = now_ms() + s->timeout_ms;
+	uint64_t starts = 0, ends = 0;
+
+	for (;;) {
+		if (read(efd, &count, sizeof(count)) == sizeof(count)) {
+			starts += (uint32_t)count;
+			ends += count >> 32;
+		}
+		if (starts == ends || now_ms() > deadline)
+			break;
+		sleep_ms(1);
+	}
+	check(starts == ends, "every START the device rang our doorbell with has its END "
+	      "(%" PRIu64 " STARTs, %" PRIu64 " ENDs)", starts, ends);
+	session_close(s);
+	close(efd);
+	s->l.offer = false;
+	s->l.hello_flags = 0;
+}

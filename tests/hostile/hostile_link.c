@@ -27,6 +27,8 @@ int link_dial(struct link *l, int timeout_ms)
 			l->fd = fd;
 			l->eof = false;
 			l->len = 0;
+			l->passed_fd = -1;
+			l->peer_flags = 0;
 			return 0;
 		}
 		close(fd);
@@ -40,9 +42,13 @@ int link_dial(struct link *l, int timeout_ms)
 
 void link_close(struct link *l)
 {
-	if (l->fd >= 0)
+	if (l->fd >= 0) {
 		close(l->fd);
+		if (l->passed_fd >= 0)
+			close(l->passed_fd);
+	}
 	l->fd = -1;
+	l->passed_fd = -1;
 }
 
 int send_all(int fd, const void *p, size_t n)
@@ -85,7 +91,60 @@ int send_hello(struct link *l)
 		.port_guid_be = htobe64(HOSTILE_NODE_GUID + 1),
 	};
 
-	return send_frame(l, PIB_FRAME_HELLO, &h, sizeof(h));
+	uint8_t f[PIB_LINK_HDR_LEN + sizeof(h)];
+	struct pib_link_hdr hdr = { .magic = PIB_LINK_MAGIC, .type = PIB_FRAME_HELLO,
+				    .length_be = htons(sizeof(h)) };
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = f, .iov_len = sizeof(f) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	h.flags_be = htonl(l->hello_flags);
+	if (!l->offer)
+		return send_frame(l, PIB_FRAME_HELLO, &h, sizeof(h));
+	/* The descriptor rides with the HELLO's first byte (include/pib_link.h, "Doorbell"). */
+	memcpy(f, &hdr, sizeof(hdr));
+	memcpy(f + sizeof(hdr), &h, sizeof(h));
+	memset(&ctl, 0, sizeof(ctl));
+	m.msg_control = ctl.buf;
+	m.msg_controllen = sizeof(ctl.buf);
+	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), &l->offer_fd, sizeof(int));
+	if (sendmsg(l->fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(f))
+		return -1;
+	return 0;
+}
+
+/* Read from the stream; a descriptor that comes with the bytes is kept (the first) or closed. */
+static ssize_t link_recv(struct link *l)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = l->buf + l->len, .iov_len = sizeof(l->buf) - l->len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf) };
+	ssize_t r = recvmsg(l->fd, &m, MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); r >= 0 && c; c = CMSG_NXTHDR(&m, c)) {
+		int n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int), fds[4];
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		memcpy(fds, CMSG_DATA(c), MIN(n, 4) * sizeof(int));
+		for (int i = 0; i < MIN(n, 4); i++) {
+			if (l->passed_fd < 0)
+				l->passed_fd = fds[i];
+			else
+				close(fds[i]);
+		}
+	}
+	return r;
 }
 
 /*
@@ -133,7 +192,7 @@ int recv_frame(struct link *l, uint8_t *type, uint8_t *p, size_t *len, int timeo
 			continue;
 		if (r <= 0)
 			return 0;
-		r = recv(l->fd, l->buf + l->len, sizeof(l->buf) - l->len, 0);
+		r = link_recv(l);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
@@ -158,6 +217,7 @@ int wait_hello(struct link *l, int timeout_ms)
 			continue;
 		memcpy(&h, p, sizeof(h));
 		l->peer_node_guid = be64toh(h.node_guid_be);
+		l->peer_flags = ntohl(h.flags_be);
 		return ntohl(h.version_be) == PIB_LINK_PROTO_VERSION ? 0 : -1;
 	}
 	return -1;

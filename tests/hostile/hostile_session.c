@@ -312,6 +312,12 @@ void expect_ack(struct session *s, int i, uint8_t syndrome, uint32_t psn, const 
  */
 void sync_probe(struct session *s, const char *what)
 {
+	expect_ack(s, QP_CONTROL, PIB_AETH_ACK, probe_send(s), what);
+}
+
+/* The sync probe's request alone: sent and its counts expected; returns the PSN its ACK has. */
+uint32_t probe_send(struct session *s)
+{
 	struct pkt p = req_to(s, QP_CONTROL, PIB_OP_RC_RDMA_WRITE_ONLY,
 			      psn_add(s->t.psn, -1));
 
@@ -321,7 +327,7 @@ void sync_probe(struct session *s, const char *what)
 	send_pkt(s, &p);
 	expect(PIB_CNT_RX_DROP_DUPLICATE, 1);
 	expect(PIB_CNT_DUPLICATE_REQUESTS, 1);
-	expect_ack(s, QP_CONTROL, PIB_AETH_ACK, psn_add(s->t.psn, -1), what);
+	return p.psn;
 }
 
 /*

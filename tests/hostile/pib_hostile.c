@@ -6,7 +6,8 @@
  * place of the HCA at the other end: it dials the socket, trains the link with a HELLO of its
  * own, so that the guest's port goes ACTIVE, and then sends what no well-behaved HCA would:
  * garbage, broken frames, malformed IB headers, requests out of the PSN window, and RDMA with
- * forged keys and addresses aimed at memory that `pib-mr-target` (tests/guest/) exposes.
+ * forged keys and addresses aimed at memory that `pib-mr-target` (tests/guest/) exposes, and
+ * link doorbells (include/pib_link.h) that are not eventfds or are rung against the rules.
  *
  * The device model must survive all of it, drop and count every bad packet under exactly one
  * rx_drop_* reason (enum pib_counter), answer with the NAKs the IBTA prescribes, and never
@@ -178,6 +179,8 @@ static void usage(FILE *f)
 "  psn          requests ahead of and behind the PSN window\n"
 "  read         valid RDMA READs of the target MR (positive control)\n"
 "  forged       RDMA WRITE/READ with forged rkeys and out-of-range addresses\n"
+"  doorbell     our HELLO offers a pipe, then an eventfd; the device's doorbell rung wrong:\n"
+"               a START never ENDed, counts that wrap\n"
 "  mad          malformed, truncated and misaddressed MADs to QP0 and QP1\n"
 "  cm           forged CM messages (REQ, REP, DREQ) to QP1: ib_cm rejects them\n"
 "  all          garbage ... cm, in that order, on fresh connections\n"
@@ -276,6 +279,7 @@ int main(int argc, char **argv)
 		{ "psn", cmd_psn, true },
 		{ "read", cmd_read, true },
 		{ "forged", cmd_forged, true },
+		{ "doorbell", cmd_doorbell, true },
 		{ "mad", cmd_mad, true },
 		{ "cm", cmd_cm, true },
 	};
