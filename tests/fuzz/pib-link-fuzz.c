@@ -1172,7 +1172,8 @@ static void fz_setup(FzConfig cfg)
     }
     fz.s->node_guid = FZ_NODE_GUID;
     fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
-    fz.s->link.direct = true;           /* the property's default */
+    fz.s->link.direct = true;           /* the properties' defaults */
+    fz.s->link.sndbuf = PIB_LINK_SNDBUF;    /* (a unix socket's only: not here) */
     fz_class->realize(pci, &err);
     if (fz_error_clear(&err)) {
         fz_bug("harness: the device refused to realize");

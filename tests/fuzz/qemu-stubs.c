@@ -1036,6 +1036,7 @@ void object_class_property_set_description(ObjectClass *klass,
 
 const PropertyInfo qdev_prop_uint8;
 const PropertyInfo qdev_prop_uint16;
+const PropertyInfo qdev_prop_uint32;
 const PropertyInfo qdev_prop_uint64;
 const PropertyInfo qdev_prop_chr;
 const PropertyInfo qdev_prop_bool;
