@@ -99,18 +99,26 @@ static void test_link_pair(void)
  */
 
 /*
- * A guest-less QEMU with one HCA at this LID, on the link path the test
- * data names ("direct" or "chardev"), enabled with queues of these depths;
- * this test is to be its link peer.
+ * A guest-less QEMU with one HCA at this LID and these more properties
+ * (",name=value..."), enabled with queues of these depths; this test is to
+ * be its link peer.
  */
-static void link_boot(PeerLink *l, PibDev *d, const void *path, uint16_t lid,
-                      uint32_t depth, uint32_t aeq_depth)
+static void link_boot_props(PeerLink *l, PibDev *d, const char *props,
+                            uint16_t lid, uint32_t depth, uint32_t aeq_depth)
 {
-    pib_dev_props = g_str_equal(path, "chardev") ? ",link-direct=off" : "";
+    pib_dev_props = props;
     peer_boot(l, lid);
     pib_dev_props = "";
     pib_open(d, l->qs, PIB_DEVFN_A);
     pib_enable(d, depth, aeq_depth);
+}
+
+/* The same on the link path the test data names ("direct" or "chardev"). */
+static void link_boot(PeerLink *l, PibDev *d, const void *path, uint16_t lid,
+                      uint32_t depth, uint32_t aeq_depth)
+{
+    link_boot_props(l, d, g_str_equal(path, "chardev") ? ",link-direct=off" : "",
+                    lid, depth, aeq_depth);
 }
 
 static void test_link_framing(const void *path)
@@ -385,11 +393,7 @@ static void test_link_sndbuf(const void *props)
     PibDev d;
     int fd;
 
-    pib_dev_props = props;
-    peer_boot(&l, 1);
-    pib_dev_props = "";
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 16, 64);
+    link_boot_props(&l, &d, props, 1, 16, 64);
     fd = peer_connect(l.path);
     peer_bring_up(&d, fd, TEST_NODE_GUID);
     tx_end(&d, &x, src);
@@ -569,9 +573,7 @@ static void test_link_doorbell(void)
     close(fd);
     peer_shutdown(&l);
 
-    peer_boot(&l, 1);
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 16, 64);
+    link_boot_props(&l, &d, "", 1, 16, 64);
     dp_end(&d, &x, PIB_QPT_RC, 16384);
     wp_dqpn = x.qp.qpn;
     wp_qp_rtr(&d, x.qp.qpn, 0, 0);
