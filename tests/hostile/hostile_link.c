@@ -68,18 +68,53 @@ int send_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* A frame as a well-behaved port would send it (whatever the payload holds). */
-int send_frame(struct link *l, uint8_t type, const void *payload, size_t len)
+/* One sendmsg of b[0, n) with fd riding along (SCM_RIGHTS): the bytes it took, or -1. */
+static ssize_t send_with_fd(int sock, const uint8_t *b, size_t n, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)b, .iov_len = n };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf) };
+	ssize_t r;
+
+	memset(&ctl, 0, sizeof(ctl));
+	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), &fd, sizeof(int));
+	do {
+		r = sendmsg(sock, &m, MSG_NOSIGNAL);
+	} while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/*
+ * A frame as a well-behaved port would send it (whatever the payload holds); a descriptor
+ * fd >= 0 rides with its first byte (a HELLO's doorbell, include/pib_link.h).
+ */
+static int send_frame_fd(struct link *l, uint8_t type, const void *payload, size_t len, int fd)
 {
 	uint8_t f[PIB_LINK_HDR_LEN + PIB_LINK_MAX_PAYLOAD];
 	struct pib_link_hdr h = { .magic = PIB_LINK_MAGIC, .type = type,
 				  .length_be = htons(len) };
+	size_t n = sizeof(h) + len;
+	ssize_t first = 0;
 
 	if (len > PIB_LINK_MAX_PAYLOAD)
 		die("send_frame: %zu bytes do not fit a frame", len);
 	memcpy(f, &h, sizeof(h));
 	memcpy(f + sizeof(h), payload, len);
-	return send_all(l->fd, f, sizeof(h) + len);
+	if (fd >= 0 && (first = send_with_fd(l->fd, f, n, fd)) <= 0)
+		return -1;
+	return send_all(l->fd, f + first, n - first);
+}
+
+int send_frame(struct link *l, uint8_t type, const void *payload, size_t len)
+{
+	return send_frame_fd(l, type, payload, len, -1);
 }
 
 int send_hello(struct link *l)
@@ -89,34 +124,10 @@ int send_hello(struct link *l)
 		.mtu_be = htonl(PIB_LINK_MAX_PAYLOAD),
 		.node_guid_be = htobe64(HOSTILE_NODE_GUID),
 		.port_guid_be = htobe64(HOSTILE_NODE_GUID + 1),
+		.flags_be = htonl(l->hello_flags),
 	};
 
-	uint8_t f[PIB_LINK_HDR_LEN + sizeof(h)];
-	struct pib_link_hdr hdr = { .magic = PIB_LINK_MAGIC, .type = PIB_FRAME_HELLO,
-				    .length_be = htons(sizeof(h)) };
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { .iov_base = f, .iov_len = sizeof(f) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	h.flags_be = htonl(l->hello_flags);
-	if (!l->offer)
-		return send_frame(l, PIB_FRAME_HELLO, &h, sizeof(h));
-	/* The descriptor rides with the HELLO's first byte (include/pib_link.h, "Doorbell"). */
-	memcpy(f, &hdr, sizeof(hdr));
-	memcpy(f + sizeof(hdr), &h, sizeof(h));
-	memset(&ctl, 0, sizeof(ctl));
-	m.msg_control = ctl.buf;
-	m.msg_controllen = sizeof(ctl.buf);
-	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
-	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
-	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), &l->offer_fd, sizeof(int));
-	if (sendmsg(l->fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(f))
-		return -1;
-	return 0;
+	return send_frame_fd(l, PIB_FRAME_HELLO, &h, sizeof(h), l->offer ? l->offer_fd : -1);
 }
 
 /* Read from the stream; a descriptor that comes with the bytes is kept (the first) or closed. */
