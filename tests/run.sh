@@ -24,27 +24,39 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 cd "$TOP"
 source mk/stack.sh
 what=${1:-all}
-pass=0 fail=0
-failed=()
+pass=0 fail=0 skip=0
+failed=() skips=()
 log_dir=$STACK_OUT/test-logs
 mkdir -p "$log_dir"
 
 # Each test case is counted ("ok" or "not ok" in the TAP output), over all the executables.  An
-# executable that is missing, or that ran no test, is a failure of its own.
+# executable passes only when it exits 0, printed its TAP plan ("1..N") and N "ok" lines: a
+# failed g_assert aborts the binary ("Bail out!", no "not ok"), and a hang guard's kill or a
+# crash ends it early, so the tests it did not reach count as failed, as do those it failed.
 run_qtest() {
-  local src name bin tap ok notok
+  local src name bin tap ok notok plan rc missing
   for src in tests/qtest/pib-*-test.c; do
     name=$(basename "$src" .c)
     bin=$STACK_OUT/qtest/$name
     [ -x "$bin" ] || { echo "qtest binary missing: $bin"; fail=$((fail + 1)); failed+=("$name (not built)"); continue; }
     echo "== qtest ($PIB_STACK): $bin"
     tap=$log_dir/$name.tap
-    # The tests pass the firmware paths (-L) themselves.
-    QTEST_QEMU_BINARY="$STACK_OUT/qemu-system-x86_64" timeout 300 "$bin" --tap -k 2>&1 | tee "$tap"
+    # The tests pass the firmware paths (-L) themselves.  The limit is a hang guard only.
+    QTEST_QEMU_BINARY="$STACK_OUT/qemu-system-x86_64" timeout 600 "$bin" --tap -k 2>&1 | tee "$tap"
+    rc=${PIPESTATUS[0]}
     ok=$(grep -c '^ok ' "$tap")
     notok=$(grep -c '^not ok ' "$tap")
+    plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$tap" | head -n 1)
     pass=$((pass + ok)); fail=$((fail + notok))
     [ "$notok" -eq 0 ] || failed+=("$name")
+    if [ -z "$plan" ]; then
+      fail=$((fail + 1)); failed+=("$name (exit $rc, no TAP plan)")
+    elif [ $((ok + notok)) -lt "$plan" ]; then
+      missing=$((plan - ok - notok))
+      fail=$((fail + missing)); failed+=("$name (exit $rc after $((ok + notok)) of $plan tests)")
+    elif [ "$rc" -ne 0 ] && [ "$notok" -eq 0 ]; then
+      fail=$((fail + 1)); failed+=("$name (exit $rc)")
+    fi
     [ "$ok" -gt 0 ] || { fail=$((fail + 1)); failed+=("$name ran no test"); }
   done
 }
@@ -64,11 +76,13 @@ run_provider() {
 run_fuzz_short() {
   echo "== fuzz: short fixed-seed run"
   bash tests/fuzz/run.sh --short 2>&1 | tee "$log_dir/fuzz-short.log"
-  local line p f
+  local line p f s
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log_dir/fuzz-short.log" | tail -n 1)
   p=$(awk '{print $1}' <<<"$line") f=$(awk '{print $3}' <<<"$line")
+  s=$(sed -n 's/.*, \([0-9][0-9]*\) skipped$/\1/p' <<<"$line")
   if [ -z "$line" ]; then fail=$((fail + 1)); failed+=("fuzz (no summary)"); return; fi
-  pass=$((pass + p)); fail=$((fail + f))
+  pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + ${s:-0}))
+  [ "${s:-0}" -eq 0 ] || skips+=("$(grep '^SKIP ' "$log_dir/fuzz-short.log" | cut -c6-)")
   [ "$f" -eq 0 ] || failed+=(fuzz)
 }
 
@@ -112,5 +126,6 @@ case $what in
 esac
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed"
+for s in "${skips[@]}"; do echo "skipped: $s"; done
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
