@@ -5,9 +5,10 @@
 #             tests/qtest/pib-*-test.c, one executable each.
 #   provider: the provider's unit test on the host, with a fake kernel and device
 #             (guest-provider/test/provider-test.c).
+#   host:     the tools' host unit tests (tests/host/test_*.py: pibvm's topology).
 #   fuzz:     the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:      two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
-#   all:      qtest, provider, fuzz, e2e.
+#   all:      qtest, provider, host, fuzz, e2e.
 #
 # PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests are up, so that test runs sharing a
 # machine never boot their guests at the same time (the builds and the qtests go on meanwhile).
@@ -16,9 +17,10 @@
 # build/trixie/ (trixie), logs in <outputs>/test-logs.  The fuzzers build on QEMU 7.2's tree
 # only, so `all` on trixie is qtest and e2e.
 #
-# Each e2e script is a test: exit 0 is a pass.  PIB_E2E_GLOB picks a subset: globs separated by
-# spaces (default [0-9]*, e.g. PIB_E2E_GLOB='4[0-9]-*' for the robustness tests).  It may call `check` (tests/e2e/lib.sh) many
-# times; every check is counted.  The last line is the plain "N passed, N failed" summary.
+# Each e2e script is a test: it passes when it exits 0 and made at least the checks its header
+# line "# e2e-checks: N" names (tests/e2e/lib.sh counts every `check`).  PIB_E2E_GLOB picks a
+# subset: globs separated by spaces (default [0-9]*, e.g. PIB_E2E_GLOB='4[0-9]-*' for the
+# robustness tests).  The last line is the plain "N passed, N failed" summary.
 set -uo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 cd "$TOP"
@@ -71,6 +73,25 @@ run_provider() {
   else fail=$((fail + 1)); failed+=("provider-test (exit $rc)"); fi
 }
 
+# The host unit tests of the tools (tests/host/test_*.py, stdlib unittest): each prints a closing
+# "N passed, N failed" line, which is added up; a test file without one, or that exits non-zero,
+# is a failure of its own.
+run_host() {
+  local t name line p f rc
+  for t in tests/host/test_*.py; do
+    name=$(basename "$t" .py)
+    echo "== host: $t"
+    python3 "$t" 2>&1 | tee "$log_dir/$name.log"
+    rc=${PIPESTATUS[0]}
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log_dir/$name.log" | tail -n 1)
+    p=$(awk '{print $1}' <<<"$line") f=$(awk '{print $3}' <<<"$line")
+    if [ -z "$line" ]; then fail=$((fail + 1)); failed+=("$name (exit $rc, no summary)"); continue; fi
+    pass=$((pass + p)); fail=$((fail + f))
+    [ "$f" -eq 0 ] || failed+=("$name")
+    [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || { fail=$((fail + 1)); failed+=("$name (exit $rc)"); }
+  done
+}
+
 # The fuzzers' short, fixed-seed run (tests/fuzz/run.sh --short): seeds and saved crashes
 # replayed, then a deterministic libFuzzer run of the link target.
 run_fuzz_short() {
@@ -99,7 +120,7 @@ run_e2e() {
   if ! tools/pibvm up --nodes 2; then
     fail=$((fail + 1)); failed+=("pibvm up"); return
   fi
-  local t name rc g globs limit
+  local t name rc g globs limit want made pid
   read -ra globs <<<"${PIB_E2E_GLOB:-[0-9]*}"
   for g in "${globs[@]}"; do for t in tests/e2e/$g.sh; do
     [ -f "$t" ] || { fail=$((fail + 1)); failed+=("no e2e test $g"); continue; }
@@ -107,9 +128,22 @@ run_e2e() {
     echo "== e2e: $name"
     # 20 minutes each, unless the script asks for more on a line "# e2e-timeout: SECONDS".
     limit=$(sed -n 's/^# e2e-timeout: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
-    timeout "${limit:-1200}" bash "$t" > >(tee "$log_dir/$name.log") 2>&1
-    rc=$?
-    if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name"
+    # The log is written by the script itself and followed to the terminal until it exits, so
+    # that it is whole when its count is read (a tee behind a pipe or a process substitution
+    # could still be writing, or be held open by something the script left running).
+    timeout "${limit:-1200}" bash "$t" > "$log_dir/$name.log" 2>&1 &
+    pid=$!
+    tail --pid="$pid" -n +1 -f "$log_dir/$name.log"
+    wait "$pid"; rc=$?
+    # The script's own count against its header (tests/e2e/lib.sh, finish).
+    want=$(sed -n 's/^# e2e-checks: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
+    made=$(sed -n 's/^e2e checks: \([0-9][0-9]*\) made.*/\1/p' "$log_dir/$name.log" | tail -n 1)
+    if [ $rc -eq 0 ] && [ -z "$want" ]; then
+      rc=98; echo "$name has no '# e2e-checks: N' header line"
+    elif [ $rc -eq 0 ] && [ "${made:-0}" -lt "$want" ]; then
+      rc=97; echo "$name made ${made:-no} checks, fewer than the $want its header names"
+    fi
+    if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name ($made checks)"
     else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi
   done; done
   tools/pibvm down || true
@@ -121,8 +155,9 @@ case $what in
   provider) run_provider ;;
   e2e) run_e2e ;;
   fuzz) run_fuzz_short ;;
-  all) run_qtest; run_provider; [ "$PIB_STACK" = bookworm ] && run_fuzz_short; run_e2e ;;
-  *) echo "usage: $0 qtest|provider|fuzz|e2e|all"; exit 2 ;;
+  host) run_host ;;
+  all) run_qtest; run_provider; run_host; [ "$PIB_STACK" = bookworm ] && run_fuzz_short; run_e2e ;;
+  *) echo "usage: $0 qtest|provider|host|fuzz|e2e|all"; exit 2 ;;
 esac
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

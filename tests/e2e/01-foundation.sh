@@ -3,6 +3,7 @@
 # ACTIVE, distinct nonzero LIDs (the subnet manager's) and distinct node GUIDs; the kernel log has
 # no warnings from the driver or the RDMA core; the module unloads and reloads cleanly and the
 # subnet manager brings the port back.
+# e2e-checks: 34
 source "$(dirname "$0")/lib.sh"
 
 # dmesg_warnings NODE: kernel messages at warning level or worse (<0>..<4>) that concern RDMA or

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The RC data path with an unmodified RDMA program: ibv_rc_pingpong between node 0 and node 1
 # through doorbells, DMA and interrupts, with the received data validated (-c) in every run.
+# e2e-checks: 20
 source "$(dirname "$0")/lib.sh"
 
 run() {  # run NAME ARGS...: one ibv_rc_pingpong pair with ARGS on both sides

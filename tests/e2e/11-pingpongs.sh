@@ -5,6 +5,7 @@
 # side, with only one receive posted per client (so RNR NAKs and retries run over XRC too).  It
 # checks every completion's status.  With -c 2, two client processes on node 1 share one XRC
 # domain (/tmp/xrc_domain) and each one's target QP delivers into the other's SRQ.
+# e2e-checks: 19
 source "$(dirname "$0")/lib.sh"
 
 for prog in ibv_uc_pingpong ibv_ud_pingpong; do

@@ -2,6 +2,7 @@
 # Debian's perftest, unmodified, over pib_0 between node 0 (server) and node 1 (client): every
 # test in its default RC mode, then all sizes (-a), bidirectional (-b), and UC/UD where perftest
 # supports them.  Iteration counts are kept small for -a: guests run under TCG.
+# e2e-checks: 72
 source "$(dirname "$0")/lib.sh"
 
 pt() {  # pt ARGS...: one perftest pair; the client must print its result table

@@ -6,6 +6,7 @@
 # the client on node 1 hammers it over the link, at the same time.  Both must exit 0, the
 # server must report the final count, and neither kernel may splat.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib; PIB_FA_ITERS changes the 10,000.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

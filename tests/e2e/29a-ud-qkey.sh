@@ -10,6 +10,7 @@
 # rx_drop_qkey is pib's counter: other devices lack the file and the subtest SKIPs that one
 # check.  So on pib nothing may be skipped (verbs_pair, verbs_loopback); elsewhere that SKIP,
 # and no other, is allowed.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

@@ -6,6 +6,7 @@
 # Runs `pib-verbs-test mw` (tests/guest/pib_verbs_test.c, where the checks are) between
 # node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

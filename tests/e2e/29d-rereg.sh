@@ -5,6 +5,7 @@
 # WRITE to A fails; with the MR in another PD it fails, with the PD back it lands.
 # Runs `pib-verbs-test rereg` (tests/guest/pib_verbs_test.c, where the checks are) between
 # node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

@@ -6,6 +6,7 @@
 # REM_INV_RD_REQ_ERR and ends the connection, landing nowhere.
 # Runs `pib-verbs-test xrc` (tests/guest/pib_verbs_test.c, where the checks are) between node 0
 # (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

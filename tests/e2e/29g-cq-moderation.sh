@@ -8,6 +8,7 @@
 # SENDs with and without moderation arrive whole, and the events they took are printed.
 # Runs `pib-verbs-test cq-moderation` (tests/guest/pib_verbs_test.c, where the checks are)
 # between node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
 

@@ -3,6 +3,7 @@
 # runs RC and UD loopback traffic, completion events through the CEQ, drain and flush, SRQs,
 # invalidation and fast registration (FRWR, in loopback; 32-frwr runs it across the link) on
 # pib_0 when it loads, and reports its checks in /sys/module/pib_ktest/parameters/{passed,failed}.
+# e2e-checks: 5
 source "$(dirname "$0")/lib.sh"
 
 n=1

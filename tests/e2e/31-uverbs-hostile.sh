@@ -3,6 +3,7 @@
 # commands through the raw uverbs write() ABI (bad ring sizes and addresses, non-zero reserved
 # fields, short buffers, wrapping MR ranges, illegal QP transitions, ...) and checks each is
 # refused with the right errno; the kernel must stay healthy.
+# e2e-checks: 4
 source "$(dirname "$0")/lib.sh"
 
 n=1

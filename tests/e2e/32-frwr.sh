@@ -8,6 +8,7 @@
 # without local write, a page outside memory, re-registering a valid key, invalidating another
 # PD's key.  The two keep in step over TCP on the management network.  The same tests run in
 # loopback on one node in 30-kernel-consumer.
+# e2e-checks: 12
 source "$(dirname "$0")/lib.sh"
 
 port=18531      # FR_PORT in ktest_frwr.c

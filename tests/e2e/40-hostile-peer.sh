@@ -18,6 +18,7 @@
 # its QPs are in the states the attacks leave them in with the async events they raise, the
 # kernel has no splat, the port comes back ACTIVE with the hostile peer and again with node 1,
 # which is booted back (opensm on node 0 again) and runs ibv_rc_pingpong with node 0.
+# e2e-checks: 119
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 

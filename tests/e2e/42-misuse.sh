@@ -7,6 +7,7 @@
 # RDMA WRITE/READ (dereg succeeds, the transfer stops with an access error, no byte changes
 # afterwards), and destroying objects still in use (EBUSY).  Then the port is still ACTIVE and
 # both nodes still talk.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 

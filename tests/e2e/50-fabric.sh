@@ -10,10 +10,11 @@
 #   - saquery has both nodes' records, sminfo names the master SM, iblinkinfo shows the link;
 #   - perfquery's counters (the PMA's) grow by at least what ib_write_bw sent, and
 #     perfquery -R clears them.
+# e2e-checks: 51
 source "$(dirname "$0")/lib.sh"
 
-GUID0=0x001af40000000100        # pibvm's node GUIDs: 0x001af4 << 40 | (N + 1) << 8
-GUID1=0x001af40000000200
+GUID0=$("$PIBVM" guid node 0)    # the node GUIDs pibvm gave the devices (tools/pibvmlib/topology.py)
+GUID1=$("$PIBVM" guid node 1)
 lid0=$(port_lid 0) lid1=$(port_lid 1)
 echo "LIDs: node 0 $lid0, node 1 $lid1"
 check "the SM gave both ports LIDs, distinct and nonzero ($lid0, $lid1)" \

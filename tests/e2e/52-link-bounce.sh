@@ -8,6 +8,7 @@
 # states say what happened.  A watcher in each guest logs the port's states with the guest's
 # clock.  An ib_write_bw that runs across the bounce (ACK timeout 20: 4.3 s a try, 8 tries)
 # completes: its QPs, connected before the link dropped, carry on once the ports are ACTIVE.
+# e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 

@@ -10,6 +10,7 @@
 #   - the same Set with -y KEY succeeds.
 # At the end the key is taken off both ports (ibportstate mkey 0, with the key) and opensm
 # runs without one again.
+# e2e-checks: 17
 source "$(dirname "$0")/lib.sh"
 
 KEY=0x00000000000cafe0

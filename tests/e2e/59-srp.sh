@@ -19,6 +19,7 @@
 #   - deleting the remote port removes the disk; pib-srpt down is clean;
 #   - neither kernel logs an oops, BUG or WARNING.
 # Printed for the record: the discovery and login times, the dd write and read rates.
+# e2e-checks: 21
 source "$(dirname "$0")/lib.sh"
 
 MIB=64

@@ -12,6 +12,7 @@
 #     opensm) and B redials: both ACTIVE, and ibv_rc_pingpong -c works again.
 # Printed for the record: the time from A's restart to B's port ACTIVE.  The suite's own two
 # guests stay up meanwhile.
+# e2e-checks: 23
 source "$(dirname "$0")/lib.sh"
 
 SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}

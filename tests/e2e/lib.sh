@@ -1,23 +1,35 @@
 # Helpers for end-to-end tests.  Source this; guests are already up (tests/run.sh).
+#
+# Every script names, in a header line "# e2e-checks: N", the number of checks it makes at the
+# least; `finish` prints "e2e checks: MADE made, FAILED failed" and tests/run.sh fails a script
+# that made fewer than N, so that a check lost to an early exit or a skipped branch is seen.
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PIBVM=$TOP/tools/pibvm
-nfail=0
+nfail=0 nchecks=0
 
 # on NODE CMD...: run CMD in guest NODE, output on stdout, guest exit status as ours.
 on() { local n=$1; shift; "$PIBVM" exec "$n" -- "$@"; }
 # on_t NODE SECONDS CMD...: on, with CMD killed after SECONDS (exit status 124).
 on_t() { local n=$1 t=$2; shift 2; "$PIBVM" exec "$n" --timeout "$t" -- "$@"; }
 
-# check DESCRIPTION COMMAND...: run a host-side assertion and report it.
+# check DESCRIPTION COMMAND...: run a host-side assertion, report it and return its verdict
+# (so that `check ... || finish` stops a script whose next steps need it).
 check() {
   local what=$1; shift
-  if "$@"; then echo "  ok   $what"; else echo "  FAIL $what"; nfail=$((nfail + 1)); fi
+  nchecks=$((nchecks + 1))
+  if "$@"; then echo "  ok   $what"; return 0; fi
+  echo "  FAIL $what"; nfail=$((nfail + 1)); return 1
 }
 
 # field TEXT KEY: the value after "KEY:" in ibv_devinfo-style output (first match).
 field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
-finish() { [ "$nfail" -eq 0 ] && echo "all checks passed" || echo "$nfail check(s) failed"; exit $(( nfail > 0 )); }
+# finish: the verdict, and the count tests/run.sh holds against the script's "# e2e-checks: N".
+finish() {
+  echo "e2e checks: $nchecks made, $nfail failed"
+  [ "$nfail" -eq 0 ] && echo "all checks passed" || echo "$nfail check(s) failed"
+  exit $(( nfail > 0 ))
+}
 
 # The subnet manager: opensm on node 0 (pibvm up), with pib-sm's options (images/rootfs/usr/sbin/
 # pib-sm): a sweep every SM_SWEEP_S seconds, SMPs timed out after SM_TIMEOUT_MS and retried
@@ -121,14 +133,32 @@ comp_irqs() {
                END {print s + 0}' /proc/interrupts
 }
 
-# dmesg_mark NODE: remember where NODE's kernel log stands.  no_splats NODE: a check that
-# NODE's kernel logged no oops, BUG, WARNING, call trace or list/refcount corruption since.
+# dmesg_mark NODE: write a mark into NODE's kernel log (dmesg_marks[NODE]=BOOT instead: the
+# whole log of a guest booted during the test).  dmesg_since NODE: the log after the mark; it
+# fails if the mark is gone.  no_splats NODE: a check that NODE's kernel logged no oops, BUG,
+# WARNING, call trace or list/refcount corruption after the mark.
+# The mark is a line of the log itself, not a line count: the guests live through every script,
+# and once the kernel's ring wraps a count points past the end.  A mark the ring has already
+# dropped fails the check, as the lines after it cannot be read whole.
 declare -A dmesg_marks
-dmesg_mark() { dmesg_marks[$1]=$(on "$1" dmesg | wc -l); }
+dmesg_mark() {
+  dmesg_marks[$1]="pib-e2e-mark $(basename "$0" .sh) $$ $RANDOM$RANDOM"
+  on "$1" sh -c "echo '${dmesg_marks[$1]}' > /dev/kmsg"
+}
+dmesg_since() {
+  local m=${dmesg_marks[$1]:-} log
+  log=$(on "$1" dmesg) || return 1
+  [ "$m" = BOOT ] && { printf '%s\n' "$log"; return 0; }
+  [ -n "$m" ] && grep -qF "$m" <<<"$log" || return 1
+  awk -v m="$m" 'found; index($0, m) {found = 1}' <<<"$log"
+}
 no_splats() {
-  local n=$1 w
-  w=$(on "$n" dmesg | tail -n +$((${dmesg_marks[$n]:-0} + 1)) |
-      grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption')
+  local n=$1 log w
+  if ! log=$(dmesg_since "$n"); then
+    check "node $n: the kernel log still holds the test's mark (${dmesg_marks[$n]:-none set})" false
+    return
+  fi
+  w=$(grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption' <<<"$log")
   [ -n "$w" ] && { echo "--- node $n: kernel splats"; echo "$w"; }
   check "node $n: no kernel splat in dmesg during the test" test -z "$w"
 }

@@ -6,7 +6,8 @@
 # on the guests' eth0 (the management net): that is how the tests themselves are checked, on a
 # device whose behaviour is known.
 #   PIB_VERBS_TIMEOUT  seconds pib-verbs-test waits for any one completion or message (-t)
-#   PIB_VERBS_NO_LOOPBACK=1  skip the single-node loopback runs
+#   PIB_VERBS_NO_LOOPBACK=1  skip the single-node loopback runs (said, and short of the
+#                            script's check count: see verbs_loopback)
 
 VERBS_DEV=${PIB_DEV:-pib_0}
 VERBS_T=${PIB_VERBS_TIMEOUT:-60}
@@ -56,7 +57,9 @@ verbs_pair() {
 verbs_loopback() {
   local t=$1 n=$2; shift 2
   local log rc
-  [ "${PIB_VERBS_NO_LOOPBACK:-0}" = 1 ] && return 0
+  # Its checks then go missing, and tests/run.sh fails the script for making fewer than its
+  # header names: a run without loopback cannot pass for a whole one.
+  [ "${PIB_VERBS_NO_LOOPBACK:-0}" = 1 ] && { echo "SKIP $t: loopback on node $n (PIB_VERBS_NO_LOOPBACK=1)"; return 0; }
   log=$(on $n pib-verbs-test -d "$VERBS_DEV" -t "$VERBS_T" -l "$@" "$t" 2>&1)
   rc=$?
   echo "--- $t: loopback on node $n"; echo "$log"
