@@ -8,6 +8,7 @@
 #     counted by the device and by both ports' PMAs (PortMulticastXmitPkts/RcvPkts);
 #   - perftest over rdma_cm (-R): ib_send_bw and ib_write_lat;
 #   - qperf rc_bw, rc_lat and ud_lat to node1-ib.
+# e2e-checks: 32
 source "$(dirname "$0")/lib.sh"
 
 trap '"$PIBVM" ipoib down >/dev/null 2>&1' EXIT

@@ -14,6 +14,7 @@
 #   - `nvme disconnect` removes the controller; the target goes down cleanly;
 #   - neither kernel logs an oops, BUG or WARNING.
 # Printed for the record: the time `nvme connect` takes, the dd write and read rates.
+# e2e-checks: 21
 source "$(dirname "$0")/lib.sh"
 
 NQN=nqn.2026-11.org.pib:nvmet-ram

@@ -11,6 +11,7 @@
 #     transport) and read back (O_DIRECT) has its sha256; the server's tmpfs has it too;
 #   - umount and pib-nfsd down are clean; neither kernel logs an oops, BUG or WARNING.
 # Printed for the record: the time the mount takes, the dd write and read rates.
+# e2e-checks: 13
 source "$(dirname "$0")/lib.sh"
 
 SERVER=10.13.0.2

@@ -4,27 +4,30 @@
 # (node 0) must discover it, program its forwarding table and bring every port ACTIVE:
 #   - the three CA ports ACTIVE, with distinct LIDs;
 #   - ibnetdiscover sees 1 switch and 3 CAs, the switch with 3 ports, each cabled to a CA;
+#   - every switch port ACTIVE too (smpquery portinfo on the switch, by its LID);
 #   - ibroute shows the LFT opensm set: each CA's LID routed to its own switch port;
 #   - opensm turned partition enforcement on at the switch port of node 0, with node 0's P_Keys;
 #   - ibv_rc_pingpong -c crosses the switch between every pair of nodes;
-#   - perfquery on the switch's ports (its PMA) counts what crossed.
+#   - perfquery on the switch's ports (its PMA) counts what crossed;
+#   - the enforcement drops: with node 1 alone in a partition (opensm -P), node 1's RC SENDs in
+#     it to node 0 die at switch port 1 on their way out (its PortXmitConstraintErrors and the
+#     switch's drop-partition grow, node 0 never sees them) and node 1's QP gives up.
 # The suite's own two guests stay up meanwhile (this test boots its own three).
 # e2e-timeout: 1500
+# e2e-checks: 35
 source "$(dirname "$0")/lib.sh"
 
 NODES=${PIB_SWITCH_NODES:-3}
 export PIBVM_DIR="$(dirname "${PIBVM_DIR:-$TOP/build/vm-test}")/vm-switch"
-SW_GUID=0x001af40000ff0000      # pibvm's SWITCH_GUID
+SW_GUID=$("$PIBVM" guid switch 0)   # the switch's node GUID (tools/pibvmlib/topology.py)
 
 cleanup() { "$PIBVM" down >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 "$PIBVM" down >/dev/null 2>&1 || true
 
 t0=$SECONDS
-if ! "$PIBVM" up --nodes "$NODES" 2>&1 | tee /tmp/pib-switch-up.$$; then
-  check "pibvm up --nodes $NODES" false
-  finish
-fi
+"$PIBVM" up --nodes "$NODES" 2>&1 | tee /tmp/pib-switch-up.$$
+check "pibvm up --nodes $NODES" test "${PIPESTATUS[0]}" -eq 0 || finish
 echo "pibvm up --nodes $NODES: $((SECONDS - t0)) s in all"
 grep 'ports ACTIVE' /tmp/pib-switch-up.$$ || true
 rm -f /tmp/pib-switch-up.$$
@@ -53,6 +56,12 @@ check "ibnetdiscover: each switch port is cabled to a CA" \
 swlid=$(on 0 ibswitches | sed -n 's/.* lid \([0-9]*\) .*/\1/p' | head -n 1)
 echo "switch LID: $swlid"
 check "ibswitches: the switch has a LID" test "${swlid:-0}" -gt 0
+# The CA ports' ACTIVE says nothing of the switch's side of each cable: ask the switch's SMA.
+for ((p = 1; p <= NODES; p++)); do
+  st=$(on 0 smpquery portinfo "$swlid" "$p" 2>&1 | sed -n 's/^LinkState:\.*//p')
+  check "smpquery: switch port $p (node $((p - 1))'s cable) is LinkState Active (got ${st:-nothing})" \
+    test "$st" = Active
+done
 out=$(on 0 ibroute "$swlid")
 echo "--- node 0: ibroute $swlid"; echo "$out"
 for ((n = 0; n < NODES; n++)); do
@@ -101,4 +110,92 @@ echo "--- node 0: perfquery -x $swlid 1 (switch port 1, node 0's cable)"; echo "
 after=$(sed -n 's/^PortXmitPkts:\.*//p' <<<"$out")
 check "perfquery: switch port 1 sent at least the 2 x 200 pingpong messages to node 0 (${before:-?} -> ${after:-?})" \
   test "${after:-0}" -ge $(( ${before:-0} + 400 ))
+
+# --- partition enforcement drops what a port's table does not hold -----------------------------
+# opensm again, with a partition "only1" (P_Key 0x0003) of node 1's port alone.  It puts 0x8003
+# into node 1's P_Key table and, enforcing, onto switch port 2 (node 1's cable); switch port 1
+# (node 0's) keeps 0xffff only.  ib_send_bw from node 1 with --pkey_index on 0x8003 to node 0
+# (0xffff): every SEND passes switch port 2's inbound check and is refused at port 1 on its
+# way out (pib-switch.c, sw_partition_ok), so node 0's CA never sees it (its own P_Key check,
+# rx_drop_pkey, stays where it was) and node 1's QP runs out of retries.
+PGUID1=$("$PIBVM" guid node 1 --port)   # node 1's port GUID
+CONF=/tmp/partitions.conf
+# pkey_index NODE PKEY: the index of PKEY (0x8003 ...) in NODE's P_Key table, or nothing.
+pkey_index() {
+  on "$1" sh -c "cd /sys/class/infiniband/pib_0/ports/1/pkeys &&
+                 for i in \$(ls | sort -n); do [ \"\$(cat \$i)\" = $2 ] && { echo \$i; exit; }; done"
+}
+# until_ok SECONDS CMD...: CMD, again every 0.5 s until it succeeds, for at most SECONDS.
+until_ok() {
+  local end=$((SECONDS + $1)); shift
+  while ! "$@"; do [ $SECONDS -le $end ] || return 1; sleep 0.5; done
+}
+sw_pkeys() { on 0 smpquery pkeys "$swlid" "$1" 2>/dev/null; }
+has_pkey() { [ -n "$(pkey_index "$1" "$2")" ]; }        # has_pkey NODE PKEY
+sw_has_pkey() { sw_pkeys "$1" | grep -qi "$2"; }        # sw_has_pkey PORT PKEY
+# sw_counter PORT FIELD: a PortCounters field of the switch's port, from its PMA.
+sw_counter() { on 0 perfquery "$swlid" "$1" | sed -n "s/^$2:\.*//p"; }
+# sw_drop_partition: the switch's drop-partition counter (QMP qom-get on its device).
+sw_drop_partition() {
+  python3 - "$PIBVM_DIR/switch0.qmp" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+f = s.makefile("rwb")
+f.readline()                                    # greeting
+for cmd in ({"execute": "qmp_capabilities"},
+            {"execute": "qom-get", "arguments": {"path": "/machine/peripheral/sw0",
+                                                 "property": "drop-partition"}}):
+    f.write(json.dumps(cmd).encode() + b"\n")
+    f.flush()
+    while True:                                 # skip events
+        r = json.loads(f.readline())
+        if "return" in r or "error" in r:
+            break
+print(r.get("return", ""))
+PY
+}
+
+on 0 sh -c "printf '%s\n' 'Default=0x7fff : ALL=full ;' 'only1=0x0003 : $PGUID1=full ;' > $CONF"
+check "node 0: opensm stops" "$PIBVM" sm stop 0
+check "node 0: opensm with $CONF (node 1 alone in 0x8003)" "$PIBVM" sm start 0 -- -P "$CONF"
+check "node 1: P_Key 0x8003 in its table" until_ok "$SM_ACTIVATE_S" has_pkey 1 0x8003
+check "smpquery: switch port 2 (node 1's cable) holds 0x8003" until_ok "$SM_ACTIVATE_S" sw_has_pkey 2 0x8003
+out=$(sw_pkeys 1)
+echo "--- node 0: smpquery pkeys $swlid 1"; echo "$out"
+check "smpquery: switch port 1 (node 0's cable) does not hold 0x8003" \
+  bash -c '[ -n "$1" ] && ! grep -qi 0x8003 <<<"$1"' _ "$out"
+only1=$(pkey_index 1 0x8003)
+
+xc0=$(sw_counter 1 PortXmitConstraintErrors) rc0=$(sw_counter 2 PortRcvConstraintErrors)
+dp0=$(sw_drop_partition) pk0=$(hw_counter 0 rx_drop_pkey)
+slog=$(mktemp) clog=$(mktemp)
+# The server waits for messages that never come: pibvm ends it.
+"$PIBVM" exec 0 --timeout 40 -- ib_send_bw -d pib_0 -F -n 100 -u 14 >"$slog" 2>&1 &
+spid=$!
+wait_listen 0 18515
+"$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$only1" \
+  node0 >"$clog" 2>&1
+crc=$?
+wait "$spid"
+echo "--- ib_send_bw client (node 1, P_Key 0x8003 at index $only1)"; cat "$clog"
+xc1=$(sw_counter 1 PortXmitConstraintErrors) rc1=$(sw_counter 2 PortRcvConstraintErrors)
+dp1=$(sw_drop_partition) pk1=$(hw_counter 0 rx_drop_pkey)
+echo "switch port 1 PortXmitConstraintErrors $xc0 -> $xc1, port 2 PortRcvConstraintErrors" \
+     "$rc0 -> $rc1, switch drop-partition $dp0 -> $dp1, node 0 rx_drop_pkey $pk0 -> $pk1"
+check "node 1: ib_send_bw in 0x8003 fails (exit $crc) with a transport retry error" \
+  bash -c '[ "$1" -ne 0 ] && [ "$1" -ne 124 ] && grep -q "Completion with error\|status 12\|RETRY_EXC" "$2"' \
+  _ "$crc" "$clog"
+# An RC SEND and its 7 retries at least.  (The PMA counter has 8 bits; nothing before this
+# test was refused, so it starts at 0.)
+check "perfquery: switch port 1's PortXmitConstraintErrors grew by 8 at least (${xc0:-?} -> ${xc1:-?})" \
+  test "${xc1:-0}" -ge $(( ${xc0:-255} + 8 ))
+check "the switch's drop-partition grew by 8 at least (${dp0:-?} -> ${dp1:-?})" \
+  test "${dp1:-0}" -ge $(( ${dp0:-10**9} + 8 ))
+check "switch port 2 let them in: its PortRcvConstraintErrors stayed (${rc0:-?} -> ${rc1:-?})" \
+  test -n "$rc0" -a "$rc1" = "$rc0"
+check "node 0's CA never saw them: its rx_drop_pkey stayed (${pk0:-?} -> ${pk1:-?})" \
+  test -n "$pk0" -a "$pk1" = "$pk0"
+rm -f "$slog" "$clog"
 finish

@@ -4,6 +4,8 @@
 # switch0's last port.  opensm (node 0) must route across both:
 #   - every CA port ACTIVE, with distinct LIDs (the sweep time is printed);
 #   - ibnetdiscover: 2 switches (pibvm's GUIDs) and N CAs, the switches cabled to each other;
+#   - every port of both switches ACTIVE, the two ends of the inter-switch cable included
+#     (smpquery portinfo on each switch, by its LID);
 #   - ibtracert from node 0 to the last node: out through switch0, then switch1;
 #   - ibv_rc_pingpong -c (data checked) from the last node to node 0, across both switches;
 #   - mckey: node 0 sends to a group with one member on its own switch and one behind switch1;
@@ -15,13 +17,17 @@
 #     again, and traffic crosses both switches once more.
 # The suite's own two guests stay up meanwhile (this test boots its own).
 # e2e-timeout: 1800
+# e2e-checks: 56
 source "$(dirname "$0")/lib.sh"
 
 NODES=${PIB_CHAIN_NODES:-6}
 SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}
 export PIBVM_DIR="$(dirname "$SUITE_DIR")/vm-chain"
-SW0=001af40000ff0000 SW1=001af40000ff0100  # pibvm's switch GUIDs: SWITCH_GUID + (S << 8)
-SW0P=001af40000ff0001 SW1P=001af40000ff0101 # their port 0 GUIDs (node GUID + 1)
+# The switches' node GUIDs and port 0 GUIDs as pibvm gives them (tools/pibvmlib/topology.py),
+# without the 0x, as ibnetdiscover prints them.
+SW0=$("$PIBVM" guid switch 0) SW1=$("$PIBVM" guid switch 1)
+SW0P=$("$PIBVM" guid switch 0 --port) SW1P=$("$PIBVM" guid switch 1 --port)
+SW0=${SW0#0x} SW1=${SW1#0x} SW0P=${SW0P#0x} SW1P=${SW1P#0x}
 LAST=$((NODES - 1))
 HALF=$(( (NODES + 1) / 2 ))                 # nodes 0..HALF-1 on switch0, the rest on switch1
 
@@ -49,10 +55,8 @@ wbw() {
 }
 # --- the chain ---------------------------------------------------------------------------------
 t0=$SECONDS
-if ! "$PIBVM" up --nodes "$NODES" --switches 2 --ipoib datagram 2>&1 | tee /tmp/pib-chain-up.$$; then
-  check "pibvm up --nodes $NODES --switches 2" false
-  finish
-fi
+"$PIBVM" up --nodes "$NODES" --switches 2 --ipoib datagram 2>&1 | tee /tmp/pib-chain-up.$$
+check "pibvm up --nodes $NODES --switches 2" test "${PIPESTATUS[0]}" -eq 0 || finish
 echo "pibvm up --nodes $NODES --switches 2 --ipoib datagram: $((SECONDS - t0)) s in all"
 grep 'ports ACTIVE' /tmp/pib-chain-up.$$ || true
 rm -f /tmp/pib-chain-up.$$
@@ -78,6 +82,22 @@ check "ibnetdiscover: switch1 with $((NODES - HALF + 1)) ports" \
 sw0block=$(sed -n "/^Switch.*S-$SW0/,/^\$/p" <<<"$out")
 check "ibnetdiscover: switch0's port $((HALF + 1)) is cabled to switch1's port $((NODES - HALF + 1))" \
   grep -q "^\[$((HALF + 1))\][[:space:]]*\"S-$SW1\"\[$((NODES - HALF + 1))\]" <<<"$sw0block"
+
+# --- every switch port ACTIVE: the CAs' ACTIVE says nothing of the switches' side of a cable,
+# nor of the cable between the switches --------------------------------------------------------
+sw_lid() { on 0 ibswitches | sed -n "s/.*0x$1 ports .* lid \([0-9]*\) .*/\1/p" | head -n 1; }
+sw0lid=$(sw_lid "$SW0") sw1lid=$(sw_lid "$SW1")
+echo "switch0 LID ${sw0lid:-?}, switch1 LID ${sw1lid:-?}"
+check "ibswitches: both switches have a LID" test "${sw0lid:-0}" -gt 0 -a "${sw1lid:-0}" -gt 0
+# switch0: its nodes on ports 1..HALF, switch1 on HALF + 1; switch1: its nodes, then switch0.
+for sp in "0 $sw0lid $((HALF + 1))" "1 $sw1lid $((NODES - HALF + 1))"; do
+  read -r s slid np <<<"$sp"
+  for ((p = 1; p <= np; p++)); do
+    st=$(on 0 smpquery portinfo "$slid" "$p" 2>&1 | sed -n 's/^LinkState:\.*//p')
+    [ $p -eq "$np" ] && what="the other switch" || what="node $(( s == 0 ? p - 1 : HALF + p - 1 ))"
+    check "smpquery: switch$s port $p ($what) is LinkState Active (got ${st:-nothing})" test "$st" = Active
+  done
+done
 
 # --- ibtracert: node 0 -> the last node crosses switch0, then switch1 --------------------------
 out=$(on 0 ibtracert "${lid[0]}" "${lid[$LAST]}")
@@ -151,10 +171,8 @@ check "ib_write_bw 64 KiB back to back (suite's guests): exit 0 and a result (${
 echo "ib_write_bw 64 KiB: back to back ${b2b:-?} MB/s, through one switch ${sw:-?} MB/s"
 
 # --- kill the last node: trap 128, port DOWN, the rest carries on ------------------------------
-sw1lid=$(on 0 ibswitches | sed -n "s/.*0x$SW1 ports .* lid \([0-9]*\) .*/\1/p" | head -n 1)
 port=$((LAST - HALF + 1))       # the last node's port on switch1
 echo "switch1 LID ${sw1lid:-?}; node $LAST is on its port $port"
-check "ibswitches: switch1 has a LID" test "${sw1lid:-0}" -gt 0
 log="$PIBVM_DIR/node0.opensm.log"
 log_lines=$(wc -l <"$log" 2>/dev/null || echo 0)
 check "pibvm kill $LAST" "$PIBVM" kill "$LAST"
