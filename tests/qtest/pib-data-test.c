@@ -1975,18 +1975,6 @@ static void test_dp_mw(void)
     dp_pair_down(&p);
 }
 
-/* Allocate a memory window of this type in a PD; returns its rkey. */
-static uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type)
-{
-    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };
-    struct pib_admin_cqe acqe;
-
-    cmd.in.alloc_mw.pdn = cpu_to_le32(pdn);
-    cmd.in.alloc_mw.type = cpu_to_le32(type);
-    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
-    return le32_to_cpu(acqe.result0);
-}
-
 /* A signalled LOCAL_INV of key, rung, and its successful completion. */
 static void mw_local_inv(PibDev *d, TestQp *qp, TestCq *scq, uint64_t wr_id,
                          uint32_t key)

@@ -517,6 +517,17 @@ uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
     return key;
 }
 
+uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };
+    struct pib_admin_cqe acqe;
+
+    cmd.in.alloc_mw.pdn = cpu_to_le32(pdn);
+    cmd.in.alloc_mw.type = cpu_to_le32(type);
+    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
+    return le32_to_cpu(acqe.result0);
+}
+
 static uint8_t dp_create_cq_ex(PibDev *d, uint32_t depth, uint32_t uar,
                                uint32_t flags, TestCq *cq)
 {

@@ -213,6 +213,8 @@ uint8_t dp_reg_mr_status(PibDev *d, uint32_t pdn, uint32_t access,
                          uint64_t addr, uint64_t len, uint32_t *key);
 uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
                    uint64_t addr, uint64_t len);
+/* ALLOC_MW of a type (1 or 2) in a PD; returns the window's first rkey. */
+uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type);
 uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
                             TestCq *cq);
 /* CREATE_CQ with PIB_CQ_F_* flags; npages as the flags' CQE size needs. */

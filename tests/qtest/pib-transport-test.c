@@ -1,0 +1,624 @@
+/*
+ * QTest: the pib HCA's RC transport rules, one packet at a time (hw/pib)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The test is the remote HCA (pib-qtest.h's wp_* peer, LID WP_LID, QP WP_QPN)
+ * of a device at LID 1, so it sees every packet the device sends and chooses
+ * every answer.  Each test checks one rule of the IBTA's RC transport (chapter
+ * 9) where a wrong answer would still let ordinary traffic between two pib
+ * devices work:
+ *
+ *   /pib/transport/responder/psn-gap      a request one PSN ahead: sequence NAK
+ *   /pib/transport/responder/access       WRITE/READ without the QP's or the MR's
+ *                                         right, or one byte past the MR: access
+ *                                         NAK, memory untouched
+ *   /pib/transport/responder/write-length a WRITE whose LAST packet is short
+ *   /pib/transport/responder/mw-type2     a type 2 window used from another QP
+ *   /pib/transport/requester/rnr-retry    rnr_retry 3: exactly 4 tries
+ *   /pib/transport/requester/rd-atomic    max_rd_atomic credits, and the fence
+ *   /pib/transport/requester/stale        responses for an acknowledged PSN
+ *   /pib/transport/requester/read-length  a READ response of the wrong length
+ *   /pib/transport/requester/inline       inline data over the QP's max_inline
+ *   /pib/transport/modify/retry-cnt       retry_cnt and rnr_retry are 3 bits
+ *
+ * The device's IB timers (RNR, ACK timeout) run on the virtual clock, which
+ * only the test moves (qtest_clock_step), so every retry is counted, not
+ * timed.  "Nothing comes" is wp_expect_nothing's short look, as in
+ * pib-data-test; TIMEOUT_US is only a hang guard.
+ *
+ * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-transport-test
+ */
+
+#include "qemu/osdep.h"
+
+#include "pib-qtest.h"
+
+#define TP_RQ_PSN       100     /* wp_qp_rtr: the first PSN the device expects */
+#define TP_SQ_PSN       500     /* tp_rts: the first PSN the device sends */
+
+/* One device, its port up, the test on its cable. */
+typedef struct Tp {
+    PeerLink l;
+    PibDev d;
+    int fd;
+} Tp;
+
+static void tp_up(Tp *t)
+{
+    peer_boot(&t->l, 1);
+    pib_open(&t->d, t->l.qs, PIB_DEVFN_A);
+    pib_enable(&t->d, 16, 64);
+    t->fd = peer_connect(t->l.path);
+    peer_bring_up(&t->d, t->fd, TEST_NODE_GUID);
+}
+
+/* Nothing the tests did was the guest's mistake, unless the test said so. */
+static void tp_down(Tp *t, uint32_t guest_errors)
+{
+    g_assert_cmpuint(dp_err_count(&t->d), ==, guest_errors);
+    close(t->fd);
+    pib_close(&t->d);
+    peer_shutdown(&t->l);
+}
+
+/* RTR -> RTS with the requester's limits a test is about. */
+static void tp_rts(PibDev *d, uint32_t qpn, uint8_t max_rd_atomic,
+                   uint8_t rnr_retry)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
+                                 PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                                 PIB_QP_MAX_QP_RD_ATOMIC),
+        .qp_state = PIB_QPS_RTS,
+        .sq_psn = cpu_to_le32(TP_SQ_PSN),
+        .timeout = 14,
+        .retry_cnt = 7,
+        .rnr_retry = rnr_retry,
+        .max_rd_atomic = max_rd_atomic,
+    };
+
+    g_assert_cmpuint(dp_modify(d, qpn, &a), ==, PIB_AQ_OK);
+}
+
+/*
+ * A fresh RC QP (its own PD, MR over a 16 KiB buffer with every right, CQs)
+ * connected to the peer, which now talks to it.  An error moves an RC QP to
+ * ERR, so each case that ends in one starts with its own.
+ */
+static void tp_end(Tp *t, TestEnd *e, uint32_t qp_access, uint8_t max_rd_atomic,
+                   uint8_t rnr_retry)
+{
+    dp_end(&t->d, e, PIB_QPT_RC, 16384);
+    wp_dqpn = e->qp.qpn;
+    wp_qp_rtr(&t->d, e->qp.qpn, qp_access, 4);
+    tp_rts(&t->d, e->qp.qpn, max_rd_atomic, rnr_retry);
+}
+
+/* A RETH: virtual address, rkey, DMA length. */
+static void tp_reth(uint8_t *ext, uint64_t va, uint32_t rkey, uint32_t len)
+{
+    stq_be_p(ext, va);
+    stl_be_p(ext + 8, rkey);
+    stl_be_p(ext + 12, len);
+}
+
+/*
+ * The next packet is an ACKNOWLEDGE for psn: an ACK (PIB_AETH_ACK: whatever
+ * its credit count), or the NAK this AETH syndrome names.
+ */
+static void tp_expect_ack(Tp *t, uint32_t psn, uint8_t syndrome)
+{
+    WirePkt w;
+
+    wp_expect(t->fd, &w, PIB_OP_RC_ACKNOWLEDGE, psn);
+    if (syndrome == PIB_AETH_ACK) {
+        g_assert_cmphex(w.syndrome & PIB_AETH_TYPE_MASK, ==, PIB_AETH_ACK);
+    } else {
+        g_assert_cmphex(w.syndrome, ==, syndrome);
+    }
+}
+
+/* An RDMA WRITE ONLY of len bytes of pattern seed, asking for an ACK. */
+static void tp_write_only(Tp *t, uint32_t psn, uint64_t va, uint32_t rkey,
+                          uint32_t len, uint8_t seed)
+{
+    uint8_t ext[16], data[256];
+
+    g_assert_cmpuint(len, <=, sizeof(data));
+    memset(data, seed, len);
+    tp_reth(ext, va, rkey, len);
+    wp_send(t->fd, PIB_OP_RC_RDMA_WRITE_ONLY, psn, true, ext, 16, data, len);
+}
+
+/* The responder refused qpn's request: an access NAK for psn, and its QP's event. */
+static void tp_expect_access_nak(Tp *t, uint32_t qpn, uint32_t psn)
+{
+    tp_expect_ack(t, psn, PIB_AETH_NAK | PIB_NAK_REM_ACCESS_ERR);
+    g_assert_true(dp_aeq_find(&t->d, PIB_AE_QP_ACCESS_ERR, qpn));
+    g_assert_cmpuint(dp_query_qp(&t->d, qpn).qp_state, ==, PIB_QPS_ERR);
+}
+
+/* len bytes at addr all hold byte b. */
+static void tp_assert_bytes(PibDev *d, uint64_t addr, uint32_t len, uint8_t b)
+{
+    g_autofree uint8_t *got = g_malloc(len);
+    uint32_t i;
+
+    qtest_memread(qts(d), addr, got, len);
+    for (i = 0; i < len; i++) {
+        g_assert_cmphex(got[i], ==, b);
+    }
+}
+
+/*
+ * The responder
+ */
+
+/*
+ * IBTA 9.7.5.1.2: a request whose PSN is ahead of the expected one, even by
+ * one, means a lost packet: a PSN sequence error NAK naming the expected PSN,
+ * nothing delivered; the request resent in order is then taken.
+ */
+static void test_resp_psn_gap(void)
+{
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, PIB_ACCESS_REMOTE_WRITE, 4, 7);
+    sge = dp_sge(x.buf, 64, x.key);
+    dp_post_recv(&t.d, &x.qp, 0x1, &sge, 1);
+    dp_post_recv(&t.d, &x.qp, 0x2, &sge, 1);
+
+    wp_send_only(t.fd, TP_RQ_PSN + 1, "ahead");
+    tp_expect_ack(&t, TP_RQ_PSN, PIB_AETH_NAK | PIB_NAK_PSN_SEQ_ERR);
+    dp_expect_none(&t.d, &x.rcq);
+
+    wp_send_only(t.fd, TP_RQ_PSN, "first");
+    tp_expect_ack(&t, TP_RQ_PSN, PIB_AETH_ACK);
+    dp_expect(&t.d, &x.rcq, 0x1, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5);
+    wp_send_only(t.fd, TP_RQ_PSN + 1, "second");
+    tp_expect_ack(&t, TP_RQ_PSN + 1, PIB_AETH_ACK);
+    dp_expect(&t.d, &x.rcq, 0x2, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 6);
+    tp_down(&t, 0);
+}
+
+/*
+ * IBTA 9.7.5.2.4 / C9-86: a remote access error NAK, and the memory left as
+ * it was, when the QP does not grant the operation (its access flags), when
+ * the MR the rkey names does not (its own rights), or when the range reaches
+ * one byte past the MR.  The responder's QP goes to ERR with the affiliated
+ * async event "local access violation" (11.6.3.1), found at the request:
+ * nothing of it was answered.  Each case on a fresh QP.
+ */
+static void test_resp_access(void)
+{
+    const uint32_t all = PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ |
+                         PIB_ACCESS_REMOTE_ATOMIC;
+    uint8_t ext[16];
+    uint32_t key;
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+
+    /* The QP grants READ only: a WRITE to an MR that allows it is refused. */
+    tp_end(&t, &x, PIB_ACCESS_REMOTE_READ, 4, 7);
+    qtest_memset(qts(&t.d), x.buf, 0x11, 64);
+    tp_write_only(&t, TP_RQ_PSN, x.buf, x.key, 64, 0xee);
+    tp_expect_access_nak(&t, x.qp.qpn, TP_RQ_PSN);
+    tp_assert_bytes(&t.d, x.buf, 64, 0x11);
+
+    /* The QP grants everything, the MR no remote write. */
+    tp_end(&t, &x, all, 4, 7);
+    key = dp_reg_mr(&t.d, x.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_READ,
+                    x.buf, 4096);
+    qtest_memset(qts(&t.d), x.buf, 0x22, 64);
+    tp_write_only(&t, TP_RQ_PSN, x.buf, key, 64, 0xee);
+    tp_expect_access_nak(&t, x.qp.qpn, TP_RQ_PSN);
+    tp_assert_bytes(&t.d, x.buf, 64, 0x22);
+
+    /* ... the MR no remote read: no READ response, an access NAK. */
+    tp_end(&t, &x, all, 4, 7);
+    key = dp_reg_mr(&t.d, x.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE,
+                    x.buf, 4096);
+    tp_reth(ext, x.buf, key, 64);
+    wp_send(t.fd, PIB_OP_RC_RDMA_READ_REQUEST, TP_RQ_PSN, false, ext, 16, NULL, 0);
+    tp_expect_access_nak(&t, x.qp.qpn, TP_RQ_PSN);
+
+    /*
+     * An MR of 100 bytes: 8 bytes ending at its last byte land; 8 bytes ending
+     * one past it are refused, and neither that byte nor the MR changes.
+     */
+    tp_end(&t, &x, all, 4, 7);
+    key = dp_reg_mr(&t.d, x.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE,
+                    x.buf, 100);
+    qtest_memset(qts(&t.d), x.buf, 0x33, 128);
+    tp_write_only(&t, TP_RQ_PSN, x.buf + 92, key, 8, 0xee);
+    tp_expect_ack(&t, TP_RQ_PSN, PIB_AETH_ACK);
+    tp_assert_bytes(&t.d, x.buf + 92, 8, 0xee);
+    tp_write_only(&t, TP_RQ_PSN + 1, x.buf + 93, key, 8, 0x77);
+    tp_expect_access_nak(&t, x.qp.qpn, TP_RQ_PSN + 1);
+    tp_assert_bytes(&t.d, x.buf + 92, 8, 0xee);
+    tp_assert_bytes(&t.d, x.buf + 100, 28, 0x33);
+    tp_down(&t, 0);
+}
+
+/*
+ * IBTA 9.7.5.1.3 (C9-25): the packets of a WRITE carry exactly the DMA length
+ * its RETH announced.  A LAST packet with fewer bytes than remain is an
+ * invalid request NAK, not a completed WRITE.
+ */
+static void test_resp_write_length(void)
+{
+    uint8_t ext[16], data[256];
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, PIB_ACCESS_REMOTE_WRITE, 4, 7);
+    memset(data, 0xa5, sizeof(data));
+
+    /* 512 bytes in two packets of 256 (the path MTU): acknowledged. */
+    tp_reth(ext, x.buf, x.key, 512);
+    wp_send(t.fd, PIB_OP_RC_RDMA_WRITE_FIRST, TP_RQ_PSN, false, ext, 16, data, 256);
+    wp_send(t.fd, PIB_OP_RC_RDMA_WRITE_LAST, TP_RQ_PSN + 1, true, NULL, 0, data, 256);
+    tp_expect_ack(&t, TP_RQ_PSN + 1, PIB_AETH_ACK);
+    tp_assert_bytes(&t.d, x.buf, 512, 0xa5);
+
+    /* The same, its LAST 100 bytes short. */
+    tp_reth(ext, x.buf + 4096, x.key, 512);
+    wp_send(t.fd, PIB_OP_RC_RDMA_WRITE_FIRST, TP_RQ_PSN + 2, false, ext, 16, data, 256);
+    wp_send(t.fd, PIB_OP_RC_RDMA_WRITE_LAST, TP_RQ_PSN + 3, true, NULL, 0, data, 156);
+    tp_expect_ack(&t, TP_RQ_PSN + 3, PIB_AETH_NAK | PIB_NAK_INVALID_REQ);
+    g_assert_cmpuint(dp_query_qp(&t.d, x.qp.qpn).qp_state, ==, PIB_QPS_ERR);
+    tp_down(&t, 0);
+}
+
+/*
+ * IBTA 10.6.7.2 (C10-70...): a type 2 window is bound to one QP, and only
+ * requests arriving on that QP may use it.  Two QPs of one PD, the window
+ * bound through the first: a WRITE through it lands on the first, and is an
+ * access NAK on the second, memory untouched.
+ */
+static void test_resp_mw_type2(void)
+{
+    const uint32_t rw = PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ;
+    uint32_t mr, mw, k;
+    TestQp other;
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, rw, 4, 7);
+    dp_create_qp(&t.d, PIB_QPT_RC, x.pdn, &x.scq, &x.rcq, &other);
+    wp_qp_rtr(&t.d, other.qpn, rw, 4);
+    tp_rts(&t.d, other.qpn, 4, 7);
+
+    mr = dp_reg_mr(&t.d, x.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                   x.buf, 8192);
+    mw = dp_alloc_mw(&t.d, x.pdn, 2);
+    k = (mw & ~0xffu) | ((mw + 1) & 0xff);
+    dp_post_bind(&t.d, &x.qp, 0x1, 2, mw, k, mr, x.buf, 4096, rw);
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    qtest_memset(qts(&t.d), x.buf, 0x11, 256);
+
+    wp_dqpn = x.qp.qpn;
+    tp_write_only(&t, TP_RQ_PSN, x.buf, k, 64, 0xee);
+    tp_expect_ack(&t, TP_RQ_PSN, PIB_AETH_ACK);
+    tp_assert_bytes(&t.d, x.buf, 64, 0xee);
+
+    wp_dqpn = other.qpn;
+    tp_write_only(&t, TP_RQ_PSN, x.buf + 128, k, 64, 0xdd);
+    tp_expect_access_nak(&t, other.qpn, TP_RQ_PSN);
+    tp_assert_bytes(&t.d, x.buf + 128, 128, 0x11);
+    tp_down(&t, 0);
+}
+
+/*
+ * The requester
+ */
+
+/*
+ * IBTA 9.7.5.2.8 (C9-145): rnr_retry 3 allows three retries after the first
+ * try: four SENDs, each RNR NAKed, then RNR_RETRY_EXC_ERR and the QP in ERR,
+ * and no fifth try.  Each resend waits for the RNR timer the NAK names.
+ */
+static void test_req_rnr_retry(void)
+{
+    uint64_t cnt[PIB_CNT_MAX];
+    struct pib_sge sge;
+    TestEnd x;
+    WirePkt w;
+    int i;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, 0, 4, 3);
+    sge = dp_sge(x.buf, 10, x.key);
+    dp_post_send(&t.d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x1, &sge, 1,
+                 0, 0);
+    for (i = 0; i < 4; i++) {
+        if (i > 0) {
+            /* Not before the RNR timer (code 1: 0.01 ms) has run out. */
+            wp_expect_nothing(t.fd);
+            qtest_clock_step(qts(&t.d), 1000 * 1000);
+        }
+        wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN);
+        wp_ack(t.fd, TP_SQ_PSN, PIB_AETH_RNR_NAK | 1);
+    }
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_RNR_RETRY_EXC_ERR, PIB_CQE_SEND, NULL);
+    g_assert_cmpuint(dp_query_qp(&t.d, x.qp.qpn).qp_state, ==, PIB_QPS_ERR);
+    qtest_clock_step(qts(&t.d), 100 * 1000 * 1000);
+    wp_expect_nothing(t.fd);
+    dp_counters(&t.d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RNR_NAKS_RCVD], ==, 4);
+    tp_down(&t, 0);
+}
+
+/* Post a READ of len bytes into x's buffer at off, from the peer's va. */
+static void tp_post_read(PibDev *d, TestEnd *x, uint64_t wr_id, uint32_t off,
+                         uint32_t len, uint64_t va, bool ring)
+{
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_RDMA_READ, .flags = PIB_WQE_F_SIGNALED, .num_sge = 1,
+        .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(va),
+        .rkey = cpu_to_le32(0x1234),
+    };
+    struct pib_sge sge = dp_sge(x->buf + off, len, x->key);
+
+    dp_post_send_raw(d, &x->qp, &wqe, &sge, sizeof(sge), ring);
+}
+
+/* One READ RESPONSE ONLY for psn: len bytes of seed. */
+static void tp_read_resp(Tp *t, uint32_t psn, uint32_t len, uint8_t seed)
+{
+    uint8_t aeth[4], data[256];
+
+    g_assert_cmpuint(len, <=, sizeof(data));
+    memset(data, seed, len);
+    stl_be_p(aeth, (PIB_AETH_ACK | 0x1f) << 24);
+    wp_send(t->fd, PIB_OP_RC_RDMA_READ_RESP_ONLY, psn, false, aeth, 4, data, len);
+}
+
+/* The next packet is a READ request for psn, of len bytes. */
+static void tp_expect_read(Tp *t, uint32_t psn, uint32_t len)
+{
+    WirePkt w;
+
+    wp_expect(t->fd, &w, PIB_OP_RC_RDMA_READ_REQUEST, psn);
+    g_assert_cmpuint(w.dmalen, ==, len);
+}
+
+/*
+ * IBTA 9.5 / 10.8.3.3: no more READs and atomics outstanding than
+ * max_rd_atomic, each credit given back as one completes; and a fenced WQE
+ * waits until every READ and atomic before it has completed (C10-68), while
+ * an unfenced one does not.
+ */
+static void test_req_rd_atomic(void)
+{
+    struct pib_sge sge;
+    TestEnd x;
+    WirePkt w;
+    Tp t;
+
+    tp_up(&t);
+
+    /* max_rd_atomic 1: READ, READ; the second waits for the first's answer. */
+    tp_end(&t, &x, 0, 1, 7);
+    tp_post_read(&t.d, &x, 0x1, 0, 64, 0x10000, false);
+    tp_post_read(&t.d, &x, 0x2, 64, 64, 0x20000, true);
+    tp_expect_read(&t, TP_SQ_PSN, 64);
+    wp_expect_nothing(t.fd);
+    tp_read_resp(&t, TP_SQ_PSN, 64, 0x31);
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    tp_expect_read(&t, TP_SQ_PSN + 1, 64);
+    tp_read_resp(&t, TP_SQ_PSN + 1, 64, 0x32);
+    dp_expect(&t.d, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    /* The credit came back again: a third goes out at once. */
+    tp_post_read(&t.d, &x, 0x3, 128, 64, 0x30000, true);
+    tp_expect_read(&t, TP_SQ_PSN + 2, 64);
+    tp_read_resp(&t, TP_SQ_PSN + 2, 64, 0x33);
+    dp_expect(&t.d, &x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    tp_assert_bytes(&t.d, x.buf, 64, 0x31);
+    tp_assert_bytes(&t.d, x.buf + 64, 64, 0x32);
+    tp_assert_bytes(&t.d, x.buf + 128, 64, 0x33);
+
+    /*
+     * max_rd_atomic 4: a READ and an unfenced SEND go out together; a READ
+     * and a fenced SEND: the SEND waits until every READ before it is done.
+     */
+    tp_end(&t, &x, 0, 4, 7);
+    sge = dp_sge(x.buf + 4096, 10, x.key);
+    tp_post_read(&t.d, &x, 0x4, 0, 64, 0x10000, false);
+    dp_post_send(&t.d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x5, &sge, 1,
+                 0, 0);
+    tp_expect_read(&t, TP_SQ_PSN, 64);
+    wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN + 1);
+    tp_post_read(&t.d, &x, 0x6, 64, 64, 0x20000, false);
+    dp_post_send(&t.d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED | PIB_WQE_F_FENCE,
+                 0x7, &sge, 1, 0, 0);
+    tp_expect_read(&t, TP_SQ_PSN + 2, 64);
+    wp_expect_nothing(t.fd);
+    /* The first READ and the SEND done: the second READ still holds the fence. */
+    tp_read_resp(&t, TP_SQ_PSN, 64, 0x41);
+    wp_ack(t.fd, TP_SQ_PSN + 1, PIB_AETH_ACK | 0x1f);
+    dp_expect(&t.d, &x.scq, 0x4, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_expect(&t.d, &x.scq, 0x5, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    wp_expect_nothing(t.fd);
+    tp_read_resp(&t, TP_SQ_PSN + 2, 64, 0x42);
+    dp_expect(&t.d, &x.scq, 0x6, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN + 3);
+    wp_ack(t.fd, TP_SQ_PSN + 3, PIB_AETH_ACK | 0x1f);
+    dp_expect(&t.d, &x.scq, 0x7, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    tp_down(&t, 0);
+}
+
+/*
+ * IBTA 9.7.5.1.6 / C9-112: a response whose PSN is older than the oldest
+ * unacknowledged request is a duplicate and is ignored, whatever it says: a
+ * stale NAK does not fail the next WQE, a stale RNR NAK does not make the
+ * requester resend.
+ */
+static void test_req_stale(void)
+{
+    struct pib_sge sge;
+    TestEnd x;
+    WirePkt w;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, 0, 4, 7);
+    sge = dp_sge(x.buf, 10, x.key);
+    dp_post_send(&t.d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x1, &sge, 1,
+                 0, 0);
+    dp_post_send(&t.d, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x2, &sge, 1,
+                 0, 0);
+    wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN);
+    wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN + 1);
+    wp_ack(t.fd, TP_SQ_PSN, PIB_AETH_ACK | 0x1f);
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+
+    /* Old news for the first SEND, already acknowledged. */
+    wp_ack(t.fd, TP_SQ_PSN, PIB_AETH_NAK | PIB_NAK_REM_ACCESS_ERR);
+    wp_ack(t.fd, TP_SQ_PSN, PIB_AETH_RNR_NAK | 1);
+    dp_expect_none(&t.d, &x.scq);
+    qtest_clock_step(qts(&t.d), 1000 * 1000);
+    wp_expect_nothing(t.fd);
+    g_assert_cmpuint(dp_query_qp(&t.d, x.qp.qpn).qp_state, ==, PIB_QPS_RTS);
+
+    wp_ack(t.fd, TP_SQ_PSN + 1, PIB_AETH_ACK | 0x1f);
+    dp_expect(&t.d, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    tp_down(&t, 0);
+}
+
+/*
+ * IBTA 9.7.5.1.5 (C9-106 ...): a READ's responses carry exactly the length it
+ * asked for.  A response too short or too long is dropped, the buffer left as
+ * it was; the right one then completes the READ.
+ */
+static void test_req_read_length(void)
+{
+    uint64_t cnt[PIB_CNT_MAX], drops;
+    struct pib_cqe cqe;
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, 0, 4, 7);
+    qtest_memset(qts(&t.d), x.buf, 0x5a, 256);
+    tp_post_read(&t.d, &x, 0x1, 0, 100, 0x10000, true);
+    tp_expect_read(&t, TP_SQ_PSN, 100);
+    dp_counters(&t.d, cnt);
+    drops = cnt[PIB_CNT_RX_DROP_LENGTH];
+
+    tp_read_resp(&t, TP_SQ_PSN, 50, 0xc3);
+    tp_read_resp(&t, TP_SQ_PSN, 120, 0xc3);
+    dp_expect_none(&t.d, &x.scq);
+    tp_assert_bytes(&t.d, x.buf, 256, 0x5a);
+    dp_counters(&t.d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_LENGTH] - drops, ==, 2);
+
+    tp_read_resp(&t, TP_SQ_PSN, 100, 0xc3);
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 100);
+    tp_assert_bytes(&t.d, x.buf, 100, 0xc3);
+    tp_assert_bytes(&t.d, x.buf + 100, 156, 0x5a);
+    tp_down(&t, 0);
+}
+
+/*
+ * Inline data up to the QP's max_inline (192 for the mini-driver's QPs) is
+ * sent; one byte more is a local length error (LOC_LEN_ERR, a guest error the
+ * device counts): the WQE would run past its slot.  Nothing goes out for it.
+ */
+static void test_req_inline(void)
+{
+    uint8_t data[192];
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED | PIB_WQE_F_INLINE,
+        .wr_id = cpu_to_le64(0x1),
+        .inline_len = cpu_to_le32(sizeof(data)),
+    };
+    TestEnd x;
+    WirePkt w;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, 0, 4, 7);
+    memset(data, 0x6c, sizeof(data));
+    dp_post_send_raw(&t.d, &x.qp, &wqe, data, sizeof(data), true);
+    wp_expect(t.fd, &w, PIB_OP_RC_SEND_ONLY, TP_SQ_PSN);
+    g_assert_cmpmem(w.payload, w.paylen, data, sizeof(data));
+    wp_ack(t.fd, TP_SQ_PSN, PIB_AETH_ACK | 0x1f);
+    dp_expect(&t.d, &x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+
+    wqe.wr_id = cpu_to_le64(0x2);
+    wqe.inline_len = cpu_to_le32(sizeof(data) + 1);
+    dp_post_send_raw(&t.d, &x.qp, &wqe, data, sizeof(data), true);
+    dp_expect(&t.d, &x.scq, 0x2, PIB_WC_LOC_LEN_ERR, PIB_CQE_SEND, NULL);
+    wp_expect_nothing(t.fd);
+    tp_down(&t, 1);
+}
+
+/*
+ * Modify QP
+ */
+
+/* retry_cnt and rnr_retry are 3-bit fields (IBTA 9.7.5.2.8, 11.2.4.2): 8 is refused. */
+static void test_modify_retry_cnt(void)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_SQ_PSN | PIB_QP_TIMEOUT |
+                                 PIB_QP_RETRY_CNT | PIB_QP_RNR_RETRY |
+                                 PIB_QP_MAX_QP_RD_ATOMIC),
+        .qp_state = PIB_QPS_RTS,
+        .timeout = 14,
+        .retry_cnt = 8,
+        .rnr_retry = 7,
+        .max_rd_atomic = 1,
+    };
+    TestEnd x;
+    Tp t;
+
+    tp_up(&t);
+    dp_end(&t.d, &x, PIB_QPT_RC, 4096);
+    wp_qp_rtr(&t.d, x.qp.qpn, 0, 4);
+    g_assert_cmpuint(dp_modify(&t.d, x.qp.qpn, &a), ==, PIB_AQ_BAD_PARAM);
+    a.retry_cnt = 7;
+    a.rnr_retry = 8;
+    g_assert_cmpuint(dp_modify(&t.d, x.qp.qpn, &a), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_query_qp(&t.d, x.qp.qpn).qp_state, ==, PIB_QPS_RTR);
+    a.rnr_retry = 7;
+    g_assert_cmpuint(dp_modify(&t.d, x.qp.qpn, &a), ==, PIB_AQ_OK);
+    a = dp_query_qp(&t.d, x.qp.qpn);
+    g_assert_cmpuint(a.qp_state, ==, PIB_QPS_RTS);
+    g_assert_cmpuint(a.retry_cnt, ==, 7);
+    g_assert_cmpuint(a.rnr_retry, ==, 7);
+    tp_down(&t, 0);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    qtest_add_func("/pib/transport/responder/psn-gap", test_resp_psn_gap);
+    qtest_add_func("/pib/transport/responder/access", test_resp_access);
+    qtest_add_func("/pib/transport/responder/write-length", test_resp_write_length);
+    qtest_add_func("/pib/transport/responder/mw-type2", test_resp_mw_type2);
+    qtest_add_func("/pib/transport/requester/rnr-retry", test_req_rnr_retry);
+    qtest_add_func("/pib/transport/requester/rd-atomic", test_req_rd_atomic);
+    qtest_add_func("/pib/transport/requester/stale", test_req_stale);
+    qtest_add_func("/pib/transport/requester/read-length", test_req_read_length);
+    qtest_add_func("/pib/transport/requester/inline", test_req_inline);
+    qtest_add_func("/pib/transport/modify/retry-cnt", test_modify_retry_cnt);
+    return g_test_run();
+}
