@@ -9,10 +9,12 @@
 #   make provider-test  the provider's unit test on the host (fake kernel and device)
 #   make e2e      end-to-end tests only
 #   make test-robust  hostile link peer, link faults and guest misuse (tests/e2e/4x-*)
+#   make mutate   does the suite catch one-line bugs?  tests/mutate/mutations.txt, one by one
 #   make soak     the fault and RC tests in a loop (SOAK_COUNT, SOAK_SECONDS, SOAK_TESTS), after
 #                 a guest-less soak of SOAK_CUTS link cuts (tests/soak.sh)
 #   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
-#   make bench    pib against Soft-RoCE and the host's limits (build/bench/)
+#   make bench    pib against Soft-RoCE and the link's host ceiling: bench/results/<date>-<host>.{csv,md}
+#                 (commit them), logs in build/bench/; guests under PIB_GUEST_LOCK
 #   make clean    remove build/ (the cache stays)
 #
 # PIB_STACK picks the software stack under test (mk/stack.sh), e.g. `make test PIB_STACK=trixie`:
@@ -27,7 +29,7 @@ export PIB_STACK ?= bookworm
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell PIB_STACK=$(PIB_STACK) bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust hostile soak fuzz bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench clean
 
 all: image qemu
 
@@ -70,6 +72,9 @@ hostile:
 test-robust: all hostile
 	@PIB_E2E_GLOB='4[0-9]-*' bash tests/run.sh e2e
 
+mutate: all
+	@bash tests/mutate/run.sh
+
 test: all hostile
 	@bash tests/run.sh all
 
@@ -82,7 +87,7 @@ fuzz: qemu
 	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
 bench: all
-	@python3 tools/bench
+	@PIB_GUEST_LOCK=$${PIB_GUEST_LOCK:-/tmp/pib-guest.lock} python3 tools/bench
 
 clean:
 	rm -rf build
