@@ -15,6 +15,11 @@
 #         each line indented by four spaces)
 #   == suite: 321 tests, 56 passed, 7 failed, 258 skipped, 412.3 s
 #
+# A subtest (TestCase.subTest) that fails is a FAIL line of its own, its id the test's with the
+# subtest's parameters appended without spaces (TEST_ID(param=1)); unittest then gives the test
+# itself no outcome, so a test with a failing subtest is not a PASS.  The summary line counts
+# the lines above it: 60-rdma-core-suite.sh checks that they agree.
+#
 # A test that runs longer than PER_TEST_SECONDS (default 600) makes faulthandler print every
 # thread's stack and end the process: a hang is reported where it is, not as a silent timeout.
 import faulthandler
@@ -51,7 +56,7 @@ class LineResult(unittest.TestResult):
     def _line(self, word, test, text=''):
         secs = time.monotonic() - self.t0
         tail = f': {one_line(text)}' if text else ''
-        print(f'{word}  {test.id()} [{secs:.1f} s]{tail}', flush=True)
+        print(f'{word}  {test_id(test)} [{secs:.1f} s]{tail}', flush=True)
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -72,6 +77,12 @@ class LineResult(unittest.TestResult):
         super().addError(test, err)
         self._bad(test, err)
 
+    def addSubTest(self, test, subtest, err):
+        # unittest's own only files a failing subtest away, and the test then has no outcome.
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._bad(subtest, err)
+
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
         self.skipped_n += 1
@@ -86,6 +97,14 @@ class LineResult(unittest.TestResult):
         super().addUnexpectedSuccess(test)
         self.failed += 1
         self._line('FAIL', test, 'unexpected success')
+
+
+def test_id(test):
+    """A test's id, one word: a subtest's (TestCase.subTest) is its test's and its parameters."""
+    case = getattr(test, 'test_case', None)
+    if case is None:
+        return test.id()
+    return case.id() + ''.join(test._subDescription().split())
 
 
 def flatten(suite):
