@@ -126,6 +126,8 @@ for id in "${IDS[@]}"; do
     case $t in pib-*) need_qemu=1 ;; provider) need_provider=1 ;; e2e:*) need_driver=1 ;; esac
   done
 done
+# A guest boots the private QEMU, built from the scratch tree (driver_build).
+[ "$need_driver" = 0 ] || need_qemu=1
 
 # --- Builds ------------------------------------------------------------------------------------
 QTESTS=()
