@@ -115,7 +115,7 @@ struct pib_dma_buf {
 };
 
 /*
- * A page list (docs/hardware.md, "Page lists") built for one create command: the device
+ * A page list (docs/reference/hardware.md, "Page lists") built for one create command: the device
  * copies it while it executes the command, so it lives only that long.  A fast-registration
  * MR's is the exception: it lives as long as the MR (struct pib_mr).
  */

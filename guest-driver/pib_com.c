@@ -2,7 +2,7 @@
 /*
  * pib_com.c - the admin queue, async event queue and completion event queue engine.
  *
- * Admin queue (docs/hardware.md, "Admin queue"): command i goes into slot i % depth of the
+ * Admin queue (docs/reference/hardware.md, "Admin queue"): command i goes into slot i % depth of the
  * command ring and AQ_DB is set to i + 1.  The device runs commands in order and writes the
  * completion of command i into slot i % depth of the completion ring, phase bit 1 on the
  * first pass, 0 on the second, and so on; then it raises MSI-X vector 0.  The driver owns a

@@ -207,7 +207,7 @@ int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey
 	return pib_cmd_create_mr(com, &cmd, lkey, rkey);
 }
 
-/* A fast-registration MR may be named by any key with its index (docs/hardware.md). */
+/* A fast-registration MR may be named by any key with its index (docs/reference/hardware.md). */
 int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey)
 {
 	return pib_cmd_obj(com, PIB_CMD_DEREG_MR, lkey);

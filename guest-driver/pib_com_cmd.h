@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * pib_com_cmd.h - one typed call per admin command (docs/hardware.md, "Admin queue").
+ * pib_com_cmd.h - one typed call per admin command (docs/reference/hardware.md, "Admin queue").
  *
  * Each returns 0 or a negative errno: the device's status mapped to an errno, -ETIMEDOUT
  * when the device stopped answering, -ENODEV/-EIO once it is known dead.  All sleep.
@@ -22,12 +22,12 @@ int pib_cmd_alloc_uar(struct pib_com_dev *com, u32 *uar);
 int pib_cmd_dealloc_uar(struct pib_com_dev *com, u32 uar);
 int pib_cmd_nop(struct pib_com_dev *com, u32 value);
 
-/* Management (docs/hardware.md, "Management"). */
+/* Management (docs/reference/hardware.md, "Management"). */
 int pib_cmd_mad_ifc(struct pib_com_dev *com, const struct pib_mad_ifc_in *in,
 		    u8 out[PIB_MAD_SIZE], u32 *result);
 int pib_cmd_set_node_desc(struct pib_com_dev *com, const u8 desc[PIB_SMP_DATA_SIZE]);
 
-/* Data-path objects (docs/hardware.md, "Data path"). */
+/* Data-path objects (docs/reference/hardware.md, "Data path"). */
 int pib_cmd_create_pd(struct pib_com_dev *com, u32 *pdn);
 int pib_cmd_destroy_pd(struct pib_com_dev *com, u32 pdn);
 int pib_cmd_alloc_xrcd(struct pib_com_dev *com, u32 *xrcd);
@@ -55,7 +55,7 @@ int pib_cmd_alloc_mw(struct pib_com_dev *com, u32 pdn, u32 type, u32 *rkey);
 int pib_cmd_dealloc_mw(struct pib_com_dev *com, u32 rkey);
 int pib_cmd_mcast(struct pib_com_dev *com, u8 opcode, u32 qpn, u16 mlid, const u8 *mgid);
 
-/* Counters (docs/hardware.md, "Counters"): count u64s indexed by enum pib_counter. */
+/* Counters (docs/reference/hardware.md, "Counters"): count u64s indexed by enum pib_counter. */
 int pib_cmd_query_counters(struct pib_com_dev *com, u64 *counters, u32 count);
 
 #endif /* PIB_COM_CMD_H */

@@ -3,7 +3,7 @@
  * pib_cq.c - completion queues.
  *
  * A CQ is a ring of depth 32-byte CQEs followed by one page whose first u32 is the consumer
- * index record (include/pib_wqe.h, docs/hardware.md "Rings").  A user CQ's ring belongs to
+ * index record (include/pib_wqe.h, docs/reference/hardware.md "Rings").  A user CQ's ring belongs to
  * the provider: the driver pins it and gives the device its page list, and the provider
  * polls it and arms it with doorbells on its own UAR page.  A user CQ may also ask for
  * completion timestamps (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION): its CQEs are then 64

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * pib_mad.c - management datagrams: the driver's process_mad, through which ib_core's MAD
- * layer hands the firmware's agents (SMA and PMA, docs/hardware.md "Management") the MADs
+ * layer hands the firmware's agents (SMA and PMA, docs/reference/hardware.md "Management") the MADs
  * meant for them, as mthca and mlx4 do with their MAD_IFC command.
  *
  * ib_core calls process_mad first for every MAD that arrives on QP0 or QP1, for every

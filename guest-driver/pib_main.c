@@ -155,7 +155,7 @@ static void pib_log_port_event(struct pib_dev *dev, u8 type)
 }
 
 /*
- * The IB affiliated async events: the ones that name a CQ, a QP or an SRQ (docs/hardware.md,
+ * The IB affiliated async events: the ones that name a CQ, a QP or an SRQ (docs/reference/hardware.md,
  * "Affiliated async events").  Returns false for any other event type.
  */
 static bool pib_handle_object_event(struct pib_dev *dev, const struct pib_aeqe *aeqe)

@@ -268,7 +268,7 @@ int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
  * ib_map_mr_sg() fills the page list from a DMA-mapped scatterlist; an IB_WR_REG_MR work
  * request (pib_wq.c) registers it with a key byte of the consumer's choosing, in send-queue
  * order; IB_WR_LOCAL_INV, or a peer's SEND with invalidate, makes it invalid again.  The
- * device checks the rest when it executes the WQE (docs/hardware.md, "Fast registration").
+ * device checks the rest when it executes the WQE (docs/reference/hardware.md, "Fast registration").
  * ------------------------------------------------------------------------------------------ */
 
 struct ib_mr *pib_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type, u32 max_num_sg)
@@ -371,7 +371,7 @@ int pib_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 /*
  * The window is named by the rkey ALLOC_MW gave it, the only one the driver knows: binds
  * made since by the provider change the key byte without the kernel seeing it.  The device
- * accepts that key as well as the window's current one (docs/hardware.md, "Memory windows").
+ * accepts that key as well as the window's current one (docs/reference/hardware.md, "Memory windows").
  */
 int pib_dealloc_mw(struct ib_mw *ibmw)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pib_srq.c - shared receive queues (docs/hardware.md, "Shared receive queues").
+ * pib_srq.c - shared receive queues (docs/reference/hardware.md, "Shared receive queues").
  *
  * An SRQ is a ring of receive WQEs (the RQ's format, include/pib_wqe.h) shared by the QPs
  * created on it, which have no RQ of their own.  The device takes the WQEs in ring order for

@@ -77,7 +77,7 @@ int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_
 }
 
 /* The datagram QPs: a send WQE names its destination (the UD fields), a receive completion
- * its source.  QP0 and QP1 are UD QPs with rules of their own (docs/hardware.md). */
+ * its source.  QP0 and QP1 are UD QPs with rules of their own (docs/reference/hardware.md). */
 static bool pib_qp_is_ud(const struct pib_qp *qp)
 {
 	switch (qp->ibqp.qp_type) {

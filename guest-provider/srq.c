@@ -9,7 +9,7 @@
  * page.
  *
  * The device takes SRQ WQEs in ring order and copies each one as it takes it
- * (docs/hardware.md, "Shared receive queues"), so every receive completion of
+ * (docs/reference/hardware.md, "Shared receive queues"), so every receive completion of
  * a QP on the SRQ stands for one slot the device no longer needs, whichever
  * QP and CQ it comes from: poll_cq retires one slot per completion
  * (pib_srq_retire), and destroy_qp retires those of the completions it

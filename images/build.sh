@@ -18,7 +18,7 @@
 #   - the same way, Debian 12's nvme-cli (mk/fetch.sh nvme) and the NFS userland: rpc.nfsd,
 #     rpc.mountd, exportfs, rpcbind, mount.nfs (mk/fetch.sh nfs), for the kernel's ULPs;
 #     fio, built from Debian 12's source without Ceph and Gluster (images/fio.sh)
-#     (docs/ulps.md);
+#     (docs/how-to/ulps.md);
 #   - the guest-side test programs, build/guest-tests/* (tests/guest/build.sh), in /usr/bin;
 #   - Debian's python3 (the interpreter and a trimmed standard library) with pyverbs and
 #     rdma-core's own test suite from rdma-root (/usr/share/doc/rdma-core/tests), for
@@ -47,7 +47,7 @@ MULTIARCH=x86_64-linux-gnu
 # Modules /init loads, plus what tests load by hand (ib_ipoib, rdma_rxe); modules.dep adds the
 # dependencies.  rdma_rxe also needs the kernel's "crc32" hash (crc32_generic), which it asks the
 # crypto API for at run time, so modules.dep does not name it.
-# The kernel's RDMA storage and file protocols (docs/ulps.md): NVMe over Fabrics (host and
+# The kernel's RDMA storage and file protocols (docs/how-to/ulps.md): NVMe over Fabrics (host and
 # target, a null_blk or brd namespace; NVMe/TCP too, which tools/bench compares), NFS over RDMA
 # (client and server), SRP (initiator and LIO target with its block backstore on brd, sd_mod
 # for the disk it brings); virtio_blk for pibvm's --disk, the storage an NVMe or NFS target

@@ -4,7 +4,7 @@
  *
  * This one header is the contract between the device model (qemu-hw/), the Linux driver
  * (guest-driver/), the rdma-core provider (guest-provider/) and the qtests (tests/qtest/).
- * Every register, command, queue entry and link frame is defined here once; docs/hardware.md
+ * Every register, command, queue entry and link frame is defined here once; docs/reference/hardware.md
  * explains them in prose.  All multi-byte fields are little-endian in guest memory and in
  * registers; link frames (pib_link.h) are big-endian like IB wire headers.
  *
@@ -355,7 +355,7 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	                                        /*     unread CQEs with it                   */ \
 	X(REREG_MR,       rereg_mr,       0x27) /* in.rereg_mr: an MR's translation, PD or   */ \
 	                                        /*     access change; its keys stay          */ \
-	/* XRC (docs/hardware.md, "XRC"). */                                                  \
+	/* XRC (docs/reference/hardware.md, "XRC"). */                                                  \
 	X(ALLOC_XRCD,     alloc_xrcd,     0x28) /* result0: XRCD number (1..)                */ \
 	X(DEALLOC_XRCD,   dealloc_xrcd,   0x29) /* in.obj.num: XRCD; BUSY while an SRQ or QP */ \
 	                                        /*     is in it                              */ \
@@ -561,7 +561,7 @@ struct pib_cmd_resize_cq {
 /*
  * MODIFY_CQ: event moderation (ib_modify_cq's cq_count and cq_period, as mlx4 and mlx5 have
  * it).  With period 0, the default, a completion that satisfies the CQ's arm raises the event
- * at once ("Completion events" in docs/hardware.md).  With a period, that first completion
+ * at once ("Completion events" in docs/reference/hardware.md).  With a period, that first completion
  * starts a wait instead: the event is raised when count completions that satisfy the arm have
  * been written since (count 0: no such limit), or when period microseconds of device time
  * (QEMU_CLOCK_VIRTUAL) have passed, whichever comes first.  It is still one CEQE and one

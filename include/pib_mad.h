@@ -4,7 +4,7 @@
  * subnet management packets (SMPs) its subnet management agent (SMA) answers, of the
  * performance management MADs its performance management agent (PMA) answers, of the traps it
  * sends, and the mailbox of the MAD_IFC admin command through which the driver hands MADs to
- * those agents.  docs/hardware.md ("Management") explains how they fit together.
+ * those agents.  docs/reference/hardware.md ("Management") explains how they fit together.
  *
  * Everything here is IBTA volume 1, chapters 13 (MADs), 14 (subnet management) and 16.1
  * (performance management), laid out as on the wire: big-endian ("_be") fields, packed to the

@@ -2,7 +2,7 @@
 /*
  * pib_wqe.h - the data-path queue formats of the pib HCA: work queue entries (WQEs) that the
  * driver or provider writes, completion queue entries (CQEs) and completion event queue
- * entries (CEQEs) that the device writes.  docs/hardware.md ("Data path") explains them.
+ * entries (CEQEs) that the device writes.  docs/reference/hardware.md ("Data path") explains them.
  *
  * Rings live in guest memory described by a page list (PBL: an array of little-endian u64
  * guest-physical addresses of 4 KiB pages).  Entry strides are powers of two no larger than a

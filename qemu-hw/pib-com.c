@@ -6,7 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * The queues the device shares with its driver (include/pib_hw.h,
- * docs/hardware.md "Admin queue" and "Async event queue"), as the driver's
+ * docs/reference/hardware.md "Admin queue" and "Async event queue"), as the driver's
  * guest-driver/pib_com.c is the other end of them:
  *
  *   admin queue  64-byte commands in, 16-byte phase-tagged completions out;

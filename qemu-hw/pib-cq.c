@@ -5,7 +5,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * What a CQ promises (include/pib_wqe.h, docs/hardware.md "Rings" and
+ * What a CQ promises (include/pib_wqe.h, docs/reference/hardware.md "Rings" and
  * "Completion events"):
  *
  *  - CQE i goes to slot i % depth with its phase bit 1 on the first pass,

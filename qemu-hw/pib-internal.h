@@ -51,7 +51,7 @@
  *                 call (failed WQEs, lost packets, late interrupts)
  *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding;
  *                 pib-switch-mad.c its directed route and own MADs; it shares the link, the SMA/PMA and the
- *                 packet headers with the HCA (docs/switch.md)
+ *                 packet headers with the HCA (docs/how-to/switch.md)
  *
  * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
  * handlers, bottom halves, timers and chardev callbacks never run

@@ -49,7 +49,7 @@
  * sender can hand the kernel a whole window and sleep while the peer reads
  * it, instead of refilling a socket of Linux's default 208 KiB four times a
  * window, with a wakeup on each side every time.  The kernel doubles what it
- * grants, for its own bookkeeping.  docs/hardware.md, "Link socket buffer",
+ * grants, for its own bookkeeping.  docs/reference/hardware.md, "Link socket buffer",
  * has the measurements.
  */
 #define PIB_LINK_SNDBUF         (1024 * 1024)

@@ -28,7 +28,7 @@ static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 }
 
 /*
- * BIND_MW (docs/hardware.md "Memory windows"): bind the window whose index
+ * BIND_MW (docs/reference/hardware.md "Memory windows"): bind the window whose index
  * mw_rkey names to [addr, addr + length) of the MR mr_lkey, with remote rights
  * of its own; the window's rkey becomes new_rkey (same index).  The IBTA's
  * rules, as rxe applies them: the MR must allow binds (MW_BIND, C10-73), and

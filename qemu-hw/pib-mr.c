@@ -5,7 +5,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * PDs, MRs and memory windows (docs/hardware.md "Keys" and "Memory
+ * PDs, MRs and memory windows (docs/reference/hardware.md "Keys" and "Memory
  * windows"), their admin commands, and every access the engines make through
  * an MR: key, PD, access right and range checks (MR and window rkeys), then
  * DMA page by page through the MR's page list.  The commands are defined in
@@ -545,7 +545,7 @@ static bool pib_range_in(uint64_t va, uint64_t len, uint64_t base,
 
 /*
  * May a QP of PD pdn access [va, va + len) through key with these rights?
- * (docs/hardware.md "Keys")  Local reads need no right; anything else needs
+ * (docs/reference/hardware.md "Keys")  Local reads need no right; anything else needs
  * its PIB_ACCESS_* bit.  A zero-length access needs no valid key at all (the
  * IBTA's rule for zero-length RDMA and SGEs).
  */

@@ -439,7 +439,7 @@ enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *po
 }
 
 /*
- * What the port lets in (docs/hardware.md, "Port"), for a packet whose headers parsed:
+ * What the port lets in (docs/reference/hardware.md, "Port"), for a packet whose headers parsed:
  * the port's state, the DLID, VL15 for QP0 and only for QP0, and the P_Key against the
  * table (QP0 is exempt).  Returns PIB_CNT_MAX, or the rx_drop_* reason.  A data packet that
  * passes in ARMED activates the port (IBTA 7.2.5).

@@ -21,7 +21,7 @@
  *   any      --STREAM_DOWN--> POLLING        (the stream closed, framing lost, or an SM
  *                                             took the link down: it retrains)
  *
- * What each state lets through is pib-pkt.c's and pib-link.c's business (docs/hardware.md,
+ * What each state lets through is pib-pkt.c's and pib-link.c's business (docs/reference/hardware.md,
  * "Port"); leaving and reaching ACTIVE, and the link coming up, raise async events.
  */
 
@@ -374,7 +374,7 @@ void pib_port_unrealize(PibState *s)
 }
 
 /*
- * Partitions in the packet path (docs/hardware.md, "Port")
+ * Partitions in the packet path (docs/reference/hardware.md, "Port")
  */
 
 /* The P_Key of table entry idx (QPs and GSI sends name entries by index). */

@@ -5,7 +5,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * An SRQ (docs/hardware.md "Shared receive queues") is a ring of receive WQEs
+ * An SRQ (docs/reference/hardware.md "Shared receive queues") is a ring of receive WQEs
  * that the driver produces (SRQ doorbell, pib-sched.c) and the responders of
  * the QPs created on it consume.  A QP takes the SRQ's next WQE when a
  * message needs one and copies it (pib_srq_take), so its slot is free at

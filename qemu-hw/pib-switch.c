@@ -14,7 +14,7 @@
  * (base port 0, IBTA 18.2.1.1): it has no link; its LID is the switch's, and the same SMA and
  * PMA as the HCA's (pib-sma.c, pib-pma.c) answer for it, with the switch attributes
  * (SwitchInfo, LinearForwardingTable, MulticastForwardingTable) that the SMA serves only to a
- * node with PibMgmtNode.sw.  docs/switch.md explains the choice and the rules.  The switch's
+ * node with PibMgmtNode.sw.  docs/how-to/switch.md explains the choice and the rules.  The switch's
  * state is in pib-switch.h; its own management datagrams (directed route hop by hop, SMPs and
  * GMPs for its agents) in pib-switch-mad.c.
  *
@@ -34,7 +34,7 @@
  *
  * It is a device (-device) rather than an -object: since QEMU 6.0 -object and object-add
  * accept only the types of QAPI's ObjectType, which a device model outside the tree cannot
- * extend (docs/switch.md).  A device with no bus needs no machine (-machine none), but it
+ * extend (docs/how-to/switch.md).  A device with no bus needs no machine (-machine none), but it
  * cannot be hot-plugged: device_add refuses it.
  */
 

@@ -8,7 +8,7 @@
  * pib-switch.c is the device: its ports' links, the forwarding pass, the
  * ports as the management agents see them, QOM glue.  pib-switch-mad.c is the
  * switch's own management datagrams: directed-route SMPs hop by hop (IBTA
- * 14.2.2), and the SMPs and GMPs for its own agents.  docs/switch.md explains
+ * 14.2.2), and the SMPs and GMPs for its own agents.  docs/how-to/switch.md explains
  * the design.
  */
 

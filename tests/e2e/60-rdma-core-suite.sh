@@ -5,7 +5,7 @@
 # a line per test, and a line per failing subtest.  Asserts: the suite ran to its end and its
 # summary agrees with its lines, no test or subtest failed, at least PASS_FLOOR tests passed (below:
 # a test that passed and turns into a skip lowers the count), and the skips are exactly the ones
-# docs/rdma-core-suite.md lists, each test by its id and its message by a pattern of the whole of
+# docs/reference/rdma-core-suite.md lists, each test by its id and its message by a pattern of the whole of
 # it (vendor-specific, hardware pib does not emulate, or a feature pib does not have, with the
 # reason): a skip not listed, or for another reason, fails, and so does a listed skip that did not
 # happen.  Prints tests, passes, failures and skips by reason, and the time taken.
@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 
 DEV=${PIB_DEV:-pib_0}
 TESTS_DIR=/usr/share/doc/rdma-core/tests
-SKIPS_DOC=$TOP/docs/rdma-core-suite.md
+SKIPS_DOC=$TOP/docs/reference/rdma-core-suite.md
 PER_TEST=${PIB_SUITE_PER_TEST:-600}
 
 check "node 0: pyverbs and rdma-core's tests are installed" \
@@ -56,7 +56,7 @@ check "the runner's summary agrees with its lines ($suite_pass passed, $suite_fa
 check "no test failed ($suite_fail)" test "$suite_fail" -eq 0
 check "the runner exits 0 (got $rc)" test "$rc" -eq 0
 
-# The expected skips (docs/rdma-core-suite.md, "The skips, and why each is one"): the reasons,
+# The expected skips (docs/reference/rdma-core-suite.md, "The skips, and why each is one"): the reasons,
 # rows "| `KEY` | CATEGORY | `MESSAGE` | why |", MESSAGE an extended regular expression the whole
 # skip message must match; and the tests, rows "| `TEST_ID` | `KEY` |", one per test that skips.
 # A table cell writes | as \|.
@@ -68,10 +68,10 @@ while IFS=$'\t' read -r id k; do expect[$id]=$k; done < <(
 unknown=0
 for id in "${!expect[@]}"; do
   [ -n "${reason_re[${expect[$id]}]:-}" ] && continue
-  echo "docs/rdma-core-suite.md: $id is listed for reason ${expect[$id]}, which has no row"
+  echo "docs/reference/rdma-core-suite.md: $id is listed for reason ${expect[$id]}, which has no row"
   unknown=$((unknown + 1))
 done
-check "docs/rdma-core-suite.md lists ${#expect[@]} skips for ${#reason_re[@]} reasons, each reason a row" \
+check "docs/reference/rdma-core-suite.md lists ${#expect[@]} skips for ${#reason_re[@]} reasons, each reason a row" \
   test "${#expect[@]}" -gt 0 -a "$unknown" -eq 0
 
 # Each skip against the list: its test listed, and its message the whole of its reason's pattern.
@@ -114,13 +114,13 @@ done
 echo "--- skips by reason (count, reason, category)"
 for k in "${!by_key[@]}"; do printf '%5d  %-22s %s\n' "${by_key[$k]}" "$k" "${reason_cat[$k]}"; done |
   sort -b -k3,3 -k1,1nr
-check "every skip is one docs/rdma-core-suite.md lists, for its reason ($unexpected are not)" \
+check "every skip is one docs/reference/rdma-core-suite.md lists, for its reason ($unexpected are not)" \
   test "$unexpected" -eq 0
 check "every listed skip happened: $suite_skip skips, $listed_ran listed ($missing did not)" \
   test "$missing" -eq 0 -a "$suite_skip" -eq "$listed_ran"
 
 # The pass floor: a test that passed and turns into a listed skip (or stops running) lowers the
-# count.  A full run on 2026-11-28 (bookworm, docs/rdma-core-suite.md, Figures): 116 passed.
+# count.  A full run on 2026-11-28 (bookworm, docs/reference/rdma-core-suite.md, Figures): 116 passed.
 PASS_FLOOR=116
 if [ -z "${PIB_SUITE_FILTER:-}" ]; then
   check "at least $PASS_FLOOR tests passed ($suite_pass)" test "$suite_pass" -ge "$PASS_FLOOR"

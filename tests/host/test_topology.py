@@ -16,7 +16,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)
 sys.path.insert(0, os.path.join(TOP, "tools"))
 from pibvmlib import topology as t  # noqa: E402 (needs the path above)
 
-# What the GUIDs are made of, as docs/switch.md states them: the OUI 00:1a:f4 (Red Hat/QEMU) in
+# What the GUIDs are made of, as docs/how-to/switch.md states them: the OUI 00:1a:f4 (Red Hat/QEMU) in
 # the top 24 bits, node N at (N + 1) << 8, switch S at 0xff0000 + (S << 8).
 OUI = 0x001af4
 SIZES = [(n, k) for n in range(1, t.MAX_NODES + 1) for k in range(1, t.MAX_SWITCHES + 1)]

@@ -9,7 +9,7 @@
  * throughput and the CPU time the QEMU process spent, read from /proc (the
  * device's cost; the test itself runs on another core and mostly waits).
  * Not part of `make qtest`.  Three benchmarks, each on the link's two paths
- * (docs/hardware.md, "The link"): .../direct, the default, where the device
+ * (docs/reference/hardware.md, "The link"): .../direct, the default, where the device
  * reads and writevs the socket itself, and .../chardev (link-direct=off),
  * for before/after figures:
  *

@@ -10,7 +10,7 @@
  * socket and checks the framing rules, partial reads, loss of framing and
  * retraining, a burst of frames far larger than one read, and a transmit
  * burst far larger than the socket holds, on both of the device's link paths
- * (docs/hardware.md, "The link": .../direct, the default, where the device
+ * (docs/reference/hardware.md, "The link": .../direct, the default, where the device
  * reads and writevs the socket itself, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
  * the peer's helpers.  /pib/link/doorbell checks the eventfds the two ends
  * of a unix socket trade in their HELLOs.

@@ -33,7 +33,7 @@ DOWN.
 
 More than 2 nodes (or `--switches K`) are a switched fabric instead: `pibvm up` first starts
 the pib switches switch0..switch<K-1> (each the same QEMU binary with `-machine none -device
-pib-switch`, docs/switch.md), chained in a line.  The nodes are spread evenly, in order: each
+pib-switch`, docs/how-to/switch.md), chained in a line.  The nodes are spread evenly, in order: each
 switch has a port per node of its own (node order, from port 1), then a port to the previous
 switch and a port to the next.  Every switch port listens on switch<S>-port<P>.sock; a node dials
 its port (reconnect=1) as it would dial a peer, and a switch dials the previous switch's port to

@@ -57,7 +57,7 @@ def peer_of(n, nodes):
 
 def switched(state):
     """More than 2 nodes, or --switches: pib switches (QEMU processes of their own, -machine none)
-    chained in a line, the nodes spread across them (switch_nodes(), docs/switch.md)."""
+    chained in a line, the nodes spread across them (switch_nodes(), docs/how-to/switch.md)."""
     return state.get("switch", False)
 
 
