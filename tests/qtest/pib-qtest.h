@@ -23,10 +23,16 @@
  * The tests, one file per topic, each its own qtest executable:
  *   pib-ctrl-test.c    identity, reset, admin queue, doorbells, config, AEQ
  *   pib-link-test.c    two devices on one link; this process as the peer
- *   pib-data-test.c    objects, SEND/RECV, RDMA, atomics, UD/UC, SRQ, MW,
- *                      errors, RNR, retry, CQ overflow, the wire, link death
+ *   pib-data-test.c    objects, SEND/RECV, errors, RNR, retry, UD/UC, SRQs,
+ *                      CQ overflow, resize, timestamps and moderation
+ *   pib-rdma-test.c    RDMA WRITE/READ, atomics, memory windows, rereg, FRWR
+ *   pib-wire-test.c    a misbehaving peer on the wire, XRC, the link dying
+ *   pib-transport-test.c  the transport against the IBTA rules, as the peer HCA
+ *   pib-limits-test.c  ring wraps and counter widths
+ *   pib-mgmt-test.c    the SMA and PMA, this process as driver and SM
  *   pib-inject-test.c  the inject-* QOM properties
  *   pib-switch-test.c  pib-switch between two devices and this process as the SM
+ *   pib-soak-test.c    the link cut again and again under RC traffic
  *   pib-bench.c        throughput and QEMU CPU time (perf mode only)
  *
  * Every helper fails the test (a GLib assertion) on anything unexpected, so a

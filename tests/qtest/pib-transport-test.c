@@ -27,7 +27,7 @@
  * The device's IB timers (RNR, ACK timeout) run on the virtual clock, which
  * only the test moves (qtest_clock_step), so every retry is counted, not
  * timed.  "Nothing comes" is wp_expect_nothing's short look, as in
- * pib-data-test; TIMEOUT_US is only a hang guard.
+ * pib-wire-test; TIMEOUT_US is only a hang guard.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-transport-test
  */
