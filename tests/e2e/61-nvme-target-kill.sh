@@ -41,26 +41,22 @@ cleanup() {
   [ -n "$loop_pid" ] && wait "$loop_pid" 2>/dev/null
   restore_node1 >/dev/null 2>&1
   on 1 pib-nvmet down >/dev/null 2>&1
-  "$PIBVM" ipoib down >/dev/null 2>&1
-  on 0 rm -f /tmp/tk-stop /tmp/tk-passes /tmp/tk-a /tmp/tk-b /tmp/region-got >/dev/null 2>&1
+  pass_cleanup tk
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 dmesg_mark 0
 
-# node 1's target: IPoIB, then pib-nvmet on its disk.  Sets t_start to node 0's uptime before
-# the target starts (it cannot serve anything earlier) and t_up once the host sees it listen
-# (by then nvme-rdma may have reconnected already: the host learns it a little late).
+# node 1's target: IPoIB, then pib-nvmet on its disk (storage_up).  Sets t_start to node 0's
+# uptime before the target starts (it cannot serve anything earlier) and t_up once the host
+# sees it listen (by then nvme-rdma may have reconnected already: the host learns it a little
+# late).
 target_up() {
   t_start=$(on 0 cut -d' ' -f1 /proc/uptime)
-  "$PIBVM" ipoib datagram 1 >/dev/null &&
-    on 1 pib-nvmet up --dev /dev/vda &&
-    wait_cm_listen 1 4420 || return 1
-  t_up=$(on 0 cut -d' ' -f1 /proc/uptime)
+  storage_up 4420 on 1 pib-nvmet up --dev /dev/vda
 }
 
-check "node 1 reboots with a $DISK_MIB MiB disk" sh -c "'$PIBVM' kill 1 && '$PIBVM' up --node 1 --disk $DISK_MIB"
-check "both ports ACTIVE" restore_node1
+disk_reboot $DISK_MIB
 size=$(on 1 cat /sys/class/block/vda/size 2>/dev/null)
 check "node 1: /dev/vda has $DISK_MIB MiB (got $((${size:-0} / 2048)) MiB)" test "${size:-0}" -eq $((DISK_MIB * 2048))
 check "IPoIB datagram up on node 0" "$PIBVM" ipoib datagram 0
@@ -79,9 +75,7 @@ check "node 0: controller $ctrl live with a namespace (/dev/$dev)" \
 [ -n "$dev" ] || finish
 
 # Region A's pattern and region B's base (storage-kill.sh), made in node 0's RAM.
-on 0 dd if=/dev/urandom of=/tmp/tk-a bs=1M count=$MIB 2>/dev/null
-on 0 dd if=/dev/urandom of=/tmp/tk-b bs=1M count=$MIB 2>/dev/null
-sum_a=$(on 0 sha256sum /tmp/tk-a | cut -d' ' -f1)
+pass_bases tk $MIB
 check "node 0: region A written (O_DIRECT)" \
   on_t 0 300 dd if=/tmp/tk-a of="/dev/$dev" bs=1M count=$MIB oflag=direct status=none
 
@@ -89,13 +83,7 @@ check "node 0: region A written (O_DIRECT)" \
 check "node 0: region B's write loop runs (pass 1 done, pass 2 begun)" \
   pass_loop 0 tk /tmp/tk-b $MIB /dev/$dev $MIB
 loop_pid=$pl_pid
-check "pibvm kill 1 during the writes (SIGKILL)" crash_node 1 0
-# Stop the loop now: it checks before each pass, so the pass in flight, which cannot end before
-# the target is back, is its last.  (Told once the target is up, the host learns of the
-# recovery too late: NVMe passes of a fraction of a second ran on after it.)
-on 0 touch /tmp/tk-stop
-check "node 1 boots again (same disk) and both ports are ACTIVE" restore_node1
-dmesg_marks[1]=BOOT     # its new boot's log: all of it
+crash_under_loop tk
 check "node 1: IPoIB, pib-nvmet up --dev /dev/vda again" target_up
 
 # nvme-rdma reconnects every RECONNECT_S until CTRL_LOSS_S after the loss.

@@ -35,24 +35,17 @@ cleanup() {
   [ -n "$loop_pid" ] && wait "$loop_pid" 2>/dev/null
   on 0 umount -f "$MNT" >/dev/null 2>&1
   on 1 pib-nfsd down >/dev/null 2>&1
-  "$PIBVM" ipoib down >/dev/null 2>&1
-  on 0 rm -f /tmp/nk-stop /tmp/nk-passes /tmp/nk-a /tmp/nk-b /tmp/region-got >/dev/null 2>&1
+  pass_cleanup nk
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 dmesg_mark 0
 
-# node 1's server on its disk: IPoIB, then pib-nfsd.  Sets t_up to node 0's uptime once nfsd
-# listens on RDMA.
-server_up() {
-  "$PIBVM" ipoib datagram 1 >/dev/null &&
-    on_t 1 120 pib-nfsd up --dev /dev/vda &&
-    wait_cm_listen 1 20049 || return 1
-  t_up=$(on 0 cut -d' ' -f1 /proc/uptime)
-}
+# node 1's server on its disk: IPoIB, then pib-nfsd (storage_up).  Sets t_up to node 0's uptime
+# once nfsd listens on RDMA.
+server_up() { storage_up 20049 on_t 1 120 pib-nfsd up --dev /dev/vda; }
 
-check "node 1 reboots with a $DISK_MIB MiB disk" sh -c "'$PIBVM' kill 1 && '$PIBVM' up --node 1 --disk $DISK_MIB"
-check "both ports ACTIVE" restore_node1
+disk_reboot $DISK_MIB
 check "node 1: an ext2 file system on /dev/vda (busybox mke2fs)" on_t 1 120 mke2fs -q /dev/vda
 check "IPoIB datagram up on node 0" "$PIBVM" ipoib datagram 0
 check "node 1: IPoIB, pib-nfsd up --dev /dev/vda, listening on RDMA 20049" server_up
@@ -65,9 +58,7 @@ check "node 0: mount.nfs -o vers=4.2,proto=rdma,port=20049 (exit $rc) $out" test
 [ $rc -eq 0 ] || finish
 
 # File A's pattern and file B's base (storage-kill.sh), made in node 0's RAM.
-on 0 dd if=/dev/urandom of=/tmp/nk-a bs=1M count=$MIB 2>/dev/null
-on 0 dd if=/dev/urandom of=/tmp/nk-b bs=1M count=$MIB 2>/dev/null
-sum_a=$(on 0 sha256sum /tmp/nk-a | cut -d' ' -f1)
+pass_bases nk $MIB
 check "node 0: file A written (O_DIRECT)" \
   on_t 0 300 dd if=/tmp/nk-a of="$MNT/a" bs=1M oflag=direct status=none
 
@@ -75,13 +66,7 @@ check "node 0: file A written (O_DIRECT)" \
 check "node 0: file B's write loop runs (pass 1 done, pass 2 begun)" \
   pass_loop 0 nk /tmp/nk-b $MIB "$MNT/b" 0 conv=notrunc
 loop_pid=$pl_pid
-check "pibvm kill 1 during the writes (SIGKILL)" crash_node 1 0
-# Stop the loop now: it checks before each pass, so the pass in flight, which cannot end before
-# the target is back, is its last.  (Told once the target is up, the host learns of the
-# recovery too late: NVMe passes of a fraction of a second ran on after it.)
-on 0 touch /tmp/nk-stop
-check "node 1 boots again (same disk) and both ports are ACTIVE" restore_node1
-dmesg_marks[1]=BOOT     # its new boot's log: all of it
+crash_under_loop nk
 check "node 1: IPoIB, pib-nfsd up --dev /dev/vda again (the same files)" server_up
 # The server is back: the pass in flight, the loop's last, ends once the client has
 # reconnected, retransmitted and reclaimed its state.  That takes at most the NFSv4 grace period

@@ -16,30 +16,14 @@
 # e2e-timeout: 1500
 # e2e-checks: 35
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/switched.sh"
 
 NODES=${PIB_SWITCH_NODES:-3}
-export PIBVM_DIR="$(dirname "${PIBVM_DIR:-$TOP/build/vm-test}")/vm-switch"
+switched_dir vm-switch
 SW_GUID=$("$PIBVM" guid switch 0)   # the switch's node GUID (tools/pibvmlib/topology.py)
 
-cleanup() { "$PIBVM" down >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-"$PIBVM" down >/dev/null 2>&1 || true
-
-t0=$SECONDS
-"$PIBVM" up --nodes "$NODES" 2>&1 | tee /tmp/pib-switch-up.$$
-check "pibvm up --nodes $NODES" test "${PIPESTATUS[0]}" -eq 0 || finish
-echo "pibvm up --nodes $NODES: $((SECONDS - t0)) s in all"
-grep 'ports ACTIVE' /tmp/pib-switch-up.$$ || true
-rm -f /tmp/pib-switch-up.$$
-
-declare -a lid
-for ((n = 0; n < NODES; n++)); do
-  check "node $n: port ACTIVE" test "$(port_state $n)" = ACTIVE
-  lid[$n]=$(port_lid $n)
-done
-echo "LIDs: ${lid[*]}"
-check "the SM gave $NODES distinct nonzero LIDs (${lid[*]})" \
-  test "$(printf '%s\n' "${lid[@]}" | grep -v '^0$' | sort -u | wc -l)" -eq "$NODES"
+switched_up --nodes "$NODES"
+ca_lids "$NODES"
 
 # --- ibnetdiscover: 1 switch, N CAs -----------------------------------------------------------
 out=$(on 0 ibnetdiscover)
@@ -53,14 +37,11 @@ check "ibnetdiscover: each switch port is cabled to a CA" \
   test "$(grep -c '^\[[0-9]*\].*"H-' <<<"$swblock")" -eq "$NODES"
 
 # --- ibroute: the LFT opensm set ----------------------------------------------------------------
-swlid=$(on 0 ibswitches | sed -n 's/.* lid \([0-9]*\) .*/\1/p' | head -n 1)
+swlid=$(sw_lid "${SW_GUID#0x}")
 echo "switch LID: $swlid"
 check "ibswitches: the switch has a LID" test "${swlid:-0}" -gt 0
-# The CA ports' ACTIVE says nothing of the switch's side of each cable: ask the switch's SMA.
 for ((p = 1; p <= NODES; p++)); do
-  st=$(on 0 smpquery portinfo "$swlid" "$p" 2>&1 | sed -n 's/^LinkState:\.*//p')
-  check "smpquery: switch port $p (node $((p - 1))'s cable) is LinkState Active (got ${st:-nothing})" \
-    test "$st" = Active
+  sw_port_active switch "$swlid" "$p" "node $((p - 1))'s cable"
 done
 out=$(on 0 ibroute "$swlid")
 echo "--- node 0: ibroute $swlid"; echo "$out"
@@ -97,7 +78,7 @@ xpair() {   # xpair SERVER CLIENT: ibv_rc_pingpong -c between two nodes through 
   check "rc_pingpong node $cn -> node $sn: throughput reported" grep -q 'bytes in .* seconds' <<<"$cout"
   rm -f "$slog"
 }
-before=$(on 0 perfquery -x "$swlid" 1 2>/dev/null | sed -n 's/^PortXmitPkts:\.*//p')
+before=$(sw_counter "$swlid" 1 PortXmitPkts -x 2>/dev/null)
 for ((s = 0; s < NODES; s++)); do
   for ((c = 0; c < NODES; c++)); do
     [ $s -lt $c ] && xpair $s $c
@@ -120,11 +101,6 @@ check "perfquery: switch port 1 sent at least the 2 x 200 pingpong messages to n
 # rx_drop_pkey, stays where it was) and node 1's QP runs out of retries.
 PGUID1=$("$PIBVM" guid node 1 --port)   # node 1's port GUID
 CONF=/tmp/partitions.conf
-# pkey_index NODE PKEY: the index of PKEY (0x8003 ...) in NODE's P_Key table, or nothing.
-pkey_index() {
-  on "$1" sh -c "cd /sys/class/infiniband/pib_0/ports/1/pkeys &&
-                 for i in \$(ls | sort -n); do [ \"\$(cat \$i)\" = $2 ] && { echo \$i; exit; }; done"
-}
 # until_ok SECONDS CMD...: CMD, again every 0.5 s until it succeeds, for at most SECONDS.
 until_ok() {
   local end=$((SECONDS + $1)); shift
@@ -133,8 +109,6 @@ until_ok() {
 sw_pkeys() { on 0 smpquery pkeys "$swlid" "$1" 2>/dev/null; }
 has_pkey() { [ -n "$(pkey_index "$1" "$2")" ]; }        # has_pkey NODE PKEY
 sw_has_pkey() { sw_pkeys "$1" | grep -qi "$2"; }        # sw_has_pkey PORT PKEY
-# sw_counter PORT FIELD: a PortCounters field of the switch's port, from its PMA.
-sw_counter() { on 0 perfquery "$swlid" "$1" | sed -n "s/^$2:\.*//p"; }
 # sw_drop_partition: the switch's drop-partition counter (QMP qom-get on its device).
 sw_drop_partition() {
   python3 - "$PIBVM_DIR/switch0.qmp" <<'PY'
@@ -168,19 +142,13 @@ check "smpquery: switch port 1 (node 0's cable) does not hold 0x8003" \
   bash -c '[ -n "$1" ] && ! grep -qi 0x8003 <<<"$1"' _ "$out"
 only1=$(pkey_index 1 0x8003)
 
-xc0=$(sw_counter 1 PortXmitConstraintErrors) rc0=$(sw_counter 2 PortRcvConstraintErrors)
+xc0=$(sw_counter "$swlid" 1 PortXmitConstraintErrors)
+rc0=$(sw_counter "$swlid" 2 PortRcvConstraintErrors)
 dp0=$(sw_drop_partition) pk0=$(hw_counter 0 rx_drop_pkey)
-slog=$(mktemp) clog=$(mktemp)
-# The server waits for messages that never come: pibvm ends it.
-"$PIBVM" exec 0 --timeout 40 -- ib_send_bw -d pib_0 -F -n 100 -u 14 >"$slog" 2>&1 &
-spid=$!
-wait_listen 0 18515
-"$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$only1" \
-  node0 >"$clog" 2>&1
-crc=$?
-wait "$spid"
+refused_send_bw "$only1"
 echo "--- ib_send_bw client (node 1, P_Key 0x8003 at index $only1)"; cat "$clog"
-xc1=$(sw_counter 1 PortXmitConstraintErrors) rc1=$(sw_counter 2 PortRcvConstraintErrors)
+xc1=$(sw_counter "$swlid" 1 PortXmitConstraintErrors)
+rc1=$(sw_counter "$swlid" 2 PortRcvConstraintErrors)
 dp1=$(sw_drop_partition) pk1=$(hw_counter 0 rx_drop_pkey)
 echo "switch port 1 PortXmitConstraintErrors $xc0 -> $xc1, port 2 PortRcvConstraintErrors" \
      "$rc0 -> $rc1, switch drop-partition $dp0 -> $dp1, node 0 rx_drop_pkey $pk0 -> $pk1"
@@ -197,5 +165,5 @@ check "switch port 2 let them in: its PortRcvConstraintErrors stayed (${rc0:-?} 
   test -n "$rc0" -a "$rc1" = "$rc0"
 check "node 0's CA never saw them: its rx_drop_pkey stayed (${pk0:-?} -> ${pk1:-?})" \
   test -n "$pk0" -a "$pk1" = "$pk0"
-rm -f "$slog" "$clog"
+rm -f "$clog"
 finish

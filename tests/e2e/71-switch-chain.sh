@@ -19,10 +19,10 @@
 # e2e-timeout: 1800
 # e2e-checks: 56
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/switched.sh"
 
 NODES=${PIB_CHAIN_NODES:-6}
-SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}
-export PIBVM_DIR="$(dirname "$SUITE_DIR")/vm-chain"
+switched_dir vm-chain           # sets SUITE_DIR, the suite's run directory
 # The switches' node GUIDs and port 0 GUIDs as pibvm gives them (tools/pibvmlib/topology.py),
 # without the 0x, as ibnetdiscover prints them.
 SW0=$("$PIBVM" guid switch 0) SW1=$("$PIBVM" guid switch 1)
@@ -30,10 +30,6 @@ SW0P=$("$PIBVM" guid switch 0 --port) SW1P=$("$PIBVM" guid switch 1 --port)
 SW0=${SW0#0x} SW1=${SW1#0x} SW0P=${SW0P#0x} SW1P=${SW1P#0x}
 LAST=$((NODES - 1))
 HALF=$(( (NODES + 1) / 2 ))                 # nodes 0..HALF-1 on switch0, the rest on switch1
-
-cleanup() { "$PIBVM" down >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-"$PIBVM" down >/dev/null 2>&1 || true
 
 # --- ib_write_bw, for the figures --------------------------------------------------------------
 # wbw SERVER CLIENT: ib_write_bw -s 65536 in the current run; prints the BW average (MB/s).
@@ -54,22 +50,9 @@ wbw() {
   awk '$1 == 65536 && NF >= 5 {print $4; f=1} END {exit !f}' <<<"$out"
 }
 # --- the chain ---------------------------------------------------------------------------------
-t0=$SECONDS
-"$PIBVM" up --nodes "$NODES" --switches 2 --ipoib datagram 2>&1 | tee /tmp/pib-chain-up.$$
-check "pibvm up --nodes $NODES --switches 2" test "${PIPESTATUS[0]}" -eq 0 || finish
-echo "pibvm up --nodes $NODES --switches 2 --ipoib datagram: $((SECONDS - t0)) s in all"
-grep 'ports ACTIVE' /tmp/pib-chain-up.$$ || true
-rm -f /tmp/pib-chain-up.$$
+switched_up --nodes "$NODES" --switches 2 -- --ipoib datagram
 "$PIBVM" status
-
-declare -a lid
-for ((n = 0; n < NODES; n++)); do
-  check "node $n: port ACTIVE" test "$(port_state $n)" = ACTIVE
-  lid[$n]=$(port_lid $n)
-done
-echo "LIDs: ${lid[*]}"
-check "the SM gave $NODES distinct nonzero LIDs (${lid[*]})" \
-  test "$(printf '%s\n' "${lid[@]}" | grep -v '^0$' | sort -u | wc -l)" -eq "$NODES"
+ca_lids "$NODES"
 
 # --- ibnetdiscover: 2 switches, N CAs, the switches cabled to each other -----------------------
 out=$(on 0 ibnetdiscover)
@@ -85,7 +68,6 @@ check "ibnetdiscover: switch0's port $((HALF + 1)) is cabled to switch1's port $
 
 # --- every switch port ACTIVE: the CAs' ACTIVE says nothing of the switches' side of a cable,
 # nor of the cable between the switches --------------------------------------------------------
-sw_lid() { on 0 ibswitches | sed -n "s/.*0x$1 ports .* lid \([0-9]*\) .*/\1/p" | head -n 1; }
 sw0lid=$(sw_lid "$SW0") sw1lid=$(sw_lid "$SW1")
 echo "switch0 LID ${sw0lid:-?}, switch1 LID ${sw1lid:-?}"
 check "ibswitches: both switches have a LID" test "${sw0lid:-0}" -gt 0 -a "${sw1lid:-0}" -gt 0
@@ -93,9 +75,8 @@ check "ibswitches: both switches have a LID" test "${sw0lid:-0}" -gt 0 -a "${sw1
 for sp in "0 $sw0lid $((HALF + 1))" "1 $sw1lid $((NODES - HALF + 1))"; do
   read -r s slid np <<<"$sp"
   for ((p = 1; p <= np; p++)); do
-    st=$(on 0 smpquery portinfo "$slid" "$p" 2>&1 | sed -n 's/^LinkState:\.*//p')
     [ $p -eq "$np" ] && what="the other switch" || what="node $(( s == 0 ? p - 1 : HALF + p - 1 ))"
-    check "smpquery: switch$s port $p ($what) is LinkState Active (got ${st:-nothing})" test "$st" = Active
+    sw_port_active "switch$s" "$slid" "$p" "$what"
   done
 done
 

@@ -126,6 +126,31 @@ cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" 
 # hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
 hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
 
+# pkey_index NODE PKEY: the index of PKEY (0x8001 ...) in NODE's P_Key table, or nothing.
+pkey_index() {
+  on "$1" sh -c "cd /sys/class/infiniband/pib_0/ports/1/pkeys &&
+                 for i in \$(ls | sort -n); do [ \"\$(cat \$i)\" = $2 ] && { echo \$i; exit; }; done"
+}
+
+# refused_send_bw CLIENT_PKEY_INDEX [SERVER_OPTION...]: ib_send_bw (100 SENDs, local ACK
+# timeout -u 14) from node 1, its QP in the partition at CLIENT_PKEY_INDEX of its P_Key table,
+# to a server in node 0 (ib_send_bw with the SERVER_OPTIONs) that the partition must not reach
+# (53-partitions, 70-switch).  Sets crc, the client's exit status, and clog, a file with its
+# output, which the caller removes.
+refused_send_bw() {
+  local slog spid
+  slog=$(mktemp) clog=$(mktemp)
+  # The server waits for messages that never come: pibvm ends it.
+  "$PIBVM" exec 0 --timeout 40 -- ib_send_bw -d pib_0 -F -n 100 -u 14 "${@:2}" >"$slog" 2>&1 &
+  spid=$!
+  wait_listen 0 18515
+  "$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$1" \
+    node0 >"$clog" 2>&1
+  crc=$?
+  wait "$spid"
+  rm -f "$slog"
+}
+
 # comp_irqs NODE: completion interrupts NODE's pib has taken (its CEQ vector, MSI-X 2,
 # "pib-comp" in /proc/interrupts), summed over the CPUs; 0 without the line.
 comp_irqs() {
@@ -192,32 +217,8 @@ direct_round_trip() {
   echo "dd write: $mib MiB in $wsec s, $(rate_mb "$mib" "$wsec") (O_DIRECT, 1 MiB blocks)"
   echo "dd read:  $mib MiB in $rsec s, $(rate_mb "$mib" "$rsec") (O_DIRECT, 1 MiB blocks)"
 }
-# write_loop NODE TAG DD_OPERANDS...: in NODE, run `dd DD_OPERANDS` again and again until
-# /tmp/TAG-stop exists, a line per pass in /tmp/TAG-passes ("PASS i rc start end", the guest's
-# uptime), stopping at the first pass that fails.  It runs in the background (wl_pid: its
-# pibvm exec, whose exit status is the loop's); true once the first pass is done, false if none
-# is within 60 s.  For the tests that crash a storage target under a writer (61, 62).
-write_loop() {
-  local n=$1 tag=$2 i; shift 2
-  local loop="i=0; : > /tmp/$tag-passes
-    while [ ! -e /tmp/$tag-stop ]; do
-      read t0 _ < /proc/uptime
-      dd $* 2>/dev/null; rc=\$?
-      read t1 _ < /proc/uptime
-      i=\$((i + 1)); echo \"PASS \$i \$rc \$t0 \$t1\" >> /tmp/$tag-passes
-      [ \$rc -eq 0 ] || exit \$rc
-    done"
-  "$PIBVM" exec "$n" --timeout 900 -- sh -c "$loop" >/dev/null 2>&1 &
-  wl_pid=$!
-  for ((i = 0; i < 300; i++)); do
-    [ "$(on "$n" sh -c "wc -l < /tmp/$tag-passes" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
-    sleep 0.2
-  done
-  return 1
-}
-
 # crash_node NODE WATCHER: SIGKILL NODE's QEMU (`pibvm kill`, a crash); t_kill and t_dead are
-# WATCHER's uptime just before and once NODE is gone, so a pass of a write_loop in WATCHER
+# WATCHER's uptime just before and once NODE is gone, so a pass of a write loop in WATCHER
 # that started before t_dead was in flight at the kill.
 crash_node() {
   t_kill=$(on "$2" cut -d' ' -f1 /proc/uptime)

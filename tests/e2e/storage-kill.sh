@@ -1,14 +1,61 @@
-# Helpers of 61-nvme-target-kill and 62-nfs-server-kill (source after lib.sh): a writer whose
-# every pass leaves a pattern of its own, so that what the region holds after the target's
-# crash names the pass that wrote it.
+# Helpers of 61-nvme-target-kill and 62-nfs-server-kill (source after lib.sh and
+# tests/hostile/link-e2e.sh): node 1's target on a disk that outlives it, its crash and its
+# return, and a writer whose every pass leaves a pattern of its own, so that what the region
+# holds after the target's crash names the pass that wrote it.
 #
 # Pass i writes BASE (MIB MiB of random bytes in the writer's RAM) rotated by i MiB: the
 # region's block b gets BASE's block (b + i) mod MIB.  Two passes in a row differ in every
 # sector, so a write of the pass in flight at the crash that was lost, or answered but never
 # stored, leaves the previous pass's bytes behind, and the read-back sees them.  (Rewriting one
-# pattern, as lib.sh's write_loop does, cannot tell: the pass after the recovery writes the
+# pattern, as these tests once did, cannot tell: the pass after the recovery writes the
 # same bytes again.)  dd's skip and seek do the rotation, so a pass copies nothing first and
 # the loop spends nearly all its time inside a pass.
+
+# disk_reboot MIB: node 1 boots again with a disk of MIB MiB (pibvm's --disk: a raw file on
+# virtio-blk that outlives the guest, so the target that boots after the crash finds the same
+# bytes); checks that, and that both ports are ACTIVE again.
+disk_reboot() {
+  check "node 1 reboots with a $1 MiB disk" sh -c "'$PIBVM' kill 1 && '$PIBVM' up --node 1 --disk $1"
+  check "both ports ACTIVE" restore_node1
+}
+
+# storage_up PORT CMD...: node 1's target: IPoIB, then CMD (the host's command that starts the
+# target), then until an rdma_cm ID listens on PORT in node 1.  Sets t_up to node 0's uptime
+# by then; false if a step fails.
+storage_up() {
+  local port=$1; shift
+  "$PIBVM" ipoib datagram 1 >/dev/null &&
+    "$@" &&
+    wait_cm_listen 1 "$port" || return 1
+  t_up=$(on 0 cut -d' ' -f1 /proc/uptime)
+}
+
+# crash_under_loop TAG: the crash.  node 1's QEMU is SIGKILLed under a pass of the loop TAG
+# (crash_node: t_kill, t_dead), the loop is told to stop, and node 1 boots again with the same
+# disk; from then on node 1's kernel log is its new boot's, all of it (no_splats 1).
+crash_under_loop() {
+  check "pibvm kill 1 during the writes (SIGKILL)" crash_node 1 0
+  # Stop the loop now: it checks before each pass, so the pass in flight, which cannot end
+  # before the target is back, is its last.  (Told once the target is up, the host learns of
+  # the recovery too late: NVMe passes of a fraction of a second ran on after it.)
+  on 0 touch "/tmp/$1-stop"
+  check "node 1 boots again (same disk) and both ports are ACTIVE" restore_node1
+  dmesg_marks[1]=BOOT
+}
+
+# pass_bases TAG MIB: /tmp/TAG-a (written once, before the crash) and /tmp/TAG-b (pass_loop's
+# BASE), MIB MiB of random bytes each in node 0's RAM.  Sets sum_a to the first's sha256.
+pass_bases() {
+  on 0 dd if=/dev/urandom of="/tmp/$1-a" bs=1M count="$2" 2>/dev/null
+  on 0 dd if=/dev/urandom of="/tmp/$1-b" bs=1M count="$2" 2>/dev/null
+  sum_a=$(on 0 sha256sum "/tmp/$1-a" | cut -d' ' -f1)
+}
+
+# pass_cleanup TAG: the last steps of a cleanup: IPoIB down, node 0's files of the loop TAG gone.
+pass_cleanup() {
+  "$PIBVM" ipoib down >/dev/null 2>&1
+  on 0 rm -f "/tmp/$1-stop" "/tmp/$1-passes" "/tmp/$1-a" "/tmp/$1-b" /tmp/region-got >/dev/null 2>&1
+}
 
 # pass_loop NODE TAG BASE MIB OUT SEEK [DD_OPERAND...]: in NODE, write pass after pass of BASE
 # to OUT from 1 MiB block SEEK on (O_DIRECT, plus the DD_OPERANDs) until /tmp/TAG-stop exists:
