@@ -197,7 +197,8 @@ run_test() {
       ( cd "$TREE" && export PIBVM_DIR=$TREE/build/vm-test &&
         flock "$GUEST_LOCK" bash -c '
           tools/pibvm down >/dev/null 2>&1
-          tools/pibvm up --nodes 2 || exit 90
+          # 90: the guests did not come up (pibvm up failed); whatever did is brought down.
+          tools/pibvm up --nodes 2 || { tools/pibvm down >/dev/null 2>&1; exit 90; }
           timeout '"$E2E_LIMIT"' bash tests/e2e/'"$name"'.sh; rc=$?
           tools/pibvm down >/dev/null 2>&1
           exit $rc' ) > "$log" 2>&1
