@@ -175,11 +175,7 @@ static void test_pma_saturate(void)
     PibDev d;
     int fd;
 
-    peer_boot(&l, 1);
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 16, 64);
-    fd = peer_connect(l.path);
-    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    fd = peer_dev_up(&l, &d);
     dp_end(&d, &x, PIB_QPT_RC, 4096);
     wp_dqpn = x.qp.qpn;
     wp_qp_rtr(&d, x.qp.qpn, 0, 4);

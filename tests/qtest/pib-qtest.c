@@ -422,6 +422,18 @@ void peer_bring_up(PibDev *d, int fd, uint64_t node_guid)
     g_assert_cmpuint(rd(d, PIB_REG_LINK_STATE), ==, PIB_LINK_UP);
 }
 
+int peer_dev_up(PeerLink *l, PibDev *d)
+{
+    int fd;
+
+    peer_boot(l, 1);
+    pib_open(d, l->qs, PIB_DEVFN_A);
+    pib_enable(d, 16, 64);
+    fd = peer_connect(l->path);
+    peer_bring_up(d, fd, TEST_NODE_GUID);
+    return fd;
+}
+
 void peer_expect_down(PibDev *d, uint32_t link_downs)
 {
     struct pib_port_attr attr;

@@ -146,6 +146,9 @@ void peer_send_packet(int fd, uint16_t len);
 void peer_expect_eof(int fd);
 /* HELLO both ways; the port goes ACTIVE with its event. */
 void peer_bring_up(PibDev *d, int fd, uint64_t node_guid);
+/* The usual start of a wire test: a device at LID 1 with the peer socket, enabled (AEQ 16,
+ * admin queue 64), the link trained and the port ACTIVE; returns the peer's fd. */
+int peer_dev_up(PeerLink *l, PibDev *d);
 /* The port went DOWN (event, POLLING, the link_downs count). */
 void peer_expect_down(PibDev *d, uint32_t link_downs);
 /* A fresh SMP request (no M_Key, no path): a new transaction ID each time. */

@@ -48,11 +48,7 @@ typedef struct Tp {
 
 static void tp_up(Tp *t)
 {
-    peer_boot(&t->l, 1);
-    pib_open(&t->d, t->l.qs, PIB_DEVFN_A);
-    pib_enable(&t->d, 16, 64);
-    t->fd = peer_connect(t->l.path);
-    peer_bring_up(&t->d, t->fd, TEST_NODE_GUID);
+    t->fd = peer_dev_up(&t->l, &t->d);
 }
 
 /* Nothing the tests did was the guest's mistake, unless the test said so. */

@@ -107,11 +107,7 @@ static void test_dp_xrc(void)
     PeerLink l;
     int fd;
 
-    peer_boot(&l, 1);
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 16, 64);
-    fd = peer_connect(l.path);
-    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    fd = peer_dev_up(&l, &d);
 
     pdn = dp_create_pd(&d);
     buf = dp_alloc(&d, 16384);
@@ -240,11 +236,7 @@ static void test_dp_wire(void)
     int fd, i;
     PeerLink l;
 
-    peer_boot(&l, 1);
-    pib_open(&d, l.qs, PIB_DEVFN_A);
-    pib_enable(&d, 16, 64);
-    fd = peer_connect(l.path);
-    peer_bring_up(&d, fd, TEST_NODE_GUID);
+    fd = peer_dev_up(&l, &d);
 
     dp_end(&d, &x, PIB_QPT_RC, 16384);
     wp_dqpn = x.qp.qpn;
