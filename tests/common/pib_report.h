@@ -15,7 +15,7 @@
  *
  * Each line is formatted first and written with one call, and the counts are atomic, so that
  * two threads of one program (a loopback test's two roles) can report at once; each line is
- * flushed as it is written.  Header-only, since each program is built from its one source file.
+ * flushed as it is written.  Header-only: most programs are one source file.
  */
 #ifndef PIB_REPORT_H
 #define PIB_REPORT_H
@@ -31,7 +31,7 @@
  * The checks so far.  A program may read them, say to send its verdict to its peer.  A program
  * of one file gets its own copy; one of several files defines PIB_REPORT_SHARED before including
  * this in every file, and PIB_REPORT_COUNTERS too in exactly one, which holds the counters all
- * its files count in (tests/hostile).
+ * its files count in (tests/hostile, tests/guest/pib_verbs_test/).
  */
 #if defined(PIB_REPORT_SHARED) && !defined(PIB_REPORT_COUNTERS)
 extern atomic_int report_passed, report_failed;

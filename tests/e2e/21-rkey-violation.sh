@@ -1,8 +1,8 @@
 #!/bin/bash
 # rkey-violation: RDMA WRITEs with a wrong rkey, past the end of the MR, and to an MR without
 # REMOTE_WRITE complete with REM_ACCESS_ERR and leave the target's memory unchanged.
-# Runs `pib-verbs-test rkey-violation` (tests/guest/pib_verbs_test.c, where the checks are) between
-# node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# Runs `pib-verbs-test rkey-violation` (tests/guest/pib_verbs_test/rc_errors.c, where the checks are)
+# between node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
 # e2e-checks: 14
 source "$(dirname "$0")/lib.sh"

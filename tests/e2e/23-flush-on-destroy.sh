@@ -1,8 +1,8 @@
 #!/bin/bash
 # flush-on-destroy: moving a QP to ERR flushes its outstanding receives and SENDs, in order,
 # with WR_FLUSH_ERR; the QP and its CQs are then destroyed.
-# Runs `pib-verbs-test flush-on-destroy` (tests/guest/pib_verbs_test.c, where the checks are) between
-# node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# Runs `pib-verbs-test flush-on-destroy` (tests/guest/pib_verbs_test/rc_errors.c, where the checks are)
+# between node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
 # e2e-checks: 14
 source "$(dirname "$0")/lib.sh"

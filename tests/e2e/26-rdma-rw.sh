@@ -1,7 +1,7 @@
 #!/bin/bash
 # rdma-rw: RDMA WRITE gathering 3 SGEs and RDMA READ scattering into 2, at odd addresses and
 # lengths; the bytes arrive and nothing around them changes.
-# Runs `pib-verbs-test rdma-rw` (tests/guest/pib_verbs_test.c, where the checks are) between
+# Runs `pib-verbs-test rdma-rw` (tests/guest/pib_verbs_test/rc_data.c, where the checks are) between
 # node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
 # e2e-checks: 14

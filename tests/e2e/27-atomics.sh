@@ -1,7 +1,7 @@
 #!/bin/bash
 # atomics: FETCH_ADD and CMP_SWAP on a remote counter return the old values and leave the
 # right result; an atomic to a misaligned address fails with REM_INV_REQ_ERR.
-# Runs `pib-verbs-test atomics` (tests/guest/pib_verbs_test.c, where the checks are) between
+# Runs `pib-verbs-test atomics` (tests/guest/pib_verbs_test/rc_data.c, where the checks are) between
 # node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
 # e2e-checks: 14

@@ -3,7 +3,7 @@
 # src_qp and slid in the CQE); one with a wrong Q_Key is dropped: no completion, the receive
 # stays posted for the next SEND, and the port counts it (qkey_viol_cntr, and on pib
 # hw_counters/rx_drop_qkey, exactly +1).
-# Runs `pib-verbs-test ud-qkey` (tests/guest/pib_verbs_test.c, where the checks are) between
+# Runs `pib-verbs-test ud-qkey` (tests/guest/pib_verbs_test/ud.c, where the checks are) between
 # node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # PIB_DEV=rxe0 runs it over Soft-RoCE instead of pib.
 #

@@ -6,8 +6,8 @@
 # was polled, and never goes back on its CQ; its wall-clock timestamp (the machine's real time)
 # was taken with it (wall clock minus device clock steady within 10 ms) and is near the guest's
 # CLOCK_REALTIME; every message's bytes arrive as sent.
-# Runs `pib-verbs-test timestamps` (tests/guest/pib_verbs_test.c, where the checks are) between
-# node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
+# Runs `pib-verbs-test timestamps` (tests/guest/pib_verbs_test/cq_timing.c, where the checks are)
+# between node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # e2e-checks: 14
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"

@@ -6,7 +6,7 @@
 # for one SEND comes no sooner than the period after its CQE; with a count and the longest
 # period, the event for SENDs split by a pause waits for the count or the period.  Bursts of 64
 # SENDs with and without moderation arrive whole, and the events they took are printed.
-# Runs `pib-verbs-test cq-moderation` (tests/guest/pib_verbs_test.c, where the checks are)
+# Runs `pib-verbs-test cq-moderation` (tests/guest/pib_verbs_test/cq_timing.c, where the checks are)
 # between node 0 (server) and node 1 (client), then in loopback on node 1; every run must exit 0.
 # e2e-checks: 14
 source "$(dirname "$0")/lib.sh"

@@ -2,8 +2,8 @@
 /*
  * Helpers shared by the guest test programs in tests/guest: a monotonic clock in
  * milliseconds and the TCP side channel two test programs use to swap QP numbers, keys and
- * addresses, the way perftest and ibv_rc_pingpong do.  Header-only (static inline), since
- * tests/guest/build.sh compiles each program from its one source file.
+ * addresses, the way perftest and ibv_rc_pingpong do.  Header-only (static inline), so that
+ * every file of a program may include it.
  */
 #ifndef PIB_TEST_UTIL_H
 #define PIB_TEST_UTIL_H
