@@ -7,7 +7,7 @@
  * buffers.  So no transport built on that link can beat
  *
  *   link    payload bytes/s through a unix stream socket between two processes that use it as
- *           the pib link does (qemu-hw/pib-link.c, pib-link-tx.c):
+ *           the pib link does (qemu-hw/fabric/pib-link.c, pib-link-tx.c):
  *             - the send buffer the device asks for (property link-sndbuf, default 1 MiB,
  *               PIB_LINK_SNDBUF): SO_SNDBUFFORCE, else SO_SNDBUF, on both ends; 0 leaves
  *               Linux's default;
@@ -51,7 +51,7 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* The link's own figures (qemu-hw/pib-link.h, include/pib_link.h). */
+/* The link's own figures (qemu-hw/fabric/pib-link.h, include/pib_link.h). */
 #define LINK_TX_IOV     64              /* PIB_LINK_TX_IOV: frames per writev */
 #define LINK_RX_BATCH   (256 * 1024)    /* PIB_LINK_RX_BATCH: bytes per read */
 #define LINK_HDR_LEN    4               /* PIB_LINK_HDR_LEN */

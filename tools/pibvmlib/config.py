@@ -3,8 +3,9 @@ and pidfiles.  Everything here is read from the environment once, at import."""
 
 import json
 import os
-import sys
 import time
+
+from toolmsg import speaker  # tools/, on the path as the package itself is
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 PIBVM = os.path.join(TOP, "tools", "pibvm")  # the entry point, re-run as the hub and relay daemons
@@ -24,13 +25,7 @@ QUIT_TIMEOUT = 10       # seconds between QMP quit and SIGKILL
 ACTIVE_TIMEOUT = 120    # seconds for the subnet manager to bring every cabled port ACTIVE
 
 
-def die(msg, code=1):
-    print(f"pibvm: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
-def say(msg):
-    print(f"pibvm: {msg}", file=sys.stderr, flush=True)
+say, die = speaker("pibvm")     # "pibvm: msg" on stderr; die(msg, code=1) exits
 
 
 def path(name):
