@@ -4,8 +4,9 @@
  *
  * Layers, each in its own file:
  *   pib_main.c     PCI probe/remove, BARs, MSI-X, the ib_device_ops table, event delivery
- *   pib_verbs.c    device, port and its counters, user contexts, PDs, AHs, multicast, and
+ *   pib_verbs.c    device, port and its counters, user contexts, AHs, multicast, and
  *                  the DMA memory and page lists the device reads
+ *   pib_pd.c       protection domains and XRC domains
  *   pib_mr.c       memory regions (user, DMA, fast-registration) and memory windows
  *   pib_cq.c       completion queues: creation, and polling and arming kernel CQs
  *   pib_qp.c       queue pairs: creation, state changes, queries, destruction
@@ -343,6 +344,7 @@ void pib_disassociate_ucontext(struct ib_ucontext *ibucontext);
 int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma);
 void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 
+/* pib_pd.c */
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int pib_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);

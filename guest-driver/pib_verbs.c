@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * pib_verbs.c - the verbs of the pib HCA that are not queues or memory registration: device
- * and port (with the port's hw_counters), user contexts and mmap, PDs, AHs and multicast; and
+ * pib_verbs.c - the verbs of the pib HCA that are not queues, domains or memory registration:
+ * device and port (with the port's hw_counters), user contexts and mmap, AHs and multicast; and
  * the DMA memory and page lists the queue verbs (pib_cq.c, pib_wq.c, pib_srq.c) and the MRs
  * (pib_mr.c) hand the device.  The commands are defined in include/pib_hw.h.
  *
@@ -567,55 +567,6 @@ int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
 	for (i = 0; i < pbl->npages; i++)
 		pbl->pages[i] = buf->dma + (dma_addr_t)i * SZ_4K;
 	return 0;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Protection domains: numbered by the device, which checks that an MR and a QP that meet
- * in a work request belong to the same one.
- * ------------------------------------------------------------------------------------------ */
-
-int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct pib_dev *dev = to_pdev(ibpd->device);
-
-	if (!pib_udata_in_cleared(udata)) {
-		ibdev_dbg(&dev->ibdev, "alloc_pd: unknown request bytes\n");
-		return -EINVAL;
-	}
-	return pib_cmd_create_pd(&dev->com, &to_ppd(ibpd)->pdn);
-}
-
-int pib_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
-{
-	struct pib_dev *dev = to_pdev(ibpd->device);
-	u32 pdn = to_ppd(ibpd)->pdn;
-
-	return pib_destroy_status(dev, "PD", pdn, pib_cmd_destroy_pd(&dev->com, pdn));
-}
-
-/* ------------------------------------------------------------------------------------------
- * XRC domains (IBTA 9.8): numbered by the device, which lets an XRC target QP take receive
- * WQEs only from the XRC SRQs of its own domain.  ib_core shares one domain among the
- * processes that open it through the same file (ibv_open_xrcd); the driver sees it once.
- * ------------------------------------------------------------------------------------------ */
-
-int pib_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
-{
-	struct pib_dev *dev = to_pdev(ibxrcd->device);
-
-	if (!pib_udata_in_cleared(udata)) {
-		ibdev_dbg(&dev->ibdev, "alloc_xrcd: unknown request bytes\n");
-		return -EINVAL;
-	}
-	return pib_cmd_alloc_xrcd(&dev->com, &to_pxrcd(ibxrcd)->xrcdn);
-}
-
-int pib_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
-{
-	struct pib_dev *dev = to_pdev(ibxrcd->device);
-	u32 xrcdn = to_pxrcd(ibxrcd)->xrcdn;
-
-	return pib_destroy_status(dev, "XRCD", xrcdn, pib_cmd_dealloc_xrcd(&dev->com, xrcdn));
 }
 
 /* ------------------------------------------------------------------------------------------

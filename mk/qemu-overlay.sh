@@ -6,11 +6,10 @@
 #   qemu_overlay TOP SRC
 #
 # takes a lock on the source tree (held on fd 9 until the caller exits, so the build that
-# follows sees one checkout's sources), makes SRC/hw/pib/ hold exactly TOP's qemu-hw/ files
-# and include/ headers and SRC/tests/qtest/pib-* exactly TOP's qtests (copied only when
-# changed, so ninja stays incremental), and adds the one-line hooks: hw/meson.build,
-# hw/Kconfig, the trace_events_subdirs list, and the qtests (see qtest_hooks).  The caller
-# defines say().
+# follows sees one checkout's sources), makes SRC/hw/pib/ the device's tree (pib_stage) and
+# SRC/tests/qtest/pib-* exactly TOP's qtests (copied only when changed, so ninja stays
+# incremental), and adds the one-line hooks: hw/meson.build, hw/Kconfig, the
+# trace_events_subdirs list, and the qtests (see qtest_hooks).  The caller defines say().
 
 # copy_if_changed SRC DST: keep timestamps stable when nothing changed.
 copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
@@ -24,22 +23,36 @@ hook_after() {
   awk -v a="$2" -v l="$3" '{ print } $0 == a { print l }' "$1" > "$1.pib-tmp" && mv "$1.pib-tmp" "$1"
 }
 
+# pib_stage TOP DEST: make DEST the device's tree as QEMU builds it (hw/pib/): TOP's qemu-hw/
+# (its parts fabric/, hca/, switch/ and the files they share; not build.sh and README.md),
+# and the contract, TOP's include/*.h, in DEST/include/, where the sources' "../include/"
+# finds it.  Exactly those files: what another checkout or an older layout left is removed.
+# Files are copied only when changed, so that builds stay incremental.
+pib_stage() {
+  local top=$1 dest=$2 f rel
+  if [ -d "$dest" ]; then
+    while IFS= read -r f; do
+      rel=${f#"$dest"/}
+      case $rel in
+        include/*) [ -e "$top/$rel" ] ;;
+        *) [ -e "$top/qemu-hw/$rel" ] ;;
+      esac || rm -f "$f"
+    done < <(find "$dest" -type f)
+    find "$dest" -mindepth 1 -type d -empty -delete
+  fi
+  while IFS= read -r f; do
+    rel=${f#"$top"/qemu-hw/}
+    case $rel in build.sh|README.md) continue ;; esac
+    copy_if_changed "$f" "$dest/$rel"
+  done < <(find "$top/qemu-hw" -type f)
+  for f in "$top"/include/*.h; do copy_if_changed "$f" "$dest/include/$(basename "$f")"; done
+}
+
 qemu_overlay() {
   local top=$1 src=$2 f
   exec 9>"$src.lock"
   flock 9
-  # hw/pib/ holds exactly this checkout's files: remove what another checkout left there.
-  if [ -d "$src/hw/pib" ]; then
-    for f in "$src"/hw/pib/*; do
-      [ -f "$f" ] || continue
-      [ -e "$top/qemu-hw/$(basename "$f")" ] || rm -f "$f"
-    done
-  fi
-  for f in "$top"/qemu-hw/*; do
-    case $(basename "$f") in build.sh|README.md) continue ;; esac
-    copy_if_changed "$f" "$src/hw/pib/$(basename "$f")"
-  done
-  for f in "$top"/include/*.h; do copy_if_changed "$f" "$src/hw/pib/include/$(basename "$f")"; done
+  pib_stage "$top" "$src/hw/pib"
   hook "$src/hw/meson.build" "subdir('pib')"
   hook "$src/hw/Kconfig" "source pib/Kconfig"
   # hw/pib/trace-events -> trace/trace-hw_pib.h (included by hw/pib/trace.h)

@@ -5,7 +5,7 @@
 #             tests/qtest/pib-*-test.c, one executable each.
 #   provider: the provider's unit test on the host, with a fake kernel and device
 #             (guest-provider/test/provider-test.c).
-#   host:     the tools' host unit tests (tests/host/test_*.py: pibvm's topology).
+#   host:     the host unit tests (tests/host/test_*.py: pibvm's topology, the model's layers).
 #   fuzz:     the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:      two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
 #   all:      qtest, provider, host, fuzz, e2e.

@@ -1,5 +1,5 @@
 /*
- * pib firmware - a link's transmit side
+ * pib fabric - a link's transmit side
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -21,8 +21,8 @@
 #include "chardev/char-socket.h"
 #include "io/channel-socket.h"
 
-#include "pib-internal.h"
-#include "trace.h"
+#include "pib-fabric.h"
+#include "../trace.h"
 
 /*
  * Transmit

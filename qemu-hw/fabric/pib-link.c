@@ -1,5 +1,5 @@
 /*
- * pib firmware - the link of a port (pib-link.h): receive, events, training
+ * pib fabric - the link of a port (pib-link.h): receive, events, training
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -18,7 +18,8 @@
  *   lock would.
  *
  * The stream's events (connected, HELLO, closed) drive the owner's port
- * state machine (pib-port.c, pib-switch.c), which decides what may pass.
+ * state machine (pib-port-sm.c; entered by hca/pib-port.c and
+ * switch/pib-switch.c), which decides what may pass.
  *
  * Transmit never blocks the main loop: frames wait in a queue that is
  * drained with non-blocking writes, many frames per write (on the socket
@@ -27,9 +28,11 @@
  * waits for G_IO_OUT, and requesters stop generating packets while it is
  * longer than PIB_TXQ_MAX (pib-link-tx.c).  A packet addressed to our own
  * LID does not touch the link at all: it goes straight to our receive queue
- * (loopback, pib_xmit() in pib-hca-link.c), so two QPs of one HCA can talk.
+ * (loopback, pib_xmit() in hca/pib-hca-link.c), so two QPs of one HCA can
+ * talk.
  *
- * PACKET frames go to the receive queue; pib-pkt.c parses and dispatches
+ * PACKET frames go to the owner's receive queue; the HCA's (hca/pib-rx.c)
+ * parses and dispatches
  * them as soon as the read callback has consumed its bytes.  While that
  * queue is full the link reads nothing, so a fast peer is slowed down by
  * the socket rather than by dropped packets.
@@ -76,8 +79,8 @@
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 
-#include "pib-internal.h"
-#include "trace.h"
+#include "pib-fabric.h"
+#include "../trace.h"
 
 static const char *pib_frame_type_name(uint8_t type)
 {

@@ -1,5 +1,5 @@
 /*
- * pib firmware - the link of one port (pib-link.c), shared by the HCA and the switch
+ * pib fabric - the link of one port (pib-link.c, pib-link-tx.c), for the HCA and the switch
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -7,17 +7,18 @@
  *
  * A PibLink is one port's cable: a chardev carrying the frames of include/pib_link.h, the
  * receive framing state machine, the non-blocking transmit queue and the free list of frame
- * buffers.  It knows nothing of what is behind the port.  Its owner (the HCA, pib-port.c and
- * pib-pkt.c; or one port of the switch, pib-switch.c) gets the stream's events and the
- * received packets through PibLinkOps, and says through them how many received packets still
- * wait (the link stops reading while that backlog is full).
+ * buffers.  It knows nothing of what is behind the port.  Its owner (the HCA,
+ * hca/pib-hca-link.c; or one port of the switch, switch/pib-switch.c) gets the stream's
+ * events and the received packets through PibLinkOps, and says through them how many
+ * received packets still wait (the link stops reading while that backlog is full).
  */
 #ifndef HW_PIB_LINK_H
 #define HW_PIB_LINK_H
 
 #include "qemu/queue.h"
-#include "pib-compat.h"         /* CharFrontend */
-#include "include/pib_link.h"
+#include "../pib-compat.h"      /* CharFrontend */
+#include "../include/pib_link.h"
+#include "pib-port-sm.h"        /* the events the link reports */
 
 /*
  * Link queues, in packets.  The requester stops when its queue is this full;
@@ -55,40 +56,6 @@
 #define PIB_LINK_SNDBUF         (1024 * 1024)
 /* Received packets dispatched per run of the owner's rx_run. */
 #define PIB_RX_BUDGET           64
-
-/*
- * The port state machine (diagram in pib-port.c): PortState and PortPhysicalState in one,
- * because here they move together.  The same machine runs every port, an HCA's and each of
- * a switch's external ports (pib_port_sm_next).
- */
-typedef enum PibPortSmState {
-    PIB_PSM_POLLING,    /* no peer (or DISABLED): PortState DOWN */
-    PIB_PSM_TRAINING,   /* stream open, HELLO sent, waiting for the peer's */
-    PIB_PSM_INIT,       /* link up, waiting for an SM: SMPs only */
-    PIB_PSM_ARMED,      /* the SM armed it: SMPs out, anything in */
-    PIB_PSM_ACTIVE,     /* everything passes */
-    PIB_PSM__MAX
-} PibPortSmState;
-
-typedef enum PibPortSmEvent {
-    PIB_PEV_STREAM_UP,      /* chardev connected (CHR_EVENT_OPENED) */
-    PIB_PEV_HELLO,          /* a valid HELLO arrived from the peer */
-    PIB_PEV_STREAM_DOWN,    /* chardev closed, framing lost, or retrained */
-    PIB_PEV_LID_SET,        /* without an SM: SET_PORT gave the port a LID */
-    PIB_PEV_SM_ARM,         /* PortInfo Set PortState=ARMED */
-    PIB_PEV_SM_ACTIVATE,    /* PortInfo Set PortState=ACTIVE */
-    PIB_PEV_RX_DATA,        /* a data packet arrived (ARMED -> ACTIVE) */
-    PIB_PEV__MAX
-} PibPortSmEvent;
-
-extern const char *const pib_port_sm_names[PIB_PSM__MAX];
-extern const char *const pib_port_ev_names[PIB_PEV__MAX];
-/*
- * Where event ev takes a port in state cur: disabled is PortPhysicalState DISABLED (the
- * link does not train), trained where a trained link settles (INIT, or ACTIVE without an SM).
- */
-PibPortSmState pib_port_sm_next(PibPortSmState cur, PibPortSmEvent ev, bool disabled,
-                                PibPortSmState trained);
 
 /* Receive side of the link framing: a header, then `length` payload bytes. */
 typedef enum PibLinkRxState {

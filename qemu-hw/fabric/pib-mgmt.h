@@ -1,5 +1,5 @@
 /*
- * pib firmware - the management agents: the subnet management agent (SMA, pib-sma.c and
+ * pib fabric - the management agents: the subnet management agent (SMA, pib-sma.c and
  * pib-sma-port.c) and the performance management agent (PMA, pib-pma.c)
  *
  * Copyright (c) 2026 The pib authors
@@ -12,7 +12,7 @@
  * violation counters, the PMA's counter baselines, the trap in flight.  What only the node
  * itself can do (change the port's state, take a link down, raise an event for the driver,
  * transmit a trap, read its packet counters) it does through PibMgmtOps.  So the same agents
- * serve the HCA (pib.c glue, pib-link.c port state) and the switch.
+ * serve the HCA (hca/pib-port.c) and the switch (switch/pib-switch.c).
  *
  * Nothing here trusts a MAD: every field is checked before it is used, a bad one gets the
  * IBTA status in the response (or, for a wrong M_Key, no response, a counted violation and
@@ -22,7 +22,7 @@
 #define HW_PIB_MGMT_H
 
 #include "qemu/timer.h"
-#include "include/pib_mad.h"
+#include "../include/pib_mad.h"
 
 /* What the ports advertise and accept. */
 #define PIB_MGMT_GUID_CAP       1       /* GUIDInfo entries: the port GUID only */
@@ -155,7 +155,7 @@ struct PibMgmtPort {
 /*
  * A switch's forwarding state: what SwitchInfo, LinearForwardingTable and
  * MulticastForwardingTable show and an SM sets (pib-sma.c), and what the switch forwards by
- * (pib-switch.c).  Every unicast LID has an LFT entry; MFT entries are port masks.
+ * (switch/pib-switch.c).  Every unicast LID has an LFT entry; MFT entries are port masks.
  */
 #define PIB_SW_MAX_PORTS        32      /* external ports: two MFT positions */
 #define PIB_SW_LFT_CAP          0xc000  /* LinearFDBCap: LIDs 0 .. 0xbfff */

@@ -1,5 +1,5 @@
 /*
- * pib firmware - the performance management agent (PMA)
+ * pib fabric - the performance management agent (PMA)
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -16,8 +16,8 @@
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
 
-#include "pib-mgmt.h"
-#include "trace.h"
+#include "pib-fabric.h"
+#include "../trace.h"
 
 const char *pib_pma_attr_name(uint16_t attr)
 {

@@ -1,5 +1,5 @@
 /*
- * pib firmware - the subnet management agent's ports: state, partitions, traps
+ * pib fabric - the subnet management agent's ports: state, partitions, traps
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -19,9 +19,9 @@
 #include "qemu/bswap.h"
 #include "qemu/timer.h"
 
-#include "include/pib_link.h"     /* P_Key bits */
-#include "pib-mgmt.h"
-#include "trace.h"
+#include "../include/pib_link.h"  /* P_Key bits */
+#include "pib-fabric.h"
+#include "../trace.h"
 
 /* The resend interval of a trap: the subnet timeout plus our response time, at least 10 ms. */
 static int64_t sma_trap_interval_ns(const PibMgmtPort *p)

@@ -1,5 +1,5 @@
 /*
- * pib firmware - the subnet management agent (SMA)
+ * pib fabric - the subnet management agent (SMA)
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -34,9 +34,9 @@
 #include "qemu/bswap.h"
 #include "qemu/timer.h"
 
-#include "include/pib_link.h"     /* LID ranges */
-#include "pib-mgmt.h"
-#include "trace.h"
+#include "../include/pib_link.h"  /* LID ranges */
+#include "pib-fabric.h"
+#include "../trace.h"
 
 const char *pib_smp_attr_name(uint16_t attr)
 {

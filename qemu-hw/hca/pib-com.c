@@ -31,7 +31,7 @@
 #include "qemu/units.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /*
  * Values QUERY_DEVICE reports.  The limits (pib-internal.h) are
@@ -93,19 +93,6 @@ uint8_t pib_cmd_reject(const char *cmd, const char *why, uint64_t val,
 {
     trace_pib_cmd_reject(cmd, why, val, status);
     return status;
-}
-
-/* Lowest free slot in 1..max of a pointer table, or 0. */
-uint32_t pib_table_alloc(void **table, uint32_t max)
-{
-    uint32_t i;
-
-    for (i = 1; i <= max; i++) {
-        if (!table[i]) {
-            return i;
-        }
-    }
-    return 0;
 }
 
 /* Is uar a page ALLOC_UAR handed out (or the kernel's page 0)? */
@@ -326,19 +313,22 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
 static bool pib_uar_has_objects(PibState *s, uint32_t uar)
 {
     uint32_t i;
+    PibQp *qp;
+    PibCq *cq;
+    PibSrq *srq;
 
-    for (i = 0; i < PIB_QPN_LIMIT; i++) {
-        if (s->qp[i] && s->qp[i]->uar == uar) {
+    PIB_TABLE_FOREACH(&s->qps, i, qp) {
+        if (qp->uar == uar) {
             return true;
         }
     }
-    for (i = 1; i <= PIB_MAX_CQ; i++) {
-        if (s->cq[i] && s->cq[i]->uar == uar) {
+    PIB_TABLE_FOREACH(&s->cqs, i, cq) {
+        if (cq->uar == uar) {
             return true;
         }
     }
-    for (i = 1; i <= PIB_MAX_SRQ; i++) {
-        if (s->srq[i] && s->srq[i]->uar == uar) {
+    PIB_TABLE_FOREACH(&s->srqs, i, srq) {
+        if (srq->uar == uar) {
             return true;
         }
     }

@@ -37,7 +37,7 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 typedef enum PibCompStep {
     COMP_GET_WQE,

@@ -36,7 +36,7 @@
 #include "qemu/main-loop.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /* What completed, for a send WQE's opcode (flushes included). */
 uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode)
@@ -239,7 +239,7 @@ static void pib_cq_free(PibState *s, PibCq *cq)
         QTAILQ_REMOVE(&s->notify_list, cq, notify_next);
         cq->notify_pending = false;
     }
-    s->cq[cq->cqn] = NULL;
+    pib_table_set(&s->cqs, cq->cqn, NULL);
     timer_free(cq->mod_timer);
     g_free(cq->ring.pages);
     g_free(cq);
@@ -248,11 +248,6 @@ static void pib_cq_free(PibState *s, PibCq *cq)
 /*
  * Creating and destroying CQs
  */
-
-PibCq *pib_cq_lookup(PibState *s, uint32_t cqn)
-{
-    return cqn >= 1 && cqn <= PIB_MAX_CQ ? s->cq[cqn] : NULL;
-}
 
 /* Is depth a ring size CREATE_CQ and RESIZE_CQ accept? */
 static bool pib_cq_depth_ok(uint32_t depth)
@@ -294,7 +289,7 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_CQ", "UAR not allocated", uar,
                               PIB_AQ_BAD_PARAM);
     }
-    cqn = pib_table_alloc((void **)s->cq, PIB_MAX_CQ);
+    cqn = pib_table_alloc(&s->cqs);
     if (!cqn) {
         return pib_cmd_reject("CREATE_CQ", "table full", PIB_MAX_CQ,
                               PIB_AQ_NO_RESOURCES);
@@ -315,7 +310,7 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
     cq->ci_record = pages[npages - 1];
     cq->s = s;
     cq->mod_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pib_cq_mod_expired, cq);
-    s->cq[cqn] = cq;
+    pib_table_set(&s->cqs, cqn, cq);
     trace_pib_cq_create(cqn, depth, uar, 1u << stride_log);
     res->result0 = cqn;
     return PIB_AQ_OK;
@@ -325,11 +320,10 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
 static uint32_t pib_cq_sends_owed(PibState *s, PibCq *cq)
 {
     uint32_t i, owed = 0;
+    PibQp *qp;
 
-    for (i = 0; i < PIB_QPN_LIMIT; i++) {
-        PibQp *qp = s->qp[i];
-
-        if (qp && qp->scq == cq) {
+    PIB_TABLE_FOREACH(&s->qps, i, qp) {
+        if (qp->scq == cq) {
             owed += qp->sq.pi - qp->sq.ci;
         }
     }
@@ -479,10 +473,9 @@ uint8_t pib_cmd_destroy_cq(PibState *s, const struct pib_admin_cmd *cmd,
 void pib_cq_reset_all(PibState *s)
 {
     uint32_t i;
+    PibCq *cq;
 
-    for (i = 1; i <= PIB_MAX_CQ; i++) {
-        if (s->cq[i]) {
-            pib_cq_free(s, s->cq[i]);
-        }
+    PIB_TABLE_FOREACH(&s->cqs, i, cq) {
+        pib_cq_free(s, cq);
     }
 }

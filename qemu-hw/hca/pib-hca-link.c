@@ -5,9 +5,9 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * The HCA is one owner of a PibLink (pib-link.c; a switch port is another,
- * pib-switch.c): its PibLinkOps hand the link's events to the port's state
- * machine (pib-port.c) and its packets to the receive queue (pib-pkt.c).
+ * The HCA is one owner of a PibLink (../fabric/pib-link.c; a switch port is
+ * another): its PibLinkOps hand the link's events to the port (pib-port.c)
+ * and its packets to the receive queue (pib-rx.c).
  * pib_xmit() sends a packet the engines built: on the link, to this HCA
  * itself (loopback), or both for a multicast group a local QP joined.
  */
@@ -15,11 +15,11 @@
 #include "qemu/osdep.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /*
- * The HCA's port on its link (pib-port.c runs the state machine, pib-pkt.c the receive
- * queue), and its transmit path
+ * The HCA's port on its link (pib-port.c enters the port's states, pib-rx.c runs the
+ * receive queue), and its transmit path
  */
 
 static PibState *pib_link_hca(PibLink *l)
@@ -97,11 +97,6 @@ void pib_link_flush(PibState *s)
 void pib_link_purge(PibState *s)
 {
     pib_link_tx_purge(&s->link);
-}
-
-void pib_link_retrain(PibState *s, const char *why)
-{
-    pib_link_take_down(&s->link, why);
 }
 
 /*

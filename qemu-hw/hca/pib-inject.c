@@ -53,7 +53,7 @@
 #include "hw/pci/msix.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /* Longest interrupt delay accepted: a minute of virtual time. */
 #define PIB_INJECT_MAX_IRQ_DELAY_US     (60u * 1000 * 1000)

@@ -8,26 +8,26 @@
  * The hardware interface (registers, admin queue, AEQ, UAR doorbells, WQE and
  * CQE formats, link frames, packet headers) is defined once in
  * include/pib_hw.h, include/pib_wqe.h and include/pib_link.h.  This header
- * only holds the model's private state and the functions the source files
+ * only holds the HCA's private state and the functions its source files
  * call in each other; the data-path objects (PD, MR, MW, CQ, SRQ, QP and its
- * engines' state) and their limits are in pib-objects.h, the link's in
- * pib-link.h, the management agents' in pib-mgmt.h.  The files, one per
- * object as in the driver:
+ * engines' state) and their limits are in pib-objects.h.  What the HCA shares
+ * with the switch (the link, the port state machine, the packet codec, the
+ * SMA and the PMA) is the fabric layer's, ../fabric/pib-fabric.h.  The files,
+ * named after the driver's where the objects are the same:
  *
- *   pib.c         the PCI function: BAR0 registers, CONTROL, reset, the DMA
+ *   pib-main.c    the PCI function: BAR0 registers, CONTROL, reset, the DMA
  *                 helpers (ring entries, page lists), MSI-X, QOM glue
  *   pib-com.c     the admin queue engine, the AEQ and the CEQ, the commands
  *                 about the device itself (QUERY_DEVICE, ALLOC_UAR, ...)
- *   pib-link.c    the link: chardev framing (HELLO/PACKET), receive, events;
- *                 pib-link-tx.c its frame buffers and transmit queue;
- *                 pib-hca-link.c the HCA's side of it and pib_xmit()
- *   pib-port.c    the port: its state machine, and the port as the management
- *                 agents see it (MAD_IFC, QUERY_PORT, SET_PORT, traps, events)
- *   pib-sma.c     the subnet management agent (pib-mgmt.h); its ports' state
- *                 and traps in pib-sma-port.c
- *   pib-pma.c     the performance management agent (pib-mgmt.h)
+ *   pib-hca-link.c  the HCA's side of the link: its PibLinkOps, pib_xmit()
+ *                 to the link or back to ourselves
+ *   pib-port.c    the port: entering its states (LINK_STATE, events), and the
+ *                 port as the management agents see it (MAD_IFC, QUERY_PORT,
+ *                 SET_PORT, traps)
  *   pib-mcast.c   multicast groups: attaching QPs, delivering to them
- *   pib-mr.c      PDs, MRs and memory windows: their commands, key and range
+ *   pib-table.c   the object tables every object type is kept in
+ *   pib-pd.c      protection domains and XRC domains
+ *   pib-mr.c      MRs and memory windows: their commands, key and range
  *                 checks, DMA through MRs
  *   pib-mr-wqe.c  the send queue's memory operations: BIND_MW, REG_MR (fast
  *                 registration), invalidation
@@ -40,7 +40,8 @@
  *   pib-wqe.c     fetching and checking WQEs, completing and flushing them
  *   pib-sched.c   UAR doorbells (BAR2), the run list and the work bottom
  *                 half, the RC timers
- *   pib-pkt.c     IB packet headers: build, parse, validate; receive dispatch
+ *   pib-rx.c      the receive path: what the port lets in, dispatch to QPs;
+ *                 building packets from this port
  *   pib-req.c     requester: send WQEs -> request packets
  *   pib-resp.c    responder: request packets -> memory, receive CQEs, ACKs
  *                 (its state machine's types in pib-resp.h)
@@ -49,15 +50,12 @@
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
- *   pib-switch.c  the switch (-device pib-switch): its ports' links, forwarding;
- *                 pib-switch-mad.c its directed route and own MADs; it shares the link, the SMA/PMA and the
- *                 packet headers with the HCA (docs/how-to/switch.md)
  *
- * Threading: the whole model runs in QEMU's main loop under the BQL: MMIO
- * handlers, bottom halves, timers and chardev callbacks never run
- * concurrently.  No locks are needed, and a read-modify-write of guest memory
- * done in one call (an atomic operation) cannot interleave with any other
- * operation of this device.
+ * Threading: everything runs under the BQL, so MMIO handlers (in the vCPU
+ * threads), bottom halves, timers and chardev callbacks (in the main loop)
+ * never run concurrently.  No locks are needed, and a read-modify-write of
+ * guest memory done in one call (an atomic operation) cannot interleave with
+ * any other operation of this device.
  */
 #ifndef HW_PIB_INTERNAL_H
 #define HW_PIB_INTERNAL_H
@@ -66,14 +64,11 @@
 #include "qemu/queue.h"
 #include "qemu/timer.h"
 #include "qom/object.h"
-#include "pib-compat.h"         /* PCIDevice, DMA, chardev: per QEMU version */
 
-#include "include/pib_hw.h"
-#include "include/pib_wqe.h"
-#include "include/pib_link.h"
-#include "pib-link.h"           /* a port's cable, PibPacket, the port state machine */
-#include "include/pib_mad.h"
-#include "pib-mgmt.h"
+#include "../pib-compat.h"      /* PCIDevice, DMA, chardev: per QEMU version */
+#include "../include/pib_hw.h"
+#include "../include/pib_wqe.h"
+#include "../fabric/pib-fabric.h"  /* the link, the port state machine, packets, SMA, PMA */
 #include "pib-objects.h"        /* the data-path limits and objects: PD ... QP */
 
 #define TYPE_PIB_HCA "pib-hca"
@@ -114,7 +109,7 @@ typedef struct PibPort {
     uint32_t link_downs;    /* times the link left INIT/ARMED/ACTIVE since reset */
     /*
      * What the SM sets and the SMA reports: LID, LMC, SM LID and SL, M_Key,
-     * the P_Key table, CapabilityMask, the violation counters (pib-mgmt.h).
+     * the P_Key table, CapabilityMask, the violation counters (fabric/pib-mgmt.h).
      */
     PibMgmtPort mgmt;
 } PibPort;
@@ -174,16 +169,14 @@ struct PibState {
     /* Allocated UAR pages; bit 0 (the kernel's page) is always set. */
     unsigned long *uar_bitmap;
 
-    /* Data-path objects, indexed by their number; slot 0 is never used. */
-    PibPd *pd[PIB_MAX_PD + 1];
-    PibMr *mr[PIB_MAX_MR + 1];
-    uint8_t mr_key[PIB_MAX_MR + 1];     /* key byte of each MR index */
-    PibMw *mw[PIB_MAX_MW + 1];
-    uint8_t mw_key[PIB_MAX_MW + 1];
-    PibCq *cq[PIB_MAX_CQ + 1];
-    PibSrq *srq[PIB_MAX_SRQ + 1];
-    PibXrcd *xrcd[PIB_MAX_XRCD + 1];
-    PibQp *qp[PIB_QPN_LIMIT];
+    /* Data-path objects by their numbers (pib-table.c); MRs and windows by key index. */
+    PibTable pds;
+    PibTable mrs;           /* keyed */
+    PibTable mws;           /* keyed */
+    PibTable cqs;
+    PibTable srqs;
+    PibTable xrcds;
+    PibTable qps;           /* QP0, QP1, then PIB_QPN_FIRST .. */
     uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
     uint32_t mtt_pages;                 /* MR page list entries in use */
 
@@ -245,17 +238,6 @@ static inline int32_t pib_psn_diff(uint32_t a, uint32_t b)
     return (int32_t)((a - b) << 8) >> 8;
 }
 
-/* IBTA: 0xc000..0xfffe are multicast LIDs, 0xffff the permissive LID */
-static inline bool pib_lid_is_unicast(uint16_t lid)
-{
-    return lid >= 0x0001 && lid <= 0xbfff;
-}
-
-static inline bool pib_lid_is_multicast(uint16_t lid)
-{
-    return lid >= PIB_LID_MULTICAST_BASE && lid != PIB_LID_PERMISSIVE;
-}
-
 /* IB MTU enum (1..5) -> bytes */
 static inline uint32_t pib_mtu_bytes(uint8_t mtu)
 {
@@ -267,7 +249,7 @@ static inline void pib_count(PibState *s, enum pib_counter c, uint64_t n)
     s->counters[c] += n;
 }
 
-/* pib.c */
+/* pib-main.c */
 bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
                   const char *what);
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
@@ -307,7 +289,6 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci);
 const char *pib_async_event_name(uint8_t type);
 uint8_t pib_cmd_reject(const char *cmd, const char *why, uint64_t val,
                        uint8_t status);
-uint32_t pib_table_alloc(void **table, uint32_t max);
 bool pib_uar_valid(PibState *s, uint32_t uar);
 uint8_t pib_admin_respond(PibState *s, const struct pib_admin_cmd *cmd,
                           const void *resp, uint32_t size);
@@ -317,7 +298,6 @@ bool pib_admin_mbox_read(PibState *s, const struct pib_admin_cmd *cmd,
 /* pib-hca-link.c */
 void pib_link_realize(PibState *s);
 void pib_link_unrealize(PibState *s);
-void pib_link_retrain(PibState *s, const char *why);
 PibPacket *pib_packet_new(PibState *s, uint32_t ib_len);
 void pib_packet_free(PibState *s, PibPacket *p);
 void pib_link_free_buffers(PibState *s);
@@ -326,7 +306,50 @@ void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
 void pib_link_flush(PibState *s);
 void pib_link_purge(PibState *s);
 
-/* pib-mr.c: PDs, MRs, windows, and memory access through them */
+/* pib-table.c */
+void pib_tables_realize(PibState *s);
+void pib_tables_unrealize(PibState *s);
+void *pib_table_get(const PibTable *t, uint32_t n);
+uint32_t pib_table_alloc(const PibTable *t);
+void pib_table_set(PibTable *t, uint32_t n, void *obj);
+uint8_t pib_table_next_key(PibTable *t, uint32_t n);
+void pib_table_set_key(PibTable *t, uint32_t n, uint8_t key);
+void pib_table_reset(PibTable *t);
+/* Every object in t, in number order; the body may free it. */
+#define PIB_TABLE_FOREACH(t, n, o) \
+    for ((n) = (t)->first; (n) <= (t)->max; (n)++) \
+        if (((o) = (t)->obj[n]) != NULL)
+
+/* The objects a number from the guest names, or NULL. */
+static inline PibPd *pib_pd_lookup(PibState *s, uint32_t pdn)
+{
+    return pib_table_get(&s->pds, pdn);
+}
+
+static inline PibCq *pib_cq_lookup(PibState *s, uint32_t cqn)
+{
+    return pib_table_get(&s->cqs, cqn);
+}
+
+static inline PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn)
+{
+    return pib_table_get(&s->srqs, srqn);
+}
+
+static inline PibXrcd *pib_xrcd_lookup(PibState *s, uint32_t xrcd)
+{
+    return pib_table_get(&s->xrcds, xrcd);
+}
+
+static inline PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
+{
+    return pib_table_get(&s->qps, qpn);
+}
+
+/* pib-pd.c */
+void pib_pd_reset_all(PibState *s);
+
+/* pib-mr.c: MRs, windows, and memory access through them */
 typedef enum PibMemErr {
     PIB_MEM_OK,
     PIB_MEM_BAD_KEY,        /* no MR with that key */
@@ -335,7 +358,6 @@ typedef enum PibMemErr {
     PIB_MEM_RANGE,          /* [va, va + len) is not inside the MR */
     PIB_MEM_DMA,            /* guest memory behind the MR is not accessible */
 } PibMemErr;
-PibPd *pib_pd_lookup(PibState *s, uint32_t pdn);
 void pib_mw_unbind_qp(PibState *s, uint32_t qpn);
 void pib_mr_reset_all(PibState *s);
 const char *pib_mem_err_name(PibMemErr err);
@@ -363,7 +385,6 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r);
 bool pib_key_invalidate(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey);
 
 /* pib-cq.c */
-PibCq *pib_cq_lookup(PibState *s, uint32_t cqn);
 void pib_cq_reset_all(PibState *s);
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited);
 void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data);
@@ -371,13 +392,10 @@ void pib_cq_notify_run(PibState *s);
 uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode);
 
 /* pib-srq.c */
-PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn);
-PibXrcd *pib_xrcd_lookup(PibState *s, uint32_t xrcd);
 void pib_srq_reset_all(PibState *s);
 bool pib_srq_take(PibQp *qp, PibSrq *srq, PibRecvWqe *w, uint8_t *status);
 
 /* pib-qp.c */
-PibQp *pib_qp_lookup(PibState *s, uint32_t qpn);
 void pib_qp_reset_all(PibState *s);
 const char *pib_qp_state_name(uint8_t state);
 bool pib_qp_is_connected(const PibQp *qp);
@@ -413,109 +431,9 @@ uint64_t pib_rnr_timer_ns(uint8_t code);
 void pib_qp_stop_retrans(PibQp *qp);
 void pib_qp_sync_timers(PibQp *qp);
 
-/* pib-pkt.c */
-#define PIB_OPM_RETH        (1u << 0)
-#define PIB_OPM_AETH        (1u << 1)
-#define PIB_OPM_ATMETH      (1u << 2)
-#define PIB_OPM_ATMACK      (1u << 3)
-#define PIB_OPM_IMMDT       (1u << 4)
-#define PIB_OPM_IETH        (1u << 5)
-#define PIB_OPM_DETH        (1u << 6)
-#define PIB_OPM_PAYLOAD     (1u << 7)   /* may carry payload */
-#define PIB_OPM_REQ         (1u << 8)   /* a request (to the responder) */
-#define PIB_OPM_RESP        (1u << 9)   /* a response (to the completer) */
-#define PIB_OPM_FIRST       (1u << 10)  /* first packet of a message */
-#define PIB_OPM_MIDDLE      (1u << 11)
-#define PIB_OPM_LAST        (1u << 12)  /* last packet of a message */
-#define PIB_OPM_SEND        (1u << 13)
-#define PIB_OPM_WRITE       (1u << 14)
-#define PIB_OPM_READ        (1u << 15)  /* READ request or READ response */
-#define PIB_OPM_ATOMIC      (1u << 16)  /* atomic request or atomic ACK */
-#define PIB_OPM_ATOMIC_WRITE (1u << 17) /* ATOMIC WRITE: 8 bytes placed at once */
-#define PIB_OPM_XRCETH      (1u << 18)  /* an XRC request: the XRCETH follows the BTH */
-#define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
-
-typedef struct PibOpInfo {
-    const char *name;       /* NULL: not an opcode the device knows */
-    uint32_t mask;          /* PIB_OPM_* */
-} PibOpInfo;
-
-/* A received packet after pib_pkt_parse(): headers in host order. */
-typedef struct PibPktInfo {
-    const uint8_t *pkt;     /* LRH onwards */
-    uint32_t len;
-    uint16_t dlid;
-    uint16_t slid;
-    uint8_t sl;
-    uint8_t vl;             /* LRH: 15 for SMPs, 0 otherwise */
-    bool has_grh;
-    struct pib_grh grh;     /* raw, as on the wire */
-    uint8_t opcode;
-    const PibOpInfo *op;
-    bool se;
-    bool ackreq;
-    uint8_t pad;
-    uint16_t pkey;
-    uint8_t pkey_index;     /* the table entry it matched (QP0: 0) */
-    uint32_t dqpn;
-    uint32_t psn;
-    uint64_t va;            /* RETH or AtomicETH */
-    uint32_t rkey;
-    uint32_t dmalen;        /* RETH */
-    uint8_t syndrome;       /* AETH */
-    uint32_t msn;
-    uint64_t swap_add;      /* AtomicETH */
-    uint64_t compare;
-    uint64_t orig;          /* AtomicAckETH */
-    uint8_t imm[4];         /* ImmDt, raw */
-    uint32_t ieth_rkey;
-    uint32_t qkey;          /* DETH */
-    uint32_t src_qpn;
-    uint32_t xrc_srqn;      /* XRCETH */
-    const uint8_t *payload;
-    uint32_t paylen;
-} PibPktInfo;
-
-/* What a sender fills to build a packet. */
-typedef struct PibPktFields {
-    uint8_t opcode;
-    bool se;
-    bool ackreq;
-    uint32_t dqpn;
-    uint32_t psn;
-    uint16_t dlid;
-    uint8_t sl;
-    uint8_t src_path_bits;
-    bool vl15;              /* an SMP: VL15, and a permissive DLID gets a */
-                            /* permissive SLID */
-    uint16_t pkey;          /* BTH P_Key */
-    const PibAv *grh_av;    /* non-NULL: add a GRH for this address vector */
-    uint64_t va;            /* RETH / AtomicETH */
-    uint32_t rkey;
-    uint32_t dmalen;
-    uint8_t syndrome;       /* AETH */
-    uint32_t msn;
-    uint64_t swap_add;
-    uint64_t compare;
-    uint64_t orig;          /* AtomicAckETH */
-    uint8_t imm[4];
-    uint32_t ieth_rkey;     /* IETH: the rkey the responder invalidates */
-    uint32_t qkey;          /* DETH */
-    uint32_t src_qpn;
-    uint32_t xrc_srqn;      /* XRCETH */
-} PibPktFields;
-
-const PibOpInfo *pib_op_info(uint8_t opcode);
-const char *pib_op_name(uint8_t opcode);
-PibPktFields pib_pkt_trap_fields(uint16_t dlid, uint8_t sl);
-uint32_t pib_pkt_len(const PibPktFields *f, uint32_t paylen);
-void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8_t *sgid,
-                   const void *payload, uint32_t paylen);
+/* pib-rx.c: the receive path, and building packets from this port */
 PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
                          const void *payload, uint32_t paylen);
-enum pib_counter pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
-                               PibPktInfo *pi);
-uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
 void pib_pkt_drop(PibState *s, enum pib_counter why, const PibPktInfo *pi);
 const char *pib_counter_name(enum pib_counter c);
 void pib_rx_enqueue(PibState *s, PibPacket *p);
@@ -558,7 +476,6 @@ void pib_port_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
 void pib_port_event(PibState *s, PibPortSmEvent ev);
 void pib_port_announce(PibState *s);
-uint8_t pib_port_sm_ib_state(PibPortSmState sm);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);

@@ -17,25 +17,16 @@
  * This file is the PCI function itself: BAR0 and CONTROL (enable, disable,
  * function reset), the helpers every other file goes through to reach the
  * guest (the DMA pair, ring entries and page lists, MSI-X), and the QOM glue.
- * The rest of the device, one file per object as in the driver:
+ * Every file of the HCA is listed, with what it holds, in pib-internal.h; what
+ * the HCA shares with the switch (the link, the port state machine, the packet
+ * codec, SMA and PMA) is in ../fabric/.
  *
- *   pib-com.c    the admin queue, the AEQ and CEQ, the device's commands
- *   pib-link.c   the port and its link to a peer HCA (a chardev)
- *   pib-mr.c     PDs, MRs, memory windows, key checks, DMA through MRs
- *   pib-mr-wqe.c BIND_MW, fast registration and invalidation WQEs
- *   pib-cq.c     CQs: CQEs, overflow, arming, completion events
- *   pib-srq.c    SRQs
- *   pib-qp.c     QPs: create, destroy
- *   pib-qp-state.c  QP states: modify (the IBTA table), query, ERR
- *   pib-wqe.c    fetching, checking, completing and flushing WQEs
- *   pib-sched.c  UAR doorbells (BAR2), the run list, the RC timers
- *   pib-pkt.c    IB packets: build, parse, receive dispatch
- *   pib-req.c, pib-resp.c (+ pib-resp-rdatom.c), pib-comp.c   the transport
- *                engines
- *   pib-inject.c error injection
- *
- * Doorbell writes only validate and record the new index; bottom halves
- * execute admin commands and transport work outside the MMIO handler.
+ * The admin queue doorbell (AQ_DB, here) is checked and recorded; a bottom
+ * half executes the commands.  UAR doorbells (BAR2, pib-sched.c) are checked
+ * and recorded too, and put work on the run list that a bottom half runs;
+ * with one exception, which runs the requester in the vCPU thread: an SQ
+ * doorbell of an idle QP on an idle device whose link rings the peer's
+ * doorbell (pib_qp_doorbell says why).
  *
  * Layout, as in hw/nvme/ctrl.c: helpers (names, guest errors, DMA, rings,
  * interrupts) first, behaviour (CONTROL, registers, reset) next, QOM glue
@@ -64,7 +55,7 @@
 #include "chardev/char.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /* PCIe capability offset in config space (as in hw/nvme). */
 #define PIB_PCIE_CAP_OFFSET     0x80
@@ -369,6 +360,7 @@ static void pib_objects_reset(PibState *s)
     pib_srq_reset_all(s);
     pib_cq_reset_all(s);
     pib_mr_reset_all(s);
+    pib_pd_reset_all(s);
     pib_mcast_reset(s);
 }
 
@@ -645,6 +637,7 @@ static void pib_realize(PCIDevice *pci, Error **errp)
     QTAILQ_INIT(&s->notify_list);
     QSIMPLEQ_INIT(&s->rxq);
     s->uar_bitmap = bitmap_new(PIB_NUM_UARS);
+    pib_tables_realize(s);
     if (s->node_guid == 0) {
         s->node_guid = pib_derive_node_guid(s);
     }
@@ -668,6 +661,7 @@ static void pib_exit(PCIDevice *pci)
     qemu_bh_delete(s->rx_bh);
     pib_inject_unrealize(s);
     pib_port_unrealize(s);
+    pib_tables_unrealize(s);
     g_free(s->uar_bitmap);
     msix_unuse_all_vectors(pci);
     msix_uninit_exclusive_bar(pci);

@@ -21,7 +21,7 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 static bool pib_mgid_valid(const uint8_t *mgid)
 {

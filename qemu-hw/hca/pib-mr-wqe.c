@@ -19,7 +19,7 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 static uint8_t pib_bind_fail(const PibQp *qp, const char *why, uint64_t val)
 {
@@ -132,7 +132,7 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
     uint32_t npages = le32_to_cpu(r->npages);
     uint64_t iova = le64_to_cpu(r->iova);
     uint64_t length = le64_to_cpu(r->length);
-    PibMr *mr = idx >= 1 && idx <= PIB_MAX_MR ? s->mr[idx] : NULL;
+    PibMr *mr = pib_table_get(&s->mrs, idx);
     g_autofree uint64_t *pages = NULL;
     uint64_t need;
     uint32_t i;
@@ -188,7 +188,7 @@ uint8_t pib_mr_fast_reg(PibQp *qp, const struct pib_reg_mr_wqe *r)
     mr->length = length;
     mr->access = access;
     mr->key = key;
-    s->mr_key[idx] = key & 0xff;
+    pib_table_set_key(&s->mrs, idx, key & 0xff);
     mr->invalid = false;
     trace_pib_mr_reg(mr->key, mr->pdn, access, iova, length, npages);
     return PIB_WC_SUCCESS;

@@ -1,11 +1,11 @@
 /*
- * pib HCA device model - protection domains, memory regions and windows
+ * pib HCA device model - memory regions and windows
  *
  * Copyright (c) 2026 The pib authors
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * PDs, MRs and memory windows (docs/reference/hardware.md "Keys" and "Memory
+ * MRs and memory windows (docs/reference/hardware.md "Keys" and "Memory
  * windows"), their admin commands, and every access the engines make through
  * an MR: key, PD, access right and range checks (MR and window rkeys), then
  * DMA page by page through the MR's page list.  The commands are defined in
@@ -13,8 +13,8 @@
  * fast registration, LOCAL_INV and SEND_WITH_INV) are in pib-mr-wqe.c.
  *
  * Like every data-path object, each lives in a fixed-size table indexed by
- * its number, so every count the guest can ask for is bounded by a limit
- * QUERY_DEVICE reports; number 0 is never handed out.  An object referenced
+ * its number (pib-table.c), so every count the guest can ask for is bounded by
+ * a limit QUERY_DEVICE reports; number 0 is never handed out.  An object referenced
  * by others keeps a count, and destroying it answers BUSY (PD <- MR, MW, SRQ,
  * QP; MR <- bound MW).
  */
@@ -23,78 +23,25 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /*
  * Lookups
  */
 
-PibPd *pib_pd_lookup(PibState *s, uint32_t pdn)
-{
-    return pdn >= 1 && pdn <= PIB_MAX_PD ? s->pd[pdn] : NULL;
-}
-
 /* The MR a key names: the index must hold an MR and the key byte match. */
 PibMr *pib_mr_lookup(PibState *s, uint32_t key)
 {
-    uint32_t idx = key >> 8;
-    PibMr *mr;
+    PibMr *mr = pib_table_get(&s->mrs, key >> 8);
 
-    if (idx < 1 || idx > PIB_MAX_MR) {
-        return NULL;
-    }
-    mr = s->mr[idx];
     return mr && mr->key == key ? mr : NULL;
 }
 
 /* The window an rkey's index names, whatever its key byte, or NULL. */
 PibMw *pib_mw_by_index(PibState *s, uint32_t key)
 {
-    uint32_t idx = (key >> 8) - PIB_MW_INDEX_BASE;
-
-    return (key >> 8) > PIB_MW_INDEX_BASE && idx <= PIB_MAX_MW ?
-           s->mw[idx] : NULL;
-}
-
-/*
- * Protection domains
- */
-
-uint8_t pib_cmd_create_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                          PibAdminResult *res)
-{
-    uint32_t pdn = pib_table_alloc((void **)s->pd, PIB_MAX_PD);
-    PibPd *pd;
-
-    if (!pdn) {
-        return pib_cmd_reject("CREATE_PD", "table full", PIB_MAX_PD,
-                              PIB_AQ_NO_RESOURCES);
-    }
-    pd = g_new0(PibPd, 1);
-    pd->pdn = pdn;
-    s->pd[pdn] = pd;
-    trace_pib_obj("create", "PD", pdn);
-    res->result0 = pdn;
-    return PIB_AQ_OK;
-}
-
-uint8_t pib_cmd_destroy_pd(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res)
-{
-    uint32_t pdn = le32_to_cpu(cmd->in.obj.num);
-    PibPd *pd = pib_pd_lookup(s, pdn);
-
-    if (!pd) {
-        return pib_cmd_reject("DESTROY_PD", "no such PD", pdn,
-                              PIB_AQ_BAD_RESOURCE);
-    }
-    if (pd->refcnt) {
-        return pib_cmd_reject("DESTROY_PD", "in use", pd->refcnt, PIB_AQ_BUSY);
-    }
-    s->pd[pdn] = NULL;
-    g_free(pd);
-    trace_pib_obj("destroy", "PD", pdn);
-    return PIB_AQ_OK;
+    return (key >> 8) > PIB_MW_INDEX_BASE ?
+           pib_table_get(&s->mws, (key >> 8) - PIB_MW_INDEX_BASE) : NULL;
 }
 
 /*
@@ -112,12 +59,11 @@ static PibMr *pib_mr_install(PibState *s, uint32_t idx, PibPd *pd,
 {
     PibMr *mr = g_new0(PibMr, 1);
 
-    s->mr_key[idx]++;
-    mr->key = idx << 8 | s->mr_key[idx];
+    mr->key = idx << 8 | pib_table_next_key(&s->mrs, idx);
     mr->pdn = pd->pdn;
     mr->pages = pages;
     mr->max_pages = max_pages;
-    s->mr[idx] = mr;
+    pib_table_set(&s->mrs, idx, mr);
     s->mtt_pages += max_pages;
     pd->refcnt++;
     res->result0 = mr->key;
@@ -231,7 +177,7 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
             return status;
         }
     }
-    idx = pib_table_alloc((void **)s->mr, PIB_MAX_MR);
+    idx = pib_table_alloc(&s->mrs);
     if (!idx) {
         return pib_cmd_reject("REG_MR", "table full", PIB_MAX_MR,
                               PIB_AQ_NO_RESOURCES);
@@ -278,7 +224,7 @@ uint8_t pib_cmd_alloc_mr(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("ALLOC_MR", "page list budget exhausted",
                               max_pages, PIB_AQ_NO_RESOURCES);
     }
-    idx = pib_table_alloc((void **)s->mr, PIB_MAX_MR);
+    idx = pib_table_alloc(&s->mrs);
     if (!idx) {
         return pib_cmd_reject("ALLOC_MR", "table full", PIB_MAX_MR,
                               PIB_AQ_NO_RESOURCES);
@@ -384,7 +330,7 @@ static void pib_mr_free(PibState *s, PibMr *mr)
         pd->refcnt--;
     }
     s->mtt_pages -= mr->max_pages;
-    s->mr[mr->key >> 8] = NULL;
+    pib_table_set(&s->mrs, mr->key >> 8, NULL);
     g_free(mr->pages);
     g_free(mr);
 }
@@ -399,9 +345,11 @@ uint8_t pib_cmd_dereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
      * A fast-registration MR is named by its index: the key byte its
      * consumer chose last may belong to a REG_MR that never ran.
      */
-    if (!mr && (key >> 8) >= 1 && (key >> 8) <= PIB_MAX_MR &&
-        s->mr[key >> 8] && s->mr[key >> 8]->fast_reg) {
-        mr = s->mr[key >> 8];
+    if (!mr) {
+        mr = pib_table_get(&s->mrs, key >> 8);
+        if (mr && !mr->fast_reg) {
+            mr = NULL;
+        }
     }
     if (!mr) {
         return pib_cmd_reject("DEREG_MR", "no such key", key,
@@ -446,18 +394,17 @@ uint8_t pib_cmd_alloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
     if (type != 1 && type != 2) {
         return pib_cmd_reject("ALLOC_MW", "bad type", type, PIB_AQ_BAD_PARAM);
     }
-    idx = pib_table_alloc((void **)s->mw, PIB_MAX_MW);
+    idx = pib_table_alloc(&s->mws);
     if (!idx) {
         return pib_cmd_reject("ALLOC_MW", "table full", PIB_MAX_MW,
                               PIB_AQ_NO_RESOURCES);
     }
-    s->mw_key[idx]++;
     mw = g_new0(PibMw, 1);
-    mw->key = (PIB_MW_INDEX_BASE + idx) << 8 | s->mw_key[idx];
+    mw->key = (PIB_MW_INDEX_BASE + idx) << 8 | pib_table_next_key(&s->mws, idx);
     mw->alloc_key = mw->key;
     mw->pdn = pdn;
     mw->type = type;
-    s->mw[idx] = mw;
+    pib_table_set(&s->mws, idx, mw);
     pd->refcnt++;
     trace_pib_obj("create", "MW", mw->key);
     res->result0 = mw->key;
@@ -472,7 +419,7 @@ static void pib_mw_free(PibState *s, PibMw *mw)
     if (pd) {
         pd->refcnt--;
     }
-    s->mw[(mw->key >> 8) - PIB_MW_INDEX_BASE] = NULL;
+    pib_table_set(&s->mws, (mw->key >> 8) - PIB_MW_INDEX_BASE, NULL);
     g_free(mw);
 }
 
@@ -507,12 +454,11 @@ uint8_t pib_cmd_dealloc_mw(PibState *s, const struct pib_admin_cmd *cmd,
  */
 void pib_mw_unbind_qp(PibState *s, uint32_t qpn)
 {
-    unsigned i;
+    uint32_t i;
+    PibMw *mw;
 
-    for (i = 1; i <= PIB_MAX_MW; i++) {
-        PibMw *mw = s->mw[i];
-
-        if (mw && mw->type == 2 && mw->bound && mw->qpn == qpn) {
+    PIB_TABLE_FOREACH(&s->mws, i, mw) {
+        if (mw->type == 2 && mw->bound && mw->qpn == qpn) {
             pib_mw_unbind(s, mw);
             trace_pib_mw_unbind(qpn, mw->key);
         }
@@ -700,28 +646,22 @@ PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
 }
 
 /*
- * Function reset: windows, MRs and PDs go (the QPs, SRQs and CQs that used
- * them went first).
+ * Function reset: windows and MRs go (the QPs, SRQs and CQs that used them
+ * went first; their PDs go after them, pib-pd.c).
  */
 void pib_mr_reset_all(PibState *s)
 {
     uint32_t i;
+    PibMw *mw;
+    PibMr *mr;
 
-    for (i = 1; i <= PIB_MAX_MW; i++) {
-        if (s->mw[i]) {
-            pib_mw_free(s, s->mw[i]);
-        }
+    PIB_TABLE_FOREACH(&s->mws, i, mw) {
+        pib_mw_free(s, mw);
     }
-    for (i = 1; i <= PIB_MAX_MR; i++) {
-        if (s->mr[i]) {
-            pib_mr_free(s, s->mr[i]);
-        }
+    PIB_TABLE_FOREACH(&s->mrs, i, mr) {
+        pib_mr_free(s, mr);
     }
-    for (i = 1; i <= PIB_MAX_PD; i++) {
-        g_free(s->pd[i]);
-        s->pd[i] = NULL;
-    }
-    memset(s->mr_key, 0, sizeof(s->mr_key));
-    memset(s->mw_key, 0, sizeof(s->mw_key));
+    pib_table_reset(&s->mws);
+    pib_table_reset(&s->mrs);
     s->mtt_pages = 0;
 }

@@ -20,9 +20,9 @@
 #include "qemu/queue.h"
 #include "qemu/timer.h"
 
-#include "include/pib_hw.h"
-#include "include/pib_wqe.h"
-#include "include/pib_link.h"
+#include "../include/pib_hw.h"
+#include "../include/pib_wqe.h"
+#include "../fabric/pib-fabric.h"  /* PibGrhAddr, PibPacket */
 
 typedef struct PibState PibState;
 
@@ -52,16 +52,25 @@ typedef struct PibState PibState;
 #define PIB_MAX_MSG_SZ          (1u << 31)
 #define PIB_PORT_MTU_ENUM       5       /* IB MTU 4096 */
 
-/* QP numbers: 0 would be the SMI QP (none), 1 the GSI QP, then the rest. */
-#define PIB_QPN_SMI             0
-#define PIB_QPN_GSI             1
+/* QP numbers: QP0 and QP1 (fabric/pib-packet.h), then the rest. */
 #define PIB_QPN_FIRST           2
 #define PIB_QPN_LIMIT           (PIB_QPN_FIRST + PIB_MAX_QP)   /* exclusive */
-#define PIB_GSI_QKEY            0x80010000u
-#define PIB_SMI_QKEY            0
 
 /*
- * Data-path objects (pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c)
+ * An object table (pib-table.c): the objects of one type by the numbers the driver names them
+ * by, first..max.  Every type keeps its objects in one (PibState).  Keyed tables (MRs,
+ * windows) also keep each index's last key byte: a reused index gets a new key, so stale
+ * keys fail.
+ */
+typedef struct PibTable {
+    uint32_t first;         /* the lowest valid number: 1, or 0 for QPs (QP0) */
+    uint32_t max;           /* the highest */
+    void **obj;             /* [max + 1]; NULL: free */
+    uint8_t *key;           /* [max + 1] in a keyed table, else NULL */
+} PibTable;
+
+/*
+ * Data-path objects (pib-pd.c, pib-mr.c, pib-cq.c, pib-srq.c, pib-qp.c)
  */
 
 typedef struct PibPd {
@@ -69,7 +78,7 @@ typedef struct PibPd {
     uint32_t refcnt;        /* MRs and QPs using it: DESTROY_PD says BUSY */
 } PibPd;
 
-/* An XRC domain (pib-srq.c): the XRC SRQs and XRC_TGT QPs in it may serve each other. */
+/* An XRC domain (pib-pd.c): the XRC SRQs and XRC_TGT QPs in it may serve each other. */
 typedef struct PibXrcd {
     uint32_t xrcd;
     uint32_t refcnt;        /* SRQs and QPs in it: DEALLOC_XRCD says BUSY */
@@ -179,12 +188,9 @@ typedef struct PibAv {
     uint8_t sl;
     uint8_t src_path_bits;
     uint8_t static_rate;
-    bool grh;
+    bool grh;               /* the GRH fields below are valid: packets carry a GRH */
     uint8_t sgid_index;
-    uint8_t hop_limit;
-    uint8_t traffic_class;
-    uint32_t flow_label;
-    uint8_t dgid[16];
+    PibGrhAddr g;
 } PibAv;
 
 /* A send WQE as fetched and checked (host order). */

@@ -5,24 +5,13 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
- * The port's state machine, and the port as its management agents see it (pib-mgmt.h): the
+ * The port's state, and the port as its management agents see it (fabric/pib-mgmt.h): the
  * PibMgmtOps through which the SMA and the PMA act on this HCA, the admin commands that
  * reach them (MAD_IFC, SET_NODE_DESC) or read what they keep (QUERY_PORT, QUERY_PKEY,
  * QUERY_GID, SET_PORT), the traps they send and the events they raise.
  *
- * The port state machine (IBTA 7.2, PortState and PortPhysicalState in one):
- *
- *   POLLING  --STREAM_UP-->   TRAINING (HELLO sent; not while DISABLED)
- *   TRAINING --HELLO-->       INIT, or ACTIVE without an SM (the `lid` property)
- *   INIT     --SM_ARM-->      ARMED          (PortInfo Set PortState=ARMED)
- *   ARMED    --SM_ACTIVATE--> ACTIVE         (PortInfo Set PortState=ACTIVE)
- *   ARMED    --RX_DATA-->     ACTIVE         (a data packet arrived, IBTA 7.2.5)
- *   INIT     --LID_SET-->     ACTIVE         (without an SM: SET_PORT gave a LID)
- *   any      --STREAM_DOWN--> POLLING        (the stream closed, framing lost, or an SM
- *                                             took the link down: it retrains)
- *
- * What each state lets through is pib-pkt.c's and pib-link.c's business (docs/reference/hardware.md,
- * "Port"); leaving and reaching ACTIVE, and the link coming up, raise async events.
+ * The machine itself, its transitions and names, is the fabric's (fabric/pib-port-sm.c); this
+ * file enters its states for the HCA: LINK_STATE, the link-down count, the async events.
  */
 
 #include "qemu/osdep.h"
@@ -30,42 +19,9 @@
 #include "qemu/main-loop.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 #define PIB_NODE_DESC_DEFAULT   "pib-hca"
-
-const char *const pib_port_sm_names[PIB_PSM__MAX] = {
-    [PIB_PSM_POLLING]  = "POLLING",
-    [PIB_PSM_TRAINING] = "TRAINING",
-    [PIB_PSM_INIT]     = "INIT",
-    [PIB_PSM_ARMED]    = "ARMED",
-    [PIB_PSM_ACTIVE]   = "ACTIVE",
-};
-
-const char *const pib_port_ev_names[PIB_PEV__MAX] = {
-    [PIB_PEV_STREAM_UP]   = "STREAM_UP",
-    [PIB_PEV_HELLO]       = "HELLO",
-    [PIB_PEV_STREAM_DOWN] = "STREAM_DOWN",
-    [PIB_PEV_LID_SET]     = "LID_SET",
-    [PIB_PEV_SM_ARM]      = "SM_ARM",
-    [PIB_PEV_SM_ACTIVATE] = "SM_ACTIVATE",
-    [PIB_PEV_RX_DATA]     = "RX_DATA",
-};
-
-/*
- * Port state machine
- */
-
-/* The IBTA PortState of a state of the machine (an HCA's port or a switch's). */
-uint8_t pib_port_sm_ib_state(PibPortSmState sm)
-{
-    switch (sm) {
-    case PIB_PSM_INIT:   return PIB_PORT_INIT;
-    case PIB_PSM_ARMED:  return PIB_PORT_ARMED;
-    case PIB_PSM_ACTIVE: return PIB_PORT_ACTIVE;
-    default:             return PIB_PORT_DOWN;
-    }
-}
 
 uint8_t pib_port_ib_state(const PibState *s)
 {
@@ -74,14 +30,12 @@ uint8_t pib_port_ib_state(const PibState *s)
 
 uint8_t pib_port_phys_state(const PibState *s)
 {
-    return s->port.disabled ? PIB_PHYS_DISABLED :
-           pib_port_link_up(s) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
+    return pib_port_sm_phys_state(s->port.sm, s->port.disabled);
 }
 
 bool pib_port_link_up(const PibState *s)
 {
-    return s->port.sm == PIB_PSM_INIT || s->port.sm == PIB_PSM_ARMED ||
-           s->port.sm == PIB_PSM_ACTIVE;
+    return pib_port_sm_link_up(s->port.sm);
 }
 
 bool pib_port_active(const PibState *s)
@@ -108,47 +62,6 @@ bool pib_lid_is_ours(const PibState *s, uint16_t lid)
 static PibPortSmState pib_port_trained_state(const PibState *s)
 {
     return pib_port_no_sm(s) && s->port.mgmt.lid ? PIB_PSM_ACTIVE : PIB_PSM_INIT;
-}
-
-/*
- * The transition table, one state at a time.  Events that do not apply leave the state as
- * it is (the SMA has already refused the transitions the IBTA forbids).  Every port runs
- * it: the HCA's and each external port of a switch (pib-switch.c).
- */
-PibPortSmState pib_port_sm_next(PibPortSmState cur, PibPortSmEvent ev, bool disabled,
-                                PibPortSmState trained)
-{
-    if (ev == PIB_PEV_STREAM_DOWN) {
-        return PIB_PSM_POLLING;
-    }
-    switch (cur) {
-    case PIB_PSM_POLLING:
-        if (ev == PIB_PEV_STREAM_UP && !disabled) {
-            return PIB_PSM_TRAINING;
-        }
-        break;
-    case PIB_PSM_TRAINING:
-        if (ev == PIB_PEV_HELLO) {
-            return trained;
-        }
-        break;
-    case PIB_PSM_INIT:
-        if (ev == PIB_PEV_SM_ARM) {
-            return PIB_PSM_ARMED;
-        }
-        if (ev == PIB_PEV_LID_SET) {
-            return trained;
-        }
-        break;
-    case PIB_PSM_ARMED:
-        if (ev == PIB_PEV_SM_ACTIVATE || ev == PIB_PEV_RX_DATA) {
-            return PIB_PSM_ACTIVE;
-        }
-        break;
-    default:
-        break;
-    }
-    return cur;
 }
 
 static PibPortSmState pib_port_next_state(const PibState *s, PibPortSmEvent ev)
@@ -245,34 +158,24 @@ static uint8_t pib_mgmt_phys_state(PibMgmtPort *m)
     return pib_port_phys_state(pib_mgmt_state(m));
 }
 
-/* PortState DOWN: the link goes down and trains again; ARMED, ACTIVE: the SM's steps. */
+static void pib_mgmt_port_event(void *opaque, PibPortSmEvent ev)
+{
+    pib_port_event(opaque, ev);
+}
+
+/* An SM's PortInfo Set: the fabric's one way for every port (pib-port-sm.h). */
 static void pib_mgmt_set_port_state(PibMgmtPort *m, uint8_t state)
 {
     PibState *s = pib_mgmt_state(m);
 
-    switch (state) {
-    case PIB_PORT_DOWN:
-        pib_link_retrain(s, "PortInfo PortState=DOWN");
-        break;
-    case PIB_PORT_ARMED:
-        pib_port_event(s, PIB_PEV_SM_ARM);
-        break;
-    case PIB_PORT_ACTIVE:
-        pib_port_event(s, PIB_PEV_SM_ACTIVATE);
-        break;
-    default:
-        break;
-    }
+    pib_port_sm_set_port_state(&s->link, state, pib_mgmt_port_event, s);
 }
 
-/* PortPhysicalState DISABLED: down and untrained until POLLING enables it again. */
 static void pib_mgmt_set_phys_state(PibMgmtPort *m, uint8_t phys)
 {
     PibState *s = pib_mgmt_state(m);
 
-    s->port.disabled = phys == PIB_PHYS_DISABLED;
-    pib_link_retrain(s, s->port.disabled ? "PortInfo phys=DISABLED" :
-                                           "PortInfo phys=POLLING");
+    pib_port_sm_set_phys_state(&s->link, &s->port.disabled, phys);
 }
 
 static void pib_mgmt_changed(PibMgmtPort *m, unsigned what)

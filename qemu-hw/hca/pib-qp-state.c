@@ -30,7 +30,7 @@
 #include "qemu/host-utils.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /*
  * The modify-QP table: which transitions exist and which attributes each one
@@ -381,11 +381,11 @@ static void pib_qp_apply_attrs(PibQp *qp, const struct pib_qp_attr *a,
             .static_rate = a->static_rate,
             .grh = a->ah_flags & PIB_AH_F_GRH,
             .sgid_index = a->sgid_index,
-            .hop_limit = a->hop_limit,
-            .traffic_class = a->traffic_class,
-            .flow_label = le32_to_cpu(a->flow_label),
+            .g.hop_limit = a->hop_limit,
+            .g.traffic_class = a->traffic_class,
+            .g.flow_label = le32_to_cpu(a->flow_label),
         };
-        memcpy(qp->av.dgid, a->dgid, sizeof(qp->av.dgid));
+        memcpy(qp->av.g.dgid, a->dgid, sizeof(qp->av.g.dgid));
     }
     if (mask & PIB_QP_RQ_PSN) {
         qp->rq_psn = le32_to_cpu(a->rq_psn);
@@ -549,16 +549,16 @@ uint8_t pib_cmd_query_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .src_path_bits = qp->av.src_path_bits,
         .static_rate = qp->av.static_rate,
         .ah_flags = qp->av.grh ? PIB_AH_F_GRH : 0,
-        .hop_limit = qp->av.hop_limit,
+        .hop_limit = qp->av.g.hop_limit,
         .sgid_index = qp->av.sgid_index,
-        .traffic_class = qp->av.traffic_class,
-        .flow_label = cpu_to_le32(qp->av.flow_label),
+        .traffic_class = qp->av.g.traffic_class,
+        .flow_label = cpu_to_le32(qp->av.g.flow_label),
         .max_send_wr = cpu_to_le32(qp->sq.ring.depth),
         .max_recv_wr = cpu_to_le32(qp->rq.ring.depth),
         .max_send_sge = cpu_to_le32(qp->sq.max_sge),
         .max_recv_sge = cpu_to_le32(qp->rq.max_sge),
         .max_inline_data = cpu_to_le32(qp->max_inline),
     };
-    memcpy(a.dgid, qp->av.dgid, sizeof(a.dgid));
+    memcpy(a.dgid, qp->av.g.dgid, sizeof(a.dgid));
     return pib_admin_respond(s, cmd, &a, sizeof(a));
 }

@@ -24,7 +24,7 @@
 #include "qemu/host-utils.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 const char *pib_qp_state_name(uint8_t state)
 {
@@ -47,11 +47,6 @@ bool pib_qp_is_connected(const PibQp *qp)
 
 #define PIB_QPC_F_ALL   (PIB_QPC_F_SQ_SIG_ALL | PIB_QPC_F_NO_RQ)
 
-PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
-{
-    return qpn < PIB_QPN_LIMIT ? s->qp[qpn] : NULL;
-}
-
 /*
  * A QPN for a new QP of this type: QP0 and QP1 for the special QPs (one each), else the
  * next free one; QPNs rotate, so stale ones fail.  False if there is none.
@@ -62,11 +57,11 @@ static bool pib_qpn_alloc(PibState *s, uint8_t type, uint32_t *qpn)
 
     if (type == PIB_QPT_SMI || type == PIB_QPT_GSI) {
         *qpn = type == PIB_QPT_SMI ? PIB_QPN_SMI : PIB_QPN_GSI;
-        return !s->qp[*qpn];
+        return !pib_qp_lookup(s, *qpn);
     }
     for (i = 0; i < PIB_MAX_QP; i++) {
         n = PIB_QPN_FIRST + (s->next_qpn + i) % PIB_MAX_QP;
-        if (!s->qp[n]) {
+        if (!pib_qp_lookup(s, n)) {
             s->next_qpn = (n - PIB_QPN_FIRST + 1) % PIB_MAX_QP;
             *qpn = n;
             return true;
@@ -98,7 +93,7 @@ static void pib_qp_free(PibState *s, PibQp *qp)
     if (qp->srq) {
         qp->srq->refcnt--;
     }
-    s->qp[qp->qpn] = NULL;
+    pib_table_set(&s->qps, qp->qpn, NULL);
     g_free(qp->sq.ring.pages);
     g_free(qp->rq.ring.pages);
     g_free(qp->meta);
@@ -128,7 +123,7 @@ static PibQp *pib_qp_new(PibState *s, uint32_t qpn, uint8_t type, uint32_t meta_
 static uint8_t pib_qp_install(PibState *s, PibQp *qp, PibAdminResult *res)
 {
     pib_qp_init_engines(qp);
-    s->qp[qp->qpn] = qp;
+    pib_table_set(&s->qps, qp->qpn, qp);
     res->result0 = qp->qpn;
     return PIB_AQ_OK;
 }
@@ -365,11 +360,10 @@ uint8_t pib_cmd_destroy_qp(PibState *s, const struct pib_admin_cmd *cmd,
 void pib_qp_reset_all(PibState *s)
 {
     uint32_t i;
+    PibQp *qp;
 
-    for (i = 0; i < PIB_QPN_LIMIT; i++) {
-        if (s->qp[i]) {
-            pib_qp_free(s, s->qp[i]);
-        }
+    PIB_TABLE_FOREACH(&s->qps, i, qp) {
+        pib_qp_free(s, qp);
     }
     s->next_qpn = 0;
 }

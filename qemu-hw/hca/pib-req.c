@@ -37,7 +37,7 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 #define PIB_ACKREQ_INTERVAL     32
 /* PSNs an RC requester may have outstanding (well under the 2^23 limit). */
@@ -318,8 +318,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .src_path_bits = pib_qp_is_ud(qp) ? 0 : qp->av.src_path_bits,
         .vl15 = qp->type == PIB_QPT_SMI,
         .pkey = pib_req_pkey(qp, w),
-        .grh_av = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av : NULL) :
-                  qp->av.grh ? &qp->av : NULL,
+        .grh = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av.g : NULL) :
+               qp->av.grh ? &qp->av.g : NULL,
         .xrc_srqn = w->xrc_srqn,        /* XRC: the target's SRQ */
     };
 

@@ -19,7 +19,7 @@
 
 #include "pib-internal.h"
 #include "pib-resp.h"
-#include "trace.h"
+#include "../trace.h"
 
 static bool pib_psn_in(uint32_t psn, uint32_t first, uint32_t last)
 {

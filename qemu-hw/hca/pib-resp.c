@@ -56,7 +56,7 @@
 
 #include "pib-internal.h"
 #include "pib-resp.h"
-#include "trace.h"
+#include "../trace.h"
 
 #define PIB_ACK_COALESCE        16
 #define PIB_GRH_SPACE           40      /* UD: receive buffer bytes for a GRH */
@@ -96,7 +96,7 @@ PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
     f->dlid = qp->av.dlid;
     f->sl = qp->av.sl;
     f->src_path_bits = qp->av.src_path_bits;
-    f->grh_av = qp->av.grh ? &qp->av : NULL;
+    f->grh = qp->av.grh ? &qp->av.g : NULL;
     f->pkey = pib_port_pkey(qp->s, qp->pkey_index);
     f->msn = qp->resp.msn;
     return pib_pkt_build(qp->s, f, NULL, paylen);

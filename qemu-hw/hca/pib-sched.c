@@ -21,7 +21,7 @@
  *              it has more to do (pib_qp_doorbell says why this holds for
  *              latency too).  Received packets are handled as they come off
  *              the link, or by the receive bottom half for loopback
- *              (pib-pkt.c), which then runs the list itself.
+ *              (pib-rx.c), which then runs the list itself.
  *   timers     the RC retransmit (local ACK) timer and the RNR timer; their
  *              callbacks only set a flag and schedule the QP.
  */
@@ -30,7 +30,7 @@
 #include "qemu/main-loop.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /* Packets one QP may send per run of the work bottom half. */
 #define PIB_WORK_BUDGET         32
@@ -288,11 +288,12 @@ void pib_qp_schedule(PibQp *qp)
 void pib_qp_kick_waiters(PibState *s)
 {
     uint32_t i;
+    PibQp *qp;
 
-    for (i = 0; i < PIB_QPN_LIMIT; i++) {
-        if (s->qp[i] && s->qp[i]->req.wait_tx) {
-            s->qp[i]->req.wait_tx = false;
-            pib_qp_schedule(s->qp[i]);
+    PIB_TABLE_FOREACH(&s->qps, i, qp) {
+        if (qp->req.wait_tx) {
+            qp->req.wait_tx = false;
+            pib_qp_schedule(qp);
         }
     }
 }

@@ -13,7 +13,7 @@
  * on the SRQ.  Falling below an armed limit raises SRQ_LIMIT once and
  * disarms, as IB specifies.
  *
- * XRC (IBTA 9.8): an XRC domain (ALLOC_XRCD) groups XRC SRQs and XRC_TGT QPs.
+ * XRC (IBTA 9.8): an XRC domain (ALLOC_XRCD, pib-pd.c) groups XRC SRQs and XRC_TGT QPs.
  * An XRC SRQ is an SRQ with a domain and a CQ of its own; no QP is created on
  * it.  An XRC_TGT QP takes, for each message, a WQE of the SRQ the request's
  * XRCETH names, if that SRQ is an XRC SRQ of the QP's domain, and completes
@@ -25,63 +25,11 @@
 #include "qemu/host-utils.h"
 
 #include "pib-internal.h"
-#include "trace.h"
-
-/*
- * XRC domains
- */
-
-PibXrcd *pib_xrcd_lookup(PibState *s, uint32_t xrcd)
-{
-    return xrcd >= 1 && xrcd <= PIB_MAX_XRCD ? s->xrcd[xrcd] : NULL;
-}
-
-uint8_t pib_cmd_alloc_xrcd(PibState *s, const struct pib_admin_cmd *cmd,
-                           PibAdminResult *res)
-{
-    uint32_t n = pib_table_alloc((void **)s->xrcd, PIB_MAX_XRCD);
-    PibXrcd *x;
-
-    if (!n) {
-        return pib_cmd_reject("ALLOC_XRCD", "table full", PIB_MAX_XRCD,
-                              PIB_AQ_NO_RESOURCES);
-    }
-    x = g_new0(PibXrcd, 1);
-    x->xrcd = n;
-    s->xrcd[n] = x;
-    trace_pib_obj("alloc", "XRCD", n);
-    res->result0 = n;
-    return PIB_AQ_OK;
-}
-
-uint8_t pib_cmd_dealloc_xrcd(PibState *s, const struct pib_admin_cmd *cmd,
-                             PibAdminResult *res)
-{
-    uint32_t n = le32_to_cpu(cmd->in.obj.num);
-    PibXrcd *x = pib_xrcd_lookup(s, n);
-
-    if (!x) {
-        return pib_cmd_reject("DEALLOC_XRCD", "no such XRCD", n,
-                              PIB_AQ_BAD_RESOURCE);
-    }
-    if (x->refcnt) {
-        return pib_cmd_reject("DEALLOC_XRCD", "in use", x->refcnt,
-                              PIB_AQ_BUSY);
-    }
-    s->xrcd[n] = NULL;
-    g_free(x);
-    trace_pib_obj("dealloc", "XRCD", n);
-    return PIB_AQ_OK;
-}
+#include "../trace.h"
 
 /*
  * Creating and destroying SRQs
  */
-
-PibSrq *pib_srq_lookup(PibState *s, uint32_t srqn)
-{
-    return srqn >= 1 && srqn <= PIB_MAX_SRQ ? s->srq[srqn] : NULL;
-}
 
 /* Is depth an SRQ ring size CREATE_SRQ and MODIFY_SRQ accept? */
 static bool pib_srq_depth_ok(uint32_t depth)
@@ -151,7 +99,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "UAR not allocated", uar,
                               PIB_AQ_BAD_PARAM);
     }
-    srqn = pib_table_alloc((void **)s->srq, PIB_MAX_SRQ);
+    srqn = pib_table_alloc(&s->srqs);
     if (!srqn) {
         return pib_cmd_reject("CREATE_SRQ", "table full", PIB_MAX_SRQ,
                               PIB_AQ_NO_RESOURCES);
@@ -178,7 +126,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         xrcd->refcnt++;
         cq->refcnt++;
     }
-    s->srq[srqn] = srq;
+    pib_table_set(&s->srqs, srqn, srq);
     pd->refcnt++;
     trace_pib_srq_create(srqn, depth, limit, uar, xrcdn, cqn);
     res->result0 = srqn;
@@ -272,6 +220,7 @@ static void pib_srq_free(PibState *s, PibSrq *srq)
     PibPd *pd = pib_pd_lookup(s, srq->pdn);
     PibXrcd *xrcd = pib_xrcd_lookup(s, srq->xrcd);
     uint32_t i;
+    PibQp *qp;
 
     if (pd) {
         pd->refcnt--;
@@ -288,16 +237,16 @@ static void pib_srq_free(PibState *s, PibSrq *srq)
      * the rest of the message finds no SRQ (pib-resp.c answers it with an
      * invalid request NAK).
      */
-    for (i = 0; srq->xrcd && i < PIB_QPN_LIMIT; i++) {
-        PibQp *qp = s->qp[i];
-
-        if (qp && qp->resp.rwqe_srq == srq) {
-            qp->resp.rwqe_valid = false;
-            qp->resp.rwqe_srq = NULL;
-            qp->resp.opcode = -1;       /* a MIDDLE or LAST now breaks the sequence */
+    if (srq->xrcd) {
+        PIB_TABLE_FOREACH(&s->qps, i, qp) {
+            if (qp->resp.rwqe_srq == srq) {
+                qp->resp.rwqe_valid = false;
+                qp->resp.rwqe_srq = NULL;
+                qp->resp.opcode = -1;   /* a MIDDLE or LAST now breaks the sequence */
+            }
         }
     }
-    s->srq[srq->srqn] = NULL;
+    pib_table_set(&s->srqs, srq->srqn, NULL);
     g_free(srq->ring.pages);
     g_free(srq);
 }
@@ -349,18 +298,13 @@ bool pib_srq_take(PibQp *qp, PibSrq *srq, PibRecvWqe *w, uint8_t *status)
     return true;
 }
 
-/* Function reset: every SRQ goes (the QPs on them went first), then the XRC domains. */
+/* Function reset: every SRQ goes (the QPs on them went first; their domains go after). */
 void pib_srq_reset_all(PibState *s)
 {
     uint32_t i;
+    PibSrq *srq;
 
-    for (i = 1; i <= PIB_MAX_SRQ; i++) {
-        if (s->srq[i]) {
-            pib_srq_free(s, s->srq[i]);
-        }
-    }
-    for (i = 1; i <= PIB_MAX_XRCD; i++) {
-        g_free(s->xrcd[i]);
-        s->xrcd[i] = NULL;
+    PIB_TABLE_FOREACH(&s->srqs, i, srq) {
+        pib_srq_free(s, srq);
     }
 }

@@ -21,7 +21,7 @@
 #include "qemu/bswap.h"
 
 #include "pib-internal.h"
-#include "trace.h"
+#include "../trace.h"
 
 /*
  * Fetching WQEs
@@ -83,11 +83,11 @@ static bool pib_ud_av_fetch(PibQp *qp, uint32_t idx, const struct pib_send_wqe *
         .sl = w->ud_sl,
         .grh = true,
         .sgid_index = ud->sgid_index,
-        .hop_limit = ud->hop_limit,
-        .traffic_class = ud->traffic_class,
-        .flow_label = le32_to_cpu(ud->flow_label) & PIB_FLOW_LABEL_MASK,
+        .g.hop_limit = ud->hop_limit,
+        .g.traffic_class = ud->traffic_class,
+        .g.flow_label = le32_to_cpu(ud->flow_label) & PIB_FLOW_LABEL_MASK,
     };
-    memcpy(w->ud_av.dgid, ud->dgid, sizeof(w->ud_av.dgid));
+    memcpy(w->ud_av.g.dgid, ud->dgid, sizeof(w->ud_av.g.dgid));
     return true;
 }
 

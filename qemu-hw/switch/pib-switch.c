@@ -9,10 +9,12 @@
  *       -chardev socket,id=p1,path=sw-1.sock,server=on,wait=off ... \
  *       -device pib-switch,id=sw0,ports=4,port1=p1,port2=p2,...
  *
- * Each external port is a PibLink (pib-link.c) on its chardev, running the same framing,
- * queues and port state machine as an HCA's port.  Port 0 is the switch's management port
- * (base port 0, IBTA 18.2.1.1): it has no link; its LID is the switch's, and the same SMA and
- * PMA as the HCA's (pib-sma.c, pib-pma.c) answer for it, with the switch attributes
+ * The switch is built on the fabric layer alone (../fabric/pib-fabric.h), as the HCA is;
+ * it knows nothing of the HCA.  Each external port is a PibLink (fabric/pib-link.c) on its
+ * chardev, running the same framing, queues and port state machine as an HCA's port.  Port 0
+ * is the switch's management port (base port 0, IBTA 18.2.1.1): it has no link; its LID is
+ * the switch's, and the same SMA and PMA as the HCA's (fabric/pib-sma.c, pib-pma.c) answer
+ * for it, with the switch attributes
  * (SwitchInfo, LinearForwardingTable, MulticastForwardingTable) that the SMA serves only to a
  * node with PibMgmtNode.sw.  docs/how-to/switch.md explains the choice and the rules.  The switch's
  * state is in pib-switch.h; its own management datagrams (directed route hop by hop, SMPs and
@@ -48,8 +50,7 @@
 #include "chardev/char-fe.h"
 #include "hw/qdev-properties-system.h"     /* DEFINE_PROP_CHR */
 
-#include "pib-internal.h"       /* pib_pkt_parse/len/write, PibPktInfo, pib_port_sm_next */
-#include "trace.h"
+#include "../trace.h"
 
 #include "pib-switch.h"        /* the switch's state, shared with pib-switch-mad.c */
 
@@ -65,8 +66,7 @@ static const char *const pib_sw_drop_names[PIB_SW_DROP__MAX] = {
 
 bool pib_sw_port_up(const PibSwitchPort *p)
 {
-    return p->num == 0 || p->sm == PIB_PSM_INIT || p->sm == PIB_PSM_ARMED ||
-           p->sm == PIB_PSM_ACTIVE;
+    return p->num == 0 || pib_port_sm_link_up(p->sm);
 }
 
 bool pib_sw_port_active(const PibSwitchPort *p)
@@ -423,31 +423,24 @@ static uint8_t sw_mgmt_phys_state(PibMgmtPort *m)
 {
     PibSwitchPort *p = sw_mgmt_port(m);
 
-    return p->disabled ? PIB_PHYS_DISABLED :
-           pib_sw_port_up(p) ? PIB_PHYS_LINKUP : PIB_PHYS_POLLING;
+    return p->num == 0 ? PIB_PHYS_LINKUP : pib_port_sm_phys_state(p->sm, p->disabled);
 }
 
+static void sw_mgmt_port_event(void *opaque, PibPortSmEvent ev)
+{
+    sw_port_event(opaque, ev);
+}
+
+/*
+ * An SM's PortInfo Set: the fabric's one way for every port (pib-port-sm.h).  Port 0 has
+ * no state to set.
+ */
 static void sw_mgmt_set_port_state(PibMgmtPort *m, uint8_t state)
 {
     PibSwitchPort *p = sw_mgmt_port(m);
 
-    if (p->num == 0) {
-        return;
-    }
-    switch (state) {
-    case PIB_PORT_DOWN:
-        if (p->linked) {
-            pib_link_take_down(&p->link, "PortInfo PortState=DOWN");
-        }
-        break;
-    case PIB_PORT_ARMED:
-        sw_port_event(p, PIB_PEV_SM_ARM);
-        break;
-    case PIB_PORT_ACTIVE:
-        sw_port_event(p, PIB_PEV_SM_ACTIVATE);
-        break;
-    default:
-        break;
+    if (p->num != 0) {
+        pib_port_sm_set_port_state(p->linked ? &p->link : NULL, state, sw_mgmt_port_event, p);
     }
 }
 
@@ -455,13 +448,8 @@ static void sw_mgmt_set_phys_state(PibMgmtPort *m, uint8_t phys)
 {
     PibSwitchPort *p = sw_mgmt_port(m);
 
-    if (p->num == 0) {
-        return;
-    }
-    p->disabled = phys == PIB_PHYS_DISABLED;
-    if (p->linked) {
-        pib_link_take_down(&p->link, p->disabled ? "PortInfo phys=DISABLED" :
-                                                   "PortInfo phys=POLLING");
+    if (p->num != 0) {
+        pib_port_sm_set_phys_state(p->linked ? &p->link : NULL, &p->disabled, phys);
     }
 }
 

@@ -15,7 +15,9 @@
 #ifndef HW_PIB_SWITCH_H
 #define HW_PIB_SWITCH_H
 
-#include "pib-internal.h"
+#include "qom/object.h"
+#include "hw/qdev-core.h"
+#include "../fabric/pib-fabric.h"
 
 #define TYPE_PIB_SWITCH "pib-switch"
 OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)

@@ -1,7 +1,9 @@
 #!/bin/bash
-# Build the link fuzzer: the device model's sources (qemu-hw/*.c, as listed in qemu-hw/meson.build)
-# compiled with clang, libFuzzer, ASan and UBSan against QEMU's headers, linked with the stand-in
-# for QEMU in tests/fuzz/qemu-stubs.c and the harness tests/fuzz/pib-link-fuzz.c.
+# Build the link fuzzer: the device model's sources (qemu-hw/*/*.c, as listed in the parts'
+# meson.build) compiled with clang, libFuzzer, ASan and UBSan against QEMU's headers, linked with
+# the stand-in for QEMU in tests/fuzz/qemu-stubs.c and the harness tests/fuzz/pib-link-fuzz.c.
+# The sources are compiled from $OUT/src/hw/pib/, laid out as in QEMU's tree (mk/qemu-overlay.sh,
+# pib_stage), where their "../include/" finds the contract.
 #
 # Needs: clang, libclang-rt-14-dev (libFuzzer and sanitizer runtimes), glib; the QEMU source tree
 # (mk/fetch.sh qemu) and its configured build directory (qemu-hw/build.sh ran once: config-host.h
@@ -35,9 +37,17 @@ for f in trace-hw_pib.h trace-hw_pib.c; do
   rm -f "$OUT/gen/trace/$f.tmp"
 done
 
-# The model's own source list, so that a new file there is fuzzed too.
-mapfile -t MODEL < <(grep -o "'pib[a-z-]*\.c'" "$TOP/qemu-hw/meson.build" | tr -d "'")
-[ ${#MODEL[@]} -gt 0 ] || { say "no sources found in qemu-hw/meson.build"; exit 1; }
+# The model as QEMU builds it, and its own source lists, so that a new file there is fuzzed too.
+source "$TOP/mk/qemu-overlay.sh"
+MODEL_DIR=$OUT/src/hw/pib
+pib_stage "$TOP" "$MODEL_DIR"
+MODEL=()
+for part in fabric hca switch; do
+  for f in $(grep -o "'pib[a-z-]*\.c'" "$TOP/qemu-hw/$part/meson.build" | tr -d "'"); do
+    MODEL+=("$part/$f")
+  done
+done
+[ ${#MODEL[@]} -gt 0 ] || { say "no sources found in qemu-hw/*/meson.build"; exit 1; }
 
 # QEMU's flags that change semantics (-fwrapv: signed overflow is defined in QEMU), its include
 # order (generated headers first; "include/pib_hw.h" resolves from the repo's top), glib.
@@ -50,7 +60,7 @@ fi
 CFLAGS=(-std=gnu11 -O1 -g $SAN -fwrapv -fno-strict-aliasing -fno-common
         -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -D_LARGEFILE_SOURCE -DPIB_FUZZ
         -Wall -Wno-unused-function -Wno-initializer-overrides -Wno-gnu-variable-sized-type-not-at-end
-        -iquote "$OUT/gen" -iquote "$TOP" -iquote "$QBLD" -iquote "$SRC" -iquote "$SRC/include"
+        -iquote "$OUT/gen" -iquote "$OUT/src" -iquote "$TOP" -iquote "$QBLD" -iquote "$SRC" -iquote "$SRC/include"
         -iquote "$TOP/tests/fuzz" -isystem "$SRC/linux-headers" -isystem "$QBLD/linux-headers"
         $(pkg-config --cflags glib-2.0))
 LIBS=$(pkg-config --libs glib-2.0)
@@ -60,13 +70,13 @@ LIBS=$(pkg-config --libs glib-2.0)
 objs=()
 compile() {   # compile SRC OBJ [extra flags], only when the source or a header changed
   local src=$1 obj=$2; shift 2
-  if [ ! -f "$obj" ] || [ "$0" -nt "$obj" ] || [ -n "$(find "$src" "$TOP/qemu-hw" "$TOP/include" \
+  if [ ! -f "$obj" ] || [ "$0" -nt "$obj" ] || [ -n "$(find "$src" "$MODEL_DIR" \
         "$TOP/tests/fuzz" "$OUT/gen" -newer "$obj" -name '*.[ch]' -print -quit 2>/dev/null)" ]; then
     "$CC" "${CFLAGS[@]}" "$@" -c "$src" -o "$obj"
   fi
   objs+=("$obj")
 }
-for f in "${MODEL[@]}"; do compile "$TOP/qemu-hw/$f" "$OUT/obj/${f%.c}.o" $COV; done
+for f in "${MODEL[@]}"; do compile "$MODEL_DIR/$f" "$OUT/obj/$(basename "${f%.c}").o" $COV; done
 compile "$OUT/gen/trace/trace-hw_pib.c" "$OUT/obj/trace-hw_pib.o"
 compile "$SRC/util/bitops.c" "$OUT/obj/bitops.o"           # QEMU's own find_next_bit & co.
 compile "$TOP/tests/fuzz/qemu-stubs.c" "$OUT/obj/qemu-stubs.o"

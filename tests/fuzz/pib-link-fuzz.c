@@ -40,7 +40,7 @@
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
 
-#include "qemu-hw/pib-internal.h"
+#include "hw/pib/hca/pib-internal.h"   /* as staged by build.sh */
 #include "fuzz-env.h"
 
 #define FZ_LID          1           /* ours */

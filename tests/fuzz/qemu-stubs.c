@@ -32,7 +32,7 @@
 #include "trace/event-internal.h"
 
 #include "fuzz-env.h"
-#include "qemu-hw/pib-compat.h"
+#include "hw/pib/pib-compat.h"        /* as staged by build.sh */
 #include <sanitizer/allocator_interface.h>
 
 void fz_bug(const char *fmt, ...)
@@ -1127,8 +1127,10 @@ bool visit_type_uint32(Visitor *v, const char *name, uint32_t *obj,
     return true;
 }
 
-/* The getter of the switch's read-only counters (qemu-hw/pib-switch.c), which is linked with
- * the model but not instantiated by this harness. */
+/*
+ * The getter of the switch's read-only counters (qemu-hw/switch/pib-switch.c), which is linked
+ * with the model but not instantiated by this harness.
+ */
 bool visit_type_uint64(Visitor *v, const char *name, uint64_t *obj, Error **errp)
 {
     return true;

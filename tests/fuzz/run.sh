@@ -179,7 +179,7 @@ if [ $short = 0 ] && bash "$TOP/tests/fuzz/build.sh" --coverage > "$LOGS/build-c
   if llvm-profdata-14 merge -sparse "$prof" -o "$LOGS/link.profdata" 2>/dev/null; then
     echo "link: line coverage of the model (llvm-cov):"
     llvm-cov-14 report "$TOP/build/fuzz-cov/pib-link-fuzz" -instr-profile="$LOGS/link.profdata" \
-      -show-region-summary=false "$TOP"/qemu-hw/*.c 2>/dev/null |
+      -show-region-summary=false "$TOP"/build/fuzz-cov/src/hw/pib/*/*.c 2>/dev/null |
       awk '/\.c |TOTAL/ { n = split($1, p, "/");
            printf "  %-14s lines %7s of %5s, branches %7s of %5s\n", p[n], $7, $5, $10, $8 }'
   fi

@@ -15,6 +15,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "tools"))
 from pibvmlib import topology as t  # noqa: E402 (needs the path above)
+import hostunit  # noqa: E402 (beside this file)
 
 # What the GUIDs are made of, as docs/how-to/switch.md states them: the OUI 00:1a:f4 (Red Hat/QEMU) in
 # the top 24 bits, node N at (N + 1) << 8, switch S at 0xff0000 + (S << 8).
@@ -31,7 +32,8 @@ class Guids(unittest.TestCase):
         self.assertEqual(len(set(guids)), len(guids))
 
     def test_port_guid_is_node_guid_plus_one(self):
-        # What the device reports (qemu-hw pib_port_guid, pib-switch.c) and the e2e tests read.
+        # What the device reports (pib_port_guid in qemu-hw/hca/pib-main.c,
+        # qemu-hw/switch/pib-switch.c) and the e2e tests read.
         self.assertEqual(t.port_guid(t.node_guid(0)), OUI << 40 | 0x101)
         self.assertEqual(t.port_guid(t.switch_guid(1)), OUI << 40 | 0xff0101)
 
@@ -162,14 +164,5 @@ class GuidCommand(unittest.TestCase):
         self.assertEqual(r.returncode, 1, "a node beyond MAX_NODES is refused")
 
 
-def main():
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(suite)
-    # A test with failing subtests is one failed test, however many subtests failed.
-    failed = {getattr(test, "test_case", test).id() for test, _ in result.failures + result.errors}
-    print(f"{result.testsRun - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed or not result.testsRun else 0)
-
-
 if __name__ == "__main__":
-    main()
+    hostunit.main(__name__)

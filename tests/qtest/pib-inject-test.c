@@ -6,7 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * QOM properties set at run time (qom-set over QMP) make the device fail a
- * chosen WQE, lose packets, or send interrupts late (qemu-hw/pib-inject.c).
+ * chosen WQE, lose packets, or send interrupts late (qemu-hw/hca/pib-inject.c).
  * Each property's defaults, accepted and refused values, and each fault's
  * effect on the data path between two devices (pib-qtest.h's TestPair).
  *

@@ -1,5 +1,5 @@
 /*
- * QTest testcase for the pib switch (-device pib-switch, qemu-hw/pib-switch.c)
+ * QTest testcase for the pib switch (-device pib-switch, qemu-hw/switch/pib-switch.c)
  *
  * Copyright (c) 2026 The pib authors
  *
