@@ -300,9 +300,9 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
  * resp_addr (resp_len bytes at most; the device writes min(resp_len, its size)).
  *
  * PIB_ADMIN_OPCODES(X) calls X(ID, name, opcode) once per command, in opcode order: the enum
- * below is PIB_CMD_<ID>; the device's handler for it is pib_cmd_<name>() (qemu-hw/) and so is
- * the driver's typed call (guest-driver/pib_com_cmd.c); the names in traces and messages come
- * from this list too.  A new command is one line here plus its handler.
+ * below is PIB_CMD_<ID>; the device's handler for it is pib_cmd_<name>() (qemu-hw/hca/) and
+ * so is the driver's typed call (guest-driver/pib_com_cmd.c); the names in traces and messages
+ * come from this list too.  A new command is one line here plus its handler.
  * ------------------------------------------------------------------------------------------ */
 #define PIB_ADMIN_OPCODES(X)                                                                   \
 	X(QUERY_DEVICE,   query_device,   0x01) /* resp: struct pib_device_attr              */ \

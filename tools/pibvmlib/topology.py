@@ -31,7 +31,8 @@ def switch_guid(s):
 
 def port_guid(guid):
     """The port GUID of the device with node GUID GUID: an HCA's port 1, or a switch's port 0,
-    which every port of the switch reports (qemu-hw: pib_port_guid, pib-switch.c)."""
+    which every port of the switch reports (pib_port_guid in qemu-hw/hca/pib-main.c;
+    qemu-hw/switch/pib-switch.c)."""
     return guid + 1
 
 
