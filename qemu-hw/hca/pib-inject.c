@@ -77,12 +77,16 @@ static const char *pib_wc_status_name(uint8_t status)
 
 /*
  * A whole string that is an unsigned number (decimal, or 0x hex) no larger
- * than max.  No sign, no blanks: "-1" is refused, not wrapped around.
+ * than max.  No sign, no blanks: "-1" is refused, not wrapped around; a
+ * leading 0 is decimal ("010" is ten), not C's octal.
  */
 static bool pib_parse_uint(const char *str, uint64_t max, uint64_t *val)
 {
-    return g_ascii_isdigit(str[0]) && qemu_strtou64(str, NULL, 0, val) == 0 &&
-           *val <= max;
+    bool hex = str[0] == '0' && (str[1] == 'x' || str[1] == 'X');
+    const char *digits = hex ? str + 2 : str;
+
+    return (hex ? g_ascii_isxdigit(digits[0]) : g_ascii_isdigit(digits[0])) &&
+           qemu_strtou64(digits, NULL, hex ? 16 : 10, val) == 0 && *val <= max;
 }
 
 /* A completion status: a number or a name (case does not matter). */

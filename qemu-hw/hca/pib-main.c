@@ -715,7 +715,8 @@ static void pib_class_init(ObjectClass *oc, PibClassData data)
     object_class_property_set_description(oc, "node-guid",
         "node GUID (EUI-64); 0 = derive from the link chardev and the LID");
     object_class_property_set_description(oc, "lid",
-        "port LID until the driver sets one (1..0xbfff; 0 = none)");
+        "the port's LID without a subnet manager (1..0xbfff): ACTIVE once the link "
+        "trains; 0 (default): an SM assigns it");
     object_class_property_set_description(oc, "chardev",
         "the link: a socket chardev shared with the peer HCA");
     pib_inject_class_init(oc);      /* inject-*: settable at run time */
