@@ -7,7 +7,7 @@
 #   make test     qtests of the device model, then end-to-end tests in booted guests
 #   make qtest    device-model tests only (no guest)
 #   make provider-test  the provider's unit test on the host (fake kernel and device)
-#   make e2e      end-to-end tests only
+#   make e2e      end-to-end tests only (they include the full Debian guests: make debian-image)
 #   make test-robust  hostile link peer, link faults and guest misuse (tests/e2e/4x-*)
 #   make mutate   does the suite catch one-line bugs?  tests/mutate/mutations.txt, one by one
 #   make soak     the fault and RC tests in a loop (SOAK_COUNT, SOAK_SECONDS, SOAK_TESTS), after
@@ -15,6 +15,11 @@
 #   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
 #   make bench    pib against Soft-RoCE and the link's host ceiling: bench/results/<date>-<host>.{csv,md}
 #                 (commit them), logs in build/bench/; guests under PIB_GUEST_LOCK
+#   make packages Debian packages in build/packages/ (build/trixie/packages/): pib-dkms (the
+#                 driver's source for DKMS), ibverbs-providers-pib, pib-qemu; lintian-clean of
+#                 errors (mk/packages.sh, packaging/README.md)
+#   make debian-image  the full Debian guest for `pibvm up --image debian`, with pib's packages
+#                 installed by apt: build/debian/ (images/debian/build.sh; Debian 13 for trixie)
 #   make clean    remove build/ (the cache stays)
 #
 # PIB_STACK picks the software stack under test (mk/stack.sh), e.g. `make test PIB_STACK=trixie`:
@@ -29,7 +34,7 @@ export PIB_STACK ?= bookworm
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell PIB_STACK=$(PIB_STACK) bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench clean
+.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench packages debian-image clean
 
 all: image qemu
 
@@ -63,7 +68,7 @@ qtest: qemu
 provider-test: provider
 	@bash tests/run.sh provider
 
-e2e: all hostile
+e2e: all hostile debian-image
 	@bash tests/run.sh e2e
 
 hostile:
@@ -75,7 +80,7 @@ test-robust: all hostile
 mutate: all
 	@bash tests/mutate/run.sh
 
-test: all hostile
+test: all hostile debian-image
 	@bash tests/run.sh all
 
 FUZZ_SECONDS ?= 600
@@ -87,7 +92,16 @@ fuzz: qemu
 	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
 bench: all
+	@bash mk/deps.sh bench
 	@PIB_GUEST_LOCK=$${PIB_GUEST_LOCK:-/tmp/pib-guest.lock} python3 tools/bench
+
+# pib-dkms carries the driver's source only: DKMS builds it in the VM.
+packages: provider qemu
+	@bash mk/packages.sh
+
+debian-image: packages
+	@bash mk/deps.sh
+	@bash images/debian/build.sh
 
 clean:
 	rm -rf build

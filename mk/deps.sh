@@ -1,6 +1,9 @@
 #!/bin/bash
 # Install the Debian 12 packages the build and the launcher need, only those missing.
 # Run as root on the build host. Idempotent: a second run does nothing.
+#   mk/deps.sh            what the build, the tests and the launcher need
+#   mk/deps.sh packaging  Debian's packaging tools, for make packages only
+#   mk/deps.sh bench      the bench's plotting stack, for make bench only
 set -euo pipefail
 
 PKGS=(
@@ -8,6 +11,8 @@ PKGS=(
   gcc make dpkg-dev pkg-config python3 cpio kmod xz-utils zstd ca-certificates
   # QEMU 7.2 build
   ninja-build meson libglib2.0-dev libpixman-1-dev flex bison libfdt-dev zlib1g-dev
+  # slirp: the full Debian guests' ssh port (mk/qemu-overlay.sh, PIB_QEMU_CONFIGURE)
+  libslirp-dev
   # QEMU firmware (we do not build it)
   qemu-system-data seabios
   # PIB_STACK=trixie: the Debian 13 build root (mk/root.sh)
@@ -23,9 +28,14 @@ PKGS=(
   qperf iperf3 ethtool
   # ... and a library of the guest's opensm (libwrap0 needs it; mk/fetch.sh opensm)
   libnsl2
-  # make bench: the bandwidth chart
-  python3-matplotlib
+  # the full Debian guest (images/debian/build.sh): qemu-img for its disks; pibvm's ssh key
+  qemu-utils openssh-client
 )
+# `make packages` (mk/packages.sh) alone installs Debian's packaging tools: mk/deps.sh packaging;
+# `make bench` alone its chart's plotting stack (matplotlib brings scipy's and sympy's size,
+# which neither the demo nor the tests use): mk/deps.sh bench.
+[ "${1:-}" = packaging ] && PKGS=(debhelper dh-dkms dkms lintian)
+[ "${1:-}" = bench ] && PKGS=(python3-matplotlib)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -11,6 +11,21 @@
 # incremental), and adds the one-line hooks: hw/meson.build, hw/Kconfig, the
 # trace_events_subdirs list, and the qtests (see qtest_hooks).  The caller defines say().
 
+# The configure options of every QEMU build with the device (the emulator and the qtests, the
+# link fuzzer's view of the configured tree, make mutate's private tree): x86_64 system
+# emulation, no default features, and slirp, for the full Debian guests' ssh port (tools/pibvm
+# --image debian: a restricted user-mode NIC whose one forwarded 127.0.0.1 port reaches the
+# guest's sshd; the guest reaches nothing through it).
+PIB_QEMU_CONFIGURE=(--target-list=x86_64-softmmu --without-default-features --enable-slirp
+                    --disable-docs --disable-werror --disable-install-blobs)
+# pib_qemu_build_dir SRC: the cached build directory of QEMU tree SRC with those options;
+# other options get another directory, so a change of options is a fresh configure.
+pib_qemu_build_dir() {
+  local key
+  key=$(printf '%s\n' "${PIB_QEMU_CONFIGURE[@]}" | sha256sum | cut -c1-8)
+  echo "${PIB_CACHE:-$HOME/.cache/pib}/build/qemu-$(basename "$1")-$key"
+}
+
 # copy_if_changed SRC DST: keep timestamps stable when nothing changed.
 copy_if_changed() { cmp -s "$1" "$2" 2>/dev/null || { mkdir -p "$(dirname "$2")"; cp "$1" "$2"; }; }
 # hook FILE LINE: append LINE to FILE once.

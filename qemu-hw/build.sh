@@ -14,19 +14,18 @@ TOP=$(cd "$(dirname "$0")/.." && pwd)
 source "$TOP/mk/stack.sh"
 OUT=${OUT:-$STACK_OUT}
 SRC=$("$TOP/mk/fetch.sh" qemu)
-BLD=${PIB_CACHE:-$HOME/.cache/pib}/build/qemu-$(basename "$SRC")
-# A build made in the Debian 13 root belongs to that root (its compiler and libraries).
-[ "$STACK_ROOT" = 1 ] && BLD=$BLD-$(basename "$(bash "$TOP/mk/root.sh" path)")
 say() { printf '[qemu] %s\n' "$*" >&2; }
 
 source "$TOP/mk/qemu-overlay.sh"
+BLD=$(pib_qemu_build_dir "$SRC")
+# A build made in the Debian 13 root belongs to that root (its compiler and libraries).
+[ "$STACK_ROOT" = 1 ] && BLD=$BLD-$(basename "$(bash "$TOP/mk/root.sh" path)")
 qemu_overlay "$TOP" "$SRC"
 
 if [ ! -f "$BLD/build.ninja" ]; then
   say "configure (once) in $BLD"
   mkdir -p "$BLD"
-  (cd "$BLD" && stack_run "$SRC/configure" --target-list=x86_64-softmmu --without-default-features \
-      --disable-docs --disable-werror --disable-install-blobs >&2)
+  (cd "$BLD" && stack_run "$SRC/configure" "${PIB_QEMU_CONFIGURE[@]}" >&2)
 fi
 qtests=($(pib_qtests "$TOP"))
 targets=(qemu-system-x86_64 "${qtests[@]/#/tests/qtest/}")

@@ -73,11 +73,11 @@ run_provider() {
   else fail=$((fail + 1)); failed+=("provider-test (exit $rc)"); fi
 }
 
-# The host unit tests of the tools (tests/host/test_*.py, stdlib unittest): each prints a closing
-# "N passed, N failed" line, which is added up; a test file without one, or that exits non-zero,
-# is a failure of its own.
+# The host unit tests (tests/host/test_*.py, stdlib unittest): each prints a closing
+# "N passed, N failed[, N skipped]" line, which is added up (a skip with its SKIP line); a test
+# file without one, or that exits non-zero, is a failure of its own.
 run_host() {
-  local t name line p f rc
+  local t name line p f s rc
   for t in tests/host/test_*.py; do
     name=$(basename "$t" .py)
     echo "== host: $t"
@@ -85,8 +85,10 @@ run_host() {
     rc=${PIPESTATUS[0]}
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log_dir/$name.log" | tail -n 1)
     p=$(awk '{print $1}' <<<"$line") f=$(awk '{print $3}' <<<"$line")
+    s=$(sed -n 's/.*, \([0-9][0-9]*\) skipped$/\1/p' <<<"$line")
     if [ -z "$line" ]; then fail=$((fail + 1)); failed+=("$name (exit $rc, no summary)"); continue; fi
-    pass=$((pass + p)); fail=$((fail + f))
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + ${s:-0}))
+    [ "${s:-0}" -eq 0 ] || skips+=("$(grep '^SKIP ' "$log_dir/$name.log" | cut -c6-)")
     [ "$f" -eq 0 ] || failed+=("$name")
     [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || { fail=$((fail + 1)); failed+=("$name (exit $rc)"); }
   done

@@ -19,9 +19,10 @@ MODE=fuzz
 [ "${1:-}" = --coverage ] && MODE=cov
 OUT=${OUT:-$TOP/build}/$([ $MODE = cov ] && echo fuzz-cov || echo fuzz)
 SRC=$("$TOP/mk/fetch.sh" qemu)
-QBLD=${PIB_CACHE:-$HOME/.cache/pib}/build/qemu-$(basename "$SRC")
 CC=${CC_FUZZ:-clang}
 say() { printf '[fuzz] %s\n' "$*" >&2; }
+source "$TOP/mk/qemu-overlay.sh"
+QBLD=$(pib_qemu_build_dir "$SRC")        # qemu-hw/build.sh's configured tree
 
 command -v "$CC" >/dev/null || { say "$CC missing: apt-get install clang libclang-rt-14-dev"; exit 1; }
 [ -f "$QBLD/config-host.h" ] || { say "no configured QEMU build in $QBLD: run qemu-hw/build.sh"; exit 1; }
@@ -38,7 +39,6 @@ for f in trace-hw_pib.h trace-hw_pib.c; do
 done
 
 # The model as QEMU builds it, and its own source lists, so that a new file there is fuzzed too.
-source "$TOP/mk/qemu-overlay.sh"
 MODEL_DIR=$OUT/src/hw/pib
 pib_stage "$TOP" "$MODEL_DIR"
 MODEL=()

@@ -135,7 +135,6 @@ qemu_setup() {
   local src
   src=$(bash "$TOP/mk/fetch.sh" qemu) || die "mk/fetch.sh qemu failed"
   QSRC=$WORK/$(basename "$src")
-  QBLD=$WORK/build-$(basename "$src")
   if [ ! -d "$QSRC" ]; then
     say "private copy of $src (once)"
     rm -rf "$QSRC.tmp"
@@ -144,13 +143,14 @@ qemu_setup() {
   fi
   # shellcheck source=../../mk/qemu-overlay.sh
   source "$TREE/mk/qemu-overlay.sh"
+  # The same options as the shared build, keyed the same way (another set: a fresh configure).
+  QBLD=$WORK/$(basename "$(pib_qemu_build_dir "$src")")
   QTESTS=($(pib_qtests "$TREE"))
   qemu_overlay "$TREE" "$QSRC"
   if [ ! -f "$QBLD/build.ninja" ]; then
     say "configure the private QEMU build in $QBLD (once; the first build takes minutes)"
     mkdir -p "$QBLD"
-    (cd "$QBLD" && "$QSRC/configure" --target-list=x86_64-softmmu --without-default-features \
-        --disable-docs --disable-werror --disable-install-blobs) > "$LOGS/configure.log" 2>&1 ||
+    (cd "$QBLD" && "$QSRC/configure" "${PIB_QEMU_CONFIGURE[@]}") > "$LOGS/configure.log" 2>&1 ||
       die "configure failed (log: $LOGS/configure.log)"
   fi
 }

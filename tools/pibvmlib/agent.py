@@ -185,6 +185,40 @@ def guest_kill(n, pid):
 
 
 # ---------------------------------------------------------------------------------------------
+# Files in a guest (QGA's guest-file-*): `pibvm cp`, and the ssh key of a full Debian guest
+
+FILE_CHUNK = 1 << 20        # bytes per guest-file-read/-write (QGA caps a read at 48 MiB)
+
+
+def guest_file_write(n, gpath, data):
+    """Write DATA (bytes) to GPATH in guest N, replacing what was there."""
+    with Qga(n, REQUEST_TIMEOUT) as qga:
+        h = qga.request("guest-file-open", {"path": gpath, "mode": "wb"})
+        try:
+            for off in range(0, len(data), FILE_CHUNK) or [0]:
+                chunk = data[off:off + FILE_CHUNK]
+                qga.request("guest-file-write",
+                            {"handle": h, "buf-b64": base64.b64encode(chunk).decode()})
+        finally:
+            qga.request("guest-file-close", {"handle": h})
+
+
+def guest_file_read(n, gpath):
+    """The bytes of GPATH in guest N."""
+    out = bytearray()
+    with Qga(n, REQUEST_TIMEOUT) as qga:
+        h = qga.request("guest-file-open", {"path": gpath, "mode": "rb"})
+        try:
+            while True:
+                r = qga.request("guest-file-read", {"handle": h, "count": FILE_CHUNK})
+                out += base64.b64decode(r.get("buf-b64", ""))
+                if r.get("eof") or not r.get("count"):
+                    return bytes(out)
+        finally:
+            qga.request("guest-file-close", {"handle": h})
+
+
+# ---------------------------------------------------------------------------------------------
 # QMP (only to quit a guest cleanly)
 
 def qmp_quit(n):

@@ -1,5 +1,5 @@
-"""The commands: `pibvm up`, `down`, `kill`, `status`, `exec`, `console`, `sm`, `ipoib` and
-`guid`, and what they share (starting nodes and switches, waiting for agents and ports)."""
+"""The commands: `pibvm up`, `down`, `kill`, `status`, `exec`, `ssh`, `cp`, `console`, `sm`,
+`ipoib` and `guid`, and what they share (starting nodes and switches, waiting for agents and ports)."""
 
 import base64
 import os
@@ -12,9 +12,9 @@ import termios
 import time
 import tty
 
-from . import config
-from .agent import (QgaCommandError, QgaError, exit_status, guest_run, guest_wait, qga_ready,
-                    qga_request, qmp_quit)
+from . import config, fullimage
+from .agent import (QgaCommandError, QgaError, exit_status, guest_file_read, guest_file_write,
+                    guest_run, guest_wait, qga_ready, qga_request, qmp_quit)
 from .config import (ACTIVE_TIMEOUT, BOOT_TIMEOUT, QUIT_TIMEOUT, die, hub_pid, load_state,
                      node_pid, path, save_state, say, switch_pid, wait_gone)
 from .image import make_initrd
@@ -207,7 +207,8 @@ def cmd_up(args):
              "sm": sm, "static_lids": args.static_lids,
              "switch": args.nodes > 2 or bool(args.switches),
              "switches": args.switches or (1 if args.nodes > 2 else 0),
-             "disks": {str(n): args.disk for n in range(args.nodes)} if args.disk else {}}
+             "disks": {str(n): args.disk for n in range(args.nodes)} if args.disk else {},
+             "image": args.image}
     if not 0 <= state["switches"] <= MAX_SWITCHES:
         die(f"--switches must be 1..{MAX_SWITCHES}")
     check_tcp_link(args)
@@ -226,9 +227,13 @@ def cmd_up(args):
             pass
         if args.disk:
             make_disk(n, args.disk, True)
+    if args.image == "debian":
+        if args.overlay:
+            die("--overlay: only for the initramfs guest (the Debian guest has a disk: pibvm cp)")
+        fullimage.prepare(state)
     save_state(state)
     say(f"booting {args.nodes} node(s) in {config.RUN} (accel {state['accel']}, "
-        f"{args.mem} MiB each)")
+        f"{args.mem} MiB each, image {args.image})")
     start_hub(args.nodes)
     start_switches(state)
     started = {}
@@ -237,9 +242,11 @@ def cmd_up(args):
     t0 = min(started.values())
     wait_ready(started, BOOT_TIMEOUT)
     say("all nodes ready")
+    if args.image == "debian":
+        fullimage.after_boot(range(args.nodes))
     if not state["pib"]:
         return 0
-    if sm is not None:
+    if sm is not None and args.image != "debian":      # the Debian guest: opensm.service
         sm_start(sm, [])
     bring_up(state, cabled_nodes(state), t0)
     if args.ipoib:
@@ -312,13 +319,18 @@ def up_one(args, state):
         make_disk(n, args.disk, False)
         state.setdefault("disks", {})[str(n)] = args.disk
         save_state(state)
+    debian = state.get("image") == "debian"
+    if debian and not os.path.exists(fullimage.root_disk(n)):
+        fullimage.make_root_disk(n)     # a reboot keeps the node's disk, as a machine's
     start_hub(state["nodes"])
     start_switches(state)
     t0 = start_node(n, state)
     wait_ready({n: t0}, BOOT_TIMEOUT)
+    if debian:
+        fullimage.after_boot([n])
     if not state.get("pib", True):
         return 0
-    if state.get("sm") == n:
+    if state.get("sm") == n and not debian:
         sm_start(n, [])
     if switched(state):
         bring_up(state, [n], t0)
@@ -494,6 +506,47 @@ def cmd_exec(args):
     if st.get("out-truncated") or st.get("err-truncated"):
         say("exec: output truncated by the guest agent")
     return exit_status(st)
+
+
+def cmd_ssh(args):
+    """Log in to a full Debian guest (pibvm up --image debian) as root with the run's key, or
+    run CMD there; ssh's exit status is ours.  The nodes log in to each other the same way,
+    under their names (ssh node1)."""
+    state = node_arg(args.node)
+    os.execvp("ssh", fullimage.ssh_argv(state, args.node, args.cmd))
+
+
+def cp_endpoint(spec):
+    """(node, path) of N:PATH, or (None, path) of a host path."""
+    node, sep, rest = spec.partition(":")
+    if sep and node.isdigit():
+        return int(node), rest
+    return None, spec
+
+
+def cmd_cp(args):
+    """Copy a file into a guest (pibvm cp SRC N:DST) or out of one (pibvm cp N:SRC DST), through
+    the guest agent: any image, no network needed.  DST is the file's new name (not a folder)."""
+    (sn, src), (dn, dst) = cp_endpoint(args.src), cp_endpoint(args.dst)
+    if (sn is None) == (dn is None):
+        die("cp: exactly one of SRC and DST is N:PATH (a guest's)")
+    n = sn if sn is not None else dn
+    node_arg(n)
+    if not node_pid(n):
+        die(f"node{n} is not running")
+    try:
+        if dn is not None:
+            with open(src, "rb") as f:
+                data = f.read()
+            guest_file_write(n, dst, data)
+        else:
+            data = guest_file_read(n, src)
+            with open(dst, "wb") as f:
+                f.write(data)
+    except (OSError, QgaError) as e:
+        die(f"cp: {e}")
+    say(f"cp: {len(data)} bytes, {args.src} -> {args.dst}")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ the QEMU binary (version, accelerator, pib-hca built in)."""
 import os
 import subprocess
 
+from . import fullimage
 from .config import FIRMWARE, INITRD, KERNEL, QEMU, die, path
 from .topology import (fabric_node, layout, node_guid, peer_of, static_lid, switch_guid,
                        switch_of, switch_ports, switched)
@@ -128,12 +129,19 @@ def make_disk(n, mib, fresh):
             fd.truncate(mib << 20)
 
 
+def boot_args(n, state):
+    """What node N boots: the initramfs guest (images/build.sh), or the full Debian guest's own
+    kernel and initramfs and its root disk (fullimage.py)."""
+    if state.get("image") == "debian":
+        return fullimage.node_args(n, state, fabric_node(n, state))
+    return ["-kernel", KERNEL, "-initrd", state["initrd"],
+            "-append", f"console=ttyS0 pibvm.node={fabric_node(n, state)} quiet log_buf_len=4M"]
+
+
 def qemu_args(n, state):
     args = [QEMU, "-name", f"node{n}", "-M", "q35", "-accel", state["accel"],
             "-m", str(state["mem"]), "-smp", "1", "-nodefaults", "-no-user-config",
-            "-display", "none", *FIRMWARE,
-            "-kernel", KERNEL, "-initrd", state["initrd"],
-            "-append", f"console=ttyS0 pibvm.node={fabric_node(n, state)} quiet log_buf_len=4M",
+            "-display", "none", *FIRMWARE, *boot_args(n, state),
             "-daemonize", "-pidfile", path(f"node{n}.pid"),
             "-D", path(f"node{n}.qemu.log"), "-d", "guest_errors",
             # Serial console: a socket for `pibvm console`, everything logged.
