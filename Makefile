@@ -69,6 +69,7 @@ provider-test: provider
 	@bash tests/run.sh provider
 
 e2e: all hostile debian-image
+	@bash mk/deps.sh test
 	@bash tests/run.sh e2e
 
 hostile:
@@ -81,6 +82,7 @@ mutate: all
 	@bash tests/mutate/run.sh
 
 test: all hostile debian-image
+	@bash mk/deps.sh test
 	@bash tests/run.sh all
 
 FUZZ_SECONDS ?= 600

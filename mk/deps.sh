@@ -4,6 +4,7 @@
 #   mk/deps.sh            what the build, the tests and the launcher need
 #   mk/deps.sh packaging  Debian's packaging tools, for make packages only
 #   mk/deps.sh bench      the bench's plotting stack, for make bench only
+#   mk/deps.sh test       libvirt, for the tests only
 set -euo pipefail
 
 PKGS=(
@@ -36,6 +37,8 @@ PKGS=(
 # which neither the demo nor the tests use): mk/deps.sh bench.
 [ "${1:-}" = packaging ] && PKGS=(debhelper dh-dkms dkms lintian)
 [ "${1:-}" = bench ] && PKGS=(python3-matplotlib)
+# The tests (make test, make e2e) alone libvirt's daemon and virsh, for tests/e2e/81-libvirt.sh.
+[ "${1:-}" = test ] && PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -30,12 +30,13 @@ SUITE=trixie
 # linux-kbuild's host programs.
 # QEMU 10.0: the build dependencies of a --without-default-features x86_64-softmmu build, with
 # slirp (mk/qemu-overlay.sh, PIB_QEMU_CONFIGURE).
-# make packages: Debian 13's debhelper, dh-dkms and lintian (mk/packages.sh).
+# make packages: Debian 13's debhelper, dh-dkms and lintian (mk/packages.sh), and libibverbs1,
+# which dh_shlibdeps reads for the provider's dependency.
 # apt: the kernel is downloaded from inside the root (mk/fetch.sh kernel).
 PKGS=(apt gcc make perl pahole libc6-dev libelf1t64 libssl3t64
       pkg-config python3 python3-venv meson ninja-build python3-pycotap
       libglib2.0-dev libpixman-1-dev libfdt-dev zlib1g-dev flex bison libslirp-dev
-      debhelper dh-dkms lintian)
+      debhelper dh-dkms lintian libibverbs1)
 KEY=$(printf '%s\n' "$SUITE" "${PKGS[@]}" | sha256sum | cut -c1-12)
 ROOT=$CACHE/root/$SUITE-$KEY
 
