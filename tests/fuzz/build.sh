@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build the link fuzzer: the device model's sources (qemu-hw/*/*.c, as listed in the parts'
 # meson.build) compiled with clang, libFuzzer, ASan and UBSan against QEMU's headers, linked with
-# the stand-in for QEMU in tests/fuzz/qemu-stubs.c and the harness tests/fuzz/pib-link-fuzz.c.
+# the stand-in for QEMU in tests/fuzz/qemu-stubs.c and the harness: tests/fuzz/pib-link-fuzz.c (the
+# entry points, the input's decoders, the seeds) and tests/fuzz/fuzz-harness.c (the fixture).
 # The sources are compiled from $OUT/src/hw/pib/, laid out as in QEMU's tree (mk/qemu-overlay.sh,
 # pib_stage), where their "../include/" finds the contract.
 #
@@ -80,6 +81,7 @@ for f in "${MODEL[@]}"; do compile "$MODEL_DIR/$f" "$OUT/obj/$(basename "${f%.c}
 compile "$OUT/gen/trace/trace-hw_pib.c" "$OUT/obj/trace-hw_pib.o"
 compile "$SRC/util/bitops.c" "$OUT/obj/bitops.o"           # QEMU's own find_next_bit & co.
 compile "$TOP/tests/fuzz/qemu-stubs.c" "$OUT/obj/qemu-stubs.o"
+compile "$TOP/tests/fuzz/fuzz-harness.c" "$OUT/obj/fuzz-harness.o"
 compile "$TOP/tests/fuzz/pib-link-fuzz.c" "$OUT/obj/pib-link-fuzz.o"
 "$CC" $SAN $([ $MODE = cov ] && echo -fprofile-instr-generate) -fsanitize=fuzzer "${objs[@]}" \
   $LIBS -o "$OUT/pib-link-fuzz"
