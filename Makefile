@@ -93,7 +93,7 @@ fuzz: qemu
 	@[ "$(PIB_STACK)" = bookworm ] || { echo "make fuzz: the fuzzers build on QEMU 7.2 (PIB_STACK=bookworm)"; exit 2; }
 	@bash tests/fuzz/run.sh --seconds $(FUZZ_SECONDS)
 
-bench: all
+bench: all debian-image
 	@bash mk/deps.sh bench
 	@PIB_GUEST_LOCK=$${PIB_GUEST_LOCK:-/tmp/pib-guest.lock} python3 tools/bench
 

@@ -38,7 +38,7 @@ die() { say "error: $*"; exit 1; }
 # (linux-headers-amd64 follows linux-image-amd64).
 PKGS=(systemd-sysv udev dbus kmod iproute2 netbase procps less
       linux-image-amd64 linux-headers-amd64 initramfs-tools dkms gcc
-      openssh-server openssh-client qemu-guest-agent
+      openssh-server openssh-client qemu-guest-agent iputils-ping
       rdma-core ibverbs-utils ibverbs-providers infiniband-diags opensm perftest
       openmpi-bin libopenmpi-dev ucx-utils)
 

@@ -10,8 +10,9 @@
  *              checks it again; for each size from 1 B to 4 MiB.  The pattern depends on the
  *              size, the iteration and the direction, so a stale or misplaced buffer fails.
  *   allreduce  MPI_SUM over 1 Mi doubles whose every element each rank knows the sum of.
- *   latency    half the round trip at 8 B, and bandwidth at 1 MiB (one way, from round trips),
- *              printed as "FIGURE name value unit" for tools/bench and the e2e test.
+ *   latency    half the round trip at 8 B, and bandwidth at 1 MiB (both ways of the round
+ *              trips counted; MB = 2^20 bytes, as perftest counts), printed as
+ *              "FIGURE name value unit" for tools/bench and the e2e test.
  * One line per check, "PASS  what: ..." or "FAIL  what: ...", as the other guest tests print
  * them; exit 1 if any check failed.  Built in the image by images/debian/build.sh (mpicc).
  */
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 	double lat = pingpong(buf, 8, iters * 10, 0) / (iters * 10) / 2 * 1e6;
 	pingpong(buf, 1u << 20, 2, 0);
 	double t = pingpong(buf, 1u << 20, iters, 0);
-	double bw = 2.0 * iters * (1u << 20) / t / 1e6;
+	double bw = 2.0 * iters / t;		/* MiB moved per second: MB/s, MB = 2^20 */
 	if (rank == 0) {
 		printf("FIGURE mpi_latency_8B %.2f us\n", lat);
 		printf("FIGURE mpi_bandwidth_1MiB %.1f MB/s\n", bw);

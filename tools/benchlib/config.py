@@ -84,6 +84,23 @@ NVME_JOBS = {
 }
 
 
+# MPI (benchlib/mpi.py): tests/mpi/pib_mpi_test.c in two full Debian guests, started by mpirun from
+# node0 over ssh: {CSV test: (size, the program's FIGURE name)}, and each transport's options.
+# UCX is held to the one device (a job that cannot use it fails instead of falling back); Open
+# MPI's own TCP stays on the management network (every node has the same ssh-NIC address).
+MPI_VM_DIR = os.path.join(BUILD, "vm-bench-mpi")
+MPI_TRANSPORTS = ("pib", "rxe", "tcp")
+MPI_TESTS = {"mpi_pingpong_lat": (8, "mpi_latency_8B"),
+             "mpi_pingpong_bw": (1 << 20, "mpi_bandwidth_1MiB")}
+MPI_COMMON = ["--mca", "oob_tcp_if_include", "10.11.0.0/24"]
+MPI_ARGS = {
+    "pib": ["--mca", "pml", "ucx", "-x", "UCX_NET_DEVICES=pib_0:1", "-x", "UCX_TLS=rc,ud,self,sm"],
+    "rxe": ["--mca", "pml", "ucx", "-x", "UCX_NET_DEVICES=rxe0:1", "-x", "UCX_TLS=rc,ud,self,sm"],
+    "tcp": ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", "10.11.0.0/24"],
+}
+
+
 def unit_of(test):
     if test == "nvme_randread":
         return KIOPS

@@ -27,6 +27,7 @@ from .guests import (Guests, check_pib, crc32_overlay, guest_env, setup_data_net
 from .host import (build_hostlimits, cpu_times, host_env, idle_share, link_sndbuf, load_average,
                    measure_ceiling, measure_memcpy)
 from .perftest import Bench, make_plan, parse_perftest, pick
+from .mpi import measure_mpi
 from .plot import write_chart
 from .report import write_report
 from .results import MARK, Figures, Record, fmt, goal_checks, load_results, write_results
@@ -53,8 +54,10 @@ def run(cfg, out_csv, t0, started):
                 available[t] = "not requested (--only)"
     interrupted = False
     g = Guests()
-    booted = False
+    booted = cfg.mpi_only
     try:
+        if cfg.mpi_only:
+            raise MpiOnly
         say(f"booting two guests in {VM_DIR} (pibvm up --data-net)")
         ok, out = g.up(crc32_overlay())
         if not ok:
@@ -90,6 +93,8 @@ def run(cfg, out_csv, t0, started):
             except SetupError as e:
                 say(f"NVMe over Fabrics unavailable: {e}")
                 rec.fail("nvme_setup", 0, "nvme", 0, str(e))
+    except MpiOnly:
+        pass
     except SetupError as e:
         say(str(e))
         rec.fail("setup", 0, "all", 0, str(e))
@@ -98,8 +103,16 @@ def run(cfg, out_csv, t0, started):
         interrupted = True
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)    # let the clean-up finish
-        g.down()
+        if not cfg.mpi_only:
+            g.down()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # MPI boots guests of its own, the full Debian ones, once these are down.
+    if not cfg.no_mpi and not interrupted:
+        try:
+            measure_mpi(cfg, rec)
+        except KeyboardInterrupt:
+            say("interrupted during MPI")
+            interrupted = True
 
     took = time.monotonic() - t0
     meta["load average at the end"] = load_average()
@@ -127,6 +140,10 @@ def run(cfg, out_csv, t0, started):
     if interrupted:
         return 130
     return 0 if booted else 1
+
+
+class MpiOnly(Exception):
+    """--mpi-only: no perftest guests."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,6 +307,11 @@ def method_meta(cfg):
         "order": "each measurement pib, then its ceiling sample, then rxe, so changes in the "
                  "host's load hit all alike; the absolute figures under TCG follow that load "
                  "(see the load averages), the ratios much less",
+        "mpi": "tests/mpi/pib_mpi_test.c (its data checked) in two full Debian guests (pibvm up "
+               "--image debian --data-net), started by `mpirun --host node0,node1 -np 2` from "
+               "node0 over ssh; pib: UCX on pib_0 only, rxe: UCX on rxe0 only (the data "
+               "network), tcp: Open MPI's TCP transport on the management network; 8 B: half "
+               "a round trip over 200 round trips, 1 MiB: 20 round trips",
         "fio seconds": str(cfg.fio_seconds),
         "runs": str(cfg.runs),
     }

@@ -31,6 +31,10 @@ def write_chart(csv_path, png):
         return False
     meta, rows = load_results(csv_path)
     fig_ = Figures(rows)
+    if not any(fig_.median(k, "pib") or fig_.median(k, "rxe") for k in fig_.keys
+               if k[0] in BW_TESTS):
+        say("no bandwidth figures in this run (--mpi-only?): no chart")
+        return False
     fig, axes = plt.subplots(1, len(BW_TESTS), figsize=(5 * len(BW_TESTS), 4.5), sharey=True)
     for ax, test in zip(axes, BW_TESTS):
         sizes = sorted({s for t, s in fig_.keys if t == test})

@@ -14,6 +14,20 @@ def runs_text(values, unit):
     return ", ".join(fmt(v, unit) for v in values)
 
 
+def three_way_rows(fig, keys, name):
+    """The rows of a pib / rxe / tcp table (NVMe over Fabrics, MPI): medians, ratios, runs."""
+    rows = []
+    for key in keys:
+        unit = unit_of(key[0])
+        p, x, t = (fig.median(key, tr) for tr in ("pib", "rxe", "tcp"))
+        rows.append(f"| {name(key[0])} | {size_name(key[1])} | {unit} | {fmt(p, unit)} | "
+                    f"{fmt(x, unit)} | {fmt(t, unit)} | {rfmt(ratio(p, x))} | "
+                    f"{rfmt(ratio(p, t))} | {runs_text(fig.values(key, 'pib'), unit)} | "
+                    f"{runs_text(fig.values(key, 'rxe'), unit)} | "
+                    f"{runs_text(fig.values(key, 'tcp'), unit)} |")
+    return rows
+
+
 def write_report(csv_path):
     """The .md next to a results file, from the file alone."""
     meta, rows = load_results(csv_path)
@@ -50,7 +64,7 @@ def write_report(csv_path):
               "|---|---:|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|"]
     for key in fig.keys:
         test, size = key
-        if test.startswith(("host_", "nvme_")) or test in ("setup", "nvme_setup"):
+        if test.startswith(("host_", "nvme_", "mpi_")) or test in ("setup", "nvme_setup"):
             continue
         unit = unit_of(test)
         p, x, c = (fig.median(key, t) for t in ("pib", "rxe", "ceiling"))
@@ -71,14 +85,17 @@ def write_report(csv_path):
                   "| fio job | block | unit | NVMe/RDMA on pib | on rxe | NVMe/TCP | pib/rxe "
                   "| pib/tcp | pib runs | rxe runs | tcp runs |",
                   "|---|---:|---|---:|---:|---:|---:|---:|---|---|---|"]
-        for key in nvme:
-            unit = unit_of(key[0])
-            p, x, t = (fig.median(key, tr) for tr in ("pib", "rxe", "tcp"))
-            lines.append(f"| {key[0][5:]} | {size_name(key[1])} | {unit} | {fmt(p, unit)} | "
-                         f"{fmt(x, unit)} | {fmt(t, unit)} | {rfmt(ratio(p, x))} | "
-                         f"{rfmt(ratio(p, t))} | {runs_text(fig.values(key, 'pib'), unit)} | "
-                         f"{runs_text(fig.values(key, 'rxe'), unit)} | "
-                         f"{runs_text(fig.values(key, 'tcp'), unit)} |")
+        lines += three_way_rows(fig, nvme, lambda test: test[5:])
+    mpi = [k for k in fig.keys if k[0].startswith("mpi_") and k[0] != "mpi_setup"]
+    if mpi:
+        lines += ["", "MPI (tests/mpi/pib_mpi_test.c, Open MPI started by mpirun over ssh, in two "
+                  "full Debian guests): UCX over pib, UCX over Soft-RoCE, Open MPI's TCP over the "
+                  "management virtio-net.  Latency: half a ping-pong round trip at 8 B (µs); "
+                  "bandwidth: ping-pong at 1 MiB, both ways counted (MB/s, MB = 2^20 bytes).", "",
+                  "| test | size | unit | pib | rxe | tcp | pib/rxe | pib/tcp | pib runs "
+                  "| rxe runs | tcp runs |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|---|---|---|"]
+        lines += three_way_rows(fig, mpi, lambda test: test)
     mem = [k for k in fig.keys if k[0] == "host_memcpy"]
     if mem:
         lines += ["", "The host's memcpy (MB/s), before the guests booted:", "",
@@ -110,7 +127,7 @@ def write_report(csv_path):
                           f"{r['note']}" for r in rs]
     lines += ["", "## How it was measured", ""]
     lines += [f"- {k}: {meta[k]}" for k in ("perftest runs", "bandwidth", "latency", "rxe",
-                                           "ceiling", "order") if k in meta]
+                                           "ceiling", "order", "mpi") if k in meta]
     with open(os.path.splitext(csv_path)[0] + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 
 from .agent import guest_file_write, guest_run
 from .config import BUILD, die, path, say
@@ -132,7 +133,21 @@ def prepare(state):
     make_ssh_key()
 
 
+def wait_sshd(n, tries=240):
+    """Wait until node N's sshd runs (its host key is made at the first boot): a bounded number
+    of asks through the guest agent, each of which takes its own time under TCG."""
+    for _ in range(tries):
+        rc, out, _ = guest_run(n, ["systemctl", "is-active", "ssh.service"], 60)
+        if out.decode(errors="replace").strip() == "active":
+            return
+        time.sleep(0.5)
+    die(f"node{n}: sshd did not start (systemctl is-active ssh.service: "
+        f"{out.decode(errors='replace').strip()})")
+
+
 def after_boot(nodes):
     for n in nodes:
         install_ssh_key(n)
+    for n in nodes:
+        wait_sshd(n)
     say(f"ssh: pibvm ssh N (key {ssh_key()})")
