@@ -150,4 +150,12 @@ else
   say "stage 2 done: $(sed -n 2p "$IMG/manifest" | cut -c3-)"
 fi
 for f in image.qcow2 vmlinuz initrd.img manifest; do ln -sfn "$IMG/$f" "$OUT/$f"; done
+# Every change of pib's packages makes a new image (about 1.1 GB): keep this one and the one
+# made before it (another checkout may still boot that), remove the older ones and what a failed
+# stage 2 left.
+touch "$IMG"     # the newest: ls -t sorts the directories by this
+rm -rf "$CACHE/images/debian-$SUITE"-*.tmp
+ls -1dt "$CACHE/images/debian-$SUITE"-*/ 2>/dev/null | tail -n +3 | while read -r old; do
+  [ "${old%/}" = "$IMG" ] || { say "removing an older image: ${old%/}"; rm -rf "${old%/}"; }
+done
 say "ok: $OUT/image.qcow2 ($(sed -n 1p "$IMG/manifest" | cut -c3-))"
