@@ -92,16 +92,20 @@ domain() {
 
 # agent N JSON: a guest-agent command through libvirt; its "return", as JSON.
 agent() { "${VIRSH[@]}" qemu-agent-command "pib-lv$1" --timeout 60 "$2" 2>/dev/null; }
-# guest N CMD...: run CMD in domain N and wait (bounded by counts); sets g_rc, g_out.
-guest() {
+# guest_start N CMD...: start CMD in domain N through the agent; prints its guest pid.
+guest_start() {
   local n=$1; shift
-  local args pid st i
-  args=$(python3 -c 'import json, sys; print(json.dumps({"execute": "guest-exec", "arguments":
-    {"path": sys.argv[1], "arg": sys.argv[2:], "capture-output": True}}))' "$@")
-  pid=$(agent "$n" "$args" | python3 -c 'import json, sys; print(json.load(sys.stdin)["return"]["pid"])')
+  agent "$n" "$(python3 -c 'import json, sys; print(json.dumps({"execute": "guest-exec",
+    "arguments": {"path": sys.argv[1], "arg": sys.argv[2:], "capture-output": True}}))' "$@")" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["return"]["pid"])'
+}
+# guest_wait N PID [TRIES]: wait for it (at most TRIES asks, 600 by default, 0.5 s apart);
+# sets g_rc (255 if it never exited) and g_out (its stdout and stderr).
+guest_wait() {
+  local n=$1 pid=$2 tries=${3:-600} st i
   g_rc=255 g_out=
   [ -n "$pid" ] || return
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < tries; i++)); do
     st=$(agent "$n" "{\"execute\":\"guest-exec-status\",\"arguments\":{\"pid\":$pid}}")
     if python3 -c 'import json, sys; sys.exit(0 if json.loads(sys.argv[1])["return"]["exited"] else 1)' "$st" 2>/dev/null; then
       g_rc=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["return"].get("exitcode", 255))' "$st")
@@ -112,6 +116,8 @@ print(base64.b64decode(r.get("out-data", "")).decode(errors="replace") + base64.
     sleep 0.5
   done
 }
+# guest N CMD...: run CMD in domain N and wait for it; sets g_rc, g_out.
+guest() { local n=$1; shift; guest_wait "$n" "$(guest_start "$n" "$@")"; }
 
 for n in 0 1; do domain "$n"; done
 "${VIRSH[@]}" domxml-to-native qemu-argv "$W/pib-lv0.xml" > "$W/argv0.txt" 2>&1
@@ -145,8 +151,7 @@ check "domstate: both running" \
 
 # ibv_rc_pingpong with its data checked (-c): the server in domain 0, started in the
 # background through the agent; the client in domain 1, by name over the UDP link's Ethernet.
-spid=$(agent 0 '{"execute":"guest-exec","arguments":{"path":"ibv_rc_pingpong","arg":["-d","pib_0","-c","-n","200"],"capture-output":true}}' |
-       python3 -c 'import json, sys; print(json.load(sys.stdin)["return"]["pid"])')
+spid=$(guest_start 0 ibv_rc_pingpong -d pib_0 -c -n 200)
 for ((i = 0; i < 150; i++)); do
   # 18515 = 0x4853, LISTEN = 0A (/proc/net/tcp's local address, remote address, state)
   guest 0 sh -c 'grep -Eq ":4853 [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6'
@@ -157,12 +162,6 @@ guest 1 ibv_rc_pingpong -d pib_0 -c -n 200 node0
 echo "--- client"; echo "$g_out"
 check "ibv_rc_pingpong client (pib-lv1) exits 0 (got $g_rc)" test "$g_rc" = 0
 check "ibv_rc_pingpong client reports its throughput" grep -q 'bytes in .* seconds = ' <<<"$g_out"
-sst=
-for ((i = 0; i < 120; i++)); do
-  sst=$(agent 0 "{\"execute\":\"guest-exec-status\",\"arguments\":{\"pid\":${spid:-0}}}")
-  python3 -c 'import json, sys; sys.exit(0 if json.loads(sys.argv[1])["return"]["exited"] else 1)' "$sst" 2>/dev/null && break
-  sleep 0.5
-done
-src=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["return"].get("exitcode", 255))' "$sst" 2>/dev/null)
-check "ibv_rc_pingpong server (pib-lv0) exits 0 (got ${src:-none})" test "${src:-1}" = 0
+guest_wait 0 "$spid" 120
+check "ibv_rc_pingpong server (pib-lv0) exits 0 (got $g_rc)" test "$g_rc" = 0
 finish
