@@ -974,7 +974,11 @@ struct pib_port_attr {
 	X(TX_DROP_TXQ_FULL,    tx_drop_txq_full)                                               \
 	X(INJECTED_FAULTS,     injected_faults)      /* error injection events (QOM/QMP)    */ \
 	X(RX_DROP_XRC_SRQ,     rx_drop_xrc_srq)      /* XRC request naming no XRC SRQ of    */ \
-	                                             /* the target QP's domain (NAK sent)   */
+	                                             /* the target QP's domain (NAK sent)   */ \
+	X(RX_DROP_VL,          rx_drop_vl)           /* data on a VL the port does not      */ \
+	                                             /* operate (OperationalVLs)            */ \
+	X(TX_DROP_VL,          tx_drop_vl)           /* data whose SL maps to VL15 or to a  */ \
+	                                             /* VL beyond OperationalVLs (IBTA 7.6.6)*/
 
 #define PIB_CNT_ENUM_ENTRY(id, name) PIB_CNT_##id,
 enum pib_counter {

@@ -103,6 +103,8 @@ enum pib_pma_attr {
 #define PIB_PORT_CAP_SM                (1u << 1)   /* an SM runs behind this port          */
 #define PIB_PORT_CAP_NOTICE            (1u << 2)
 #define PIB_PORT_CAP_TRAP              (1u << 3)   /* the SMA sends traps                   */
+#define PIB_PORT_CAP_SL_MAP            (1u << 6)   /* IsSLMappingSupported: SLtoVLMapping-  */
+                                                   /* Table and VLArbitrationTable are set  */
 #define PIB_PORT_CAP_SM_DISABLED       (1u << 10)
 #define PIB_PORT_CAP_SYS_IMAGE_GUID    (1u << 11)
 #define PIB_PORT_CAP_CM                (1u << 16)  /* a communication manager runs          */
@@ -112,9 +114,9 @@ enum pib_pma_attr {
 #define PIB_PORT_CAP_CLIENT_REREG      (1u << 25)  /* PortInfo:ClientReregister            */
 #define PIB_PORT_CAP_OTHER_LOCAL_CHG   (1u << 26)  /* trap 144 on NodeDescription changes   */
 /* What the firmware itself implements: always set, the driver cannot clear them. */
-#define PIB_PORT_CAP_FIRMWARE  (PIB_PORT_CAP_TRAP | PIB_PORT_CAP_SYS_IMAGE_GUID | \
-                                PIB_PORT_CAP_CAP_MASK_NOTICE | PIB_PORT_CAP_CLIENT_REREG | \
-                                PIB_PORT_CAP_OTHER_LOCAL_CHG)
+#define PIB_PORT_CAP_FIRMWARE  (PIB_PORT_CAP_TRAP | PIB_PORT_CAP_SL_MAP | \
+                                PIB_PORT_CAP_SYS_IMAGE_GUID | PIB_PORT_CAP_CAP_MASK_NOTICE | \
+                                PIB_PORT_CAP_CLIENT_REREG | PIB_PORT_CAP_OTHER_LOCAL_CHG)
 
 /* ---- The common MAD header (IBTA 13.4.3): 24 bytes ----------------------------------------- */
 struct pib_mad_hdr {
@@ -219,6 +221,8 @@ struct pib_port_info {
 
 /* ---- SwitchInfo (IBTA 14.2.5.4): 20 bytes used of the 64 ---------------------------------- */
 #define PIB_SWINFO_PORT_STATE_CHANGE 0x04   /* life_state [2]: a port changed state; Set 1 clears */
+#define PIB_SWINFO_OPT_SL2VL         0x01   /* life_state [0]: OptimizedSLtoVLMappingProgramming: */
+                                            /* SLtoVLMappingTable takes the "all ports" bits  */
 #define PIB_SWINFO_ENHANCED_PORT0    0x08   /* flags [3]: port 0 is an enhanced port           */
 #define PIB_SWINFO_ENFORCE_CAPS      0xf0   /* flags [7:4]: Inbound/OutboundEnforcementCap,    */
                                             /* FilterRawInbound/OutboundCap                    */
@@ -263,8 +267,30 @@ struct pib_switch_info {
 #define PIB_PKEY_BASE_MASK          0x7fff
 /* GUIDInfo: 8 GUIDs per block (IBTA 14.2.5.5). */
 #define PIB_GUID_BLOCK_ENTRIES      8
-/* SLtoVLMappingTable: 16 SLs, 4 bits each (IBTA 14.2.5.8). */
+/*
+ * SLtoVLMappingTable (IBTA 14.2.5.8): 16 SLs, 4 bits each, SL0 in [7:4] of byte 0.  On a
+ * switch the modifier names the table: [15:8] the input port, [7:0] the output port, and with
+ * OptimizedSLtoVLMappingProgramming [16] "every output port" and [17] "every input port".
+ * On a CA the modifier is reserved.
+ */
 #define PIB_SL2VL_BYTES             8
+#define PIB_SL2VL_ALL_OUT           (1u << 16)
+#define PIB_SL2VL_ALL_IN            (1u << 17)
+/*
+ * VLArbitrationTable (IBTA 14.2.5.9): modifier [31:16] the block (1, 2: the low-priority
+ * table's entries 0-31 and 32-63; 3, 4: the high-priority table's), [15:0] a switch's port
+ * (reserved on a CA).  A block is 32 entries of two bytes: [3:0] of the first the VL, the
+ * second the weight in units of 64 bytes (0: the entry is skipped).
+ */
+#define PIB_VLARB_BLOCK_ENTRIES     32
+#define PIB_VLARB_LOW_0             1
+#define PIB_VLARB_LOW_32            2
+#define PIB_VLARB_HIGH_0            3
+#define PIB_VLARB_HIGH_32           4
+struct pib_vlarb_entry {
+	pib_u8  vl;             /* [3:0] VL                                                    */
+	pib_u8  weight;         /* units of 64 bytes                                           */
+};
 
 /* ---- Notice (IBTA 14.2.5.1): the data of a Trap(Notice) SMP, 64 bytes --------------------- */
 #define PIB_NOTICE_GENERIC          0x80    /* generic_type [7]: IsGeneric                    */

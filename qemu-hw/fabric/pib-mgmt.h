@@ -27,7 +27,14 @@
 /* What the ports advertise and accept. */
 #define PIB_MGMT_GUID_CAP       1       /* GUIDInfo entries: the port GUID only */
 #define PIB_MGMT_MTU_CAP        5       /* MTUCap: 4096 */
-#define PIB_MGMT_VL_CAP         1       /* VLCap: VL0 only (and VL15) */
+/*
+ * Virtual lanes: VLCap (and OperationalVLs) is an encoding, 1: VL0, 2: VL0-1, 3: VL0-3,
+ * 4: VL0-7, 5: VL0-14; VL15 is the management lane on every port.  Each of the two
+ * arbitration tables has PIB_MGMT_VLARB_CAP entries (VLArbitrationHigh/LowCap).
+ */
+#define PIB_MGMT_VL_CAP         3       /* VLCap: VL0-VL3 (and VL15) */
+#define PIB_MGMT_VLARB_CAP      8
+#define PIB_VL_MGMT             15
 #define PIB_MGMT_WIDTH_4X       2       /* LinkWidthSupported/Active: 4X */
 #define PIB_MGMT_SPEED_QDR      4       /* LinkSpeedSupported/Active: QDR (10 Gb/s) */
 #define PIB_MGMT_RESP_TIME      18      /* RespTimeValue: 4.096 us * 2^18, about 1 s */
@@ -143,7 +150,9 @@ struct PibMgmtPort {
     uint16_t pkey_violations;
     uint16_t qkey_violations;
     uint16_t pkeys[PIB_PKEY_TBL_LEN];
-    uint8_t sl2vl[PIB_SL2VL_BYTES];
+    uint8_t sl2vl[PIB_SL2VL_BYTES];     /* a CA's (a switch's: PibMgmtSwitch.sl2vl) */
+    struct pib_vlarb_entry vlarb_low[PIB_MGMT_VLARB_CAP];
+    struct pib_vlarb_entry vlarb_high[PIB_MGMT_VLARB_CAP];
     QEMUTimer *mkey_lease_timer;    /* runs after a violation, while lease > 0 */
 
     /* PMA: the raw counter values at the last reset of each counter */
@@ -170,7 +179,27 @@ typedef struct PibMgmtSwitch {
     bool port_state_change;             /* SwitchInfo:PortStateChange */
     uint8_t def_mcast_pri_port;
     uint8_t def_mcast_not_pri_port;
+    /* SLtoVLMappingTable per (input port, output port): the VL a packet leaves on */
+    uint8_t sl2vl[PIB_SW_MAX_PORTS + 1][PIB_SW_MAX_PORTS + 1][PIB_SL2VL_BYTES];
 } PibMgmtSwitch;
+
+/* The data VLs an OperationalVLs (or VLCap) encoding names: 1, 2, 4, 8 or 15; 0 for none. */
+static inline unsigned pib_mgmt_vls(uint8_t enc)
+{
+    return enc == 0 ? 0 : enc >= 5 ? 15 : 1u << (enc - 1);
+}
+
+/* The VL an SLtoVLMappingTable gives sl. */
+static inline uint8_t pib_mgmt_sl2vl(const uint8_t *table, uint8_t sl)
+{
+    return (table[(sl & 0xf) / 2] >> (sl & 1 ? 0 : 4)) & 0xf;
+}
+
+/* May a data packet use vl on port p: one of its OperationalVLs (never VL15)? */
+static inline bool pib_mgmt_data_vl_ok(const PibMgmtPort *p, uint8_t vl)
+{
+    return vl < pib_mgmt_vls(p->operational_vls);
+}
 
 struct PibMgmtNode {
     const PibMgmtOps *ops;

@@ -179,7 +179,7 @@ void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8
         slid = PIB_LID_PERMISSIVE;
     }
     *lrh = (struct pib_lrh) {
-        .vl_lver = f->vl15 ? 15 << 4 : 0,
+        .vl_lver = (f->vl15 ? PIB_VL_MGMT : f->vl & 0xf) << 4,
         .sl_lnh = (f->sl & 0xf) << 4 |
                   (f->grh ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL),
         .dlid_be = cpu_to_be16(f->dlid),

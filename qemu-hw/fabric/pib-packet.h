@@ -33,6 +33,19 @@ static inline bool pib_lid_is_multicast(uint16_t lid)
 #define PIB_SMI_QKEY            0
 #define PIB_GSI_QKEY            0x80010000u
 
+/*
+ * Is the packet at b (len bytes from the LRH) for QP0, an SMP?  SMPs are never global
+ * (IBTA 14.2.2): the BTH follows the LRH.  Only QP0 may use VL15, only SMPs go to QP0.
+ */
+static inline bool pib_pkt_is_smp(const uint8_t *b, uint32_t len)
+{
+    const struct pib_lrh *lrh = (const struct pib_lrh *)b;
+    const struct pib_bth *bth = (const struct pib_bth *)(b + sizeof(*lrh));
+
+    return len >= sizeof(*lrh) + sizeof(*bth) && (lrh->sl_lnh & 3) == PIB_LNH_IBA_LOCAL &&
+           (be32_to_cpu(bth->dqpn_be) & 0xffffff) == PIB_QPN_SMI;
+}
+
 /* What a GRH says besides its source GID: the global part of an address vector. */
 typedef struct PibGrhAddr {
     uint8_t hop_limit;
@@ -122,9 +135,10 @@ typedef struct PibPktFields {
     uint32_t psn;
     uint16_t dlid;
     uint8_t sl;
+    uint8_t vl;             /* the LRH VL: the sender's SLtoVLMappingTable[sl] */
     uint8_t src_path_bits;
-    bool vl15;              /* an SMP: VL15, and a permissive DLID gets a */
-                            /* permissive SLID */
+    bool vl15;              /* an SMP: VL15 (vl is ignored), and a permissive */
+                            /* DLID gets a permissive SLID */
     uint16_t pkey;          /* BTH P_Key */
     const PibGrhAddr *grh;  /* non-NULL: add a GRH with these fields */
     uint64_t va;            /* RETH / AtomicETH */

@@ -96,7 +96,9 @@ void pib_mgmt_port_reset(PibMgmtPort *p)
     p->qkey_violations = 0;
     memset(p->pkeys, 0, sizeof(p->pkeys));
     p->pkeys[0] = PIB_DEFAULT_PKEY;
-    memset(p->sl2vl, 0, sizeof(p->sl2vl));
+    memset(p->sl2vl, 0, sizeof(p->sl2vl));          /* every SL on VL0 */
+    memset(p->vlarb_low, 0, sizeof(p->vlarb_low));
+    memset(p->vlarb_high, 0, sizeof(p->vlarb_high));
     memset(p->pma_base, 0, sizeof(p->pma_base));
     timer_del(p->mkey_lease_timer);
     timer_del(t->timer);

@@ -26,6 +26,14 @@
  * Each send goes to the master SM of the moment (PortInfo:MasterSMLID), so an SM that took
  * over gets the resends, not the SM that is gone (or this port itself, where it ran).
  *
+ * The attribute modifier: each handler reads only the bits IBTA defines for its attribute and
+ * node type, and ignores the rest, as a receiver must ignore reserved fields (IBTA 13.4.8.1
+ * "reserved fields are ignored on receipt").  A switch-only field (the port number of
+ * P_KeyTable, SLtoVLMappingTable and VLArbitrationTable) is reserved on a CA: diagnostic tools
+ * send it to every node type, and a CA that refused it would break their reports.  Only a
+ * defined field holding a value the node does not have (a block past the table, a port past
+ * NumPorts) gets "invalid value".
+ *
  * The ports' state (reset, M_Key lease, partitions) and the traps' sending and resending are in
  * pib-sma-port.c; this file is the SMP's pass and the attributes.
  */
@@ -172,9 +180,7 @@ static uint16_t sma_node_desc(SmaReq *r)
     if (r->set) {
         return PIB_MAD_STATUS_UNSUP_ATTR;
     }
-    if (sma_attr_mod(r) != 0) {
-        return PIB_MAD_STATUS_INVALID_VALUE;
-    }
+    /* The modifier is reserved (0 on sending): ignored. */
     memcpy(r->smp->data, r->n->node_desc, sizeof(r->smp->data));
     return PIB_MAD_STATUS_OK;
 }
@@ -190,9 +196,7 @@ static uint16_t sma_node_info(SmaReq *r)
     if (r->set) {
         return PIB_MAD_STATUS_UNSUP_ATTR;
     }
-    if (sma_attr_mod(r) != 0) {
-        return PIB_MAD_STATUS_INVALID_VALUE;
-    }
+    /* The modifier is reserved: ignored. */
     ni->base_version = PIB_MAD_BASE_VERSION;
     ni->class_version = PIB_SMP_CLASS_VERSION;
     ni->node_type = n->node_type;
@@ -249,6 +253,8 @@ static void sma_port_info_fill(SmaReq *r, PibMgmtPort *p)
     pi->mtu_smsl = p->neighbor_mtu << 4 | p->sm_sl;
     pi->vlcap_inittype = PIB_MGMT_VL_CAP << 4;
     pi->vl_high_limit = p->vl_high_limit;
+    pi->vl_arb_high_cap = PIB_MGMT_VLARB_CAP;
+    pi->vl_arb_low_cap = PIB_MGMT_VLARB_CAP;
     pi->inittypereply_mtucap = PIB_MGMT_MTU_CAP;
     pi->vlstall_hoqlife = SMA_VL_STALL_COUNT << 5 | p->hoq_life;
     pi->opvls_enforce = p->operational_vls << 4 | p->enforce;
@@ -383,10 +389,14 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
     return PIB_MAD_STATUS_OK;
 }
 
-/* PortInfo (IBTA 14.2.5.6): the modifier names the port. */
+/*
+ * PortInfo (IBTA 14.2.5.6): [7:0] of the modifier names the port.  Bit 31 is the SM's
+ * SMSupportsExtendedSpeeds (pib has no extended speeds, so there is nothing it changes) and
+ * [30:8] are reserved.
+ */
 static uint16_t sma_port_info(SmaReq *r)
 {
-    PibMgmtPort *p = sma_port(r, sma_attr_mod(r));
+    PibMgmtPort *p = sma_port(r, sma_attr_mod(r) & 0xff);
     uint16_t status = PIB_MAD_STATUS_OK;
 
     if (!p) {
@@ -401,7 +411,8 @@ static uint16_t sma_port_info(SmaReq *r)
 
 /*
  * P_KeyTable (IBTA 14.2.5.7): [15:0] of the modifier is the block of 32 entries; on a switch
- * [31:16] is the port.  A Set replaces the whole block.
+ * [31:16] is the port, on a CA that field is reserved (the table is the arrival port's, as
+ * ibsim's SMA and the HCAs answer it).  A Set replaces the whole block.
  */
 static uint16_t sma_pkey_table(SmaReq *r)
 {
@@ -414,8 +425,7 @@ static uint16_t sma_pkey_table(SmaReq *r)
     uint16_t key;
     int i;
 
-    if (!p || first >= PIB_PKEY_TBL_LEN ||
-        (r->n->node_type != PIB_NODE_TYPE_SWITCH && (mod >> 16) != 0)) {
+    if (!p || first >= PIB_PKEY_TBL_LEN) {
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
     for (i = 0; i < PIB_PKEY_BLOCK_ENTRIES; i++) {
@@ -434,47 +444,91 @@ static uint16_t sma_pkey_table(SmaReq *r)
 }
 
 /*
- * SLtoVLMappingTable (IBTA 14.2.5.8): with one data VL every SL maps to VL0, or to VL15 (the
- * SL's packets are dropped).  Kept and reported as the SM set it.
+ * SLtoVLMappingTable (IBTA 14.2.5.8): a CA's one table (the modifier is reserved), or on a
+ * switch the table of (input port, output port), with the "every input" and "every output"
+ * bits of OptimizedSLtoVLMappingProgramming (pib_mad.h).  A Set is refused whole if an entry
+ * names a VL beyond VLCap other than VL15 (VL15 means: drop that SL's packets).  A Get
+ * over several tables answers the first.
  */
 static uint16_t sma_sl2vl(SmaReq *r)
 {
-    PibMgmtPort *p = sma_port(r, r->n->node_type == PIB_NODE_TYPE_SWITCH ?
-                                 (sma_attr_mod(r) >> 8) & 0xff : 0);
+    PibMgmtNode *n = r->n;
+    uint32_t mod = sma_attr_mod(r);
+    unsigned in = (mod >> 8) & 0xff, out = mod & 0xff;
+    unsigned in_end = in, out_end = out, i, j;
     uint16_t status = PIB_MAD_STATUS_OK;
-    int i;
+    uint8_t *first;
 
-    if (!p || (r->n->node_type != PIB_NODE_TYPE_SWITCH && sma_attr_mod(r) != 0)) {
-        return PIB_MAD_STATUS_INVALID_VALUE;
-    }
-    for (i = 0; r->set && i < 2 * PIB_SL2VL_BYTES; i++) {
-        uint8_t vl = (r->smp->data[i / 2] >> (i & 1 ? 0 : 4)) & 0xf;
+    for (i = 0; r->set && i < 16; i++) {
+        uint8_t vl = pib_mgmt_sl2vl(r->smp->data, i);
 
-        if (vl >= PIB_MGMT_VL_CAP && vl != 15) {
+        if (vl >= pib_mgmt_vls(PIB_MGMT_VL_CAP) && vl != PIB_VL_MGMT) {
             status = PIB_MAD_STATUS_INVALID_VALUE;
         }
     }
+    if (!n->sw) {
+        first = sma_port(r, 0)->sl2vl;
+        if (r->set && status == PIB_MAD_STATUS_OK) {
+            memcpy(first, r->smp->data, PIB_SL2VL_BYTES);
+        }
+    } else {
+        if (mod & PIB_SL2VL_ALL_IN) {
+            in = 1;
+            in_end = n->num_ports;
+        }
+        if (mod & PIB_SL2VL_ALL_OUT) {
+            out = 1;
+            out_end = n->num_ports;
+        }
+        if (in_end > n->num_ports || out_end > n->num_ports) {
+            trace_pib_sma_switch_refused(n->node_guid, "SLtoVLMappingTable", mod);
+            return PIB_MAD_STATUS_INVALID_VALUE;
+        }
+        first = n->sw->sl2vl[in][out];
+        for (i = in; r->set && status == PIB_MAD_STATUS_OK && i <= in_end; i++) {
+            for (j = out; j <= out_end; j++) {
+                memcpy(n->sw->sl2vl[i][j], r->smp->data, PIB_SL2VL_BYTES);
+            }
+        }
+    }
     if (r->set && status == PIB_MAD_STATUS_OK) {
-        memcpy(p->sl2vl, r->smp->data, sizeof(p->sl2vl));
+        trace_pib_sma_sl2vl_set(n->node_guid, mod, ldq_be_p(r->smp->data));
     }
     /* The table as it now stands, after a refused Set too. */
     memset(r->smp->data, 0, sizeof(r->smp->data));
-    memcpy(r->smp->data, p->sl2vl, sizeof(p->sl2vl));
+    memcpy(r->smp->data, first, PIB_SL2VL_BYTES);
     return status;
 }
 
 /*
- * VLArbitrationTable (IBTA 14.2.5.9): with one data VL there is nothing to arbitrate, so both
- * capacities are 0 and every block reads as empty; a Set has nothing to change.
+ * VLArbitrationTable (IBTA 14.2.5.9): the low- and high-priority tables of a port, each of
+ * PIB_MGMT_VLARB_CAP (VL, weight) entries, all in the first block of 32; the second block of
+ * each table names entries the port does not have.  On a switch [15:0] of the modifier is the
+ * port; on a CA it is reserved.  Reserved bits of an entry read as 0.
  */
 static uint16_t sma_vlarb(SmaReq *r)
 {
-    uint32_t sel = sma_attr_mod(r) >> 16;
+    uint32_t mod = sma_attr_mod(r);
+    uint32_t block = mod >> 16;
+    PibMgmtPort *p = sma_port(r, r->n->sw ? mod & 0xffff : 0);
+    struct pib_vlarb_entry *e = (struct pib_vlarb_entry *)r->smp->data;
+    struct pib_vlarb_entry *table;
+    unsigned i;
 
-    if (sel < 1 || sel > 4) {
+    if (!p || (block != PIB_VLARB_LOW_0 && block != PIB_VLARB_HIGH_0)) {
+        /* Blocks 2 and 4 hold entries 32-63, beyond VLArbitrationLow/HighCap. */
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
+    table = block == PIB_VLARB_LOW_0 ? p->vlarb_low : p->vlarb_high;
+    for (i = 0; r->set && i < PIB_MGMT_VLARB_CAP; i++) {
+        table[i].vl = e[i].vl & 0xf;
+        table[i].weight = e[i].weight;
+    }
+    if (r->set) {
+        trace_pib_sma_vlarb_set(r->n->node_guid, p->num, block);
+    }
     memset(r->smp->data, 0, sizeof(r->smp->data));
+    memcpy(e, table, sizeof(p->vlarb_low));
     return PIB_MAD_STATUS_OK;
 }
 
@@ -493,10 +547,12 @@ void pib_mgmt_switch_reset(PibMgmtSwitch *sw)
     sw->port_state_change = false;
     sw->def_mcast_pri_port = PIB_LFT_NO_PORT;
     sw->def_mcast_not_pri_port = PIB_LFT_NO_PORT;
+    memset(sw->sl2vl, 0, sizeof(sw->sl2vl));    /* every SL on VL0 */
 }
 
 /*
- * SwitchInfo (IBTA 14.2.5.4): the capacities are read-only; a Set takes LinearFDBTop,
+ * SwitchInfo (IBTA 14.2.5.4; the modifier is reserved): the capacities are read-only, and
+ * OptimizedSLtoVLMappingProgramming is offered; a Set takes LinearFDBTop,
  * MulticastFDBTop, the default multicast ports and LifeTimeValue, and clears PortStateChange
  * when it writes 1 there.
  */
@@ -506,8 +562,7 @@ static uint16_t sma_switch_info(SmaReq *r)
     struct pib_switch_info *si = (struct pib_switch_info *)r->smp->data;
     uint16_t lft_top = be16_to_cpu(si->lft_top_be);
     uint16_t mft_top = be16_to_cpu(si->mft_top_be);
-    bool bad = sma_attr_mod(r) != 0 ||
-               (r->set && (lft_top >= PIB_SW_LFT_CAP ||
+    bool bad = (r->set && (lft_top >= PIB_SW_LFT_CAP ||
                            (mft_top != 0 &&
                             (mft_top < PIB_LID_MULTICAST_BASE ||
                              mft_top >= PIB_LID_MULTICAST_BASE + PIB_SW_MFT_CAP))));
@@ -531,7 +586,7 @@ static uint16_t sma_switch_info(SmaReq *r)
     si->def_port = PIB_LFT_NO_PORT;
     si->def_mcast_pri_port = sw->def_mcast_pri_port;
     si->def_mcast_not_pri_port = sw->def_mcast_not_pri_port;
-    si->life_state = sw->life_time << 3 |
+    si->life_state = sw->life_time << 3 | PIB_SWINFO_OPT_SL2VL |
                      (sw->port_state_change ? PIB_SWINFO_PORT_STATE_CHANGE : 0);
     si->mft_top_be = cpu_to_be16(sw->mft_top);
     /* Every external port has a P_KeyTable and enforces it (pib-switch.c). */
@@ -574,8 +629,8 @@ static uint16_t sma_mft(SmaReq *r)
     uint16_t *data = (uint16_t *)r->smp->data;
     int i;
 
-    if (first >= PIB_SW_MFT_CAP || (mod & 0x0ffffe00) ||
-        shift > r->n->num_ports || shift >= 32) {
+    /* [27:9] of the modifier are reserved. */
+    if (first >= PIB_SW_MFT_CAP || shift > r->n->num_ports || shift >= 32) {
         trace_pib_sma_switch_refused(r->n->node_guid, "MulticastForwardingTable", mod);
         return PIB_MAD_STATUS_INVALID_VALUE;
     }

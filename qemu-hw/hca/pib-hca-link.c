@@ -126,12 +126,16 @@ bool pib_xmit_room(PibState *s, uint16_t dlid)
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid)
 {
     bool loop = pib_lid_is_ours(s, dlid);
-    bool smp = pib_packet_ib(p)[0] >> 4 == 15;      /* LRH VL */
+    uint8_t vl = pib_packet_ib(p)[0] >> 4;          /* LRH VL */
+    bool smp = vl == PIB_VL_MGMT && pib_pkt_is_smp(pib_packet_ib(p), pib_packet_ib_len(p));
     enum pib_counter why = PIB_CNT_MAX;
 
     /* An ACTIVE port sends anything; INIT and ARMED send SMPs only. */
     if (!pib_port_active(s) && !(smp && pib_port_link_up(s))) {
         why = PIB_CNT_TX_DROP_PORT_DOWN;
+    } else if (!smp && !pib_mgmt_data_vl_ok(&s->port.mgmt, vl)) {
+        /* Its SL maps to VL15 or to a VL the port does not operate (IBTA 7.6.6). */
+        why = PIB_CNT_TX_DROP_VL;
     } else if ((loop ? s->rxq_len : s->link.txq_len) >= PIB_QUEUE_HARD_MAX) {
         why = PIB_CNT_TX_DROP_TXQ_FULL;
     }

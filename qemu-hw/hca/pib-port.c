@@ -231,9 +231,11 @@ static void pib_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
         .symbol_errors = n[PIB_CNT_LINK_FRAMING_ERRORS],
         .link_recovery = n[PIB_CNT_LINK_FRAMING_ERRORS],
         .link_downed = n[PIB_CNT_LINK_DOWNS],
+        /* PortRcvErrors include PortVLMappingErrors (IBTA 16.1.4.5). */
         .rcv_errors = n[PIB_CNT_RX_DROP_MALFORMED] + n[PIB_CNT_RX_DROP_DLID] +
-                      n[PIB_CNT_RX_DROP_OPCODE],
-        .xmit_discards = n[PIB_CNT_TX_DROP_PORT_DOWN] + n[PIB_CNT_TX_DROP_TXQ_FULL],
+                      n[PIB_CNT_RX_DROP_OPCODE] + n[PIB_CNT_RX_DROP_VL],
+        .xmit_discards = n[PIB_CNT_TX_DROP_PORT_DOWN] + n[PIB_CNT_TX_DROP_TXQ_FULL] +
+                         n[PIB_CNT_TX_DROP_VL],
         .rcv_constraint = n[PIB_CNT_RX_DROP_PKEY],
         .vl15_dropped = n[PIB_CNT_RX_DROP_VL15],
     };

@@ -60,10 +60,13 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
     PibPacket *p = pib_packet_new(s, pib_pkt_len(f, paylen));
     const PibMgmtPort *m = &s->port.mgmt;
     uint16_t slid = m->lid | (f->src_path_bits & ((1u << m->lmc) - 1));
+    PibPktFields g = *f;
     uint8_t sgid[16];
 
+    /* The VL is the port's SLtoVLMappingTable's; pib_xmit() refuses a VL it cannot send on. */
+    g.vl = pib_mgmt_sl2vl(m->sl2vl, f->sl);
     pib_port_gid(s, sgid);
-    pib_pkt_write(pib_packet_ib(p), f, slid, sgid, payload, paylen);
+    pib_pkt_write(pib_packet_ib(p), &g, slid, sgid, payload, paylen);
     trace_pib_pkt_tx(s->node_guid, pib_op_name(f->opcode), f->dlid, f->dqpn,
                      f->psn & PIB_PSN_MASK, f->ackreq, paylen);
     return p;
@@ -100,8 +103,11 @@ static enum pib_counter pib_pkt_admit(PibState *s, PibPktInfo *pi)
         !(smp && pi->dlid == PIB_LID_PERMISSIVE)) {
         return PIB_CNT_RX_DROP_DLID;
     }
-    if (smp != (pi->vl == 15)) {
+    if (smp != (pi->vl == PIB_VL_MGMT)) {
         return PIB_CNT_RX_DROP_VL15;
+    }
+    if (!smp && !pib_mgmt_data_vl_ok(&s->port.mgmt, pi->vl)) {
+        return PIB_CNT_RX_DROP_VL;
     }
     if (!smp) {
         idx = pib_mgmt_pkey_find(&s->port.mgmt, pi->pkey);

@@ -28,6 +28,9 @@
  *   unicast   LFT[DLID]: 255, above LinearFDBTop, no such port, the arrival port or a port
  *             that is not ACTIVE -> dropped; port 0 -> the switch's own GSI (the PMA)
  *   multicast MFT[MLID] minus the arrival port: a copy out of each ACTIVE port
+ *   VL        data arrives on a VL the arrival port operates, and leaves on the VL its
+ *             SLtoVLMappingTable of (arrival port, output port) gives the SL (sw_map_vl);
+ *             VL15 or a VL the output port does not operate -> dropped
  *
  * Every drop is counted under exactly one reason (PIB_SW_DROPS: a QOM property each, and the
  * ports' PMA counters) and traced.  Forwarded frames only queue; each read's frames leave in
@@ -90,8 +93,8 @@ void pib_sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_dro
     sw->drops[why]++;
     trace_pib_switch_drop(sw->node_guid, in ? in->num : 0, pib_sw_drop_names[why], dlid,
                           sw->drops[why]);
-    if (in && why == PIB_SW_DROP_MALFORMED) {
-        in->ctr.rcv_errors++;
+    if (in && (why == PIB_SW_DROP_MALFORMED || why == PIB_SW_DROP_VL_MAPPING)) {
+        in->ctr.rcv_errors++;           /* PortVLMappingErrors are PortRcvErrors */
     }
     if (in && in->num != 0 && (why == PIB_SW_DROP_NO_ROUTE || why == PIB_SW_DROP_BAD_PORT ||
                                why == PIB_SW_DROP_ARRIVAL_PORT)) {
@@ -129,6 +132,24 @@ static bool sw_partition_ok(const PibSwitchPort *port, PibPacket *p, bool inboun
 }
 
 /*
+ * The VL a data packet leaves on (IBTA 7.6.6): the SLtoVLMappingTable of its (input port,
+ * output port) maps the LRH's SL, and the LRH carries the new VL.  False when that VL is
+ * VL15 or one the output port does not operate: the packet cannot leave.
+ */
+static bool sw_map_vl(PibSwitch *sw, const PibSwitchPort *in, const PibSwitchPort *out,
+                      PibPacket *p)
+{
+    struct pib_lrh *lrh = (struct pib_lrh *)pib_packet_ib(p);
+    uint8_t vl = pib_mgmt_sl2vl(sw->tables.sl2vl[in->num][out->num], lrh->sl_lnh >> 4);
+
+    if (!pib_mgmt_data_vl_ok(&out->mgmt, vl)) {
+        return false;
+    }
+    lrh->vl_lver = vl << 4 | (lrh->vl_lver & 0xf);
+    return true;
+}
+
+/*
  * Transmit
  */
 
@@ -149,6 +170,10 @@ void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket
     if (!smp && !sw_partition_ok(out, p, false)) {
         out->ctr.xmit_constraint++;
         pib_sw_drop(sw, in, p, PIB_SW_DROP_PARTITION, dlid);
+        return;
+    }
+    if (!smp && !sw_map_vl(sw, in, out, p)) {
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_VL_MAPPING, dlid);
         return;
     }
     if (out->link.txq_len >= PIB_QUEUE_HARD_MAX) {
@@ -285,6 +310,10 @@ static void sw_receive(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
     }
     if (!pib_sw_port_active(in)) {
         pib_sw_drop(sw, in, p, PIB_SW_DROP_PORT_DOWN, dlid);
+        return;
+    }
+    if (!pib_mgmt_data_vl_ok(&in->mgmt, lrh->vl_lver >> 4)) {
+        pib_sw_drop(sw, in, p, PIB_SW_DROP_VL_MAPPING, dlid);
         return;
     }
     if (!sw_partition_ok(in, p, true)) {

@@ -36,7 +36,10 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)
     X(TXQ_FULL,     "drop-txq-full")     /* the output queue is full */            \
     X(DR,           "drop-dr")           /* directed route: hop count/pointer/path */ \
     X(PARTITION,    "drop-partition")    /* P_Key or raw packet refused by a port */ \
-    X(NOT_FOR_US,   "drop-local")        /* to the switch, but not for its agents */
+    X(NOT_FOR_US,   "drop-local")        /* to the switch, but not for its agents */ \
+    X(VL_MAPPING,   "drop-vl-mapping")   /* data on a VL the in port does not operate, */ \
+                                         /* or its SL maps to VL15 or to a VL the out */ \
+                                         /* port does not operate (IBTA 7.6.6) */
 
 #define PIB_SW_DROP_ENUM(id, name) PIB_SW_DROP_##id,
 enum pib_sw_drop {

@@ -14,12 +14,16 @@
  *                          refused transitions and values (0x1c, nothing applied), the
  *                          events, DOWN and DISABLED taking the link down
  *   /pib/mgmt/attributes   every attribute the SMA answers, and the statuses of what it
- *                          does not: unknown attribute, method, class version
+ *                          does not: unknown attribute, method, class version; reserved and
+ *                          switch-only modifier bits ignored on a CA
  *   /pib/mgmt/mkey         protection levels, violations counted and dropped, trap 256 on the
  *                          wire, the lease, TrapRepress
  *   /pib/mgmt/special-qps  QP0 on VL15 only, the permissive LID, SMPs in INIT, MAD length,
  *                          the CQE fields; trap 144 when the capabilities or the node
  *                          description change
+ *   /pib/mgmt/vls          the VL a packet leaves on (SLtoVLMappingTable), SLs mapped to
+ *                          VL15 or beyond OperationalVLs not sent, data received on a VL
+ *                          the port does not operate dropped and counted
  *   /pib/mgmt/partitions   the P_Key table through the SMA, full and limited members, the
  *                          QP's own partition, QP1 taking any, violations and trap 257
  *   /pib/mgmt/pma          ClassPortInfo, PortCounters and PortCountersExtended: counting,
@@ -435,7 +439,7 @@ static void test_port_states(void)
     pi.mtu_smsl = 6 << 4;                   /* NeighborMTU beyond MTUCap */
     g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
     pi = mg_pi_sm(&m, 0);
-    pi.opvls_enforce = 2 << 4;              /* OperationalVLs beyond VLCap */
+    pi.opvls_enforce = 4 << 4;              /* OperationalVLs VL0-7: beyond VLCap */
     g_assert_cmpuint(mg_port_set(&m, &pi, 0, NULL), ==, PIB_MAD_STATUS_INVALID_VALUE);
     pi = mg_pi_sm(&m, 0);
     pi.link_width_enabled = 8;              /* 12X: not supported */
@@ -555,8 +559,6 @@ static void test_attributes(void)
     g_assert_cmpuint(be16_to_cpu(ni->partition_cap_be), ==, PIB_PKEY_TBL_LEN);
     g_assert_cmpuint(be16_to_cpu(ni->device_id_be), ==, PIB_PCI_DEVICE_ID);
     g_assert_cmphex(be32_to_cpu(ni->port_vendor_be), ==, 1u << 24 | PIB_VENDOR_OUI);
-    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==,
-                     PIB_MAD_STATUS_INVALID_VALUE);
 
     /* NodeDescription: the firmware's, then the driver's (SET_NODE_DESC). */
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_DESC, 0, &resp), ==, 0);
@@ -590,7 +592,10 @@ static void test_attributes(void)
     g_assert_cmpuint(pi->link_width_active, ==, 2);             /* 4X */
     g_assert_cmpuint(pi->speed_active_enabled >> 4, ==, 4);     /* QDR */
     g_assert_cmpuint(pi->inittypereply_mtucap & 0xf, ==, 5);    /* 4096 */
-    g_assert_cmpuint(pi->vlcap_inittype >> 4, ==, 1);
+    g_assert_cmpuint(pi->vlcap_inittype >> 4, ==, 3);               /* VL0-VL3 */
+    g_assert_cmpuint(pi->opvls_enforce >> 4, ==, 3);
+    g_assert_cmpuint(pi->vl_arb_high_cap, ==, 8);
+    g_assert_cmpuint(pi->vl_arb_low_cap, ==, 8);
     g_assert_cmpuint(pi->guid_cap, ==, 1);
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
@@ -622,21 +627,71 @@ static void test_attributes(void)
     }
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 2, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
-    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 1u << 16, &resp), ==,
-                     PIB_MAD_STATUS_INVALID_VALUE);     /* a CA has no port field */
 
-    /* SLtoVLMappingTable: VL0 or VL15 only; VLArbitrationTable: empty, 4 blocks. */
+    /* SLtoVLMappingTable: VL0-VL3 or VL15 (the SL's packets are dropped). */
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_SL2VL_TABLE,
                      0);
+    req.data[0] = 0x01;                     /* SL0 -> VL0, SL1 -> VL1 */
+    req.data[1] = 0x23;                     /* SL2 -> VL2, SL3 -> VL3 */
     req.data[7] = 0x0f;                     /* SL15 -> VL15 */
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
-    g_assert_cmphex(resp.data[7], ==, 0x0f);
-    req.data[0] = 0x10;                     /* SL0 -> VL1: no such VL */
+    g_assert_cmphex(ldq_be_p(resp.data), ==, 0x012300000000000full);
+    req.data[0] = 0x40;                     /* SL0 -> VL4: beyond VLCap */
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_INVALID_VALUE);
-    g_assert_cmphex(resp.data[0], ==, 0);
-    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, 1u << 16, &resp), ==, 0);
+    g_assert_cmphex(ldq_be_p(resp.data), ==, 0x012300000000000full);   /* unchanged */
+
+    /*
+     * VLArbitrationTable: 8 entries in each table, all in blocks 1 (low) and 3 (high);
+     * blocks 2 and 4 (entries 32-63) and 5 do not exist.  Reserved bits read as 0.
+     */
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_VLARB_TABLE,
+                     PIB_VLARB_LOW_0 << 16);
+    req.data[0] = 0xf1;                     /* VL1 (and reserved bits) */
+    req.data[1] = 3;
+    req.data[2] = 2;
+    req.data[3] = 1;
+    req.data[20] = 3;                       /* entry 10: beyond the 8 */
+    req.data[21] = 9;
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmphex(ldl_be_p(resp.data), ==, 0x01030201);
+    g_assert_cmphex(resp.data[21], ==, 0);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_HIGH_0 << 16, &resp), ==, 0);
+    g_assert_cmphex(ldl_be_p(resp.data), ==, 0);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_0 << 16, &resp), ==, 0);
+    g_assert_cmphex(ldl_be_p(resp.data), ==, 0x01030201);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_32 << 16, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_HIGH_32 << 16, &resp),
+                     ==, PIB_MAD_STATUS_INVALID_VALUE);
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, 5u << 16, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, 0, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);
+
+    /*
+     * Reserved and switch-only modifier bits are ignored on a CA (IBTA 13.4.8.1), as
+     * diagnostic tools send them to every node type: the port number of P_KeyTable [31:16],
+     * SLtoVLMappingTable [15:0] and VLArbitrationTable [15:0], PortInfo's
+     * SMSupportsExtendedSpeeds [31], and the modifier of NodeInfo and NodeDescription.
+     */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 1u << 16, &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0xffff);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 7u << 16 | 1, &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0x8001);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PKEY_TABLE, 1u << 16 | 2, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);     /* still no block 2 */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_SL2VL_TABLE, 0x0101, &resp), ==, 0);
+    g_assert_cmphex(ldq_be_p(resp.data), ==, 0x012300000000000full);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_0 << 16 | 3, &resp),
+                     ==, 0);
+    g_assert_cmphex(ldl_be_p(resp.data), ==, 0x01030201);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 0x80000001u, &resp), ==, 0);
+    g_assert_cmpuint(pi->local_port_num, ==, 1);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 0x80000002u, &resp), ==,
+                     PIB_MAD_STATUS_INVALID_VALUE);     /* still no port 2 */
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==, 0);
+    g_assert_cmpuint(ni->node_type, ==, PIB_NODE_TYPE_CA);
+    g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_NODE_DESC, 0xffffffffu, &resp), ==, 0);
 
     /* Never silence: a status for what is not there. */
     g_assert_cmpuint(mg_get(&m, 0x0042, 0, &resp), ==, PIB_MAD_STATUS_UNSUP_ATTR);
@@ -691,6 +746,103 @@ static void test_attributes(void)
     g_assert_cmphex(le32_to_cpu(attr.port_cap_flags), ==,
                     PIB_PORT_CAP_FIRMWARE | PIB_PORT_CAP_CM | PIB_PORT_CAP_SM);
     g_assert_false(pib_aeq_next(&m.d, &e, 10000));
+    mg_shutdown(&m);
+}
+
+/*
+ * 2b. Virtual lanes: what a packet carries and where it may go
+ */
+
+static void mg_set_sl2vl(Mg *m, uint64_t table)
+{
+    struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+                                      PIB_SMP_ATTR_SL2VL_TABLE, 0);
+    struct pib_smp resp;
+
+    stq_be_p(req.data, table);
+    g_assert_cmpuint(mg_smp_ex(m, &req, &resp, false), ==, 0);
+}
+
+static void mg_set_opvls(Mg *m, uint8_t opvls)
+{
+    struct pib_port_info pi = mg_pi_sm(m, PIB_PORTINFO_STATE_NOP);
+
+    pi.opvls_enforce = opvls << 4;
+    g_assert_cmpuint(mg_port_set(m, &pi, 0, NULL), ==, PIB_MAD_STATUS_OK);
+}
+
+/* A UD send of 256 bytes on SL sl to the peer's QP, completed (sent or not, as for UD). */
+static void mg_ud_send_sl(Mg *m, TestQp *qp, uint8_t sl)
+{
+    struct pib_sge sge = dp_sge(m->buf + 60000, 256, m->key);
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(0x5100 + sl),
+        .ud_qpn = cpu_to_le32(MG_PEER_QPN),
+        .ud_qkey = cpu_to_le32(MG_QKEY),
+        .ud_dlid = cpu_to_le16(MG_SM_LID),
+        .ud_sl = sl,
+    };
+
+    dp_post_send_raw(&m->d, qp, &w, &sge, sizeof(sge), true);
+    dp_expect(&m->d, &m->cq, 0x5100 + sl, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+}
+
+static void test_vls(void)
+{
+    uint64_t drops, rx;
+    TestQp ud;
+    MgPkt p;
+    Mg m;
+
+    mg_boot(&m);
+    mg_activate(&m);
+    mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &ud);
+
+    /* Sending: the LRH carries the VL the port's SLtoVLMappingTable gives the WQE's SL. */
+    mg_set_sl2vl(&m, 0x0123f00000000000ull);   /* SL1 -> VL1 ... SL3 -> VL3, SL4 -> VL15 */
+    mg_ud_send_sl(&m, &ud, 3);
+    g_assert_true(mg_recv(&m, &p, 5000));
+    g_assert_cmpuint(p.sl, ==, 3);
+    g_assert_cmpuint(p.vl, ==, 3);
+    mg_ud_send_sl(&m, &ud, 0);
+    g_assert_true(mg_recv(&m, &p, 5000));
+    g_assert_cmpuint(p.vl, ==, 0);
+
+    /* An SL mapped to VL15 does not leave the port (IBTA 7.6.6): counted, not sent. */
+    drops = mg_counter(&m, PIB_CNT_TX_DROP_VL);
+    mg_ud_send_sl(&m, &ud, 4);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_TX_DROP_VL), ==, drops + 1);
+    /* Nor does one mapped beyond OperationalVLs: VL0-1 now, SL2 is on VL2. */
+    mg_set_opvls(&m, 2);
+    mg_ud_send_sl(&m, &ud, 2);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_TX_DROP_VL), ==, drops + 2);
+    mg_ud_send_sl(&m, &ud, 1);
+    g_assert_true(mg_recv(&m, &p, 5000));
+    g_assert_cmpuint(p.vl, ==, 1);
+    g_assert_false(mg_recv(&m, &p, 100));      /* the dropped ones never came */
+
+    /* Receiving: a data packet on a VL the port does not operate is a PortRcvError. */
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_VL);
+    rx = mg_counter(&m, PIB_CNT_RX_PACKETS);
+    p = (MgPkt) {
+        .dlid = MG_LID, .slid = MG_SM_LID, .pkey = 0xffff, .dqpn = ud.qpn,
+        .sqpn = MG_PEER_QPN, .qkey = MG_QKEY, .paylen = 64, .vl = 2, .sl = 2,
+    };
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_VL, drops + 1);
+    p.vl = 1;
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x100 * ud.qpn, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_RX_PACKETS), ==, rx + 2);
+    g_assert_cmpuint(mg_counter(&m, PIB_CNT_RX_DROP_VL), ==, drops + 1);
+    /* VL15 stays QP0's alone, whatever OperationalVLs says. */
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_VL15);
+    p.vl = 15;
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_VL15, drops + 1);
     mg_shutdown(&m);
 }
 
@@ -1326,6 +1478,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     qtest_add_func("/pib/mgmt/port-states", test_port_states);
     qtest_add_func("/pib/mgmt/attributes", test_attributes);
+    qtest_add_func("/pib/mgmt/vls", test_vls);
     qtest_add_func("/pib/mgmt/mkey", test_mkey);
     qtest_add_func("/pib/mgmt/special-qps", test_special_qps);
     qtest_add_func("/pib/mgmt/partitions", test_partitions);

@@ -35,6 +35,11 @@
  *                           one outside port 1's dropped on the way out
  *                           (PortXmitConstraintErrors), a limited member passing, SMPs never
  *                           filtered, an LFT miss in PortRcvSwitchRelayErrors
+ *   /pib/switch/vls         SLtoVLMappingTable per (input, output) port and with the "all
+ *                           ports" bits; a packet leaves on the VL its pair's table gives its
+ *                           SL; an SL mapped to VL15 or beyond the output port's
+ *                           OperationalVLs, and data arriving on a VL the input port does not
+ *                           operate, are dropped and counted (PortRcvErrors)
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
@@ -139,9 +144,9 @@ static uint64_t sw_counter(Sw *s, const char *name)
  * Packets on port 3
  */
 
-/* One UD packet with P_Key pkey, LRH to payload: QP0 on VL15 for an SMP, else QP dqpn on VL0. */
-static void sw_send_ud_pkey(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
-                            uint16_t pkey, const void *payload, uint16_t paylen)
+/* One UD packet on vl and sl with P_Key pkey, LRH to payload, to QP dqpn. */
+static void sw_send_ud_vl(Sw *s, uint16_t dlid, uint16_t slid, uint8_t vl, uint8_t sl,
+                          uint32_t dqpn, uint16_t pkey, const void *payload, uint16_t paylen)
 {
     uint16_t len = 8 + 12 + 8 + paylen;
     g_autofree uint8_t *f = g_malloc0(PIB_LINK_HDR_LEN + len);
@@ -156,8 +161,8 @@ static void sw_send_ud_pkey(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint
 
     g_assert_cmpuint(paylen % 4, ==, 0);
     memcpy(f, &hdr, sizeof(hdr));
-    lrh->vl_lver = vl15 ? 15 << 4 : 0;
-    lrh->sl_lnh = PIB_LNH_IBA_LOCAL;
+    lrh->vl_lver = vl << 4;
+    lrh->sl_lnh = sl << 4 | PIB_LNH_IBA_LOCAL;
     lrh->dlid_be = cpu_to_be16(dlid);
     lrh->pktlen_be = cpu_to_be16(len / 4);
     lrh->slid_be = cpu_to_be16(slid);
@@ -168,6 +173,13 @@ static void sw_send_ud_pkey(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint
     stl_be_p(b + 24, dqpn == 0 ? 0 : 1);              /* DETH: source QP */
     memcpy(b + 28, payload, paylen);
     peer_write(s->fd, f, PIB_LINK_HDR_LEN + len);
+}
+
+/* One UD packet with P_Key pkey: QP0 on VL15 for an SMP, else QP dqpn on VL0, SL0. */
+static void sw_send_ud_pkey(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
+                            uint16_t pkey, const void *payload, uint16_t paylen)
+{
+    sw_send_ud_vl(s, dlid, slid, vl15 ? 15 : 0, 0, dqpn, pkey, payload, paylen);
 }
 
 static void sw_send_ud(Sw *s, uint16_t dlid, uint16_t slid, bool vl15, uint32_t dqpn,
@@ -367,7 +379,7 @@ static void sw_port_counters(Sw *s, uint8_t port, struct pib_port_counters *pc)
     for (;;) {
         g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
         len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
-        if (hdr.type == PIB_FRAME_PACKET && len == SW_MAD_PKT_LEN && buf[0] >> 4 == 0 &&
+        if (hdr.type == PIB_FRAME_PACKET && len == SW_MAD_PKT_LEN && buf[0] >> 4 != 15 &&
             resp->hdr.mgmt_class == PIB_MGMT_CLASS_PERF) {
             break;                      /* (SMPs and traps on VL15 are not what we wait for) */
         }
@@ -499,8 +511,9 @@ static void test_switch_dr(void)
                     PIB_MAD_STATUS_INVALID_VALUE);      /* position 1: ports 16..31 */
     g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, SW_PORTS + 1, &resp), ==,
                     PIB_MAD_STATUS_INVALID_VALUE);
-    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==,
-                    PIB_MAD_STATUS_INVALID_VALUE);
+    /* NodeInfo's modifier and the MFT's [27:9] are reserved: ignored (IBTA 13.4.8.1). */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_NODE_INFO, 1, &resp), ==, 0);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 0x0ffffe00, &resp), ==, 0);
 
     /*
      * Two hops: out of port 3 and straight back into it (InitialPath [_, 1, 3]).  The
@@ -784,6 +797,145 @@ static void test_switch_partition(void)
 }
 
 /*
+ * Virtual lanes through the switch: the SLtoVLMappingTable of each (input, output) port pair,
+ * programmed one by one or all at once (OptimizedSLtoVLMappingProgramming), the VL a packet
+ * leaves on, and the packets that cannot be mapped.
+ */
+static uint64_t sw_sl2vl_get(Sw *s, uint32_t mod)
+{
+    struct pib_smp resp;
+
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_SL2VL_TABLE, mod, &resp), ==, 0);
+    return ldq_be_p(resp.data);
+}
+
+static uint16_t sw_sl2vl_set(Sw *s, uint32_t mod, uint64_t table)
+{
+    struct pib_smp resp;
+    uint8_t data[8];
+
+    stq_be_p(data, table);
+    return sw_dr_set(s, PIB_SMP_ATTR_SL2VL_TABLE, mod, data, sizeof(data), &resp);
+}
+
+/* The next UD SEND on port 3 that is not an SMP: its LRH VL. */
+static uint8_t sw_recv_data_vl(Sw *s)
+{
+    uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+    struct pib_link_hdr hdr;
+    struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+    uint16_t len;
+
+    for (;;) {
+        g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
+        len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
+        if (hdr.type == PIB_FRAME_PACKET && len > 20 && buf[0] >> 4 != 15 &&
+            buf[8] == PIB_OP_UD_SEND_ONLY) {
+            return buf[0] >> 4;
+        }
+    }
+}
+
+static void test_switch_vls(void)
+{
+    struct pib_port_counters pc1, pc1b;
+    struct pib_switch_info si;
+    struct pib_sge sge;
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .ud_qpn = cpu_to_le32(0x42),
+        .ud_qkey = cpu_to_le32(0x1234),
+        .ud_dlid = cpu_to_le16(SW_SM_LID),
+        .ud_sl = 5,
+    };
+    uint8_t junk[64] = { 0 };
+    uint64_t drops, cb[PIB_CNT_MAX];
+    TestEnd x;
+    Sw s;
+
+    sw_boot(&s);
+    si = sw_program(&s);
+    g_assert_cmphex(si.life_state & PIB_SWINFO_OPT_SL2VL, ==, PIB_SWINFO_OPT_SL2VL);
+
+    /* One table: (in 3, out 2); the others stay all VL0. */
+    g_assert_cmphex(sw_sl2vl_set(&s, 3 << 8 | 2, 0x0123012301230123ull), ==, 0);
+    g_assert_cmphex(sw_sl2vl_get(&s, 3 << 8 | 2), ==, 0x0123012301230123ull);
+    g_assert_cmphex(sw_sl2vl_get(&s, 1 << 8 | 2), ==, 0);
+    /* Every pair at once, then every input port to output 3. */
+    g_assert_cmphex(sw_sl2vl_set(&s, PIB_SL2VL_ALL_IN | PIB_SL2VL_ALL_OUT,
+                                 0x1111111111111111ull), ==, 0);
+    g_assert_cmphex(sw_sl2vl_get(&s, 3 << 8 | 2), ==, 0x1111111111111111ull);
+    g_assert_cmphex(sw_sl2vl_set(&s, PIB_SL2VL_ALL_IN | 3, 0x000002f000000000ull), ==, 0);
+    g_assert_cmphex(sw_sl2vl_get(&s, 1 << 8 | 3), ==, 0x000002f000000000ull);
+    g_assert_cmphex(sw_sl2vl_get(&s, 2 << 8 | 3), ==, 0x000002f000000000ull);
+    g_assert_cmphex(sw_sl2vl_get(&s, 1 << 8 | 2), ==, 0x1111111111111111ull);
+    /* No port 4, no VL4: refused, nothing changed. */
+    g_assert_cmphex(sw_sl2vl_set(&s, 4 << 8 | 2, 0), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_sl2vl_set(&s, 1 << 8 | 4, 0), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_sl2vl_set(&s, 1 << 8 | 2, 0x4000000000000000ull), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmphex(sw_sl2vl_get(&s, 1 << 8 | 2), ==, 0x1111111111111111ull);
+
+    /*
+     * A packet leaves on the VL of its (in, out) table: HCA A's UD SEND on SL5 enters port 1
+     * on VL0 (A's own table) and leaves port 3 on VL2 (table (1, 3): SL5 -> VL2).
+     */
+    dp_end(&s.a, &x, PIB_QPT_UD, 4096);
+    dp_ud_ready(&s.a, &x.qp, 0x1234);
+    sge = dp_sge(x.buf, 256, x.key);
+    w.wr_id = cpu_to_le64(1);
+    dp_post_send_raw(&s.a, &x.qp, &w, &sge, sizeof(sge), true);
+    dp_expect(&s.a, &x.scq, 1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    g_assert_cmpuint(sw_recv_data_vl(&s), ==, 2);
+
+    /* SL6 maps to VL15 on (1, 3): dropped at the switch, a PortRcvError of port 1. */
+    sw_port_counters(&s, 1, &pc1);
+    drops = sw_counter(&s, "drop-vl-mapping");
+    w.ud_sl = 6;
+    w.wr_id = cpu_to_le64(2);
+    dp_post_send_raw(&s.a, &x.qp, &w, &sge, sizeof(sge), true);
+    dp_expect(&s.a, &x.scq, 2, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    sw_wait_counter(&s, "drop-vl-mapping", drops + 1);
+    sw_port_counters(&s, 1, &pc1b);
+    g_assert_cmpuint(be16_to_cpu(pc1b.rcv_errors_be), ==, be16_to_cpu(pc1.rcv_errors_be) + 1);
+
+    /* Port 3 operating VL0 only: data arriving on VL1 there is dropped, on VL0 it passes. */
+    {
+        struct pib_smp resp;
+        struct pib_port_info pi;
+
+        g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 3, &resp), ==, 0);
+        memcpy(&pi, resp.data, sizeof(pi));
+        g_assert_cmpuint(pi.vlcap_inittype >> 4, ==, 3);
+        g_assert_cmpuint(pi.vl_arb_low_cap, ==, 8);
+        pi.speed_state &= 0xf0;
+        pi.phys_down &= 0x0f;
+        pi.opvls_enforce = 1 << 4 | (pi.opvls_enforce & 0xf);
+        g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_PORT_INFO, 3, &pi, sizeof(pi), &resp),
+                        ==, 0);
+        g_assert_cmpuint(resp.data[0x2b] >> 4, ==, 1);
+    }
+    dp_counters(&s.b, cb);
+    sw_send_ud_vl(&s, 2, SW_SM_LID, 1, 0, 0x42, PIB_DEFAULT_PKEY, junk, sizeof(junk));
+    sw_wait_counter(&s, "drop-vl-mapping", drops + 2);
+    sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, junk, sizeof(junk));
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS, cb[PIB_CNT_RX_PACKETS] + 1);
+    /* And an SL that port 3's table (2, 3) maps to VL2, now beyond its OperationalVLs. */
+    g_assert_cmphex(sw_sl2vl_set(&s, 1 << 8 | 3, 0x0000020000000000ull), ==, 0);
+    w.ud_sl = 5;
+    w.wr_id = cpu_to_le64(3);
+    dp_post_send_raw(&s.a, &x.qp, &w, &sge, sizeof(sge), true);
+    dp_expect(&s.a, &x.scq, 3, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    sw_wait_counter(&s, "drop-vl-mapping", drops + 3);
+
+    /* The RC path A -> B still runs: (1, 2) maps every SL to VL1, which B operates. */
+    sw_rc_send_a_to_b(&s);
+    sw_shutdown(&s);
+}
+
+/*
  * HCA A's own QP0 (as ib_mad drives it) sends a directed-route SMP, NodeInfo one hop out of its
  * port: the kernel's smi.c send rule C14-9:1 is applied here (hop pointer 1, InitialPath[1] =
  * the port), the HCA sends it on VL15 to the permissive LID, and the switch's answer arrives on
@@ -967,6 +1119,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
     qtest_add_func("/pib/switch/garbage", test_switch_garbage);
     qtest_add_func("/pib/switch/partition", test_switch_partition);
+    qtest_add_func("/pib/switch/vls", test_switch_vls);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
