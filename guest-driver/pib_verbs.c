@@ -187,7 +187,7 @@ int pib_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props
 	props->sm_lid = pa.sm_lid;
 	props->lmc = pa.lmc;
 	props->sm_sl = pa.sm_sl;
-	props->max_vl_num = 1;          /* IBTA encoding: VL0 only */
+	props->max_vl_num = pa.max_vl_num ?: 1;     /* IBTA VLCap encoding; 1: VL0 only */
 	props->active_width = pa.active_width;
 	props->active_speed = pa.active_speed;
 	props->init_type_reply = pa.init_type_reply;

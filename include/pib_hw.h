@@ -916,7 +916,9 @@ struct pib_port_attr {
 	pib_u8  active_speed;   /* IBTA: 1 = SDR, 2 = DDR, 4 = QDR, ...                        */
 	pib_u8  init_type_reply;
 	pib_u8  subnet_timeout; /* PortInfo:SubnetTimeOut, 4.096 us * 2^n                      */
-	pib_u8  rsvd0[2];
+	pib_u8  max_vl_num;     /* PortInfo:VLCap encoding: 3 = VL0-VL3 (0: a device before    */
+	                        /* VLs, which had VL0 only)                                    */
+	pib_u8  rsvd0;
 	pib_u32 link_downs;     /* times the physical link went down since reset               */
 	pib_u32 rsvd[8];
 };
@@ -978,7 +980,10 @@ struct pib_port_attr {
 	X(RX_DROP_VL,          rx_drop_vl)           /* data on a VL the port does not      */ \
 	                                             /* operate (OperationalVLs)            */ \
 	X(TX_DROP_VL,          tx_drop_vl)           /* data whose SL maps to VL15 or to a  */ \
-	                                             /* VL beyond OperationalVLs (IBTA 7.6.6)*/
+	                                             /* VL beyond OperationalVLs (IBTA 7.6.6)*/ \
+	X(RX_DROP_CREDIT,      rx_drop_credit)       /* data beyond the credits we granted  */ \
+	                                             /* (a peer that ignores them)          */ \
+	X(XMIT_WAIT_US,        xmit_wait_us)         /* time a packet waited for credits    */
 
 #define PIB_CNT_ENUM_ENTRY(id, name) PIB_CNT_##id,
 enum pib_counter {

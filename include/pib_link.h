@@ -32,6 +32,26 @@
  * on it.  A HELLO without the flag (a TCP link, a peer built before it, link-doorbell=off), or
  * whose descriptor is not an eventfd, means no doorbell.  A receiver that does not know the
  * flag ignores it, and the kernel closes the descriptor it did not ask for.
+ *
+ * Credits (IBTA 7.9, link-level flow control): when both HELLOs carry PIB_HELLO_F_CREDITS, the
+ * data VLs (0-14) are flow-controlled and the link never drops a data packet for lack of
+ * buffer.  VL15 (SMPs) is not flow-controlled.  Each receiver has PIB_LINK_VL_BLOCKS blocks of
+ * PIB_LINK_BLOCK bytes per data VL; a packet takes ceil(its LRH length in bytes / 64) blocks.
+ * FLOW frames carry IBTA flow-control packets (struct pib_link_fc), one per VL, and both
+ * directions of a VL ride in each: FCTBS is the sender's Total Blocks Sent on that VL, modulo
+ * 4096; FCCL the Credit Limit its receiver grants, modulo 4096.
+ *   - a transmitter may send a packet of n blocks on VL v only while
+ *     (FCCL - (FCTBS + n)) mod 4096 <= 2048; otherwise the packet waits (PortXmitWait counts);
+ *   - a receiver sets ABR (its Adjusted Blocks Received) to the FCTBS of each flow-control
+ *     packet, adds n for each packet, and grants FCCL = ABR + the VL's free blocks (at most
+ *     2048) modulo 4096;
+ *   - each side sends a FLOW frame for every VL as soon as both HELLOs are in (no data moves
+ *     before it: the credit limit starts at 0), and again whenever its receiver freed blocks
+ *     (a packet left its buffer: consumed by the HCA, or sent on by a switch).
+ * A data packet that arrives with no buffer left on its VL (the peer ignored its credits) is
+ * dropped and counted (PortCounters:ExcessiveBufferOverrunErrors).  A FLOW frame that is not a
+ * whole number of entries means framing is lost.  Unknown Op values and VL15 entries are
+ * ignored.
  */
 #ifndef PIB_LINK_H
 #define PIB_LINK_H
@@ -45,6 +65,7 @@
 enum pib_link_frame_type {
 	PIB_FRAME_HELLO   = 0x01, /* payload: struct pib_link_hello                         */
 	PIB_FRAME_PACKET  = 0x02, /* payload: one IB packet (LRH onwards)                   */
+	PIB_FRAME_FLOW    = 0x03, /* payload: 1-15 struct pib_link_fc (credits, above)       */
 };
 
 struct pib_link_hdr {
@@ -60,6 +81,7 @@ struct pib_link_hdr {
  */
 #define PIB_LINK_HELLO_MIN_LEN 24
 #define PIB_HELLO_F_DOORBELL   0x1  /* an eventfd rides with this HELLO: ring it (see above)  */
+#define PIB_HELLO_F_CREDITS    0x2  /* this side runs credit-based flow control (see above)  */
 /* What a ring adds to the peer's eventfd (an 8-byte write): STARTs count in the low 32 bits. */
 #define PIB_LINK_RING_START    0x1ULL
 #define PIB_LINK_RING_END      0x100000000ULL
@@ -70,6 +92,19 @@ struct pib_link_hello {
 	pib_u64 port_guid_be;
 	pib_u32 flags_be;       /* PIB_HELLO_F_*; others are 0 and ignored                    */
 	pib_u32 reserved_be;    /* 0                                                          */
+};
+
+/* A flow-control packet (IBTA 7.9.4), without its LPCRC (the stream is reliable). */
+#define PIB_LINK_BLOCK         64   /* bytes per credit block                                 */
+#define PIB_LINK_VL_BLOCKS     2048 /* a receiver's buffer per data VL: 128 KiB, the most the */
+                                    /* 12-bit credit arithmetic can grant                    */
+#define PIB_LINK_FC_MOD        4096 /* FCTBS, FCCL and ABR count modulo 2^12                  */
+#define PIB_LINK_FC_OP_NORMAL  0
+#define PIB_LINK_FC_OP_INIT    1
+#define PIB_LINK_DATA_VLS      15   /* VL0-VL14; VL15 is not flow-controlled                 */
+struct pib_link_fc {
+	pib_u16 op_fctbs_be;    /* [15:12] Op, [11:0] FCTBS                                    */
+	pib_u16 vl_fccl_be;     /* [15:12] VL, [11:0] FCCL                                     */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -225,5 +260,6 @@ PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_xrceth) == 4, "XRCETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 32, "hello frame");
+PIB_STATIC_ASSERT(sizeof(struct pib_link_fc) == 4, "flow-control packet");
 
 #endif /* PIB_LINK_H */

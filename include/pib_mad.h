@@ -355,6 +355,7 @@ struct pib_pma_mad {
 /* ClassPortInfo (IBTA 13.4.8.1), the part a PMA fills: CapabilityMask and RespTimeValue. */
 #define PIB_PMA_CAP_ALL_PORT_SELECT 0x0100
 #define PIB_PMA_CAP_EXT_WIDTH       0x0200  /* PortCountersExtended, all counters          */
+#define PIB_PMA_CAP_XMIT_WAIT       0x1000  /* PortCounters:PortXmitWait (1 tick = 1 us)    */
 struct pib_class_port_info {
 	pib_u8  base_version;
 	pib_u8  class_version;
@@ -384,6 +385,7 @@ struct pib_class_port_info {
 #define PIB_PMA_SEL_RCV_DATA            0x2000
 #define PIB_PMA_SEL_XMIT_PKTS           0x4000
 #define PIB_PMA_SEL_RCV_PKTS            0x8000
+#define PIB_PMA_SEL2_XMIT_WAIT          0x01    /* CounterSelect2 [0]: PortXmitWait */
 struct pib_port_counters {
 	pib_u8  rsvd0;
 	pib_u8  port_select;

@@ -58,6 +58,7 @@ PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len)
         p = g_malloc(PIB_PACKET_SIZE);
     }
     p->len = PIB_LINK_HDR_LEN + ib_len;
+    p->fc_link = NULL;
     memcpy(p->data, &hdr, sizeof(hdr));
     return p;
 }
@@ -65,6 +66,7 @@ PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len)
 /* Done with a frame: keep the buffer for the next one, up to a bound. */
 void pib_link_packet_free(PibLink *l, PibPacket *p)
 {
+    pib_packet_release(p);      /* the credits it held, if any */
     if (l->pool_len >= PIB_PACKET_POOL_MAX) {
         g_free(p);
         return;
@@ -101,8 +103,10 @@ void pib_link_tx_purge(PibLink *l)
         QSIMPLEQ_REMOVE_HEAD(&l->txq, next);
         pib_link_packet_free(l, p);
     }
-    l->tx_db_hello = NULL;
+    l->txq_ready = 0;
+    pib_link_fc_purge(l);       /* and what waited for credits */
     l->txq_len = 0;
+    l->tx_db_hello = NULL;
     l->tx_head_off = 0;
     l->tx_len = 0;
     l->tx_off = 0;
@@ -147,6 +151,7 @@ static void pib_link_tx_pop(PibLink *l)
         l->tx_db_hello = NULL;      /* written: the descriptor went with it */
     }
     l->txq_len--;
+    l->txq_ready--;
     l->tx_head_off = 0;
     l->frames_tx++;
     pib_link_packet_free(l, p);
@@ -258,6 +263,9 @@ static void pib_link_tx_drain(PibLink *l)
             pib_link_tx_purge(l);
             break;
         }
+        if (l->fc) {
+            pib_link_fc_pump(l);    /* refill the FIFO from the VL queues the credits allow */
+        }
         if (l->tx_off < l->tx_len) {
             ret = qemu_chr_fe_write(&l->chr, l->tx_buf + l->tx_off,
                                     l->tx_len - l->tx_off);
@@ -312,14 +320,23 @@ static void pib_link_tx_drain(PibLink *l)
  */
 void pib_link_tx_flush(PibLink *l)
 {
-    if (!l->tx_watch && !QSIMPLEQ_EMPTY(&l->txq)) {
+    if (!l->tx_watch && l->txq_ready) {
         pib_link_tx_drain(l);
     }
 }
 
-/* Queue a frame; the caller's pib_link_tx_flush() writes it. */
+/*
+ * Queue a frame; the caller's pib_link_tx_flush() writes it.  On a flow-controlled link a data
+ * packet goes to its VL's queue first (pib-link-fc.c), anything else (HELLO, FLOW, VL15) into
+ * the transmit FIFO.
+ */
 void pib_link_enqueue(PibLink *l, PibPacket *p)
 {
-    QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
     l->txq_len++;
+    if (pib_link_fc_data(l, p)) {
+        pib_link_fc_enqueue(l, p);
+        return;
+    }
+    QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
+    l->txq_ready++;
 }

@@ -98,7 +98,8 @@ static void pib_link_send_hello(PibLink *l)
         .mtu_be       = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
         .node_guid_be = cpu_to_be64(l->node_guid),
         .port_guid_be = cpu_to_be64(l->port_guid),
-        .flags_be     = cpu_to_be32(l->db_fd >= 0 ? PIB_HELLO_F_DOORBELL : 0),
+        .flags_be     = cpu_to_be32((l->db_fd >= 0 ? PIB_HELLO_F_DOORBELL : 0) |
+                                    (l->credits ? PIB_HELLO_F_CREDITS : 0)),
     };
     PibPacket *p = pib_link_packet_new(l, sizeof(h));
 
@@ -110,6 +111,10 @@ static void pib_link_send_hello(PibLink *l)
     trace_pib_link_tx(l->id, pib_frame_type_name(PIB_FRAME_HELLO),
                       sizeof(h));
     pib_link_enqueue(l, p);
+    l->fc_offered = l->credits;
+    if (l->fc_offered && l->fc_peer && !l->fc) {
+        pib_link_fc_start(l);       /* the peer's HELLO came first: credits after ours */
+    }
     pib_link_tx_flush(l);
 }
 
@@ -359,6 +364,14 @@ static void pib_link_rx_hello(PibLink *l)
     trace_pib_link_hello(l->id, l->peer_node_guid, l->peer_port_guid,
                          version, be32_to_cpu(h.mtu_be));
     pib_link_db_take(l, be32_to_cpu(h.flags_be) & PIB_HELLO_F_DOORBELL);
+    /*
+     * Credits run once both sides offered them; our FLOW frame must follow our own HELLO, so
+     * a port that has not sent its HELLO yet (DISABLED) starts them when it does.
+     */
+    l->fc_peer = be32_to_cpu(h.flags_be) & PIB_HELLO_F_CREDITS;
+    if (l->fc_offered && l->fc_peer && !l->fc) {
+        pib_link_fc_start(l);
+    }
     l->ops->event(l, PIB_PEV_HELLO);
 }
 
@@ -368,12 +381,17 @@ static void pib_link_rx_hello(PibLink *l)
  */
 static bool pib_link_rx_in_place(PibLink *l, const uint8_t *buf, uint32_t avail)
 {
-    if (l->rx_hdr.type != PIB_FRAME_PACKET || avail < l->rx_len ||
-        !l->ops->packet_bytes || !l->ops->packet_bytes(l, buf, l->rx_len)) {
+    if (l->rx_hdr.type != PIB_FRAME_PACKET || avail < l->rx_len || !l->ops->packet_bytes) {
         return false;
     }
+    if (pib_link_fc_rx_room(l, buf, l->rx_len)) {
+        if (!l->ops->packet_bytes(l, buf, l->rx_len)) {
+            return false;
+        }
+        pib_link_fc_rx_take(l, buf, l->rx_len, NULL);
+        l->rx_in_place++;
+    }   /* else dropped: beyond the peer's credits (counted) */
     l->frames_rx++;
-    l->rx_in_place++;
     trace_pib_link_rx(l->id, "PACKET (in place)", l->rx_len);
     l->rx_state = PIB_RX_HDR;
     l->rx_got = 0;
@@ -402,16 +420,25 @@ static void pib_link_rx_frame(PibLink *l)
         PibPacket *p = l->rx_pkt;
 
         l->rx_pkt = NULL;
+        if (!pib_link_fc_rx_room(l, pib_packet_ib(p), l->rx_len)) {
+            pib_link_packet_free(l, p);     /* beyond the peer's credits (counted) */
+            break;
+        }
         /* Handled at once if the owner can (as in place), else queued. */
         if (l->ops->packet_bytes &&
             l->ops->packet_bytes(l, pib_packet_ib(p), l->rx_len)) {
+            pib_link_fc_rx_take(l, pib_packet_ib(p), l->rx_len, NULL);
             l->rx_in_place++;
             pib_link_packet_free(l, p);
         } else {
+            pib_link_fc_rx_take(l, pib_packet_ib(p), l->rx_len, p);
             l->ops->packet(l, p);
         }
         break;
     }
+    case PIB_FRAME_FLOW:
+        pib_link_fc_rx_flow(l, l->rx_buf, l->rx_len);
+        break;
     default:
         break;      /* unreachable: the header check admits only the above */
     }
@@ -427,8 +454,15 @@ static bool pib_link_rx_check_hdr(PibLink *l)
         pib_link_lose_framing(l, "bad magic", h->magic);
         return false;
     }
-    if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET) {
+    if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET &&
+        h->type != PIB_FRAME_FLOW) {
         pib_link_lose_framing(l, "unknown frame type", h->type);
+        return false;
+    }
+    if (h->type == PIB_FRAME_FLOW &&
+        (len == 0 || len % sizeof(struct pib_link_fc) ||
+         len > PIB_LINK_DATA_VLS * sizeof(struct pib_link_fc))) {
+        pib_link_lose_framing(l, "FLOW frame length", len);
         return false;
     }
     if (len > PIB_LINK_MAX_PAYLOAD) {
@@ -730,6 +764,7 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         l->stream_open = true;
         pib_link_direct_stop(l);        /* (a stream never seen closing) */
         pib_link_rx_reset(l);
+        pib_link_fc_reset(l);
         pib_link_direct_start(l);
         l->ops->event(l, PIB_PEV_STREAM_UP);
         if (l->ops->may_train(l)) {
@@ -745,6 +780,7 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
             pib_link_tx_purge(l);  /* else the drain loop does it */
         }
         pib_link_rx_reset(l);
+        pib_link_fc_reset(l);
         l->ops->event(l, PIB_PEV_STREAM_DOWN);
         break;
     default:
@@ -766,6 +802,7 @@ void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
     l->rx_more_bh = qemu_bh_new_guarded(pib_link_rx_direct, l, guard);
     QSIMPLEQ_INIT(&l->txq);
     QSIMPLEQ_INIT(&l->pool);
+    pib_link_fc_init(l);
     pib_link_rx_reset(l);
 }
 
@@ -786,6 +823,7 @@ void pib_link_fini(PibLink *l)
     qemu_chr_fe_deinit(&l->chr, false);
     qemu_bh_delete(l->drop_bh);
     qemu_bh_delete(l->rx_more_bh);
+    pib_link_fc_fini(l);
     pib_link_rx_reset(l);
     g_free(l->rx_batch);
     l->rx_batch = NULL;

@@ -71,11 +71,26 @@ typedef enum PibLinkRxState {
  * and, for a packet to our own LID, straight to the receive queue; in a switch
  * from one port's receive side to another port's transmit queue.
  */
+typedef struct PibLink PibLink;
+
 typedef struct PibPacket {
     QSIMPLEQ_ENTRY(PibPacket) next;
+    PibLink *fc_link;       /* (credits, below) */
     uint32_t len;           /* bytes in data[]: header + IB packet */
+    /*
+     * Credits (pib-link-fc.c): a data packet received on a flow-controlled link holds
+     * fc_blocks of that link's buffer on VL fc_vl until the buffer is freed
+     * (pib_packet_release); fc_gen is the link's receive generation then, so a packet from a
+     * stream that has since gone returns nothing to the new one.  fc_link NULL: none held.
+     */
+    uint32_t fc_gen;
+    uint16_t fc_blocks;
+    uint8_t fc_vl;
+    uint8_t rsvd;
     uint8_t data[];         /* room for the largest frame */
 } PibPacket;
+/* The IB packet (data + 4) starts 8-byte aligned, so its headers' fields are aligned too. */
+QEMU_BUILD_BUG_ON(offsetof(PibPacket, data) % 8 != 4);
 
 static inline uint8_t *pib_packet_ib(PibPacket *p)
 {
@@ -89,7 +104,23 @@ static inline uint32_t pib_packet_ib_len(const PibPacket *p)
 
 typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
 
-typedef struct PibLink PibLink;
+/*
+ * Transmit frames in flight to the link while credits run (pib-link-fc.c): only this many wait
+ * in the transmit FIFO itself, the rest in their VL's queue, so that a VL whose credits ran out
+ * does not hold up the others behind it.
+ */
+#define PIB_LINK_FC_READY       PIB_LINK_TX_IOV
+
+/* One data VL of a flow-controlled link: its transmitter's and its receiver's credit state. */
+typedef struct PibLinkVl {
+    PibPacketQueue q;       /* transmit: data packets waiting for credits */
+    uint32_t qlen;
+    uint16_t fctbs;         /* transmit: blocks sent, modulo 4096 */
+    uint16_t fccl;          /* transmit: the peer's credit limit, modulo 4096 */
+    uint16_t abr;           /* receive: adjusted blocks received, modulo 4096 */
+    uint16_t held;          /* receive: blocks of our buffer in use */
+    uint16_t fccl_sent;     /* receive: the credit limit our last FLOW frame granted */
+} PibLinkVl;
 
 /* What the link asks of its owner. */
 typedef struct PibLinkOps {
@@ -113,6 +144,8 @@ typedef struct PibLinkOps {
     void (*rx_run)(PibLink *l);
     /* The transmit queue has room again (drained below half, or purged). */
     void (*tx_room)(PibLink *l);
+    /* Optional: a data packet came with no buffer left on its VL (dropped, to be counted). */
+    void (*fc_overrun)(PibLink *l, uint8_t vl);
     /* Framing was lost: a counted link error. */
     void (*framing_error)(PibLink *l);
 } PibLinkOps;
@@ -186,6 +219,25 @@ struct PibLink {
     bool tx_draining;       /* inside pib_link_tx_drain() */
     bool tx_waiters;        /* a sender stopped on a full queue */
 
+    /*
+     * Credit-based flow control (include/pib_link.h, "Credits"; pib-link-fc.c).  While fc, the
+     * transmit FIFO above holds at most PIB_LINK_FC_READY frames (txq_ready) and txq_len
+     * counts those and the VL queues' together.
+     */
+    bool credits;           /* property link-credits: offer flow control in our HELLO */
+    bool fc;                /* both HELLOs offered it: it runs on this stream */
+    bool fc_offered;        /* our HELLO on this stream offered it */
+    bool fc_peer;           /* the peer's HELLO on this stream offered it */
+    bool fc_hold;           /* inject: our receiver grants no more credit until cleared */
+    uint32_t txq_ready;     /* frames in txq itself */
+    PibLinkVl vl[PIB_LINK_DATA_VLS];
+    uint8_t fc_rr;          /* the VL the round-robin transmit pick starts at */
+    QEMUBH *fc_bh;          /* our receiver freed blocks: send a FLOW frame */
+    int64_t fc_wait_since;  /* a VL's head packet has lacked credits since (ns), or 0 */
+    uint64_t fc_wait_ns;    /* PortXmitWait: time spent so, before fc_wait_since */
+    uint64_t fc_overruns;   /* data packets dropped: their VL's buffer was full */
+    uint64_t fc_frames_rx;  /* FLOW frames received */
+
     /* Frame buffers free for reuse (pib_link_packet_new/free) */
     PibPacketQueue pool;
     uint32_t pool_len;
@@ -222,6 +274,31 @@ void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
 void pib_link_direct_stop(PibLink *l);
+/*
+ * Credits (pib-link-fc.c): the flow-control engine the receive and transmit sides call, and
+ * what the owner reads.  pib_packet_release gives a received packet's blocks back to the link
+ * it came from; every path that frees a frame buffer calls it.
+ */
+void pib_link_fc_init(PibLink *l);
+void pib_link_fc_fini(PibLink *l);
+void pib_link_fc_reset(PibLink *l);
+void pib_link_fc_start(PibLink *l);
+void pib_link_fc_enqueue(PibLink *l, PibPacket *p);
+void pib_link_fc_pump(PibLink *l);
+void pib_link_fc_purge(PibLink *l);
+void pib_link_fc_rx_flow(PibLink *l, const uint8_t *buf, uint32_t len);
+bool pib_link_fc_rx_room(PibLink *l, const uint8_t *ib, uint32_t len);
+void pib_link_fc_rx_take(PibLink *l, const uint8_t *ib, uint32_t len, PibPacket *p);
+void pib_packet_release(PibPacket *p);
+void pib_link_fc_set_hold(PibLink *l, bool hold);
+uint64_t pib_link_xmit_wait_ns(const PibLink *l);
+/* Does this frame go through a VL queue: a PACKET on a data VL of a flow-controlled link? */
+static inline bool pib_link_fc_data(const PibLink *l, const PibPacket *p)
+{
+    return l->fc && p->data[1] == PIB_FRAME_PACKET && p->len > PIB_LINK_HDR_LEN &&
+           (p->data[PIB_LINK_HDR_LEN] >> 4) < PIB_LINK_DATA_VLS;
+}
+
 /* Around a write from the vCPU thread: ring the peer's doorbell (START, END), if it gave one. */
 void pib_link_ring_peer(PibLink *l, uint64_t ring);
 /* May a write from the vCPU thread wake the peer through its doorbell (not the socket)? */

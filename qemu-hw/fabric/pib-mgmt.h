@@ -73,6 +73,8 @@ typedef struct PibMgmtCounters {
     uint64_t xmit_constraint;       /* partition enforcement on the way out (switch) */
     uint64_t rcv_constraint;        /* partition enforcement (P_Key) */
     uint64_t vl15_dropped;          /* SMPs with nowhere to go */
+    uint64_t buffer_overrun;        /* data beyond the credits the port granted */
+    uint64_t xmit_wait;             /* ticks (1 us) a packet waited for credits */
 } PibMgmtCounters;
 
 /* The PMA's counters of one port: values = raw - base, saturating at the IBTA width. */
@@ -85,7 +87,8 @@ typedef struct PibMgmtCounters {
     X(LINK_DOWNED, link_downed) X(RCV_ERRORS, rcv_errors)                   \
     X(XMIT_DISCARDS, xmit_discards) X(RCV_CONSTRAINT, rcv_constraint)       \
     X(RCV_SWITCH_RELAY, rcv_switch_relay) X(XMIT_CONSTRAINT, xmit_constraint) \
-    X(VL15_DROPPED, vl15_dropped)
+    X(VL15_DROPPED, vl15_dropped) X(BUFFER_OVERRUN, buffer_overrun)         \
+    X(XMIT_WAIT, xmit_wait)
 #define PIB_PMA_CTR_ENUM_ENTRY(id, field) PIB_PMA_CTR_##id,
 enum pib_pma_ctr {
     PIB_PMA_CTRS(PIB_PMA_CTR_ENUM_ENTRY)

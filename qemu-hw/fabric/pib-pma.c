@@ -71,6 +71,7 @@ static const struct {
     { PIB_PMA_SEL_RCV_SWITCH_RELAY, PIB_PMA_CTR_RCV_SWITCH_RELAY },
     { PIB_PMA_SEL_XMIT_CONSTRAINT, PIB_PMA_CTR_XMIT_CONSTRAINT },
     { PIB_PMA_SEL_VL15_DROPPED,   PIB_PMA_CTR_VL15_DROPPED },
+    { PIB_PMA_SEL_BUFFER_OVERRUN, PIB_PMA_CTR_BUFFER_OVERRUN },
     { PIB_PMA_SEL_XMIT_DATA,      PIB_PMA_CTR_XMIT_DATA },
     { PIB_PMA_SEL_RCV_DATA,       PIB_PMA_CTR_RCV_DATA },
     { PIB_PMA_SEL_XMIT_PKTS,      PIB_PMA_CTR_XMIT_PKTS },
@@ -104,14 +105,19 @@ static uint16_t pma_counters_begin(PibMgmtPort *p, uint8_t *data, size_t size,
 static uint16_t pma_port_counters(PibMgmtPort *p, uint8_t *data, bool set)
 {
     struct pib_port_counters *pc = (struct pib_port_counters *)data;
+    uint8_t sel2 = pc->counter_select2;     /* (the begin below clears the attribute) */
     PibMgmtCounters c;
     uint16_t sel = pma_counters_begin(p, data, sizeof(*pc), &c);
     size_t i;
 
+    pc->counter_select2 = sel2;
     for (i = 0; set && i < ARRAY_SIZE(pma_select); i++) {
         if (sel & pma_select[i].sel) {
             pma_clear(p, &c, pma_select[i].ctr);
         }
+    }
+    if (set && (sel2 & PIB_PMA_SEL2_XMIT_WAIT)) {
+        pma_clear(p, &c, PIB_PMA_CTR_XMIT_WAIT);
     }
 #define SAT(v, bits) ((uint32_t)MIN((v), (1ull << (bits)) - 1))
     pc->symbol_errors_be = cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_SYMBOL_ERRORS), 16));
@@ -124,6 +130,8 @@ static uint16_t pma_port_counters(PibMgmtPort *p, uint8_t *data, bool set)
         cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_SWITCH_RELAY), 16));
     pc->xmit_constraint_errors = SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_CONSTRAINT), 8);
     pc->vl15_dropped_be = cpu_to_be16(SAT(pma_value(p, &c, PIB_PMA_CTR_VL15_DROPPED), 16));
+    pc->link_integrity_overrun = SAT(pma_value(p, &c, PIB_PMA_CTR_BUFFER_OVERRUN), 4);
+    pc->xmit_wait_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_WAIT), 32));
     pc->xmit_data_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_DATA), 32));
     pc->rcv_data_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_RCV_DATA), 32));
     pc->xmit_pkts_be = cpu_to_be32(SAT(pma_value(p, &c, PIB_PMA_CTR_XMIT_PKTS), 32));
@@ -158,7 +166,7 @@ static uint16_t pma_class_port_info(uint8_t *data, bool set)
     memset(cpi, 0, sizeof(*cpi));
     cpi->base_version = PIB_MAD_BASE_VERSION;
     cpi->class_version = PIB_PMA_CLASS_VERSION;
-    cpi->cap_mask_be = cpu_to_be16(PIB_PMA_CAP_EXT_WIDTH);
+    cpi->cap_mask_be = cpu_to_be16(PIB_PMA_CAP_EXT_WIDTH | PIB_PMA_CAP_XMIT_WAIT);
     cpi->cap_mask2_resp_time_be = cpu_to_be32(PIB_MGMT_RESP_TIME);
     return PIB_MAD_STATUS_OK;
 }

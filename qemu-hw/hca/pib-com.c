@@ -383,6 +383,7 @@ uint8_t pib_cmd_query_counters(PibState *s, const struct pib_admin_cmd *cmd,
     uint64_t c[PIB_CNT_MAX];
     int i;
 
+    pib_link_sync_counters(s);
     for (i = 0; i < PIB_CNT_MAX; i++) {
         c[i] = cpu_to_le64(s->counters[i]);
     }

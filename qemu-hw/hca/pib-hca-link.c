@@ -67,6 +67,11 @@ static void pib_hca_link_framing_error(PibLink *l)
     pib_count(pib_link_hca(l), PIB_CNT_LINK_FRAMING_ERRORS, 1);
 }
 
+static void pib_hca_link_fc_overrun(PibLink *l, uint8_t vl)
+{
+    pib_pkt_drop(pib_link_hca(l), PIB_CNT_RX_DROP_CREDIT, NULL);
+}
+
 static const PibLinkOps pib_hca_link_ops = {
     .event = pib_hca_link_event,
     .may_train = pib_hca_link_may_train,
@@ -76,7 +81,24 @@ static const PibLinkOps pib_hca_link_ops = {
     .rx_run = pib_hca_link_rx_run,
     .tx_room = pib_hca_link_tx_room,
     .framing_error = pib_hca_link_framing_error,
+    .fc_overrun = pib_hca_link_fc_overrun,
 };
+
+/*
+ * The counters the link keeps rather than the device (xmit_wait_us, PortXmitWait: the time a
+ * packet waited for credits), brought up to date before anyone reads them.
+ */
+void pib_link_sync_counters(PibState *s)
+{
+    s->counters[PIB_CNT_XMIT_WAIT_US] =
+        (pib_link_xmit_wait_ns(&s->link) - s->xmit_wait_base_ns) / SCALE_US;
+}
+
+/* inject-credit-hold: the port grants no more credit (include/pib_link.h, "Credits"). */
+void pib_link_set_credit_hold(PibState *s, bool hold)
+{
+    pib_link_fc_set_hold(&s->link, hold);
+}
 
 /* A frame buffer: the link header filled in, room for ib_len bytes after it */
 PibPacket *pib_packet_new(PibState *s, uint32_t ib_len)

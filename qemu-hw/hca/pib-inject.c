@@ -34,6 +34,11 @@
  *                          along with it.  0: no delay.
  *   inject-irq-delay-count K: delay only the next K interrupts, then set
  *                          inject-irq-delay-us back to 0; 0: all of them
+ *   inject-credit-hold     on: the port's receiver grants no more credit
+ *                          (include/pib_link.h, "Credits"), as a receiver
+ *                          whose buffers do not drain; the peer stops once it
+ *                          has used what it had.  off: everything freed
+ *                          meanwhile is granted at once.
  *
  * Every injected fault counts in injected_faults (PIB_CNT_INJECTED_FAULTS)
  * and is traced (pib_inject_*).  A bad value is refused with an error; it
@@ -412,6 +417,22 @@ void pib_inject_init(PibState *s)
     s->inject.drop_opcode = -1;
 }
 
+static bool pib_inject_get_credit_hold(Object *obj, Error **errp)
+{
+    return PIB_HCA(obj)->link.fc_hold;
+}
+
+static void pib_inject_set_credit_hold(Object *obj, bool value, Error **errp)
+{
+    PibState *s = PIB_HCA(obj);
+
+    trace_pib_inject_set("inject-credit-hold", value ? "on" : "off");
+    if (value) {
+        pib_count(s, PIB_CNT_INJECTED_FAULTS, 1);
+    }
+    pib_link_set_credit_hold(s, value);
+}
+
 void pib_inject_class_init(ObjectClass *oc)
 {
     size_t i;
@@ -434,4 +455,8 @@ void pib_inject_class_init(ObjectClass *oc)
                                   pib_inject_set_u32, NULL, (void *)p);
         object_class_property_set_description(oc, p->name, p->desc);
     }
+    object_class_property_add_bool(oc, "inject-credit-hold", pib_inject_get_credit_hold,
+                                   pib_inject_set_credit_hold);
+    object_class_property_set_description(oc, "inject-credit-hold",
+        "on: the port grants no more link credit until set off again");
 }

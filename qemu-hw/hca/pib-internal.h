@@ -197,6 +197,7 @@ struct PibState {
      * every dropped packet under exactly one rx_drop_* / tx_drop_* reason.
      */
     uint64_t counters[PIB_CNT_MAX];
+    uint64_t xmit_wait_base_ns;     /* the link's PortXmitWait time at the last reset */
 
     PibMcastGroup mcast[PIB_MAX_MCAST_GRP];
     PibPort port;
@@ -304,6 +305,8 @@ void pib_link_free_buffers(PibState *s);
 bool pib_xmit_room(PibState *s, uint16_t dlid);
 void pib_xmit(PibState *s, PibPacket *p, uint16_t dlid);
 void pib_link_flush(PibState *s);
+void pib_link_sync_counters(PibState *s);
+void pib_link_set_credit_hold(PibState *s, bool hold);
 void pib_link_purge(PibState *s);
 
 /* pib-table.c */

@@ -389,6 +389,7 @@ static void pib_reset(PibState *s, const char *why)
     pib_objects_reset(s);
     pib_rx_purge(s);
     memset(s->counters, 0, sizeof(s->counters));
+    s->xmit_wait_base_ns = pib_link_xmit_wait_ns(&s->link);
     pib_inject_reset(s);
     bitmap_zero(s->uar_bitmap, PIB_NUM_UARS);
     set_bit(0, s->uar_bitmap);
@@ -684,6 +685,7 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, true),
+    DEFINE_PROP_BOOL("link-credits", PibState, link.credits, true),
     DEFINE_PROP_UINT32("link-sndbuf", PibState, link.sndbuf, PIB_LINK_SNDBUF),
     PIB_PROP_END
 };

@@ -218,6 +218,7 @@ static void pib_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
 {
     const uint64_t *n = pib_mgmt_state(m)->counters;
 
+    pib_link_sync_counters(pib_mgmt_state(m));
     *c = (PibMgmtCounters) {
         /* Data counts octets from the LRH to the ICRC, which the link does not carry. */
         .xmit_data = n[PIB_CNT_TX_BYTES] + 4 * n[PIB_CNT_TX_PACKETS],
@@ -238,6 +239,8 @@ static void pib_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
                          n[PIB_CNT_TX_DROP_VL],
         .rcv_constraint = n[PIB_CNT_RX_DROP_PKEY],
         .vl15_dropped = n[PIB_CNT_RX_DROP_VL15],
+        .buffer_overrun = n[PIB_CNT_RX_DROP_CREDIT],
+        .xmit_wait = n[PIB_CNT_XMIT_WAIT_US],
     };
 }
 
@@ -347,6 +350,7 @@ uint8_t pib_cmd_query_port(PibState *s, const struct pib_admin_cmd *cmd,
         .active_width   = PIB_MGMT_WIDTH_4X,
         .active_speed   = PIB_MGMT_SPEED_QDR,
         .subnet_timeout = m->subnet_timeout,
+        .max_vl_num     = PIB_MGMT_VL_CAP,
         .link_downs     = cpu_to_le32(s->port.link_downs),
         .bad_pkey_cntr  = cpu_to_le32(m->pkey_violations),
         .qkey_viol_cntr = cpu_to_le32(m->qkey_violations),

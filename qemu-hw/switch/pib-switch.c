@@ -100,6 +100,7 @@ void pib_sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_dro
                                why == PIB_SW_DROP_ARRIVAL_PORT)) {
         in->ctr.rcv_switch_relay++;     /* PortRcvSwitchRelayErrors */
     }
+    pib_packet_release(p);          /* the credits it held on its input link */
     g_free(p);
 }
 
@@ -176,7 +177,12 @@ void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket
         pib_sw_drop(sw, in, p, PIB_SW_DROP_VL_MAPPING, dlid);
         return;
     }
-    if (out->link.txq_len >= PIB_QUEUE_HARD_MAX) {
+    /*
+     * A packet that holds credits of its input link is bounded by them (the input port
+     * granted no more than its buffer); only what came without (a link without credits,
+     * multicast copies, the switch's own) meets the queue's hard bound.
+     */
+    if (!p->fc_link && out->link.txq_len >= PIB_QUEUE_HARD_MAX) {
         out->ctr.xmit_discards++;
         pib_sw_drop(sw, in, p, PIB_SW_DROP_TXQ_FULL, dlid);
         return;
@@ -419,6 +425,17 @@ static void sw_link_framing_error(PibLink *l)
     port->ctr.link_recovery++;
 }
 
+/* The peer sent beyond the credits this port granted: dropped by the link, counted here. */
+static void sw_link_fc_overrun(PibLink *l, uint8_t vl)
+{
+    PibSwitchPort *port = l->opaque;
+
+    port->ctr.buffer_overrun++;
+    port->sw->drops[PIB_SW_DROP_CREDIT]++;
+    trace_pib_switch_drop(port->sw->node_guid, port->num, "drop-credit-overrun", 0,
+                          port->sw->drops[PIB_SW_DROP_CREDIT]);
+}
+
 static const PibLinkOps sw_link_ops = {
     .event = sw_link_event,
     .may_train = sw_link_may_train,
@@ -427,6 +444,7 @@ static const PibLinkOps sw_link_ops = {
     .rx_run = sw_link_rx_run,
     .tx_room = sw_link_tx_room,
     .framing_error = sw_link_framing_error,
+    .fc_overrun = sw_link_fc_overrun,
 };
 
 /*
@@ -512,7 +530,12 @@ static void sw_mgmt_send_trap(PibMgmtPort *m, const struct pib_smp *smp, uint16_
 
 static void sw_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
 {
-    *c = sw_mgmt_port(m)->ctr;
+    PibSwitchPort *port = sw_mgmt_port(m);
+
+    *c = port->ctr;
+    if (port->num != 0) {
+        c->xmit_wait = pib_link_xmit_wait_ns(&port->link) / SCALE_US;
+    }
 }
 
 static const PibMgmtOps sw_mgmt_ops = {
@@ -584,6 +607,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.port_guid = sw->node_guid + 1;      /* port 0's, as an HCA's port */
         p->link.direct = sw->link_direct;
         p->link.doorbell = sw->link_doorbell;
+        p->link.credits = sw->link_credits;
         p->link.sndbuf = sw->link_sndbuf;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }
@@ -628,6 +652,7 @@ static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibSwitch, node_guid, 0),
     DEFINE_PROP_BOOL("link-direct", PibSwitch, link_direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, true),
+    DEFINE_PROP_BOOL("link-credits", PibSwitch, link_credits, true),
     DEFINE_PROP_UINT32("link-sndbuf", PibSwitch, link_sndbuf, PIB_LINK_SNDBUF),
     SW_PORT_PROP(1), SW_PORT_PROP(2), SW_PORT_PROP(3), SW_PORT_PROP(4),
     SW_PORT_PROP(5), SW_PORT_PROP(6), SW_PORT_PROP(7), SW_PORT_PROP(8),

@@ -39,7 +39,9 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)
     X(NOT_FOR_US,   "drop-local")        /* to the switch, but not for its agents */ \
     X(VL_MAPPING,   "drop-vl-mapping")   /* data on a VL the in port does not operate, */ \
                                          /* or its SL maps to VL15 or to a VL the out */ \
-                                         /* port does not operate (IBTA 7.6.6) */
+                                         /* port does not operate (IBTA 7.6.6) */     \
+    X(CREDIT,       "drop-credit-overrun") /* data beyond the credits the in port */  \
+                                         /* granted (a peer that ignores them) */
 
 #define PIB_SW_DROP_ENUM(id, name) PIB_SW_DROP_##id,
 enum pib_sw_drop {
@@ -67,6 +69,7 @@ struct PibSwitch {
     uint64_t node_guid;
     bool link_direct;
     bool link_doorbell;     /* property link-doorbell (pib_link.h, "Doorbell") */
+    bool link_credits;      /* property link-credits (pib_link.h, "Credits") */
     uint32_t link_sndbuf;   /* property link-sndbuf (pib-link.h, PIB_LINK_SNDBUF) */
 
     PibSwitchPort ports[PIB_SW_MAX_PORTS + 1];      /* [0] the management port */

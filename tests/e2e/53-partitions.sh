@@ -79,7 +79,7 @@ declare -A c1 c1b
 v_before=$(pkey_violations 0)
 read_counters 0 c0
 read_counters 1 c1
-refused_send_bw "$only1" --pkey_index="$only0"
+refused_send_bw --pkey_index="$only1" --pkey_index="$only0"
 echo "--- client (node 1, P_Key 0x8003)"; cat "$clog"
 read_counters 0 c0b
 read_counters 1 c1b

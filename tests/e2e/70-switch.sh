@@ -11,10 +11,13 @@
 #   - perfquery on the switch's ports (its PMA) counts what crossed;
 #   - the enforcement drops: with node 1 alone in a partition (opensm -P), node 1's RC SENDs in
 #     it to node 0 die at switch port 1 on their way out (its PortXmitConstraintErrors and the
-#     switch's drop-partition grow, node 0 never sees them) and node 1's QP gives up.
+#     switch's drop-partition grow, node 0 never sees them) and node 1's QP gives up;
+#   - QoS: opensm -Q programs the SLtoVL tables of the CAs and of the switch's port pairs and the
+#     VL arbitration tables (smpquery sl2vl/vlarb show them); SL1 crosses on VL1, and an SL the
+#     switch maps to VL15 dies there, in drop-vl-mapping and the input port's PortRcvErrors.
 # The suite's own two guests stay up meanwhile (this test boots its own three).
 # e2e-timeout: 1500
-# e2e-checks: 35
+# e2e-checks: 46
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -109,9 +112,9 @@ until_ok() {
 sw_pkeys() { on 0 smpquery pkeys "$swlid" "$1" 2>/dev/null; }
 has_pkey() { [ -n "$(pkey_index "$1" "$2")" ]; }        # has_pkey NODE PKEY
 sw_has_pkey() { sw_pkeys "$1" | grep -qi "$2"; }        # sw_has_pkey PORT PKEY
-# sw_drop_partition: the switch's drop-partition counter (QMP qom-get on its device).
-sw_drop_partition() {
-  python3 - "$PIBVM_DIR/switch0.qmp" <<'PY'
+# sw_drop NAME: one of the switch's drop counters (drop-partition ...), by QMP qom-get on its device.
+sw_drop() {
+  python3 - "$PIBVM_DIR/switch0.qmp" "$1" <<'PY'
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(10)
@@ -120,7 +123,7 @@ f = s.makefile("rwb")
 f.readline()                                    # greeting
 for cmd in ({"execute": "qmp_capabilities"},
             {"execute": "qom-get", "arguments": {"path": "/machine/peripheral/sw0",
-                                                 "property": "drop-partition"}}):
+                                                 "property": sys.argv[2]}}):
     f.write(json.dumps(cmd).encode() + b"\n")
     f.flush()
     while True:                                 # skip events
@@ -144,12 +147,12 @@ only1=$(pkey_index 1 0x8003)
 
 xc0=$(sw_counter "$swlid" 1 PortXmitConstraintErrors)
 rc0=$(sw_counter "$swlid" 2 PortRcvConstraintErrors)
-dp0=$(sw_drop_partition) pk0=$(hw_counter 0 rx_drop_pkey)
-refused_send_bw "$only1"
+dp0=$(sw_drop drop-partition) pk0=$(hw_counter 0 rx_drop_pkey)
+refused_send_bw --pkey_index="$only1"
 echo "--- ib_send_bw client (node 1, P_Key 0x8003 at index $only1)"; cat "$clog"
 xc1=$(sw_counter "$swlid" 1 PortXmitConstraintErrors)
 rc1=$(sw_counter "$swlid" 2 PortRcvConstraintErrors)
-dp1=$(sw_drop_partition) pk1=$(hw_counter 0 rx_drop_pkey)
+dp1=$(sw_drop drop-partition) pk1=$(hw_counter 0 rx_drop_pkey)
 echo "switch port 1 PortXmitConstraintErrors $xc0 -> $xc1, port 2 PortRcvConstraintErrors" \
      "$rc0 -> $rc1, switch drop-partition $dp0 -> $dp1, node 0 rx_drop_pkey $pk0 -> $pk1"
 check "node 1: ib_send_bw in 0x8003 fails (exit $crc) with a transport retry error" \
@@ -165,5 +168,47 @@ check "switch port 2 let them in: its PortRcvConstraintErrors stayed (${rc0:-?} 
   test -n "$rc0" -a "$rc1" = "$rc0"
 check "node 0's CA never saw them: its rx_drop_pkey stayed (${pk0:-?} -> ${pk1:-?})" \
   test -n "$pk0" -a "$pk1" = "$pk0"
+rm -f "$clog"
+
+# --- QoS: opensm programs the SLtoVL and VL arbitration tables ----------------------------------
+# opensm again, with QoS on (IBTA 7.6, opensm's qos_* options): SLs 0-3 on VLs 0-3 everywhere;
+# the CAs send SL4 on VL0, and the switch's external ports map SL4 to VL15, which no data may
+# use.  So SL1 crosses the fabric on VL1, and an SL4 SEND from node 1 leaves its CA and dies at
+# the switch (pib-switch.c, sw_map_vl), counted in drop-vl-mapping and in switch port 2's
+# PortRcvErrors (IBTA counts PortVLMappingErrors there), while node 1's own tx_drop_vl stays.
+QCONF=/tmp/opensm-qos.conf
+on 0 sh -c "printf '%s\n' 'qos TRUE' 'qos_max_vls 4' 'qos_high_limit 0' 'qos_vlarb_high 0:0' \
+  'qos_vlarb_low 0:64,1:16,2:32,3:8' 'qos_sl2vl 0,1,2,3,0,0,0,0,0,0,0,0,0,0,0,0' \
+  'qos_swe_sl2vl 0,1,2,3,15,0,0,0,0,0,0,0,0,0,0,0' > $QCONF"
+check "node 0: opensm stops" "$PIBVM" sm stop 0
+check "node 0: opensm with QoS ($QCONF)" "$PIBVM" sm start 0 -- -Q -F "$QCONF"
+ca_sl2vl() { on 0 smpquery sl2vl "${lid[1]}" 2>/dev/null | grep -q '| 0| 1| 2| 3| 0|'; }
+sw_sl2vl() { on 0 smpquery sl2vl "$swlid" 2 2>/dev/null | grep -q '| 0| 1| 2| 3|15|'; }
+check "smpquery sl2vl: node 1's CA maps SL0-4 to VL 0,1,2,3,0" until_ok 60 ca_sl2vl
+check "smpquery sl2vl: the switch maps SL4 to VL15 towards port 2" until_ok 60 sw_sl2vl
+out=$(on 0 smpquery sl2vl "$swlid" 2)
+echo "--- node 0: smpquery sl2vl $swlid 2"; echo "$out"
+out=$(on 0 smpquery vlarb "${lid[1]}")
+echo "--- node 0: smpquery vlarb ${lid[1]}"; echo "$out"
+check "smpquery vlarb: node 1's low-priority table has opensm's weights 64,16,32,8 on VLs 0-3" \
+  bash -c 'grep -Eiq "WEIGHT *: *\|0x40 *\|0x10 *\|0x20 *\|0x8 " <<<"$1"' _ "$out"
+pair "ib_send_bw on SL1 (VL1) across the switch" 18515 ib_send_bw -d pib_0 -F -n 200 --sl=1 -- \
+  ib_send_bw -d pib_0 -F -n 200 --sl=1 node0
+vl0=$(sw_drop drop-vl-mapping) re0=$(sw_counter "$swlid" 2 PortRcvErrors)
+tx0=$(hw_counter 1 tx_drop_vl)
+refused_send_bw --sl=4
+echo "--- ib_send_bw client (node 1, SL4)"; cat "$clog"
+vl1=$(sw_drop drop-vl-mapping) re1=$(sw_counter "$swlid" 2 PortRcvErrors)
+tx1=$(hw_counter 1 tx_drop_vl)
+echo "switch drop-vl-mapping $vl0 -> $vl1, port 2 PortRcvErrors $re0 -> $re1, node 1 tx_drop_vl $tx0 -> $tx1"
+check "node 1: ib_send_bw on SL4 fails (exit $crc) with a transport retry error" \
+  bash -c '[ "$1" -ne 0 ] && [ "$1" -ne 124 ] && grep -q "Completion with error\|status 12\|RETRY_EXC" "$2"' \
+  _ "$crc" "$clog"
+check "the switch's drop-vl-mapping grew by 8 at least (${vl0:-?} -> ${vl1:-?})" \
+  test "${vl1:-0}" -ge $(( ${vl0:-10**9} + 8 ))
+check "perfquery: switch port 2's PortRcvErrors grew by 8 at least (${re0:-?} -> ${re1:-?})" \
+  test "${re1:-0}" -ge $(( ${re0:-255} + 8 ))
+check "node 1's CA sent them (SL4 is VL0 there): its tx_drop_vl stayed (${tx0:-?} -> ${tx1:-?})" \
+  test -n "$tx0" -a "$tx1" = "$tx0"
 rm -f "$clog"
 finish

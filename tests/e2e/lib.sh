@@ -132,11 +132,11 @@ pkey_index() {
                  for i in \$(ls | sort -n); do [ \"\$(cat \$i)\" = $2 ] && { echo \$i; exit; }; done"
 }
 
-# refused_send_bw CLIENT_PKEY_INDEX [SERVER_OPTION...]: ib_send_bw (100 SENDs, local ACK
-# timeout -u 14) from node 1, its QP in the partition at CLIENT_PKEY_INDEX of its P_Key table,
-# to a server in node 0 (ib_send_bw with the SERVER_OPTIONs) that the partition must not reach
-# (53-partitions, 70-switch).  Sets crc, the client's exit status, and clog, a file with its
-# output, which the caller removes.
+# refused_send_bw CLIENT_OPTION [SERVER_OPTION...]: ib_send_bw (100 SENDs, local ACK timeout
+# -u 14) from node 1 with CLIENT_OPTION (--pkey_index=N: its QP in that partition; --sl=N: on
+# that service level) to a server in node 0 (ib_send_bw with the SERVER_OPTIONs) that the
+# client's packets must not reach (53-partitions, 70-switch).  Sets crc, the client's exit
+# status, and clog, a file with its output, which the caller removes.
 refused_send_bw() {
   local slog spid
   slog=$(mktemp) clog=$(mktemp)
@@ -144,7 +144,7 @@ refused_send_bw() {
   "$PIBVM" exec 0 --timeout 40 -- ib_send_bw -d pib_0 -F -n 100 -u 14 "${@:2}" >"$slog" 2>&1 &
   spid=$!
   wait_listen 0 18515
-  "$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 --pkey_index="$1" \
+  "$PIBVM" exec 1 --timeout 60 -- ib_send_bw -d pib_0 -F -n 100 -u 14 "$1" \
     node0 >"$clog" 2>&1
   crc=$?
   wait "$spid"

@@ -162,6 +162,8 @@ typedef struct FzProp {
     void (*set_str)(Object *, const char *, Error **);
     ObjectPropertyAccessor *get;
     ObjectPropertyAccessor *set;
+    bool (*get_bool)(Object *, Error **);
+    void (*set_bool)(Object *, bool, Error **);
     void *opaque;
 } FzProp;
 

@@ -1101,6 +1101,13 @@ ObjectProperty *object_class_property_add_str(ObjectClass *klass,
                                    .set_str = set });
 }
 
+ObjectProperty *object_class_property_add_bool(ObjectClass *klass, const char *name,
+                                               bool (*get)(Object *, Error **),
+                                               void (*set)(Object *, bool, Error **))
+{
+    return fz_prop_add(&(FzProp) { .name = name, .get_bool = get, .set_bool = set });
+}
+
 ObjectProperty *object_class_property_add(ObjectClass *klass, const char *name,
                                           const char *type,
                                           ObjectPropertyAccessor *get,
@@ -1142,6 +1149,8 @@ bool fz_prop_set(Object *obj, const FzProp *p, const char *str, uint32_t u32)
 
     if (p->set_str) {
         p->set_str(obj, str, &err);
+    } else if (p->set_bool) {
+        p->set_bool(obj, u32 & 1, &err);
     } else {
         fz_prop_u32 = u32;
         p->set(obj, (Visitor *)&fz_prop_u32, p->name, p->opaque, &err);
@@ -1155,6 +1164,8 @@ void fz_prop_get(Object *obj, const FzProp *p)
 
     if (p->get_str) {
         g_free(p->get_str(obj, &err));
+    } else if (p->get_bool) {
+        p->get_bool(obj, &err);
     } else {
         p->get(obj, NULL, p->name, p->opaque, &err);
     }

@@ -22,7 +22,8 @@
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-bench \
  *          -m perf -p /x86_64/pib/bench
- * PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures).
+ * PIB_BENCH_ROUNDS=N moves N times as much data (steadier figures); PIB_BENCH_PROPS=",p=v"
+ * adds device properties (",link-credits=off": the same without credit-based flow control).
  */
 
 #include "qemu/osdep.h"
@@ -216,10 +217,18 @@ static uint32_t bench_rounds(void)
     return env ? MAX(atoi(env), 1) : 1;
 }
 
-/* The receive path a benchmark runs on: test data "direct" or "chardev". */
+/*
+ * The receive path a benchmark runs on: test data "direct" or "chardev"; PIB_BENCH_PROPS
+ * adds device properties (",link-credits=off" for an A/B).
+ */
 static void bench_set_path(const void *path)
 {
-    pib_dev_props = g_str_equal(path, "chardev") ? ",link-direct=off" : "";
+    static char *props;
+
+    g_free(props);
+    props = g_strdup_printf("%s%s", g_str_equal(path, "chardev") ? ",link-direct=off" : "",
+                            g_getenv("PIB_BENCH_PROPS") ?: "");
+    pib_dev_props = props;
 }
 
 static void test_bench(const void *path)

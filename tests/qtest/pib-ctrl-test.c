@@ -156,6 +156,7 @@ static void test_admin_roundtrip(void)
     g_assert_cmphex(le32_to_cpu(port_attr.port_cap_flags), ==, PIB_PORT_CAP_FIRMWARE);
     g_assert_cmpuint(le32_to_cpu(port_attr.max_msg_sz), ==, 1u << 31);
     g_assert_cmpuint(le32_to_cpu(port_attr.link_downs), ==, 0);
+    g_assert_cmpuint(port_attr.max_vl_num, ==, 3);          /* VLCap: VL0-VL3 */
 
     /*
      * QUERY_PKEY: until an SM fills the table, the default P_Key at index 0 and

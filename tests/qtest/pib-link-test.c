@@ -13,7 +13,8 @@
  * (docs/reference/hardware.md, "The link": .../direct, the default, where the device
  * reads and writevs the socket itself, and .../chardev, link-direct=off).  The fixture (pib-qtest.h) has
  * the peer's helpers.  /pib/link/doorbell checks the eventfds the two ends
- * of a unix socket trade in their HELLOs.
+ * of a unix socket trade in their HELLOs.  /pib/link/credits plays a receiver that grants
+ * little credit (pib_link.h, "Credits") and a sender the device grants credit to.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-link-test
  */
@@ -618,7 +619,7 @@ static void test_link_doorbell(void)
     peer_boot(&l, 1);
     pib_dev_props = "";
     fd = peer_connect(l.path);
-    g_assert_cmphex(db_read_hello(fd, &dev_db), ==, 0);
+    g_assert_cmphex(db_read_hello(fd, &dev_db) & PIB_HELLO_F_DOORBELL, ==, 0);
     g_assert_cmpint(dev_db, ==, -1);
     close(fd);
     peer_shutdown(&l);
@@ -636,7 +637,8 @@ static void test_link_doorbell(void)
 
     /* On by default, offered both ways. */
     fd = peer_connect(l.path);
-    g_assert_cmphex(db_read_hello(fd, &dev_db), ==, PIB_HELLO_F_DOORBELL);
+    g_assert_cmphex(db_read_hello(fd, &dev_db) & PIB_HELLO_F_DOORBELL, ==,
+                    PIB_HELLO_F_DOORBELL);
     g_assert_cmpint(dev_db, >=, 0);
     g_assert_true(db_is_eventfd(dev_db));
     ours = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -695,7 +697,8 @@ static void test_link_doorbell(void)
     g_assert_cmpint(pipe2(pipefd, O_NONBLOCK | O_CLOEXEC), ==, 0);
     for (i = 0; i < 3; i++) {
         fd = peer_connect(l.path);
-        g_assert_cmphex(db_read_hello(fd, &dev_db), ==, PIB_HELLO_F_DOORBELL);
+        g_assert_cmphex(db_read_hello(fd, &dev_db) & PIB_HELLO_F_DOORBELL, ==,
+                    PIB_HELLO_F_DOORBELL);
         close(dev_db);
         if (i < 2) {
             db_send_hello(fd, PIB_HELLO_F_DOORBELL, i ? pipefd[1] : -1,
@@ -718,6 +721,136 @@ static void test_link_doorbell(void)
     peer_shutdown(&l);
 }
 
+/*
+ * Credits (include/pib_link.h, "Credits"): the peer offers them in its HELLO and plays a
+ * receiver that grants little.  The device sends no more than the credit limit allows (a 4 KiB
+ * WRITE packet is 65 blocks), waits and counts xmit_wait_us while it lacks credit, and goes on
+ * when granted more; as a receiver it grants its whole buffer and raises the limit by what it
+ * consumed; FLOW frames of a bad length lose framing.
+ */
+#define CR_PKT_BLOCKS       65      /* DIV_ROUND_UP(8 + 12 (+ 16, a RETH) + 4096, 64) */
+
+/* The next FLOW frame (PACKETs before it are counted in *pkts): VL0's FCTBS and FCCL. */
+static void cr_expect_flow(int fd, uint16_t *fctbs, uint16_t *fccl, uint32_t *pkts)
+{
+    uint8_t b[PIB_LINK_MAX_PAYLOAD];
+    uint16_t len;
+    uint8_t type;
+
+    for (;;) {
+        type = peer_read_any(fd, b, sizeof(b), &len, TIMEOUT_US / 1000);
+        g_assert_cmpuint(type, !=, 0);
+        if (type == PIB_FRAME_FLOW) {
+            break;
+        }
+        g_assert_cmpuint(type, ==, PIB_FRAME_PACKET);
+        (*pkts)++;
+    }
+    g_assert_cmpuint(len, ==, PIB_LINK_DATA_VLS * sizeof(struct pib_link_fc));
+    g_assert_cmpuint(lduw_be_p(b) >> 12, ==, PIB_LINK_FC_OP_NORMAL);
+    g_assert_cmpuint(lduw_be_p(b + 2) >> 12, ==, 0);           /* the first entry: VL0 */
+    g_assert_cmpuint(lduw_be_p(b + 6) >> 12, ==, 1);
+    *fctbs = lduw_be_p(b) & 0xfff;
+    *fccl = lduw_be_p(b + 2) & 0xfff;
+}
+
+/* Packets (not FLOW frames) that arrive within timeout_ms of each other. */
+static uint32_t cr_count_packets(int fd, int timeout_ms)
+{
+    uint8_t b[PIB_LINK_MAX_PAYLOAD];
+    uint32_t n = 0;
+    uint16_t len;
+    uint8_t type;
+
+    while ((type = peer_read_any(fd, b, sizeof(b), &len, timeout_ms))) {
+        n += type == PIB_FRAME_PACKET;
+    }
+    return n;
+}
+
+static void test_link_credits(void)
+{
+    uint64_t cnt0[PIB_CNT_MAX], cnt[PIB_CNT_MAX];
+    uint16_t fctbs, fccl, want;
+    uint8_t payload[4096] = { 0 };
+    uint32_t pkts = 0, i;
+    struct pib_sge sge;
+    TestEnd x;
+    PeerLink l;
+    PibDev d;
+    int fd, passed;
+
+    link_boot(&l, &d, "direct", 1, 16, 64);
+    fd = peer_connect(l.path);
+    g_assert_cmphex(db_read_hello(fd, &passed) & PIB_HELLO_F_CREDITS, ==,
+                    PIB_HELLO_F_CREDITS);
+    if (passed >= 0) {
+        close(passed);
+    }
+    db_send_hello(fd, PIB_HELLO_F_CREDITS, -1, sizeof(struct pib_link_hello));
+    pib_wait_port_state(&d, PIB_PORT_ACTIVE);
+    /* Its first FLOW frame: nothing sent, the whole buffer granted. */
+    cr_expect_flow(fd, &fctbs, &fccl, &pkts);
+    g_assert_cmpuint(fctbs, ==, 0);
+    g_assert_cmpuint(fccl, ==, 2048);
+
+    /* Transmit: credit for two full packets of a four-packet WRITE. */
+    dp_end(&d, &x, PIB_QPT_UC, 4 * 4096);
+    dp_connect_ex(&d, &x.qp, WP_LID, WP_QPN, TX_MTU_4096, 14, 7, 7);
+    dp_counters(&d, cnt0);
+    peer_send_flow(fd, 0, 2 * CR_PKT_BLOCKS, 0);
+    sge = dp_sge(x.buf, 4 * 4096, x.key);
+    dp_post_send(&d, &x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 1, &sge, 1, 0x100000,
+                 0x1234);
+    g_assert_cmpuint(cr_count_packets(fd, 300), ==, 2);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_PACKETS] - cnt0[PIB_CNT_TX_PACKETS], ==, 4);
+    g_assert_cmpuint(cnt[PIB_CNT_XMIT_WAIT_US], >, cnt0[PIB_CNT_XMIT_WAIT_US]);
+    g_assert_cmpuint(cnt[PIB_CNT_TX_DROP_TXQ_FULL], ==, 0);
+    /* Credit for the rest: the other two come, and nothing more. */
+    peer_send_flow(fd, 0, 4 * CR_PKT_BLOCKS, 0);
+    g_assert_cmpuint(cr_count_packets(fd, 300), ==, 2);
+    dp_expect(&d, &x.scq, 1, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+
+    /*
+     * Receive: RDMA WRITE Only packets to the device's QP; each one it consumes is credit it
+     * grants again, so the limit it sends rises by every packet's blocks.
+     */
+    wp_dqpn = x.qp.qpn;
+    for (i = 0; i < 40; i++) {          /* 40 x 65 blocks: more than the 2048 of the buffer */
+        struct pib_reth reth = {
+            .va_hi_be = cpu_to_be32(x.buf >> 32), .va_lo_be = cpu_to_be32(x.buf),
+            .rkey_be = cpu_to_be32(x.key),
+            .dmalen_be = cpu_to_be32(sizeof(payload)),
+        };
+
+        wp_send(fd, PIB_OP_UC_RDMA_WRITE_ONLY, i, false, &reth, sizeof(reth), payload,
+                sizeof(payload));
+    }
+    want = (2048 + 40 * CR_PKT_BLOCKS) & 0xfff;
+    do {
+        cr_expect_flow(fd, &fctbs, &fccl, &pkts);
+    } while (fccl != want);
+    dp_counters(&d, cnt);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_PACKETS] - cnt0[PIB_CNT_RX_PACKETS], ==, 40);
+    g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_CREDIT], ==, 0);
+    g_assert_cmpuint(fctbs, ==, 4 * CR_PKT_BLOCKS);         /* what it sent above */
+
+    /* A FLOW frame that is not whole entries: framing is lost, the link retrains. */
+    {
+        uint8_t bad[PIB_LINK_HDR_LEN + 6] = { PIB_LINK_MAGIC, PIB_FRAME_FLOW, 0, 6 };
+
+        peer_write(fd, bad, sizeof(bad));
+        peer_expect_eof(fd);
+        dp_counters(&d, cnt);
+        g_assert_cmpuint(cnt[PIB_CNT_LINK_FRAMING_ERRORS], ==,
+                         cnt0[PIB_CNT_LINK_FRAMING_ERRORS] + 1);
+    }
+    close(fd);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const paths[] = { "direct", "chardev" };
@@ -727,6 +860,7 @@ int main(int argc, char **argv)
 
     qtest_add_func("/pib/link/pair", test_link_pair);
     qtest_add_func("/pib/link/doorbell", test_link_doorbell);
+    qtest_add_func("/pib/link/credits", test_link_credits);
     qtest_add_data_func("/pib/link/sndbuf/window", "", test_link_sndbuf);
     qtest_add_data_func("/pib/link/sndbuf/default", ",link-sndbuf=0",
                         test_link_sndbuf);

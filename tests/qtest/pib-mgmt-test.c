@@ -1247,7 +1247,8 @@ static void test_pma(void)
 
     g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
                      ==, 0);
-    g_assert_cmphex(be16_to_cpu(cpi->cap_mask_be), ==, PIB_PMA_CAP_EXT_WIDTH);
+    g_assert_cmphex(be16_to_cpu(cpi->cap_mask_be), ==,
+                    PIB_PMA_CAP_EXT_WIDTH | PIB_PMA_CAP_XMIT_WAIT);
 
     /* Clear everything, then ten packets in and one out. */
     g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0xffff,

@@ -370,6 +370,12 @@ void peer_expect_hello(int fd, uint64_t node_guid)
 /* Our HELLO, in three pieces that split the header: the device reassembles */
 void peer_send_hello(int fd)
 {
+    peer_send_hello_flags(fd, 0);
+}
+
+/* The same with these PIB_HELLO_F_* flags. */
+void peer_send_hello_flags(int fd, uint32_t flags)
+{
     uint8_t frame[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)];
     struct pib_link_hdr hdr = {
         .magic = PIB_LINK_MAGIC,
@@ -381,6 +387,7 @@ void peer_send_hello(int fd)
         .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
         .node_guid_be = cpu_to_be64(PEER_NODE_GUID),
         .port_guid_be = cpu_to_be64(PEER_NODE_GUID + 1),
+        .flags_be = cpu_to_be32(flags),
     };
 
     memcpy(frame, &hdr, sizeof(hdr));
@@ -390,6 +397,38 @@ void peer_send_hello(int fd)
     peer_write(fd, frame + 1, 5);
     g_usleep(20000);
     peer_write(fd, frame + 6, sizeof(frame) - 6);
+}
+
+/* The next frame of any type within timeout_ms: its type (payload in buf), or 0 if none came. */
+uint8_t peer_read_any(int fd, void *buf, size_t size, uint16_t *len, int timeout_ms)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    struct pib_link_hdr hdr;
+
+    if (poll(&pfd, 1, timeout_ms) != 1) {
+        return 0;
+    }
+    *len = peer_read_frame(fd, &hdr, buf, size);
+    return hdr.type;
+}
+
+/*
+ * A FLOW frame for every data VL (include/pib_link.h, "Credits"): VL0's FCTBS and FCCL, and an
+ * FCCL of fccl_rest for VLs 1-14, whose FCTBS is 0.
+ */
+void peer_send_flow(int fd, uint16_t fctbs, uint16_t fccl, uint16_t fccl_rest)
+{
+    uint8_t f[PIB_LINK_HDR_LEN + PIB_LINK_DATA_VLS * sizeof(struct pib_link_fc)];
+    int i;
+
+    f[0] = PIB_LINK_MAGIC;
+    f[1] = PIB_FRAME_FLOW;
+    stw_be_p(f + 2, sizeof(f) - PIB_LINK_HDR_LEN);
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        stw_be_p(f + 4 + 4 * i, i == 0 ? fctbs : 0);
+        stw_be_p(f + 6 + 4 * i, i << 12 | ((i == 0 ? fccl : fccl_rest) & 0xfff));
+    }
+    peer_write(fd, f, sizeof(f));
 }
 
 void peer_send_packet(int fd, uint16_t len)

@@ -142,6 +142,9 @@ uint16_t peer_read_frame(int fd, struct pib_link_hdr *hdr, void *buf,
                          size_t size);
 void peer_expect_hello(int fd, uint64_t node_guid);
 void peer_send_hello(int fd);
+void peer_send_hello_flags(int fd, uint32_t flags);
+uint8_t peer_read_any(int fd, void *buf, size_t size, uint16_t *len, int timeout_ms);
+void peer_send_flow(int fd, uint16_t fctbs, uint16_t fccl, uint16_t fccl_rest);
 void peer_send_packet(int fd, uint16_t len);
 void peer_expect_eof(int fd);
 /* HELLO both ways; the port goes ACTIVE with its event. */

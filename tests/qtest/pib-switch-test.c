@@ -40,6 +40,10 @@
  *                           SL; an SL mapped to VL15 or beyond the output port's
  *                           OperationalVLs, and data arriving on a VL the input port does not
  *                           operate, are dropped and counted (PortRcvErrors)
+ *   /pib/switch/credits     credit-based flow control: one VL without credit waits alone
+ *                           (PortXmitWait) and loses nothing; a receiver that holds its
+ *                           credits backs the switch up, and a sender that ignores them is
+ *                           dropped and counted (ExcessiveBufferOverrunErrors)
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
@@ -71,7 +75,8 @@ static char *sw_sock(Sw *s, const char *name)
     return g_build_filename(s->dir, name, NULL);
 }
 
-static void sw_boot(Sw *s)
+/* The switch, the HCAs, and this process on port 3; our HELLO has these PIB_HELLO_F_* flags. */
+static void sw_boot_flags(Sw *s, uint32_t hello_flags)
 {
     g_autofree char *p1 = NULL, *p2 = NULL, *p3 = NULL, *args = NULL;
     PibDev *devs[2] = { &s->a, &s->b };
@@ -102,10 +107,15 @@ static void sw_boot(Sw *s)
     }
     s->fd = peer_connect(p3);
     peer_expect_hello(s->fd, SW_NODE_GUID);
-    peer_send_hello(s->fd);
+    peer_send_hello_flags(s->fd, hello_flags);
     /* An HCA with a `lid` needs no SM: ACTIVE once its cable trained. */
     pib_wait_port_state(&s->a, PIB_PORT_ACTIVE);
     pib_wait_port_state(&s->b, PIB_PORT_ACTIVE);
+}
+
+static void sw_boot(Sw *s)
+{
+    sw_boot_flags(s, 0);
 }
 
 static void sw_shutdown(Sw *s)
@@ -936,6 +946,114 @@ static void test_switch_vls(void)
 }
 
 /*
+ * Credits through the switch (include/pib_link.h, "Credits"): this process offers them on
+ * port 3.  A VL without credit stops alone: HCA A's SENDs to us on VL1 arrive while those on
+ * VL0 wait at port 3, counted in its PortXmitWait, and come whole once VL0 is granted.  Then
+ * HCA B holds its credits (inject-credit-hold): port 2 stops once B's buffer is used, port 3's
+ * input buffer fills behind it, and what we send beyond that (ignoring the switch's credits,
+ * as a hostile peer would) is dropped and counted; what the switch admitted is delivered once
+ * B lets go, nothing of it lost.
+ */
+#define SWC_PAYLOAD     4096
+#define SWC_BLOCKS      65          /* DIV_ROUND_UP(8 + 12 + 8 + 4096, 64): a UD SEND */
+#define SWC_BUFFER_PKTS (2048 / SWC_BLOCKS)     /* 31 such packets fill a VL's buffer */
+
+/* Data packets on port 3 within timeout_ms of each other, counted per VL. */
+static void swc_count(Sw *s, uint32_t *per_vl, int timeout_ms)
+{
+    uint8_t b[PIB_LINK_MAX_PAYLOAD];
+    uint16_t len;
+    uint8_t type;
+
+    while ((type = peer_read_any(s->fd, b, sizeof(b), &len, timeout_ms))) {
+        if (type == PIB_FRAME_PACKET && b[0] >> 4 != 15 && b[8] == PIB_OP_UD_SEND_ONLY) {
+            per_vl[b[0] >> 4]++;
+        }
+    }
+}
+
+static void swc_qom_set_hold(Sw *s, const char *dev, bool hold)
+{
+    QDict *rsp = qtest_qmp(s->qs->qts,
+                           "{'execute': 'qom-set', 'arguments': {'path': %s, "
+                           "'property': 'inject-credit-hold', 'value': %i}}", dev, hold);
+
+    g_assert_true(qdict_haskey(rsp, "return"));
+    qobject_unref(rsp);
+}
+
+static void test_switch_credits(void)
+{
+    static uint8_t payload[SWC_PAYLOAD];
+    struct pib_port_counters pc;
+    struct pib_sge sge;
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .num_sge = 1,
+        .ud_qpn = cpu_to_le32(0x42),
+        .ud_qkey = cpu_to_le32(0x1234),
+        .ud_dlid = cpu_to_le16(SW_SM_LID),
+    };
+    uint32_t per_vl[16] = { 0 };
+    uint64_t overrun0, cb[PIB_CNT_MAX];
+    TestEnd x;
+    Sw s;
+    int i;
+
+    sw_boot_flags(&s, PIB_HELLO_F_CREDITS);
+    sw_program(&s);
+    /* Every port pair: SL0 on VL0, SL1 on VL1.  We grant VL1 and everything but VL0. */
+    g_assert_cmphex(sw_sl2vl_set(&s, PIB_SL2VL_ALL_IN | PIB_SL2VL_ALL_OUT,
+                                 0x0100000000000000ull), ==, 0);
+    peer_send_flow(s.fd, 0, 0, 2048);
+
+    /* A sends 4 SENDs on SL0, then 4 on SL1: only VL1's come. */
+    dp_end(&s.a, &x, PIB_QPT_UD, 4096);
+    dp_ud_ready(&s.a, &x.qp, 0x1234);
+    sge = dp_sge(x.buf, 256, x.key);
+    for (i = 0; i < 8; i++) {
+        w.ud_sl = i < 4 ? 0 : 1;
+        w.wr_id = cpu_to_le64(i);
+        w.flags = i == 7 ? PIB_WQE_F_SIGNALED : 0;
+        dp_post_send_raw(&s.a, &x.qp, &w, &sge, sizeof(sge), true);
+    }
+    dp_expect(&s.a, &x.scq, 7, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    swc_count(&s, per_vl, 300);
+    g_assert_cmpuint(per_vl[1], ==, 4);
+    g_assert_cmpuint(per_vl[0], ==, 0);
+    /* VL0 granted: its 4 come, none lost; port 3 counted the wait. */
+    peer_send_flow(s.fd, 0, 2048, 2048);
+    swc_count(&s, per_vl, 300);
+    g_assert_cmpuint(per_vl[0], ==, 4);
+    sw_port_counters(&s, SW_TEST_PORT, &pc);
+    g_assert_cmpuint(be32_to_cpu(pc.xmit_wait_be), >, 0);
+    g_assert_cmpuint(sw_counter(&s, "drop-txq-full"), ==, 0);
+
+    /* B holds its credits; we send 100 full SENDs to B without looking at ours. */
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", true);
+    dp_counters(&s.b, cb);
+    overrun0 = sw_counter(&s, "drop-credit-overrun");
+    for (i = 0; i < 100; i++) {
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(&s, "drop-credit-overrun", overrun0 + 100 - 2 * SWC_BUFFER_PKTS);
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS, cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
+    sw_port_counters(&s, 2, &pc);
+    g_assert_cmpuint(be32_to_cpu(pc.xmit_wait_be), >, 0);
+    sw_port_counters(&s, SW_TEST_PORT, &pc);
+    g_assert_cmpuint(pc.link_integrity_overrun & 0xf, ==, 15);  /* 38, saturated */
+    /* B lets go: the 31 packets the switch held arrive too, and no more were dropped. */
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", false);
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS,
+                        cb[PIB_CNT_RX_PACKETS] + 2 * SWC_BUFFER_PKTS);
+    g_assert_cmpuint(sw_counter(&s, "drop-credit-overrun"), ==,
+                     overrun0 + 100 - 2 * SWC_BUFFER_PKTS);
+    g_assert_cmpuint(sw_counter(&s, "drop-txq-full"), ==, 0);
+    sw_shutdown(&s);
+}
+
+/*
  * HCA A's own QP0 (as ib_mad drives it) sends a directed-route SMP, NodeInfo one hop out of its
  * port: the kernel's smi.c send rule C14-9:1 is applied here (hop pointer 1, InitialPath[1] =
  * the port), the HCA sends it on VL15 to the permissive LID, and the switch's answer arrives on
@@ -1120,6 +1238,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/garbage", test_switch_garbage);
     qtest_add_func("/pib/switch/partition", test_switch_partition);
     qtest_add_func("/pib/switch/vls", test_switch_vls);
+    qtest_add_func("/pib/switch/credits", test_switch_credits);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();

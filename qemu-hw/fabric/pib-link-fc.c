@@ -1,0 +1,338 @@
+/*
+ * pib fabric - a link's credit-based flow control (IBTA 7.9)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The protocol (FLOW frames, FCTBS, FCCL, ABR, 64-byte blocks) is defined once, in
+ * include/pib_link.h, "Credits".  This file is its engine on one link, for both directions:
+ *
+ *   transmit  a data packet waits in its VL's queue (PibLinkVl.q) until the peer's credit
+ *             limit takes it whole; then it moves to the transmit FIFO (txq), which holds at
+ *             most PIB_LINK_FC_READY frames so that one VL out of credits does not hold up
+ *             the others.  The pick among the VLs that may send is round-robin, one packet at
+ *             a time.  While a head packet lacks credits the port is waiting: PortXmitWait.
+ *   receive   a data packet takes blocks of its VL's buffer (PibLinkVl.held) until it is
+ *             freed: the HCA consumed it, or a switch sent it on (pib_packet_release, from
+ *             every path that frees a frame buffer).  A freed block is credit granted again:
+ *             a bottom half sends one FLOW frame for all VLs per main-loop pass.  A packet
+ *             with no room left is the peer's fault: dropped and counted (fc_overrun).
+ *
+ * Nothing here trusts the peer: its FCTBS and FCCL are taken modulo 4096 as IBTA says, a lie
+ * only moves the limits this side checks against its real buffer, and a peer that grants
+ * nothing only keeps our packets waiting (the owner's bounds and the transport's timers end
+ * that), never a busy loop.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+
+#include "pib-fabric.h"
+#include "../trace.h"
+
+#define FC_MASK         (PIB_LINK_FC_MOD - 1)
+#define FC_WINDOW       (PIB_LINK_FC_MOD / 2)
+
+/* The blocks a packet of len bytes (LRH onwards) takes. */
+static uint16_t fc_blocks(uint32_t len)
+{
+    return DIV_ROUND_UP(len, PIB_LINK_BLOCK);
+}
+
+/* May n more blocks go out on v: (FCCL - (FCTBS + n)) mod 4096 <= 2048 (IBTA 7.9.4.2)? */
+static bool fc_credit_ok(const PibLinkVl *v, uint16_t n)
+{
+    return ((v->fccl - (v->fctbs + n)) & FC_MASK) <= FC_WINDOW;
+}
+
+/* The credit limit our receiver grants on v: ABR plus the free blocks, at most 2048. */
+static uint16_t fc_limit(const PibLinkVl *v)
+{
+    uint16_t free = PIB_LINK_VL_BLOCKS - MIN(v->held, PIB_LINK_VL_BLOCKS);
+
+    return (v->abr + MIN(free, FC_WINDOW)) & FC_MASK;
+}
+
+/*
+ * Send our FLOW frame: every VL's FCTBS and credit limit.  Unless forced, only once the peer
+ * is down to half a window of credit on some VL whose limit has moved since: a frame per
+ * freed packet would cost as much as the packets (an A/B of the RC READ benchmark showed it).
+ */
+static void fc_send(PibLink *l, bool force)
+{
+    struct pib_link_fc fc[PIB_LINK_DATA_VLS];
+    bool due = force;
+    PibPacket *p;
+    uint16_t limit;
+    int i;
+
+    if (!l->fc || l->fc_hold || !l->stream_open) {
+        return;
+    }
+    for (i = 0; i < PIB_LINK_DATA_VLS && !due; i++) {
+        PibLinkVl *v = &l->vl[i];
+
+        due = fc_limit(v) != v->fccl_sent &&
+              ((v->fccl_sent - v->abr) & FC_MASK) < FC_WINDOW / 2;
+    }
+    if (!due) {
+        return;
+    }
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        limit = fc_limit(&l->vl[i]);
+        l->vl[i].fccl_sent = limit;
+        fc[i].op_fctbs_be = cpu_to_be16(PIB_LINK_FC_OP_NORMAL << 12 | l->vl[i].fctbs);
+        fc[i].vl_fccl_be = cpu_to_be16(i << 12 | limit);
+    }
+    p = pib_link_packet_new(l, sizeof(fc));
+    p->data[1] = PIB_FRAME_FLOW;
+    memcpy(pib_packet_ib(p), fc, sizeof(fc));
+    trace_pib_link_fc_tx(l->id, l->vl[0].fctbs, fc_limit(&l->vl[0]), l->vl[0].held);
+    /* Not a data packet: straight into the transmit FIFO, behind what is already there. */
+    pib_link_enqueue(l, p);
+    pib_link_tx_flush(l);
+}
+
+static void fc_bh(void *opaque)
+{
+    fc_send(opaque, false);
+}
+
+void pib_link_fc_init(PibLink *l)
+{
+    int i;
+
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        QSIMPLEQ_INIT(&l->vl[i].q);
+    }
+    l->fc_bh = qemu_bh_new(fc_bh, l);
+}
+
+void pib_link_fc_fini(PibLink *l)
+{
+    pib_link_fc_purge(l);
+    qemu_bh_delete(l->fc_bh);
+}
+
+/*
+ * Drop what waits for credits (the stream closed, or the device goes away).  Their buffers go
+ * back; a packet a switch received holds credits of another link, returned now.
+ */
+void pib_link_fc_purge(PibLink *l)
+{
+    PibPacket *p;
+    int i;
+
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        while ((p = QSIMPLEQ_FIRST(&l->vl[i].q))) {
+            QSIMPLEQ_REMOVE_HEAD(&l->vl[i].q, next);
+            l->txq_len--;
+            pib_link_packet_free(l, p);
+        }
+        l->vl[i].qlen = 0;
+    }
+    if (l->fc_wait_since) {
+        l->fc_wait_ns += qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since;
+        l->fc_wait_since = 0;
+    }
+}
+
+/* A new stream: no credit either way until the first FLOW frames. */
+void pib_link_fc_reset(PibLink *l)
+{
+    int i;
+
+    pib_link_fc_purge(l);
+    l->fc = l->fc_offered = l->fc_peer = false;
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        l->vl[i].fctbs = l->vl[i].fccl = l->vl[i].abr = l->vl[i].held = 0;
+        l->vl[i].fccl_sent = 0;
+    }
+}
+
+/* Both HELLOs are in and both offered credits: grant ours. */
+void pib_link_fc_start(PibLink *l)
+{
+    l->fc = true;
+    trace_pib_link_event(l->id, "credit-based flow control on");
+    fc_send(l, true);
+}
+
+/* Round-robin over the VLs whose head packet the credits take, into the transmit FIFO. */
+void pib_link_fc_pump(PibLink *l)
+{
+    bool waiting = false;
+    PibPacket *p;
+    uint16_t n;
+    int i, v;
+
+    while (l->txq_ready < PIB_LINK_FC_READY) {
+        for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+            v = (l->fc_rr + i) % PIB_LINK_DATA_VLS;
+            p = QSIMPLEQ_FIRST(&l->vl[v].q);
+            if (p && fc_credit_ok(&l->vl[v], fc_blocks(pib_packet_ib_len(p)))) {
+                break;
+            }
+        }
+        if (i == PIB_LINK_DATA_VLS) {
+            break;
+        }
+        n = fc_blocks(pib_packet_ib_len(p));
+        QSIMPLEQ_REMOVE_HEAD(&l->vl[v].q, next);
+        l->vl[v].qlen--;
+        l->vl[v].fctbs = (l->vl[v].fctbs + n) & FC_MASK;
+        QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
+        l->txq_ready++;
+        l->fc_rr = (v + 1) % PIB_LINK_DATA_VLS;
+    }
+    for (v = 0; v < PIB_LINK_DATA_VLS; v++) {
+        p = QSIMPLEQ_FIRST(&l->vl[v].q);
+        if (p && !fc_credit_ok(&l->vl[v], fc_blocks(pib_packet_ib_len(p)))) {
+            waiting = true;
+            break;
+        }
+    }
+    if (waiting && !l->fc_wait_since) {
+        l->fc_wait_since = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+        trace_pib_link_fc_wait(l->id, v, l->vl[v].fctbs, l->vl[v].fccl, l->vl[v].qlen);
+    } else if (!waiting && l->fc_wait_since) {
+        l->fc_wait_ns += qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since;
+        l->fc_wait_since = 0;
+    }
+}
+
+/* A data packet to send on a flow-controlled link: its VL's queue, then the pick. */
+void pib_link_fc_enqueue(PibLink *l, PibPacket *p)
+{
+    PibLinkVl *v = &l->vl[p->data[PIB_LINK_HDR_LEN] >> 4];
+
+    QSIMPLEQ_INSERT_TAIL(&v->q, p, next);
+    v->qlen++;
+    pib_link_fc_pump(l);
+}
+
+/*
+ * A FLOW frame: each entry brings the peer's credit limit for our transmitter and, as FCTBS,
+ * what its transmitter sent, to which our receiver's ABR is set (IBTA 7.9.4.3).  len is a
+ * whole number of entries (the header check saw to it).
+ */
+void pib_link_fc_rx_flow(PibLink *l, const uint8_t *buf, uint32_t len)
+{
+    const struct pib_link_fc *fc = (const struct pib_link_fc *)buf;
+    uint32_t i, n = len / sizeof(*fc);
+    uint16_t a, b;
+    uint8_t vl, op;
+
+    l->fc_frames_rx++;
+    if (!l->fc) {
+        return;     /* not negotiated on this stream: nothing to act on */
+    }
+    for (i = 0; i < n; i++) {
+        a = lduw_be_p(&fc[i].op_fctbs_be);
+        b = lduw_be_p(&fc[i].vl_fccl_be);
+        op = a >> 12;
+        vl = b >> 12;
+        if (vl >= PIB_LINK_DATA_VLS ||
+            (op != PIB_LINK_FC_OP_NORMAL && op != PIB_LINK_FC_OP_INIT)) {
+            continue;
+        }
+        l->vl[vl].abr = a & FC_MASK;
+        l->vl[vl].fccl = b & FC_MASK;
+    }
+    trace_pib_link_fc_rx(l->id, n, l->vl[0].fccl, l->vl[0].abr);
+    pib_link_fc_pump(l);
+    pib_link_tx_flush(l);
+}
+
+/*
+ * A PACKET frame arrived (len bytes from the LRH at ib): is there room for it in its VL's
+ * buffer?  False: the peer sent beyond its credits, and the packet is dropped (the caller
+ * frees it) and counted.  VL15 and a link without credits always have room.
+ */
+bool pib_link_fc_rx_room(PibLink *l, const uint8_t *ib, uint32_t len)
+{
+    uint8_t vl = len ? ib[0] >> 4 : PIB_LINK_DATA_VLS;
+    uint16_t n = fc_blocks(len);
+
+    if (!l->fc || vl >= PIB_LINK_DATA_VLS || l->vl[vl].held + n <= PIB_LINK_VL_BLOCKS) {
+        return true;
+    }
+    l->fc_overruns++;
+    trace_pib_link_fc_overrun(l->id, vl, l->vl[vl].held, n, l->fc_overruns);
+    if (l->ops->fc_overrun) {
+        l->ops->fc_overrun(l, vl);
+    }
+    return false;
+}
+
+static void fc_free_blocks(PibLink *l, uint8_t vl, uint16_t n)
+{
+    PibLinkVl *v = &l->vl[vl];
+
+    v->held -= MIN(v->held, n);
+    qemu_bh_schedule(l->fc_bh);
+}
+
+/*
+ * The packet that had room is received: it counts in ABR, and holds its blocks in frame
+ * buffer p until pib_packet_release.  p NULL: the owner handled it in place, so its blocks are
+ * free again at once.
+ */
+void pib_link_fc_rx_take(PibLink *l, const uint8_t *ib, uint32_t len, PibPacket *p)
+{
+    uint8_t vl = len ? ib[0] >> 4 : PIB_LINK_DATA_VLS;
+    uint16_t n = fc_blocks(len);
+    PibLinkVl *v;
+
+    if (!l->fc || vl >= PIB_LINK_DATA_VLS) {
+        return;
+    }
+    v = &l->vl[vl];
+    v->abr = (v->abr + n) & FC_MASK;
+    if (!p) {
+        qemu_bh_schedule(l->fc_bh);
+        return;
+    }
+    v->held += n;
+    p->fc_link = l;
+    p->fc_gen = l->rx_gen;
+    p->fc_blocks = n;
+    p->fc_vl = vl;
+}
+
+/* A frame buffer is freed: the blocks it held on the link it came from are free again. */
+void pib_packet_release(PibPacket *p)
+{
+    PibLink *l = p->fc_link;
+
+    if (!l) {
+        return;
+    }
+    p->fc_link = NULL;
+    if (l->fc && p->fc_gen == l->rx_gen) {
+        fc_free_blocks(l, p->fc_vl, p->fc_blocks);
+    }
+}
+
+/*
+ * Inject: hold our receiver's credits (grant nothing more) or give them back.  The peer stops
+ * once it has used what it had; on release it gets a FLOW frame with everything freed meanwhile.
+ */
+void pib_link_fc_set_hold(PibLink *l, bool hold)
+{
+    l->fc_hold = hold;
+    trace_pib_link_event(l->id, hold ? "credits held" : "credits released");
+    if (!hold) {
+        fc_send(l, true);
+    }
+}
+
+/* PortXmitWait's time: waited so far, and the wait going on now. */
+uint64_t pib_link_xmit_wait_ns(const PibLink *l)
+{
+    return l->fc_wait_ns + (l->fc_wait_since ?
+                            qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since : 0);
+}
