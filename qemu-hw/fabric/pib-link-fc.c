@@ -11,8 +11,10 @@
  *   transmit  a data packet waits in its VL's queue (PibLinkVl.q) until the peer's credit
  *             limit takes it whole; then it moves to the transmit FIFO (txq), which holds at
  *             most PIB_LINK_FC_READY frames so that one VL out of credits does not hold up
- *             the others.  The pick among the VLs that may send is round-robin, one packet at
- *             a time.  While a head packet lacks credits the port is waiting: PortXmitWait.
+ *             the others.  The pick among the VLs that may send is the port's VL arbitration
+ *             (IBTA 7.6.9: the high- and low-priority tables of (VL, weight) and VLHighLimit
+ *             the SM set; round robin while it set none).  While a head packet lacks credits
+ *             the port is waiting: PortXmitWait.
  *   receive   a data packet takes blocks of its VL's buffer (PibLinkVl.held) until it is
  *             freed: the HCA consumed it, or a switch sent it on (pib_packet_release, from
  *             every path that frees a frame buffer).  A freed block is credit granted again:
@@ -147,6 +149,9 @@ void pib_link_fc_reset(PibLink *l)
 
     pib_link_fc_purge(l);
     l->fc = l->fc_offered = l->fc_peer = false;
+    l->arb_idx[0] = l->arb_idx[1] = 0;
+    l->arb_left[0] = l->arb_left[1] = 0;
+    l->arb_high_bytes = 0;
     for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
         l->vl[i].fctbs = l->vl[i].fccl = l->vl[i].abr = l->vl[i].held = 0;
         l->vl[i].fccl_sent = 0;
@@ -161,32 +166,125 @@ void pib_link_fc_start(PibLink *l)
     fc_send(l, true);
 }
 
-/* Round-robin over the VLs whose head packet the credits take, into the transmit FIFO. */
+/* May v's head packet go now: there is one, and the peer's limit takes it? */
+static bool fc_sendable(const PibLink *l, unsigned v)
+{
+    const PibPacket *p = v < PIB_LINK_DATA_VLS ? QSIMPLEQ_FIRST(&l->vl[v].q) : NULL;
+
+    return p && fc_credit_ok(&l->vl[v], fc_blocks(pib_packet_ib_len(p)));
+}
+
+/* Round robin over the VLs that may send, from the one after the last pick; -1: none. */
+static int fc_pick_rr(PibLink *l)
+{
+    int i, v;
+
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        v = (l->fc_rr + i) % PIB_LINK_DATA_VLS;
+        if (fc_sendable(l, v)) {
+            l->fc_rr = (v + 1) % PIB_LINK_DATA_VLS;
+            return v;
+        }
+    }
+    return -1;
+}
+
+/*
+ * One arbitration table (t 0: low priority, 1: high): the entry being served while it has
+ * weight left and its VL may send, else the next entry with weight whose VL may send, which
+ * starts with its whole weight (64-byte units).  -1: none.
+ */
+static int fc_pick_table(PibLink *l, int t)
+{
+    const struct pib_vlarb_entry *e = t ? l->arb->vlarb_high : l->arb->vlarb_low;
+    unsigned k, i;
+
+    for (k = 0; k < PIB_MGMT_VLARB_CAP; k++) {
+        i = (l->arb_idx[t] + k) % PIB_MGMT_VLARB_CAP;
+        if (!e[i].weight || !fc_sendable(l, e[i].vl)) {
+            continue;
+        }
+        if (k > 0 || l->arb_left[t] <= 0) {
+            l->arb_idx[t] = i;
+            l->arb_left[t] = e[i].weight * PIB_LINK_BLOCK;
+        }
+        return e[i].vl;
+    }
+    return -1;
+}
+
+static bool fc_tables_set(const PibMgmtPort *m)
+{
+    int i;
+
+    for (i = 0; i < PIB_MGMT_VLARB_CAP; i++) {
+        if (m->vlarb_low[i].weight || m->vlarb_high[i].weight) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The next VL to send from (IBTA 7.6.9): the high-priority table while it has sent no more
+ * than VLHighLimit x 4 KiB since the low table's last turn (255: no limit; 0: one packet),
+ * else the low table; either one when the other has nothing to send.  A VL no entry names
+ * with weight does not send.  Tables the SM never set (no weight anywhere): round robin.
+ * *table says which table picked (-1: round robin).
+ */
+static int fc_pick(PibLink *l, int *table)
+{
+    uint8_t limit;
+    bool high_first;
+    int v;
+
+    *table = -1;
+    if (!l->arb || !fc_tables_set(l->arb)) {
+        return fc_pick_rr(l);
+    }
+    limit = l->arb->vl_high_limit;
+    high_first = limit == 255 || l->arb_high_bytes == 0 ||
+                 l->arb_high_bytes < limit * 4096u;
+    if (high_first && (v = fc_pick_table(l, 1)) >= 0) {
+        *table = 1;
+    } else if ((v = fc_pick_table(l, 0)) >= 0) {
+        *table = 0;
+    } else if ((v = fc_pick_table(l, 1)) >= 0) {
+        *table = 1;
+    }
+    return v;
+}
+
+/* The arbiter's accounts after a packet of len bytes left by table t's pick. */
+static void fc_arb_sent(PibLink *l, int t, uint32_t len)
+{
+    if (t < 0) {
+        return;
+    }
+    l->arb_left[t] -= len;
+    if (l->arb_left[t] <= 0) {
+        l->arb_idx[t] = (l->arb_idx[t] + 1) % PIB_MGMT_VLARB_CAP;     /* weight used up */
+    }
+    l->arb_high_bytes = t ? l->arb_high_bytes + len : 0;
+}
+
+/* The arbiter's picks, into the transmit FIFO while it has room; then PortXmitWait's state. */
 void pib_link_fc_pump(PibLink *l)
 {
     bool waiting = false;
     PibPacket *p;
     uint16_t n;
-    int i, v;
+    int t, v;
 
-    while (l->txq_ready < PIB_LINK_FC_READY) {
-        for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
-            v = (l->fc_rr + i) % PIB_LINK_DATA_VLS;
-            p = QSIMPLEQ_FIRST(&l->vl[v].q);
-            if (p && fc_credit_ok(&l->vl[v], fc_blocks(pib_packet_ib_len(p)))) {
-                break;
-            }
-        }
-        if (i == PIB_LINK_DATA_VLS) {
-            break;
-        }
+    while (l->txq_ready < PIB_LINK_FC_READY && (v = fc_pick(l, &t)) >= 0) {
+        p = QSIMPLEQ_FIRST(&l->vl[v].q);
         n = fc_blocks(pib_packet_ib_len(p));
         QSIMPLEQ_REMOVE_HEAD(&l->vl[v].q, next);
         l->vl[v].qlen--;
         l->vl[v].fctbs = (l->vl[v].fctbs + n) & FC_MASK;
+        fc_arb_sent(l, t, pib_packet_ib_len(p));
         QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
         l->txq_ready++;
-        l->fc_rr = (v + 1) % PIB_LINK_DATA_VLS;
     }
     for (v = 0; v < PIB_LINK_DATA_VLS; v++) {
         p = QSIMPLEQ_FIRST(&l->vl[v].q);

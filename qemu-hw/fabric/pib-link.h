@@ -72,6 +72,7 @@ typedef enum PibLinkRxState {
  * from one port's receive side to another port's transmit queue.
  */
 typedef struct PibLink PibLink;
+typedef struct PibMgmtPort PibMgmtPort;
 
 typedef struct PibPacket {
     QSIMPLEQ_ENTRY(PibPacket) next;
@@ -107,9 +108,9 @@ typedef QSIMPLEQ_HEAD(, PibPacket) PibPacketQueue;
 /*
  * Transmit frames in flight to the link while credits run (pib-link-fc.c): only this many wait
  * in the transmit FIFO itself, the rest in their VL's queue, so that a VL whose credits ran out
- * does not hold up the others behind it.
+ * does not hold up the others behind it, and VL arbitration picks the order of all but these.
  */
-#define PIB_LINK_FC_READY       PIB_LINK_TX_IOV
+#define PIB_LINK_FC_READY       16
 
 /* One data VL of a flow-controlled link: its transmitter's and its receiver's credit state. */
 typedef struct PibLinkVl {
@@ -232,6 +233,16 @@ struct PibLink {
     uint32_t txq_ready;     /* frames in txq itself */
     PibLinkVl vl[PIB_LINK_DATA_VLS];
     uint8_t fc_rr;          /* the VL the round-robin transmit pick starts at */
+    /*
+     * VL arbitration (IBTA 7.6.9; pib-link-fc.c): the port whose VLArbitrationTables and
+     * VLHighLimit pick the next VL (NULL, or tables with no weight: round robin), the entry
+     * of each table (0 low, 1 high) being served and the bytes it may still send, and the
+     * bytes the high table sent since the low one last had a turn.
+     */
+    const PibMgmtPort *arb;
+    uint8_t arb_idx[2];
+    int32_t arb_left[2];
+    uint32_t arb_high_bytes;
     QEMUBH *fc_bh;          /* our receiver freed blocks: send a FLOW frame */
     int64_t fc_wait_since;  /* a VL's head packet has lacked credits since (ns), or 0 */
     uint64_t fc_wait_ns;    /* PortXmitWait: time spent so, before fc_wait_since */

@@ -197,6 +197,7 @@ void pib_link_realize(PibState *s)
     PibLink *l = &s->link;
 
     pib_link_init(l, &pib_hca_link_ops, s, &DEVICE(s)->mem_reentrancy_guard);
+    l->arb = &s->port.mgmt;         /* its VLArbitrationTables pick the VL to send */
     l->id = s->node_guid;
     l->node_guid = s->node_guid;
     l->port_guid = pib_port_guid(s);

@@ -608,6 +608,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.direct = sw->link_direct;
         p->link.doorbell = sw->link_doorbell;
         p->link.credits = sw->link_credits;
+        p->link.arb = &p->mgmt;
         p->link.sndbuf = sw->link_sndbuf;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }

@@ -44,6 +44,10 @@
  *                           (PortXmitWait) and loses nothing; a receiver that holds its
  *                           credits backs the switch up, and a sender that ignores them is
  *                           dropped and counted (ExcessiveBufferOverrunErrors)
+ *   /pib/switch/vlarb       VL arbitration at a congested output: weights 192:64 give VL0
+ *                           three packets for one of VL1, and swapped, the other way round;
+ *                           a high-priority VL takes the port (VLHighLimit 255), or one
+ *                           packet per turn of the low table (VLHighLimit 0)
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
@@ -75,8 +79,11 @@ static char *sw_sock(Sw *s, const char *name)
     return g_build_filename(s->dir, name, NULL);
 }
 
-/* The switch, the HCAs, and this process on port 3; our HELLO has these PIB_HELLO_F_* flags. */
-static void sw_boot_flags(Sw *s, uint32_t hello_flags)
+/*
+ * The switch (with these more properties, ",name=value..."), the HCAs, and this process on
+ * port 3; our HELLO has these PIB_HELLO_F_* flags.
+ */
+static void sw_boot_ex(Sw *s, uint32_t hello_flags, const char *sw_props)
 {
     g_autofree char *p1 = NULL, *p2 = NULL, *p3 = NULL, *args = NULL;
     PibDev *devs[2] = { &s->a, &s->b };
@@ -95,10 +102,10 @@ static void sw_boot_flags(Sw *s, uint32_t hello_flags)
         "-chardev socket,id=s3,path=%s,server=on,wait=off "
         "-chardev socket,id=ca,path=%s," PIB_CHR_RECONNECT_1S " "
         "-chardev socket,id=cb,path=%s," PIB_CHR_RECONNECT_1S " "
-        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port2=s2,port3=s3 "
+        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port2=s2,port3=s3%s "
         "-device pib-hca,addr=4.0,id=pa,chardev=ca,lid=1 "
         "-device pib-hca,addr=5.0,id=pb,chardev=cb,lid=2",
-        p1, p2, p3, p1, p2, SW_PORTS, (uint64_t)SW_NODE_GUID);
+        p1, p2, p3, p1, p2, SW_PORTS, (uint64_t)SW_NODE_GUID, sw_props);
     s->qs = pib_boot(args);
     pib_open(&s->a, s->qs, PIB_DEVFN_A);
     pib_open(&s->b, s->qs, PIB_DEVFN_B);
@@ -115,7 +122,7 @@ static void sw_boot_flags(Sw *s, uint32_t hello_flags)
 
 static void sw_boot(Sw *s)
 {
-    sw_boot_flags(s, 0);
+    sw_boot_ex(s, 0, "");
 }
 
 static void sw_shutdown(Sw *s)
@@ -1000,7 +1007,7 @@ static void test_switch_credits(void)
     Sw s;
     int i;
 
-    sw_boot_flags(&s, PIB_HELLO_F_CREDITS);
+    sw_boot_ex(&s, PIB_HELLO_F_CREDITS, "");
     sw_program(&s);
     /* Every port pair: SL0 on VL0, SL1 on VL1.  We grant VL1 and everything but VL0. */
     g_assert_cmphex(sw_sl2vl_set(&s, PIB_SL2VL_ALL_IN | PIB_SL2VL_ALL_OUT,
@@ -1051,6 +1058,168 @@ static void test_switch_credits(void)
                      overrun0 + 100 - 2 * SWC_BUFFER_PKTS);
     g_assert_cmpuint(sw_counter(&s, "drop-txq-full"), ==, 0);
     sw_shutdown(&s);
+}
+
+/*
+ * VL arbitration (IBTA 7.6.9) at a congested output port: HCA A sends on VL0 and HCA B on
+ * VL1, both to us on port 3, and we grant port 3 no credit until both VLs wait there with a
+ * whole buffer each (31 packets of 4 KiB: A and B are then out of credit at ports 1 and 2).
+ * Then we grant them all: the order in which port 3 sends the 62 packets is the arbiter's
+ * alone.  Weights 192 and 64 in the low-priority table (units of 64 bytes: three 4 KiB packets
+ * against one) send three of VL0 for one of VL1, and swapped the other way round; VL1 in the
+ * high-priority table takes the port (VLHighLimit 255), or one packet per turn of the low
+ * table (VLHighLimit 0).
+ */
+#define SWA_COUNT       24      /* packets of the VL we count to */
+
+/* One HCA's UD QP sending n SENDs of 4 KiB on sl to us, posted (their completions waited). */
+static void swa_send(PibDev *d, TestEnd *x, uint8_t sl, int n)
+{
+    struct pib_sge sge = dp_sge(x->buf, 4096, x->key);
+    struct pib_send_wqe w = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .ud_qpn = cpu_to_le32(0x42),
+        .ud_qkey = cpu_to_le32(0x1234),
+        .ud_dlid = cpu_to_le16(SW_SM_LID),
+        .ud_sl = sl,
+    };
+    int i;
+
+    for (i = 0; i < n; i++) {
+        w.wr_id = cpu_to_le64(i);
+        dp_post_send_raw(d, &x->qp, &w, &sge, sizeof(sge), true);
+    }
+}
+
+static void swa_end(PibDev *d, TestEnd *x)
+{
+    memset(x, 0, sizeof(*x));
+    x->d = d;
+    x->pdn = dp_create_pd(d);
+    x->buf_len = 4096;
+    x->buf = dp_alloc(d, 4096);
+    x->key = dp_reg_mr(d, x->pdn, DP_ALL_ACCESS, x->buf, 4096);
+    dp_create_cq(d, 256, &x->scq);
+    dp_create_cq(d, 256, &x->rcq);
+    g_assert_cmpuint(dp_create_qp_ex(d, PIB_QPT_UD, x->pdn, &x->scq, &x->rcq, 128, 16, DP_UAR,
+                                     PIB_SRQN_NONE, &x->qp), ==, PIB_AQ_OK);
+    dp_ud_ready(d, &x->qp, 0x1234);
+}
+
+/*
+ * Grant port 3 every packet that waits, and read them: how many of the other VL came with the
+ * first SWA_COUNT of VL done_vl.
+ */
+static uint32_t swa_share(Sw *s, uint8_t done_vl)
+{
+    uint8_t b[PIB_LINK_MAX_PAYLOAD];
+    uint32_t got[2] = { 0 }, other = 0;
+    uint16_t len;
+    uint8_t type, vl;
+
+    peer_send_flow(s->fd, 0, 2048, 2048);
+    while (got[0] + got[1] < 2 * SWC_BUFFER_PKTS) {
+        type = peer_read_any(s->fd, b, sizeof(b), &len, TIMEOUT_US / 1000);
+        g_assert_cmpuint(type, !=, 0);
+        vl = b[0] >> 4;
+        if (type != PIB_FRAME_PACKET || vl > 1 || b[8] != PIB_OP_UD_SEND_ONLY) {
+            continue;
+        }
+        if (++got[vl] == SWA_COUNT && vl == done_vl) {
+            other = got[!done_vl];
+        }
+    }
+    g_assert_cmpuint(got[0], ==, SWC_BUFFER_PKTS);
+    g_assert_cmpuint(got[1], ==, SWC_BUFFER_PKTS);
+    return other;
+}
+
+static void swa_vlarb(Sw *s, uint8_t w0, uint8_t w1)
+{
+    struct pib_smp resp;
+    uint8_t t[64] = { 0, w0, 1, w1 };
+
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_0 << 16 | SW_TEST_PORT,
+                              t, sizeof(t), &resp), ==, 0);
+    g_assert_cmpmem(resp.data, 4, t, 4);
+}
+
+/* VL1 alone in port 3's high-priority table, VL0 alone in the low one; VLHighLimit limit. */
+static void swa_high(Sw *s, uint8_t limit)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+    uint8_t low[64] = { 0, 64 }, high[64] = { 1, 64 };
+
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_0 << 16 | SW_TEST_PORT,
+                              low, sizeof(low), &resp), ==, 0);
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_HIGH_0 << 16 | SW_TEST_PORT,
+                              high, sizeof(high), &resp), ==, 0);
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, SW_TEST_PORT, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    pi.speed_state &= 0xf0;
+    pi.phys_down &= 0x0f;
+    pi.vl_high_limit = limit;
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, SW_TEST_PORT, &pi, sizeof(pi), &resp),
+                    ==, 0);
+    g_assert_cmpuint(((struct pib_port_info *)resp.data)->vl_high_limit, ==, limit);
+}
+
+/* A fresh fabric with credits on port 3, SL0 on VL0 and SL1 on VL1, and A's and B's UD QPs. */
+static void swa_boot(Sw *s, TestEnd *x, TestEnd *y)
+{
+    sw_boot_ex(s, PIB_HELLO_F_CREDITS, "");
+    sw_program(s);
+    g_assert_cmphex(sw_sl2vl_set(s, PIB_SL2VL_ALL_IN | PIB_SL2VL_ALL_OUT,
+                                 0x0100000000000000ull), ==, 0);
+    swa_end(&s->a, x);
+    swa_end(&s->b, y);
+}
+
+/*
+ * One measurement on a fresh fabric: port 3's tables set by weights (w0, w1 for VL0 and VL1 in
+ * the low table) or, with high >= 0, VL1 high and VL0 low with VLHighLimit high; then A's VL0
+ * and B's VL1 SENDs.  Returns the other VL's packets when VL done_vl brought SWA_COUNT.
+ */
+static uint32_t swa_run(uint8_t w0, uint8_t w1, int high, uint8_t done_vl)
+{
+    TestEnd x, y;
+    uint32_t other;
+    uint64_t fwd;
+    Sw s;
+
+    swa_boot(&s, &x, &y);
+    if (high >= 0) {
+        swa_high(&s, high);
+    } else {
+        swa_vlarb(&s, w0, w1);
+    }
+    fwd = sw_counter(&s, "forwarded");
+    swa_send(&s.a, &x, 0, SWC_BUFFER_PKTS);
+    swa_send(&s.b, &y, 1, SWC_BUFFER_PKTS);
+    /* Both VLs wait at port 3 before we grant: a full buffer's worth from each of ports 1, 2. */
+    sw_wait_counter(&s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
+    other = swa_share(&s, done_vl);
+    g_test_message("weights %u:%u, VLHighLimit %d: %u of VL%u with %u of VL%u", w0, w1, high,
+                   other, !done_vl, SWA_COUNT, done_vl);
+    sw_shutdown(&s);
+    return other;
+}
+
+static void test_switch_vlarb(void)
+{
+    /*
+     * 3:1 by weight, either way round.  The table's entry 0 (VL0) goes first: with VL0 the
+     * heavier, 0 0 0 1 0 0 0 1 ..., and 7 of VL1 came with the 24th of VL0; with VL1 the
+     * heavier, 0 1 1 1 0 1 1 1 ..., and 8 of VL0 came with the 24th of VL1.
+     */
+    g_assert_cmpuint(swa_run(192, 64, -1, 0), ==, SWA_COUNT / 3 - 1);
+    g_assert_cmpuint(swa_run(64, 192, -1, 1), ==, SWA_COUNT / 3);
+    /* High priority without a limit: all of VL1 first; with VLHighLimit 0, turn by turn. */
+    g_assert_cmpuint(swa_run(64, 64, 255, 1), ==, 0);
+    g_assert_cmpuint(swa_run(64, 64, 0, 1), >=, SWA_COUNT - 1);
 }
 
 /*
@@ -1239,6 +1408,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/partition", test_switch_partition);
     qtest_add_func("/pib/switch/vls", test_switch_vls);
     qtest_add_func("/pib/switch/credits", test_switch_credits);
+    qtest_add_func("/pib/switch/vlarb", test_switch_vlarb);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
