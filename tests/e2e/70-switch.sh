@@ -113,26 +113,7 @@ sw_pkeys() { on 0 smpquery pkeys "$swlid" "$1" 2>/dev/null; }
 has_pkey() { [ -n "$(pkey_index "$1" "$2")" ]; }        # has_pkey NODE PKEY
 sw_has_pkey() { sw_pkeys "$1" | grep -qi "$2"; }        # sw_has_pkey PORT PKEY
 # sw_drop NAME: one of the switch's drop counters (drop-partition ...), by QMP qom-get on its device.
-sw_drop() {
-  python3 - "$PIBVM_DIR/switch0.qmp" "$1" <<'PY'
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-f = s.makefile("rwb")
-f.readline()                                    # greeting
-for cmd in ({"execute": "qmp_capabilities"},
-            {"execute": "qom-get", "arguments": {"path": "/machine/peripheral/sw0",
-                                                 "property": sys.argv[2]}}):
-    f.write(json.dumps(cmd).encode() + b"\n")
-    f.flush()
-    while True:                                 # skip events
-        r = json.loads(f.readline())
-        if "return" in r or "error" in r:
-            break
-print(r.get("return", ""))
-PY
-}
+sw_drop() { qom "$PIBVM_DIR/switch0.qmp" /machine/peripheral/sw0 "$1"; }
 
 on 0 sh -c "printf '%s\n' 'Default=0x7fff : ALL=full ;' 'only1=0x0003 : $PGUID1=full ;' > $CONF"
 check "node 0: opensm stops" "$PIBVM" sm stop 0
