@@ -14,7 +14,8 @@
  *             the others.  The pick among the VLs that may send is the port's VL arbitration
  *             (IBTA 7.6.9: the high- and low-priority tables of (VL, weight) and VLHighLimit
  *             the SM set; round robin while it set none).  While a head packet lacks credits
- *             the port is waiting: PortXmitWait.
+ *             the port is waiting: PortXmitWait.  On a switch port, a packet that stays at
+ *             the head of its VL's queue past the port's HOQLife is discarded (fc_hoq_check).
  *   receive   a data packet takes blocks of its VL's buffer (PibLinkVl.held) until it is
  *             freed: the HCA consumed it, or a switch sent it on (pib_packet_release, from
  *             every path that frees a frame buffer).  A freed block is credit granted again:
@@ -103,6 +104,71 @@ static void fc_bh(void *opaque)
     fc_send(opaque, false);
 }
 
+/* The head-of-queue lifetime in ns, or -1: infinite (or not a switch port). */
+static int64_t fc_hoq_life(const PibLink *l)
+{
+    uint8_t v = l->arb ? l->arb->hoq_life & 0x1f : PIB_MGMT_HOQ_INFINITE;
+
+    return !l->hoq || v >= PIB_MGMT_HOQ_INFINITE ? -1 : (int64_t)4096 << v;
+}
+
+/*
+ * Discard the heads that waited past HOQLife (freeing the input credits they held), and set the
+ * timer for the next head's expiry.
+ */
+static void fc_hoq_check(PibLink *l)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    int64_t life = fc_hoq_life(l), next = INT64_MAX;
+    PibPacket *p;
+    int v;
+
+    if (life < 0) {
+        timer_del(l->hoq_timer);
+        return;
+    }
+    for (v = 0; v < PIB_LINK_DATA_VLS; v++) {
+        while ((p = QSIMPLEQ_FIRST(&l->vl[v].q)) && now - p->fc_head_since >= life) {
+            QSIMPLEQ_REMOVE_HEAD(&l->vl[v].q, next);
+            l->vl[v].qlen--;
+            l->txq_len--;
+            trace_pib_link_fc_hoq(l->id, v, (now - p->fc_head_since) / SCALE_US);
+            if (l->ops->fc_hoq_discard) {
+                l->ops->fc_hoq_discard(l, v);
+            }
+            pib_link_packet_free(l, p);
+            if ((p = QSIMPLEQ_FIRST(&l->vl[v].q))) {
+                p->fc_head_since = now;
+            }
+        }
+        if (p) {
+            next = MIN(next, p->fc_head_since + life);
+        }
+    }
+    if (next == INT64_MAX) {
+        timer_del(l->hoq_timer);
+    } else if (!timer_pending(l->hoq_timer) || timer_expire_time_ns(l->hoq_timer) > next) {
+        timer_mod(l->hoq_timer, next);
+    }
+}
+
+static void fc_hoq_timer(void *opaque)
+{
+    pib_link_fc_hoq_update(opaque);
+}
+
+/* The lifetime changed, or its timer fired: discard what expired, send what may go now. */
+void pib_link_fc_hoq_update(PibLink *l)
+{
+    fc_hoq_check(l);
+    pib_link_fc_pump(l);
+    pib_link_tx_flush(l);
+    if (l->tx_waiters && l->txq_len < PIB_TXQ_MAX / 2) {
+        l->tx_waiters = false;
+        l->ops->tx_room(l);
+    }
+}
+
 void pib_link_fc_init(PibLink *l)
 {
     int i;
@@ -111,12 +177,14 @@ void pib_link_fc_init(PibLink *l)
         QSIMPLEQ_INIT(&l->vl[i].q);
     }
     l->fc_bh = qemu_bh_new(fc_bh, l);
+    l->hoq_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, fc_hoq_timer, l);
 }
 
 void pib_link_fc_fini(PibLink *l)
 {
     pib_link_fc_purge(l);
     qemu_bh_delete(l->fc_bh);
+    timer_free(l->hoq_timer);
 }
 
 /*
@@ -136,6 +204,7 @@ void pib_link_fc_purge(PibLink *l)
         }
         l->vl[i].qlen = 0;
     }
+    timer_del(l->hoq_timer);
     if (l->fc_wait_since) {
         l->fc_wait_ns += qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since;
         l->fc_wait_since = 0;
@@ -285,6 +354,9 @@ void pib_link_fc_pump(PibLink *l)
         fc_arb_sent(l, t, pib_packet_ib_len(p));
         QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
         l->txq_ready++;
+        if (l->hoq && !QSIMPLEQ_EMPTY(&l->vl[v].q)) {
+            QSIMPLEQ_FIRST(&l->vl[v].q)->fc_head_since = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+        }
     }
     for (v = 0; v < PIB_LINK_DATA_VLS; v++) {
         p = QSIMPLEQ_FIRST(&l->vl[v].q);
@@ -292,6 +364,9 @@ void pib_link_fc_pump(PibLink *l)
             waiting = true;
             break;
         }
+    }
+    if (waiting && l->hoq) {
+        fc_hoq_check(l);            /* a head waits: it has a lifetime */
     }
     if (waiting && !l->fc_wait_since) {
         l->fc_wait_since = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
@@ -307,6 +382,9 @@ void pib_link_fc_enqueue(PibLink *l, PibPacket *p)
 {
     PibLinkVl *v = &l->vl[p->data[PIB_LINK_HDR_LEN] >> 4];
 
+    if (l->hoq && QSIMPLEQ_EMPTY(&v->q)) {
+        p->fc_head_since = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    }
     QSIMPLEQ_INSERT_TAIL(&v->q, p, next);
     v->qlen++;
     pib_link_fc_pump(l);

@@ -77,6 +77,7 @@ typedef struct PibMgmtPort PibMgmtPort;
 typedef struct PibPacket {
     QSIMPLEQ_ENTRY(PibPacket) next;
     PibLink *fc_link;       /* (credits, below) */
+    int64_t fc_head_since;  /* transmit: at the head of its VL's queue since (virtual ns) */
     uint32_t len;           /* bytes in data[]: header + IB packet */
     /*
      * Credits (pib-link-fc.c): a data packet received on a flow-controlled link holds
@@ -147,6 +148,8 @@ typedef struct PibLinkOps {
     void (*tx_room)(PibLink *l);
     /* Optional: a data packet came with no buffer left on its VL (dropped, to be counted). */
     void (*fc_overrun)(PibLink *l, uint8_t vl);
+    /* Optional (with hoq): a packet waited at its VL queue's head past HOQLife, discarded. */
+    void (*fc_hoq_discard)(PibLink *l, uint8_t vl);
     /* Framing was lost: a counted link error. */
     void (*framing_error)(PibLink *l);
 } PibLinkOps;
@@ -240,6 +243,14 @@ struct PibLink {
      * bytes the high table sent since the low one last had a turn.
      */
     const PibMgmtPort *arb;
+    /*
+     * Head-of-queue lifetime (a switch port's: IBTA 18.2.5.4, PortInfo:HOQLife of arb): a
+     * packet that waits at the head of its VL's queue longer than 4.096 us x 2^HOQLife is
+     * discarded, so that a receiver that stops granting credit cannot hold the input buffers
+     * of the whole switch for ever.  hoq_timer fires at the next head's expiry.
+     */
+    bool hoq;
+    QEMUTimer *hoq_timer;
     uint8_t arb_idx[2];
     int32_t arb_left[2];
     uint32_t arb_high_bytes;
@@ -302,6 +313,7 @@ bool pib_link_fc_rx_room(PibLink *l, const uint8_t *ib, uint32_t len);
 void pib_link_fc_rx_take(PibLink *l, const uint8_t *ib, uint32_t len, PibPacket *p);
 void pib_packet_release(PibPacket *p);
 void pib_link_fc_set_hold(PibLink *l, bool hold);
+void pib_link_fc_hoq_update(PibLink *l);
 uint64_t pib_link_xmit_wait_ns(const PibLink *l);
 /* Does this frame go through a VL queue: a PACKET on a data VL of a flow-controlled link? */
 static inline bool pib_link_fc_data(const PibLink *l, const PibPacket *p)

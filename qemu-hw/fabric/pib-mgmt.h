@@ -35,6 +35,8 @@
 #define PIB_MGMT_VL_CAP         3       /* VLCap: VL0-VL3 (and VL15) */
 #define PIB_MGMT_VLARB_CAP      8
 #define PIB_VL_MGMT             15
+/* PortInfo:HOQLife: 4.096 us x 2^value; this and above mean infinite (the reset value). */
+#define PIB_MGMT_HOQ_INFINITE   20
 #define PIB_MGMT_WIDTH_4X       2       /* LinkWidthSupported/Active: 4X */
 #define PIB_MGMT_SPEED_QDR      4       /* LinkSpeedSupported/Active: QDR (10 Gb/s) */
 #define PIB_MGMT_RESP_TIME      18      /* RespTimeValue: 4.096 us * 2^18, about 1 s */
@@ -51,6 +53,7 @@
 #define PIB_MGMT_CHG_PKEY       (1u << 2)   /* the P_Key table */
 #define PIB_MGMT_CHG_REREG      (1u << 3)   /* ClientReregister: re-register with the SA */
 #define PIB_MGMT_CHG_GID        (1u << 4)   /* GidPrefix */
+#define PIB_MGMT_CHG_HOQ        (1u << 5)   /* HOQLife (a switch port's discard deadline) */
 
 typedef struct PibMgmtNode PibMgmtNode;
 typedef struct PibMgmtPort PibMgmtPort;

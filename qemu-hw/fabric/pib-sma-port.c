@@ -88,7 +88,7 @@ void pib_mgmt_port_reset(PibMgmtPort *p)
     p->link_down_default = SMA_LINK_DOWN_POLLING;
     p->vl_high_limit = 0;
     p->operational_vls = PIB_MGMT_VL_CAP;
-    p->hoq_life = 0;
+    p->hoq_life = PIB_MGMT_HOQ_INFINITE;   /* no discard until an SM sets a lifetime */
     p->enforce = 0;
     p->phy_overrun_thresh = 0;
     p->mkey_violations = 0;

@@ -353,6 +353,9 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
     } else {
         changed = 0;
     }
+    if ((pi->vlstall_hoqlife & 0x1f) != p->hoq_life) {
+        changed |= PIB_MGMT_CHG_HOQ;
+    }
     p->neighbor_mtu = mtu;
     p->subnet_timeout = pi->rereg_subnet_timeout & 0x1f;
     if (pi->link_width_enabled) {

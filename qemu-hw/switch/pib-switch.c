@@ -425,6 +425,17 @@ static void sw_link_framing_error(PibLink *l)
     port->ctr.link_recovery++;
 }
 
+/* A packet waited past HOQLife at the head of this port's VL queue: PortXmitDiscards. */
+static void sw_link_fc_hoq_discard(PibLink *l, uint8_t vl)
+{
+    PibSwitchPort *port = l->opaque;
+
+    port->ctr.xmit_discards++;
+    port->sw->drops[PIB_SW_DROP_HOQ]++;
+    trace_pib_switch_drop(port->sw->node_guid, port->num, "drop-hoq-lifetime", 0,
+                          port->sw->drops[PIB_SW_DROP_HOQ]);
+}
+
 /* The peer sent beyond the credits this port granted: dropped by the link, counted here. */
 static void sw_link_fc_overrun(PibLink *l, uint8_t vl)
 {
@@ -445,6 +456,7 @@ static const PibLinkOps sw_link_ops = {
     .tx_room = sw_link_tx_room,
     .framing_error = sw_link_framing_error,
     .fc_overrun = sw_link_fc_overrun,
+    .fc_hoq_discard = sw_link_fc_hoq_discard,
 };
 
 /*
@@ -502,7 +514,12 @@ static void sw_mgmt_set_phys_state(PibMgmtPort *m, uint8_t phys)
 
 static void sw_mgmt_changed(PibMgmtPort *m, unsigned what)
 {
-    /* No driver to tell: the switch forwards by its tables alone. */
+    PibSwitchPort *port = sw_mgmt_port(m);
+
+    /* No driver to tell; a new HOQLife applies to what waits already. */
+    if ((what & PIB_MGMT_CHG_HOQ) && port->num != 0) {
+        pib_link_fc_hoq_update(&port->link);
+    }
 }
 
 /* A trap from the SMA: a LID-routed SMP from port 0, out by the LFT. */
@@ -609,6 +626,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.doorbell = sw->link_doorbell;
         p->link.credits = sw->link_credits;
         p->link.arb = &p->mgmt;
+        p->link.hoq = true;         /* a switch port: PortInfo:HOQLife applies */
         p->link.sndbuf = sw->link_sndbuf;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }

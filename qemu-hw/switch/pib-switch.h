@@ -41,7 +41,9 @@ OBJECT_DECLARE_SIMPLE_TYPE(PibSwitch, PIB_SWITCH)
                                          /* or its SL maps to VL15 or to a VL the out */ \
                                          /* port does not operate (IBTA 7.6.6) */     \
     X(CREDIT,       "drop-credit-overrun") /* data beyond the credits the in port */  \
-                                         /* granted (a peer that ignores them) */
+                                         /* granted (a peer that ignores them) */    \
+    X(HOQ,          "drop-hoq-lifetime") /* waited past HOQLife at the head of an */  \
+                                         /* out port's VL queue (no credit came) */
 
 #define PIB_SW_DROP_ENUM(id, name) PIB_SW_DROP_##id,
 enum pib_sw_drop {

@@ -44,6 +44,9 @@
  *                           (PortXmitWait) and loses nothing; a receiver that holds its
  *                           credits backs the switch up, and a sender that ignores them is
  *                           dropped and counted (ExcessiveBufferOverrunErrors)
+ *   /pib/switch/hoq         HOQLife: packets stuck at the head of an output VL queue (the
+ *                           receiver grants no credit) are discarded once the SM set a
+ *                           lifetime, counted in PortXmitDiscards; never at the reset value
  *   /pib/switch/vlarb       VL arbitration at a congested output: weights 192:64 give VL0
  *                           three packets for one of VL1, and swapped, the other way round;
  *                           a high-priority VL takes the port (VLHighLimit 255), or one
@@ -1061,6 +1064,80 @@ static void test_switch_credits(void)
 }
 
 /*
+ * Head-of-queue lifetime (IBTA 18.2.5.4): HCA B holds its credits, so the 31 packets switch
+ * port 2 could not send wait there, holding port 3's input buffer.  With PortInfo:HOQLife at
+ * its reset value (infinite) they wait for ever; with HOQLife 10 (4.096 us x 2^10, about 4
+ * ms) each is discarded once it has been at the head that long (the virtual clock, stepped
+ * here), counted in port 2's PortXmitDiscards and drop-hoq-lifetime, and what comes after
+ * them reaches B.
+ */
+static void sw_set_hoq(Sw *s, uint8_t port, uint8_t hoq)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    pi.speed_state &= 0xf0;
+    pi.phys_down &= 0x0f;
+    pi.vlstall_hoqlife = (pi.vlstall_hoqlife & 0xe0) | hoq;
+    g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, port, &pi, sizeof(pi), &resp), ==, 0);
+    g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife & 0x1f, ==, hoq);
+}
+
+static void test_switch_hoq(void)
+{
+    static uint8_t payload[SWC_PAYLOAD];
+    struct pib_port_counters pc0, pc1;
+    uint64_t fwd, hoq0, cb[PIB_CNT_MAX];
+    struct pib_smp resp;
+    Sw s;
+    int i;
+
+    sw_boot_ex(&s, PIB_HELLO_F_CREDITS, "");
+    sw_program(&s);
+    peer_send_flow(s.fd, 0, 2048, 2048);       /* credit for the PMA's answers to us */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
+    g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife & 0x1f, ==, 20);
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", true);
+    dp_counters(&s.b, cb);
+    fwd = sw_counter(&s, "forwarded");
+    hoq0 = sw_counter(&s, "drop-hoq-lifetime");
+    /* B's buffer's worth (which B takes), then port 3's buffer's worth (which waits). */
+    for (i = 0; i < 2 * SWC_BUFFER_PKTS; i++) {
+        if (i == SWC_BUFFER_PKTS) {
+            sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS,
+                                cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
+        }
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(&s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
+    /* Infinite: ten seconds at the head change nothing. */
+    qtest_clock_step(s.qs->qts, 10 * 1000 * 1000 * 1000ll);
+    g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0);
+
+    sw_port_counters(&s, 2, &pc0);
+    sw_set_hoq(&s, 2, 10);
+    for (i = 0; i < 100 && sw_counter(&s, "drop-hoq-lifetime") < hoq0 + SWC_BUFFER_PKTS; i++) {
+        qtest_clock_step(s.qs->qts, 10 * 1000 * 1000ll);
+    }
+    g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0 + SWC_BUFFER_PKTS);
+    sw_port_counters(&s, 2, &pc1);
+    g_assert_cmpuint(be16_to_cpu(pc1.xmit_discards_be), ==,
+                     be16_to_cpu(pc0.xmit_discards_be) + SWC_BUFFER_PKTS);
+
+    /* B lets go: nothing of the discarded comes, and new packets do. */
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", false);
+    for (i = 0; i < 5; i++) {
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS, cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS + 5);
+    sw_shutdown(&s);
+}
+
+/*
  * VL arbitration (IBTA 7.6.9) at a congested output port: HCA A sends on VL0 and HCA B on
  * VL1, both to us on port 3, and we grant port 3 no credit until both VLs wait there with a
  * whole buffer each (31 packets of 4 KiB: A and B are then out of credit at ports 1 and 2).
@@ -1409,6 +1486,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/vls", test_switch_vls);
     qtest_add_func("/pib/switch/credits", test_switch_credits);
     qtest_add_func("/pib/switch/vlarb", test_switch_vlarb);
+    qtest_add_func("/pib/switch/hoq", test_switch_hoq);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     return g_test_run();
