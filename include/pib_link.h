@@ -33,9 +33,12 @@
  * whose descriptor is not an eventfd, means no doorbell.  A receiver that does not know the
  * flag ignores it, and the kernel closes the descriptor it did not ask for.
  *
- * Credits (IBTA 7.9, link-level flow control): when both HELLOs carry PIB_HELLO_F_CREDITS, the
- * data VLs (0-14) are flow-controlled and the link never drops a data packet for lack of
- * buffer.  VL15 (SMPs) is not flow-controlled.  Each receiver has PIB_LINK_VL_BLOCKS blocks of
+ * Credits (IBTA 7.9, link-level flow control): when both HELLOs carry PIB_HELLO_F_CREDITS and
+ * either carries PIB_HELLO_F_SWITCH or PIB_HELLO_F_CREDITS_ON, the data VLs (0-14) are
+ * flow-controlled and the link never drops a data packet for lack of buffer.  (Between two CAs
+ * nothing drops anyway, a CA stops reading rather than drop, and IBTA's 128 KiB window costs a
+ * link whose round trip is a main loop's about half its bulk bandwidth: so two CAs run credits
+ * only when one asks, docs/reference/hardware.md "Credits".)  VL15 (SMPs) is not flow-controlled.  Each receiver has PIB_LINK_VL_BLOCKS blocks of
  * PIB_LINK_BLOCK bytes per data VL; a packet takes ceil(its LRH length in bytes / 64) blocks.
  * FLOW frames carry IBTA flow-control packets (struct pib_link_fc), one per VL, and both
  * directions of a VL ride in each: FCTBS is the sender's Total Blocks Sent on that VL, modulo
@@ -82,6 +85,8 @@ struct pib_link_hdr {
 #define PIB_LINK_HELLO_MIN_LEN 24
 #define PIB_HELLO_F_DOORBELL   0x1  /* an eventfd rides with this HELLO: ring it (see above)  */
 #define PIB_HELLO_F_CREDITS    0x2  /* this side runs credit-based flow control (see above)  */
+#define PIB_HELLO_F_SWITCH     0x4  /* this side is a switch port                            */
+#define PIB_HELLO_F_CREDITS_ON 0x8  /* ... and wants credits even between two CAs            */
 /* What a ring adds to the peer's eventfd (an 8-byte write): STARTs count in the low 32 bits. */
 #define PIB_LINK_RING_START    0x1ULL
 #define PIB_LINK_RING_END      0x100000000ULL

@@ -38,6 +38,12 @@
 
 #define FC_MASK         (PIB_LINK_FC_MOD - 1)
 #define FC_WINDOW       (PIB_LINK_FC_MOD / 2)
+/*
+ * A FLOW frame goes out once the limit moved by this many blocks (16 KiB), or by any while the
+ * peer is down to half a window.  The window is IBTA's 128 KiB, and the peer's main loop turns
+ * it around far slower than a wire: granting in small steps keeps its sender from running dry.
+ */
+#define FC_GRANT_STEP   (FC_WINDOW / 8)
 
 /* The blocks a packet of len bytes (LRH onwards) takes. */
 static uint16_t fc_blocks(uint32_t len)
@@ -60,9 +66,9 @@ static uint16_t fc_limit(const PibLinkVl *v)
 }
 
 /*
- * Send our FLOW frame: every VL's FCTBS and credit limit.  Unless forced, only once the peer
- * is down to half a window of credit on some VL whose limit has moved since: a frame per
- * freed packet would cost as much as the packets (an A/B of the RC READ benchmark showed it).
+ * Send our FLOW frame: every VL's FCTBS and credit limit.  Unless forced, only once a VL's
+ * limit moved by FC_GRANT_STEP, or at all while the peer is down to half a window: a frame per
+ * freed packet would cost as much as the packets.
  */
 static void fc_send(PibLink *l, bool force)
 {
@@ -78,8 +84,10 @@ static void fc_send(PibLink *l, bool force)
     for (i = 0; i < PIB_LINK_DATA_VLS && !due; i++) {
         PibLinkVl *v = &l->vl[i];
 
-        due = fc_limit(v) != v->fccl_sent &&
-              ((v->fccl_sent - v->abr) & FC_MASK) < FC_WINDOW / 2;
+        uint16_t moved = (fc_limit(v) - v->fccl_sent) & FC_MASK;
+
+        due = moved >= FC_GRANT_STEP ||
+              (moved && ((v->fccl_sent - v->abr) & FC_MASK) < FC_WINDOW / 2);
     }
     if (!due) {
         return;
@@ -217,7 +225,8 @@ void pib_link_fc_reset(PibLink *l)
     int i;
 
     pib_link_fc_purge(l);
-    l->fc = l->fc_offered = l->fc_peer = false;
+    l->fc = false;
+    l->fc_offered = l->fc_peer = 0;
     l->arb_idx[0] = l->arb_idx[1] = 0;
     l->arb_left[0] = l->arb_left[1] = 0;
     l->arb_high_bytes = 0;
@@ -227,9 +236,27 @@ void pib_link_fc_reset(PibLink *l)
     }
 }
 
-/* Both HELLOs are in and both offered credits: grant ours. */
-void pib_link_fc_start(PibLink *l)
+/* What our HELLO says of credits (include/pib_link.h): link-credits and whether a switch. */
+uint32_t pib_link_fc_flags(const PibLink *l)
 {
+    return (l->credits != ON_OFF_AUTO_OFF ? PIB_HELLO_F_CREDITS : 0) |
+           (l->credits == ON_OFF_AUTO_ON ? PIB_HELLO_F_CREDITS_ON : 0) |
+           (l->is_switch ? PIB_HELLO_F_SWITCH : 0);
+}
+
+/*
+ * Once both HELLOs are in (ours sent, the peer's come): credits run if both sides run them and
+ * one is a switch or wants them between CAs too.  Both ends decide alike from the same two
+ * HELLOs.  Our FLOW frame must follow our HELLO, which is why this waits for both.
+ */
+void pib_link_fc_maybe_start(PibLink *l)
+{
+    uint32_t both = l->fc_offered & l->fc_peer, any = l->fc_offered | l->fc_peer;
+
+    if (l->fc || !l->fc_offered || !(both & PIB_HELLO_F_CREDITS) ||
+        !(any & (PIB_HELLO_F_SWITCH | PIB_HELLO_F_CREDITS_ON))) {
+        return;
+    }
     l->fc = true;
     trace_pib_link_event(l->id, "credit-based flow control on");
     fc_send(l, true);

@@ -99,7 +99,7 @@ static void pib_link_send_hello(PibLink *l)
         .node_guid_be = cpu_to_be64(l->node_guid),
         .port_guid_be = cpu_to_be64(l->port_guid),
         .flags_be     = cpu_to_be32((l->db_fd >= 0 ? PIB_HELLO_F_DOORBELL : 0) |
-                                    (l->credits ? PIB_HELLO_F_CREDITS : 0)),
+                                    pib_link_fc_flags(l)),
     };
     PibPacket *p = pib_link_packet_new(l, sizeof(h));
 
@@ -111,10 +111,8 @@ static void pib_link_send_hello(PibLink *l)
     trace_pib_link_tx(l->id, pib_frame_type_name(PIB_FRAME_HELLO),
                       sizeof(h));
     pib_link_enqueue(l, p);
-    l->fc_offered = l->credits;
-    if (l->fc_offered && l->fc_peer && !l->fc) {
-        pib_link_fc_start(l);       /* the peer's HELLO came first: credits after ours */
-    }
+    l->fc_offered = pib_link_fc_flags(l);
+    pib_link_fc_maybe_start(l);     /* if the peer's HELLO came first: credits after ours */
     pib_link_tx_flush(l);
 }
 
@@ -368,10 +366,8 @@ static void pib_link_rx_hello(PibLink *l)
      * Credits run once both sides offered them; our FLOW frame must follow our own HELLO, so
      * a port that has not sent its HELLO yet (DISABLED) starts them when it does.
      */
-    l->fc_peer = be32_to_cpu(h.flags_be) & PIB_HELLO_F_CREDITS;
-    if (l->fc_offered && l->fc_peer && !l->fc) {
-        pib_link_fc_start(l);
-    }
+    l->fc_peer = be32_to_cpu(h.flags_be);
+    pib_link_fc_maybe_start(l);
     l->ops->event(l, PIB_PEV_HELLO);
 }
 

@@ -16,6 +16,7 @@
 #define HW_PIB_LINK_H
 
 #include "qemu/queue.h"
+#include "qapi/qapi-types-common.h"    /* OnOffAuto */
 #include "../pib-compat.h"      /* CharFrontend */
 #include "../include/pib_link.h"
 #include "pib-port-sm.h"        /* the events the link reports */
@@ -228,10 +229,11 @@ struct PibLink {
      * transmit FIFO above holds at most PIB_LINK_FC_READY frames (txq_ready) and txq_len
      * counts those and the VL queues' together.
      */
-    bool credits;           /* property link-credits: offer flow control in our HELLO */
-    bool fc;                /* both HELLOs offered it: it runs on this stream */
-    bool fc_offered;        /* our HELLO on this stream offered it */
-    bool fc_peer;           /* the peer's HELLO on this stream offered it */
+    OnOffAuto credits;      /* property link-credits: on, off, auto (with a switch only) */
+    bool is_switch;         /* a switch port: says so in its HELLO */
+    bool fc;                /* both HELLOs agreed to it: it runs on this stream */
+    uint32_t fc_offered;    /* our HELLO's PIB_HELLO_F_CREDITS* and _SWITCH flags, once sent */
+    uint32_t fc_peer;       /* the peer's, once its HELLO came */
     bool fc_hold;           /* inject: our receiver grants no more credit until cleared */
     uint32_t txq_ready;     /* frames in txq itself */
     PibLinkVl vl[PIB_LINK_DATA_VLS];
@@ -304,7 +306,8 @@ void pib_link_direct_stop(PibLink *l);
 void pib_link_fc_init(PibLink *l);
 void pib_link_fc_fini(PibLink *l);
 void pib_link_fc_reset(PibLink *l);
-void pib_link_fc_start(PibLink *l);
+uint32_t pib_link_fc_flags(const PibLink *l);
+void pib_link_fc_maybe_start(PibLink *l);
 void pib_link_fc_enqueue(PibLink *l, PibPacket *p);
 void pib_link_fc_pump(PibLink *l);
 void pib_link_fc_purge(PibLink *l);

@@ -685,7 +685,7 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, true),
-    DEFINE_PROP_BOOL("link-credits", PibState, link.credits, true),
+    DEFINE_PROP_ON_OFF_AUTO("link-credits", PibState, link.credits, ON_OFF_AUTO_AUTO),
     DEFINE_PROP_UINT32("link-sndbuf", PibState, link.sndbuf, PIB_LINK_SNDBUF),
     PIB_PROP_END
 };

@@ -625,6 +625,7 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.direct = sw->link_direct;
         p->link.doorbell = sw->link_doorbell;
         p->link.credits = sw->link_credits;
+        p->link.is_switch = true;
         p->link.arb = &p->mgmt;
         p->link.hoq = true;         /* a switch port: PortInfo:HOQLife applies */
         p->link.sndbuf = sw->link_sndbuf;
@@ -671,7 +672,7 @@ static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibSwitch, node_guid, 0),
     DEFINE_PROP_BOOL("link-direct", PibSwitch, link_direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibSwitch, link_doorbell, true),
-    DEFINE_PROP_BOOL("link-credits", PibSwitch, link_credits, true),
+    DEFINE_PROP_ON_OFF_AUTO("link-credits", PibSwitch, link_credits, ON_OFF_AUTO_AUTO),
     DEFINE_PROP_UINT32("link-sndbuf", PibSwitch, link_sndbuf, PIB_LINK_SNDBUF),
     SW_PORT_PROP(1), SW_PORT_PROP(2), SW_PORT_PROP(3), SW_PORT_PROP(4),
     SW_PORT_PROP(5), SW_PORT_PROP(6), SW_PORT_PROP(7), SW_PORT_PROP(8),

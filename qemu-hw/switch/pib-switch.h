@@ -71,7 +71,7 @@ struct PibSwitch {
     uint64_t node_guid;
     bool link_direct;
     bool link_doorbell;     /* property link-doorbell (pib_link.h, "Doorbell") */
-    bool link_credits;      /* property link-credits (pib_link.h, "Credits") */
+    OnOffAuto link_credits; /* property link-credits (pib_link.h, "Credits") */
     uint32_t link_sndbuf;   /* property link-sndbuf (pib-link.h, PIB_LINK_SNDBUF) */
 
     PibSwitchPort ports[PIB_SW_MAX_PORTS + 1];      /* [0] the management port */

@@ -1,8 +1,9 @@
 #!/bin/bash
-# credits: the link between the suite's two guests runs credit-based flow control (IBTA 7.9,
-# include/pib_link.h "Credits"), and a receiver that stops granting credit stalls its sender
-# without a byte lost.  While node 1 runs `ib_write_bw` to node 0, node 0's HCA holds its
-# credits (inject-credit-hold, QMP qom-set):
+# credits: two guests cabled back to back with credit-based flow control asked for
+# (link-credits=on: between two CAs it runs only when asked, include/pib_link.h "Credits";
+# its own run directory, as the 7x tests), and a receiver that stops granting credit stalls
+# its sender without a byte lost.  While node 1 runs `ib_write_bw` to node 0, node 0's HCA
+# holds its credits (inject-credit-hold, QMP qom-set):
 #   - node 1's writes stop: its xmit_wait_us hw_counter and the PortXmitWait its PMA reports
 #     (perfquery) grow while node 0 holds, by at least the half second this waits for;
 #   - node 0 lets go and the run completes: both sides exit 0, every iteration reported;
@@ -10,11 +11,13 @@
 #     is 4 s, longer than the stall) and neither node dropped a packet for credit or for lack of
 #     room (rx_drop_credit, rx_drop_rxq_full, tx_drop_txq_full);
 #   - node 0's own hw_counter shows what the injection did (injected_faults).
-# e2e-checks: 12
+# e2e-checks: 13
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/switched.sh"
 
-RUN_DIR=${PIBVM_DIR:-$TOP/build/vm}
-QMP0=$RUN_DIR/node0.qmp
+switched_dir vm-credits
+PIBVM_PIB_PROPS=,link-credits=on switched_up --nodes 2
+QMP0=$PIBVM_DIR/node0.qmp
 HCA=/machine/peripheral/pib0
 STALL_US=500000         # how long node 1 must have waited for credit before node 0 lets go
 
