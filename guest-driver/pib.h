@@ -107,8 +107,15 @@ struct pib_xrcd {
 
 /*
  * Memory the device reads or writes for a kernel object: one DMA-coherent, page-aligned,
- * physically contiguous allocation.
+ * physically contiguous allocation.  The page allocator gives at most 4 MiB of that (order
+ * 10 on x86-64), so a kernel ring is at most PIB_DMA_BUF_MAX_BYTES: a kernel CQ at most
+ * 65536 slots deep (its ring and its record page), an SQ or RQ at most 4 MiB of slots.  The
+ * device's depths are far larger (PIB_MAX_CQE, PIB_MAX_QP_WR): those are for user rings, which
+ * live in the process's memory; a kernel consumer that asks for more than one block holds gets
+ * -ENOMEM, as it would on an HCA that wants its queues contiguous.  (ib_core's shared CQs ask
+ * for at most IB_MAX_SHARED_CQ_SZ, 4096 CQEs.)
  */
+#define PIB_DMA_BUF_MAX_BYTES   SZ_4M
 struct pib_dma_buf {
 	void *va;
 	dma_addr_t dma;
@@ -128,10 +135,11 @@ struct pib_pbl {
 
 /*
  * A page list must be one contiguous DMA allocation, and the page allocator gives at most
- * 4 MiB of those: 512 Ki pages, 2 GiB of memory.  That bounds what one MR or ring can map.
+ * 4 MiB of those: 512 Ki pages, 2 GiB of memory.  That bounds what one MR or ring can map
+ * (the deepest user ring, a timestamped CQ of PIB_MAX_CQE slots, lists 65537 pages: 512 KiB).
  * (A fast-registration MR's list is far smaller: PIB_MAX_FAST_REG_PAGES entries.)
  */
-#define PIB_PBL_MAX_BYTES       SZ_4M
+#define PIB_PBL_MAX_BYTES       PIB_DMA_BUF_MAX_BYTES
 #define PIB_PBL_MAX_PAGES       (PIB_PBL_MAX_BYTES / sizeof(u64))
 
 struct pib_mr {

@@ -436,9 +436,9 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	dev->max_qp_wr = min_t(u32, dev->attr.max_qp_wr, PIB_MAX_QP_WR);
 	dev->max_sge = min_t(u32, dev->attr.max_sge, PIB_MAX_SGE);
 	dev->max_inline = min_t(u32, dev->attr.max_inline_data, PIB_MAX_INLINE_DATA);
-	/* SRQ rings are receive rings: the same limits.  No SRQs unless the device has them. */
+	/* No SRQs unless the device has them. */
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_SRQ) {
-		dev->max_srq_wr = min_t(u32, dev->attr.max_srq_wr, PIB_MAX_QP_WR);
+		dev->max_srq_wr = min_t(u32, dev->attr.max_srq_wr, PIB_MAX_SRQ_WR);
 		dev->max_srq_sge = min_t(u32, dev->attr.max_srq_sge, PIB_MAX_SGE);
 		if (dev->max_srq_wr && dev->max_srq_sge)
 			dev->max_srq = dev->attr.max_srq;

@@ -497,10 +497,15 @@ int pib_destroy_status(struct pib_dev *dev, const char *what, u32 num, int err)
 
 /*
  * Coherent memory comes zeroed, so a new ring holds no valid-looking entry, and it is aligned
- * to its size's page order, so it starts on a 4 KiB boundary as the device requires.
+ * to its size's page order, so it starts on a 4 KiB boundary as the device requires.  Larger
+ * than one block of the page allocator is refused here, before the allocator warns of an
+ * order it never serves (pib.h, PIB_DMA_BUF_MAX_BYTES).
  */
 int pib_dma_buf_alloc(struct pib_dev *dev, size_t size, struct pib_dma_buf *buf)
 {
+	buf->va = NULL;
+	if (size > PIB_DMA_BUF_MAX_BYTES)
+		return -ENOMEM;
 	buf->size = PAGE_ALIGN(size);
 	buf->va = dma_alloc_coherent(&dev->pdev->dev, buf->size, &buf->dma, GFP_KERNEL);
 	return buf->va ? 0 : -ENOMEM;

@@ -8,9 +8,10 @@
 #   - busybox (static) for the small tools, but dash as /bin/sh and bash for the console: busybox
 #     sh runs its own applets ahead of PATH, so `sh -c "ip ..."` would get busybox's ip;
 #   - rdma-core 56.1 with our provider, from build/rdma-root (a DESTDIR install);
-#   - a few Debian binaries from this host (qemu-ga, perftest's ib_* tools, ip, rdma), each with
-#     the closure of its shared libraries; libraries that rdma-root provides are taken from
-#     there, never from the host (the host has rdma-core 44.0, the guest must run 56.1).
+#   - a few Debian binaries from this host (qemu-ga, perftest's ib_* tools, libfabric's
+#     fi_pingpong and fi_info, ip, rdma), each with the closure of its shared libraries;
+#     libraries that rdma-root provides are taken from there, never from the host (the host
+#     has rdma-core 44.0, the guest must run 56.1).
 #     Both stacks take them from the Debian 12 host: the kernel's user ABI is stable, and the
 #     trixie stack is about QEMU 10 and Linux 6.12, not about a newer userland;
 #   - Debian 12's opensm and its libraries, unpacked from their .debs (mk/fetch.sh opensm, not
@@ -60,9 +61,12 @@ MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw
          ib_srp ib_srpt target_core_iblock sd_mod virtio_blk ext4 crc32c_generic)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below); ethtool sets
-# IPoIB's interrupt coalescing (the CQ's event moderation).
+# IPoIB's interrupt coalescing (the CQ's event moderation).  libfabric's (libfabric-bin; Debian
+# has no fabtests) link libfabric.so.1, whose verbs provider runs on rdma-root's libibverbs and
+# librdmacm like everything else here.
 HOST_BINS=(/usr/sbin/qemu-ga /usr/sbin/ip /usr/bin/rdma /usr/bin/dash /usr/bin/bash /usr/bin/ldd
-           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3 /usr/sbin/ethtool)
+           /usr/bin/getent /usr/bin/qperf /usr/bin/iperf3 /usr/sbin/ethtool
+           /usr/bin/fi_pingpong /usr/bin/fi_info)
 
 # Python: the host's interpreter, for which pyverbs was built (guest-provider/build.sh), and its
 # standard library without what a test run never imports: the static libpython and build files

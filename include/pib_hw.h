@@ -1018,11 +1018,19 @@ enum pib_counter {
 #define PIB_DEV_CAP_ATOMIC_WRITE   (1u << 11) /* RC ATOMIC WRITE (PIB_WQE_ATOMIC_WRITE)     */
 #define PIB_DEV_CAP_XRC            (1u << 12) /* XRC domains, XRC SRQs, XRC_INI/TGT QPs     */
 
-/* Device limits that every layer must agree on (QUERY_DEVICE reports them too). */
+/*
+ * Device limits that every layer must agree on (QUERY_DEVICE reports them too).  The rings live
+ * in the consumer's memory, so their depths are those of the hardware class (mlx5's); the
+ * device keeps only their page lists, which count against the MTT (PIB_MAX_MTT_PAGES in the
+ * device model).  docs/reference/hardware.md, "Limits", compares every limit with mlx5's.
+ */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */
 #define PIB_MAX_SGE            16     /* SGEs in a WQE                                     */
-#define PIB_MAX_QP_WR          4096   /* ring depth                                        */
-#define PIB_MAX_CQE            65536
+#define PIB_MAX_QP_WR          32768  /* SQ and RQ depth; a CQE's wqe_index (16 bits,      */
+                                      /* pib_wqe.h) names any slot of the deepest ring     */
+#define PIB_MAX_SRQ_WR         32768  /* SRQ depth                                         */
+#define PIB_MAX_CQE            (1u << 22) /* CQ depth; verbs' max_cqe is one less          */
+                                      /* (4194303): driver and provider keep a slot free   */
 #define PIB_MAX_CQ_MOD_COUNT   0xffff /* MODIFY_CQ: ib_core's u16 cq_count ...            */
 #define PIB_MAX_CQ_MOD_PERIOD  0xffff /* ... and cq_period, microseconds (65.5 ms)         */
 #define PIB_MAX_MCAST_GRP      64     /* multicast groups the HCA joins                    */

@@ -451,7 +451,17 @@ PIB_STATIC_ASSERT(sizeof(struct pib_send_wqe) == 1u << PIB_SQ_STRIDE_LOG_MIN, "S
 PIB_STATIC_ASSERT(sizeof(struct pib_recv_wqe) == 1u << PIB_RQ_STRIDE_LOG_MIN, "RQ stride");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe) == 1u << PIB_CQE_STRIDE_LOG, "CQE stride");
 PIB_STATIC_ASSERT(sizeof(struct pib_cqe_ts) == 1u << PIB_CQE_TS_STRIDE_LOG, "CQE stride");
-/* A CQE names the send WQE it completes by a 16-bit index (wqe_index). */
+/* A CQE names the WQE it completes by a 16-bit index (wqe_index): the slot of the deepest
+ * ring, SQ, RQ or SRQ, must fit it. */
 PIB_STATIC_ASSERT(PIB_MAX_QP_WR <= 1u << 16, "wqe_index is 16 bits");
+PIB_STATIC_ASSERT(PIB_MAX_SRQ_WR <= 1u << 16, "wqe_index is 16 bits");
+/* The deepest rings' sizes fit the 32-bit buf_size of the uverbs commands (pib-abi.h) and the
+ * page counts of the admin commands: a timestamped CQ of PIB_MAX_CQE slots and its record page
+ * (256 MiB + 4 KiB), a work queue of the largest depth and stride (128 MiB). */
+PIB_STATIC_ASSERT(((pib_u64)PIB_MAX_CQE << PIB_CQE_TS_STRIDE_LOG) + PIB_PAGE_SIZE <= 0xffffffffu,
+		  "the largest CQ ring fits 32 bits");
+PIB_STATIC_ASSERT(((pib_u64)PIB_MAX_QP_WR << PIB_STRIDE_LOG_MAX) <= 0xffffffffu &&
+		  ((pib_u64)PIB_MAX_SRQ_WR << PIB_STRIDE_LOG_MAX) <= 0xffffffffu,
+		  "the largest work queue fits 32 bits");
 
 #endif /* PIB_WQE_H */

@@ -27,6 +27,9 @@ PKGS=(
   # ... qperf (RDMA and IPoIB latency/bandwidth, on rdma_cm), iperf3 (IPoIB throughput) and
   # ethtool (IPoIB's interrupt coalescing)
   qperf iperf3 ethtool
+  # ... libfabric's fi_pingpong and fi_info, its verbs;ofi_rxm provider over pib
+  # (tests/e2e/13-libfabric.sh)
+  libfabric-bin
   # ... and a library of the guest's opensm (libwrap0 needs it; mk/fetch.sh opensm)
   libnsl2
   # the full Debian guest (images/debian/build.sh): qemu-img for its disks; pibvm's ssh key

@@ -213,7 +213,7 @@ int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
 	/* What the driver and the device will check. */
 	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
 	CHECK_EQ(c->depth & (c->depth - 1), 0);
-	CHECK(c->depth >= 1 && c->depth <= 4096);
+	CHECK(c->depth >= 1 && c->depth <= PIB_MAX_SRQ_WR);
 	CHECK(c->stride_log >= 4 && c->stride_log <= 12);
 	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log,
 				    PIB_PAGE_SIZE));
@@ -437,11 +437,11 @@ static struct pib_context *make_context(void)
 	 * The driver's query_device answer (guest-driver/pib_verbs.c): max_cqe
 	 * is the deepest ring (PIB_MAX_CQE) less the slot a CQ keeps free.
 	 */
-	ctx->max_qp_wr = 4096;
+	ctx->max_qp_wr = PIB_MAX_QP_WR;
 	ctx->max_sge = 16;
 	ctx->max_cqe = PIB_MAX_CQE - 1;
-	ctx->max_srq = 256;
-	ctx->max_srq_wr = 4096;
+	ctx->max_srq = 4096;
+	ctx->max_srq_wr = PIB_MAX_SRQ_WR;
 	ctx->max_srq_sge = 16;
 	CHECK_EQ(pib_qp_table_init(ctx, 1024), 0);
 	CHECK_EQ(pib_srq_table_init(ctx), 0);
@@ -469,18 +469,18 @@ static void test_cq_sizing(struct pib_context *ctx)
 	/* max_cqe itself, and max_cqe / 2 (rdma-core's test_create_cq). */
 	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe, NULL, 0);
 	CHECK(cq);
-	CHECK_EQ(to_pib_cq(cq)->depth, 65536);
+	CHECK_EQ(to_pib_cq(cq)->depth, PIB_MAX_CQE);
 	CHECK_EQ(cq->cqe, (int)ctx->max_cqe);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 	cq = pib_create_cq(&ctx->ibvctx.context, ctx->max_cqe / 2, NULL, 0);
 	CHECK(cq);
-	CHECK_EQ(to_pib_cq(cq)->depth, 32768);
+	CHECK_EQ(to_pib_cq(cq)->depth, PIB_MAX_CQE / 2);
 	CHECK_EQ(pib_destroy_cq(cq), 0);
 
 	/* Beyond max_cqe, or negative: refused before the kernel is asked. */
 	create_cq_calls = 0;
 	errno = 0;
-	CHECK(!pib_create_cq(&ctx->ibvctx.context, 65536, NULL, 0));
+	CHECK(!pib_create_cq(&ctx->ibvctx.context, PIB_MAX_CQE, NULL, 0));
 	CHECK_EQ(errno, EINVAL);
 	CHECK(!pib_create_cq(&ctx->ibvctx.context, -1, NULL, 0));
 	CHECK_EQ(create_cq_calls, 0);
@@ -518,8 +518,9 @@ static void test_qp_sizing(struct pib_context *ctx, struct ibv_pd *pd,
 	CHECK_EQ(qpattr.cap.max_recv_wr, 512);
 	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
 
-	/* The largest request: 16 SGEs, 256 inline bytes, 4096 WRs. */
-	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 4096, .max_recv_wr = 4096,
+	/* The largest request: 16 SGEs, 256 inline bytes, max_qp_wr WRs. */
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = PIB_MAX_QP_WR,
+					.max_recv_wr = PIB_MAX_QP_WR,
 					.max_send_sge = 16, .max_recv_sge = 16,
 					.max_inline_data = 256 };
 	ibvqp = pib_create_qp(pd, &attr);
@@ -532,10 +533,10 @@ static void test_qp_sizing(struct pib_context *ctx, struct ibv_pd *pd,
 	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
 
 	/* Each limit, one over. */
-	attr.cap = (struct ibv_qp_cap){ .max_send_wr = 4097 };
+	attr.cap = (struct ibv_qp_cap){ .max_send_wr = PIB_MAX_QP_WR + 1 };
 	CHECK(!pib_create_qp(pd, &attr));
 	CHECK_EQ(errno, EINVAL);
-	attr.cap = (struct ibv_qp_cap){ .max_recv_wr = 4097 };
+	attr.cap = (struct ibv_qp_cap){ .max_recv_wr = PIB_MAX_QP_WR + 1 };
 	CHECK(!pib_create_qp(pd, &attr));
 	attr.cap = (struct ibv_qp_cap){ .max_send_sge = 17 };
 	CHECK(!pib_create_qp(pd, &attr));
@@ -933,10 +934,11 @@ static void test_srq_sizing(struct pib_context *ctx, struct ibv_pd *pd)
 	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
 
 	/* The device's maximum is allowed, without the extra slot. */
-	attr.attr = (struct ibv_srq_attr){ .max_wr = 4096, .srq_limit = 4095 };
+	attr.attr = (struct ibv_srq_attr){ .max_wr = PIB_MAX_SRQ_WR,
+					   .srq_limit = PIB_MAX_SRQ_WR - 1 };
 	ibvsrq = pib_create_srq(pd, &attr);
 	CHECK(ibvsrq);
-	CHECK_EQ(to_pib_srq(ibvsrq)->wq.depth, 4096);
+	CHECK_EQ(to_pib_srq(ibvsrq)->wq.depth, PIB_MAX_SRQ_WR);
 	CHECK_EQ(to_pib_srq(ibvsrq)->wq.stride_log, 4);
 	CHECK_EQ(attr.attr.max_sge, 0);
 	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
@@ -950,13 +952,14 @@ static void test_srq_sizing(struct pib_context *ctx, struct ibv_pd *pd)
 
 	/* Each limit, one over: refused before the kernel is asked. */
 	create_srq_calls = 0;
-	attr.attr = (struct ibv_srq_attr){ .max_wr = 4097 };
+	attr.attr = (struct ibv_srq_attr){ .max_wr = PIB_MAX_SRQ_WR + 1 };
 	errno = 0;
 	CHECK(!pib_create_srq(pd, &attr));
 	CHECK_EQ(errno, EINVAL);
 	attr.attr = (struct ibv_srq_attr){ .max_wr = 1, .max_sge = 17 };
 	CHECK(!pib_create_srq(pd, &attr));
-	attr.attr = (struct ibv_srq_attr){ .max_wr = 4096, .srq_limit = 4096 };
+	attr.attr = (struct ibv_srq_attr){ .max_wr = PIB_MAX_SRQ_WR,
+					   .srq_limit = PIB_MAX_SRQ_WR };
 	CHECK(!pib_create_srq(pd, &attr));
 	attr.attr = (struct ibv_srq_attr){ .max_wr = 3, .srq_limit = 4 };
 	CHECK(!pib_create_srq(pd, &attr));
@@ -966,7 +969,7 @@ static void test_srq_sizing(struct pib_context *ctx, struct ibv_pd *pd)
 	attr.attr = (struct ibv_srq_attr){ 0 };
 	CHECK(!pib_create_srq(pd, &attr));
 	CHECK_EQ(create_srq_calls, 0);
-	ctx->max_srq_wr = 4096;
+	ctx->max_srq_wr = PIB_MAX_SRQ_WR;
 }
 
 /*
@@ -1135,7 +1138,7 @@ static void test_srq_data_path(struct pib_context *ctx, struct ibv_pd *pd)
 
 	/* modify_srq: max_wr within the device's, the limit below the depth. */
 	modify_srq_calls = 0;
-	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = 5000 },
+	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .max_wr = PIB_MAX_SRQ_WR + 1 },
 				IBV_SRQ_MAX_WR), EINVAL);
 	CHECK_EQ(pib_modify_srq(ibvsrq, &(struct ibv_srq_attr){ .srq_limit = 4 },
 				IBV_SRQ_LIMIT), EINVAL);

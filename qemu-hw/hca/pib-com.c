@@ -290,7 +290,8 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .max_srq             = cpu_to_le32(PIB_MAX_SRQ),
         .max_srq_wr          = cpu_to_le32(PIB_MAX_SRQ_WR),
         .max_srq_sge         = cpu_to_le32(PIB_MAX_SGE),
-        .max_ah              = cpu_to_le32(1024),   /* AHs: in the provider */
+        /* An AH is the consumer's: the provider's or the driver's memory, never the device's. */
+        .max_ah              = cpu_to_le32(INT32_MAX),
         .max_inline_data     = cpu_to_le32(PIB_MAX_INLINE_DATA),
         .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS),
         .max_pkeys           = cpu_to_le16(PIB_PKEY_TBL_LEN),

@@ -241,7 +241,7 @@ static void pib_cq_free(PibState *s, PibCq *cq)
     }
     pib_table_set(&s->cqs, cq->cqn, NULL);
     timer_free(cq->mod_timer);
-    g_free(cq->ring.pages);
+    pib_ring_free(s, &cq->ring);
     g_free(cq);
 }
 
@@ -294,8 +294,8 @@ uint8_t pib_cmd_create_cq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_CQ", "table full", PIB_MAX_CQ,
                               PIB_AQ_NO_RESOURCES);
     }
-    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
-                          "CREATE_CQ");
+    status = pib_ring_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, 0, &pages,
+                               "CREATE_CQ");
     if (status != PIB_AQ_OK) {
         return status;
     }
@@ -384,8 +384,8 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("RESIZE_CQ", "unread and owed CQEs do not fit", need,
                               PIB_AQ_BAD_PARAM);
     }
-    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
-                          "RESIZE_CQ");
+    status = pib_ring_pbl_load(s, le64_to_cpu(in->pbl_addr), npages,
+                               cq->ring.npages, &pages, "RESIZE_CQ");
     if (status != PIB_AQ_OK) {
         return status;
     }
@@ -409,7 +409,7 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
         }
     }
     if (i != n) {
-        g_free(pages);
+        pib_ring_free(s, &ring);
         return pib_cmd_reject("RESIZE_CQ", "CQE copy failed", ci + i,
                               PIB_AQ_DMA_ERROR);
     }
@@ -417,7 +417,7 @@ uint8_t pib_cmd_resize_cq(PibState *s, const struct pib_admin_cmd *cmd,
     /* The solicited CQE, if still unread, moved with the rest. */
     cq->sol_valid = cq->sol_valid && cq->last_sol - ci < n;
     cq->last_sol -= ci;
-    g_free(cq->ring.pages);
+    pib_ring_free(s, &cq->ring);
     cq->ring = ring;
     cq->ci_record = pages[npages - 1];
     cq->ci = 0;

@@ -178,7 +178,7 @@ struct PibState {
     PibTable xrcds;
     PibTable qps;           /* QP0, QP1, then PIB_QPN_FIRST .. */
     uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
-    uint32_t mtt_pages;                 /* MR page list entries in use */
+    uint32_t mtt_pages;                 /* page list entries in use: MRs', rings' */
 
     /* The engines' scheduler (pib-sched.c) */
     QEMUBH *work_bh;
@@ -259,6 +259,9 @@ bool pib_ring_publish(PibState *s, uint64_t addr, const void *entry,
                       uint32_t size, uint32_t phase_off, const char *what);
 uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
                      uint64_t **pagesp, const char *cmd);
+uint8_t pib_ring_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
+                          uint32_t freed, uint64_t **pagesp, const char *cmd);
+void pib_ring_free(PibState *s, PibRing *r);
 uint64_t pib_ring_addr(const PibRing *r, uint32_t idx);
 uint64_t pib_clock_ns(void);
 uint64_t pib_wallclock_ns(void);

@@ -220,6 +220,40 @@ uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
     return PIB_AQ_OK;
 }
 
+/*
+ * A ring's page list (CREATE_CQ, CREATE_QP, CREATE_SRQ, RESIZE_CQ, MODIFY_SRQ):
+ * copied as pib_pbl_load() copies it, its pages taken from the MTT budget
+ * (pib-objects.h), which pib_ring_free() gives them back to.  The caller
+ * checked npages against the ring's geometry.  freed: the pages of the ring
+ * this one replaces (a resize), counted as free, since that ring goes once
+ * this one is in place.
+ */
+uint8_t pib_ring_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
+                          uint32_t freed, uint64_t **pagesp, const char *cmd)
+{
+    uint8_t status;
+
+    *pagesp = NULL;
+    if (npages > PIB_MAX_MTT_PAGES - s->mtt_pages + freed) {
+        return pib_cmd_reject(cmd, "page list budget exhausted", npages,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    status = pib_pbl_load(s, pbl_addr, npages, pagesp, cmd);
+    if (status == PIB_AQ_OK) {
+        s->mtt_pages += npages;
+    }
+    return status;
+}
+
+/* A ring's page list goes, and its pages back to the MTT budget. */
+void pib_ring_free(PibState *s, PibRing *r)
+{
+    s->mtt_pages -= r->npages;
+    g_free(r->pages);
+    r->pages = NULL;
+    r->npages = 0;
+}
+
 /* Guest address of entry idx (free-running) of a ring. */
 uint64_t pib_ring_addr(const PibRing *r, uint32_t idx)
 {

@@ -29,14 +29,22 @@ typedef struct PibState PibState;
 /*
  * Data-path limits.  QUERY_DEVICE reports them; every admin command and WQE
  * is checked against them, so every allocation the guest can cause is
- * bounded.
+ * bounded.  Each object's state lives here, in QEMU's memory, and each
+ * table is an array of max + 1 pointers allocated at realize
+ * (docs/reference/hardware.md, "Limits", has them against mlx5's):
+ *  - a PD, an MR, a CQ or an SRQ costs the device at most a few hundred bytes
+ *    (an MR's and a ring's page lists count against the MTT below): MR
+ *    indices go up to the windows' (PIB_MW_INDEX_BASE), CQs to the deepest
+ *    CEQ (one CEQE per CQ and arming, so a CEQ of PIB_QUEUE_MAX_DEPTH never
+ *    overflows), PDs and SRQs to tables of 512 KiB and 32 KiB;
+ *  - a QP costs some 11 KiB (the engines' state, the WQE window), and the
+ *    link's "room again" wakeup walks the QP table: 1024 of them.
  */
-#define PIB_MAX_PD              1024
-#define PIB_MAX_MR              4096
-#define PIB_MAX_CQ              1024
+#define PIB_MAX_PD              65536
+#define PIB_MAX_MR              0xffff
+#define PIB_MAX_CQ              PIB_QUEUE_MAX_DEPTH
 #define PIB_MAX_QP              1024    /* RC/UC/UD QPs, plus the GSI QP */
-#define PIB_MAX_SRQ             256
-#define PIB_MAX_SRQ_WR          4096
+#define PIB_MAX_SRQ             4096
 #define PIB_MAX_MW              1024
 #define PIB_MAX_XRCD            256
 /*
@@ -45,8 +53,17 @@ typedef struct PibState PibState;
  * index tells which table it names.
  */
 #define PIB_MW_INDEX_BASE       0x10000
+QEMU_BUILD_BUG_ON(PIB_MAX_MR >= PIB_MW_INDEX_BASE);
+QEMU_BUILD_BUG_ON(PIB_MW_INDEX_BASE + PIB_MAX_MW > 0xffffff);  /* 24-bit key index */
 #define PIB_MAX_RD_ATOM         16      /* max_qp_[init_]rd_atom */
-/* Pages of all MR page lists together (the "MTT"): 16 GiB of 4 KiB pages. */
+/*
+ * Pages of all page lists together (the "MTT"): 16 GiB of 4 KiB pages, 32 MiB of
+ * list in the device.  MRs' lists count against it, and so do the rings' (CQs, SQs,
+ * RQs, SRQs), as the queue buffers of mlx4 and mlx5 take MTT entries: the ring
+ * depths (include/pib_hw.h) are the hardware class's, a CQ of PIB_MAX_CQE
+ * timestamped CQEs lists 65537 pages, and this keeps what a guest can make the
+ * device hold bounded whatever the depths.
+ */
 #define PIB_MAX_MTT_PAGES       (1u << 22)
 #define PIB_MAX_MR_SIZE         ((uint64_t)PIB_MAX_MTT_PAGES << PIB_PAGE_SHIFT)
 #define PIB_MAX_MSG_SZ          (1u << 31)

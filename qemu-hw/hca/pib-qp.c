@@ -94,8 +94,8 @@ static void pib_qp_free(PibState *s, PibQp *qp)
         qp->srq->refcnt--;
     }
     pib_table_set(&s->qps, qp->qpn, NULL);
-    g_free(qp->sq.ring.pages);
-    g_free(qp->rq.ring.pages);
+    pib_ring_free(s, &qp->sq.ring);
+    pib_ring_free(s, &qp->rq.ring);
     g_free(qp->meta);
     g_free(qp);
 }
@@ -288,14 +288,17 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_QP", "no free QPN", c.type,
                               PIB_AQ_NO_RESOURCES);
     }
-    status = pib_pbl_load(s, le64_to_cpu(c.sq_pbl_addr), sq_npages, &sq_pages,
-                          "CREATE_QP");
-    if (status == PIB_AQ_OK) {
-        status = pib_pbl_load(s, le64_to_cpu(c.rq_pbl_addr), rq_npages,
-                              &rq_pages, "CREATE_QP");
-    }
+    status = pib_ring_pbl_load(s, le64_to_cpu(c.sq_pbl_addr), sq_npages, 0,
+                               &sq_pages, "CREATE_QP");
     if (status != PIB_AQ_OK) {
-        g_free(sq_pages);
+        return status;
+    }
+    status = pib_ring_pbl_load(s, le64_to_cpu(c.rq_pbl_addr), rq_npages, 0,
+                               &rq_pages, "CREATE_QP");
+    if (status != PIB_AQ_OK) {
+        PibRing sq = { .npages = sq_npages, .pages = sq_pages };
+
+        pib_ring_free(s, &sq);
         return status;
     }
 

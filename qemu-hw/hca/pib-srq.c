@@ -104,8 +104,8 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "table full", PIB_MAX_SRQ,
                               PIB_AQ_NO_RESOURCES);
     }
-    status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
-                          "CREATE_SRQ");
+    status = pib_ring_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, 0, &pages,
+                               "CREATE_SRQ");
     if (status != PIB_AQ_OK) {
         return status;
     }
@@ -182,13 +182,13 @@ uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
                               PIB_AQ_BAD_PARAM);
     }
     if (mask & PIB_SRQ_ATTR_MAX_WR) {
-        status = pib_pbl_load(s, le64_to_cpu(in->pbl_addr), npages, &pages,
-                              "MODIFY_SRQ");
+        status = pib_ring_pbl_load(s, le64_to_cpu(in->pbl_addr), npages,
+                                   srq->ring.npages, &pages, "MODIFY_SRQ");
         if (status != PIB_AQ_OK) {
             return status;
         }
         trace_pib_srq_resize(srqn, srq->ring.depth, depth, srq->ci, srq->pi);
-        g_free(srq->ring.pages);
+        pib_ring_free(s, &srq->ring);
         srq->ring.pages = pages;
         srq->ring.npages = npages;
         srq->ring.depth = depth;
@@ -247,7 +247,7 @@ static void pib_srq_free(PibState *s, PibSrq *srq)
         }
     }
     pib_table_set(&s->srqs, srq->srqn, NULL);
-    g_free(srq->ring.pages);
+    pib_ring_free(s, &srq->ring);
     g_free(srq);
 }
 

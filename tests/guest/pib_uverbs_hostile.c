@@ -215,7 +215,8 @@ int main(int argc, char **argv)
 	CQ_BAD(-EINVAL, "depth 1", 0, d.depth = 1; d.buf_size = cq_buf_size(1));
 	CQ_BAD(-EINVAL, "depth 0", 0, d.depth = 0);
 	CQ_BAD(-EINVAL, "depth 2^31", 15, d.depth = 1u << 31);
-	CQ_BAD(-EINVAL, "depth > max_cqe", 15, d.depth = 1u << 17; d.buf_size = cq_buf_size(1u << 17));
+	CQ_BAD(-EINVAL, "depth > max_cqe", 15,
+	       d.depth = PIB_MAX_CQE * 2; d.buf_size = cq_buf_size(PIB_MAX_CQE * 2));
 	CQ_BAD(-EINVAL, "depth 16 for 16 CQEs", 16, (void)0);
 	CQ_BAD(-EINVAL, "cqe 2^32-1", 0xffffffffu, (void)0);
 	CQ_BAD(-EINVAL, "buf_size one page short", 15, d.buf_size -= 4096);
@@ -324,8 +325,8 @@ int main(int argc, char **argv)
 	QP(-EINVAL, "SQ depth 3", IB_UVERBS_QPT_RC, 2, 1, q.sq_depth = 3);
 	QP(-EINVAL, "SQ depth 0", IB_UVERBS_QPT_RC, 0, 1, q.sq_depth = 0);
 	QP(-EINVAL, "SQ depth 8 for 16 WRs", IB_UVERBS_QPT_RC, 16, 1, q.sq_depth = 8);
-	QP(-EINVAL, "SQ depth 8192", IB_UVERBS_QPT_RC, 16, 1,
-	   q.sq_depth = 8192; q.sq_buf_size = 8192 << q.sq_stride_log);
+	QP(-EINVAL, "SQ depth > max_qp_wr", IB_UVERBS_QPT_RC, 16, 1,
+	   q.sq_depth = PIB_MAX_QP_WR * 2; q.sq_buf_size = (PIB_MAX_QP_WR * 2) << q.sq_stride_log);
 	QP(-EINVAL, "RQ depth 0", IB_UVERBS_QPT_RC, 16, 1, q.rq_depth = 0; q.rq_buf_size = 0);
 	QP(-EINVAL, "SQ buf_size off by a page", IB_UVERBS_QPT_RC, 16, 1, q.sq_buf_size += 4096);
 	QP(-EINVAL, "RQ buf unaligned", IB_UVERBS_QPT_RC, 16, 1, q.rq_buf_addr += 64);
@@ -333,7 +334,7 @@ int main(int argc, char **argv)
 	QP(-EOPNOTSUPP, "comp_mask 1", IB_UVERBS_QPT_RC, 16, 1, q.comp_mask = 1);
 	QP(-EOPNOTSUPP, "reserved_06 set", IB_UVERBS_QPT_RC, 16, 1, q.reserved_06 = 1);
 	QP(-EINVAL, "17 SGEs", IB_UVERBS_QPT_RC, 16, 17, (void)0);
-	QP(-EINVAL, "5000 WRs", IB_UVERBS_QPT_RC, 5000, 1, (void)0);
+	QP(-EINVAL, "max_qp_wr + 1 WRs", IB_UVERBS_QPT_RC, PIB_MAX_QP_WR + 1, 1, (void)0);
 
 	q = good_qp(16, 1);
 	err = create_qp(pd_handle, cq_handle, IB_UVERBS_QPT_RC, 16, 1, &q, 16, &qp_out);

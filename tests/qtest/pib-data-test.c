@@ -60,7 +60,7 @@ static void test_dp_objects(void)
     g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
-    g_assert_cmpuint(le32_to_cpu(dev_attr.max_srq), ==, 256);
+    g_assert_cmpuint(le32_to_cpu(dev_attr.max_srq), ==, 4096);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_sge), ==, PIB_MAX_SGE);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_inline_data), ==,
                      PIB_MAX_INLINE_DATA);
@@ -136,8 +136,6 @@ static void test_dp_objects(void)
                      PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_cq_status(&d, 1, DP_UAR, &cq), ==,
                      PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dp_create_cq_status(&d, 1u << 17, DP_UAR, &cq), ==,
-                     PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_cq_status(&d, 8, 5, &cq), ==,
                      PIB_AQ_BAD_PARAM);             /* UAR 5 not allocated */
     cmd = (struct pib_admin_cmd) {
@@ -148,6 +146,11 @@ static void test_dp_objects(void)
             .pbl_addr = cpu_to_le64(pbl),
         },
     };
+    g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    /* Past max_cqe, with the page count such a ring would have. */
+    cmd.in.create_cq.depth = cpu_to_le32(PIB_MAX_CQE * 2);
+    cmd.in.create_cq.npages = cpu_to_le32(pib_cq_pages(PIB_MAX_CQE * 2,
+                                                       PIB_CQE_STRIDE_LOG));
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
     dp_create_cq(&d, 8, &cq);
 
@@ -167,7 +170,7 @@ static void test_dp_objects(void)
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_RC, pdn, &cq, &cq, 3, 4,
                                          DP_UAR, &qp), ==, PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_RC, pdn, &cq, &cq, 4,
-                                         8192, DP_UAR, &qp), ==,
+                                         PIB_MAX_QP_WR * 2, DP_UAR, &qp), ==,
                      PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_RC, pdn + 7, &cq, &cq, 4,
                                          4, DP_UAR, &qp), ==,
@@ -859,6 +862,7 @@ static void dp_wait_cqe_written(PibDev *d, TestCq *cq, uint32_t idx)
  */
 static void test_dp_cq_resize(void)
 {
+    struct pib_admin_cmd cmd;
     TestPair p;
     TestEnd x, y;
     TestCq cq;
@@ -904,8 +908,18 @@ static void test_dp_cq_resize(void)
     dp_doorbell(&p.a, DP_UAR, PIB_UAR_CQ_DB, cq.cqn, cq.ci);
     g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 3, cq.ci, 0), ==,
                      PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dp_resize_cq(&p.a, &cq, PIB_MAX_CQE * 2, cq.ci, 0), ==,
-                     PIB_AQ_BAD_PARAM);
+    cmd = (struct pib_admin_cmd) {             /* (no ring: refused first) */
+        .opcode = PIB_CMD_RESIZE_CQ,
+        .in.resize_cq = {
+            .cqn = cpu_to_le32(cq.cqn),
+            .depth = cpu_to_le32(PIB_MAX_CQE * 2),
+            .npages = cpu_to_le32(pib_cq_pages(PIB_MAX_CQE * 2,
+                                               PIB_CQE_STRIDE_LOG)),
+            .ci = cpu_to_le32(cq.ci),
+            .pbl_addr = cpu_to_le64(ADDR_OUTSIDE_RAM),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&p.a, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci + 4, 0), ==,
                      PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_resize_cq(&p.a, &cq, 16, cq.ci - 1, 0), ==,

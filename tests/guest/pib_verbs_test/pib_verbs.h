@@ -11,6 +11,7 @@
  *   srq_xrc.c         srq-limit, xrc
  *   memory.c          mw, rereg
  *   cq_timing.c       timestamps, cq-moderation
+ *   limits.c          limits
  *
  * A topic file holds its subtests' two roles, SUBTEST_server and SUBTEST_client, declared at
  * the end of this header and listed in the subtest table; everything else in it is static.
@@ -209,6 +210,7 @@ ROLES(ud_qkey)								/* ud.c */
 ROLES(srq_limit) ROLES(xrc)						/* srq_xrc.c */
 ROLES(mw) ROLES(rereg)							/* memory.c */
 ROLES(timestamps) ROLES(cq_moderation)					/* cq_timing.c */
+ROLES(limits)								/* limits.c */
 #undef ROLES
 
 #endif /* PIB_VERBS_H */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
- * pib-verbs-test: tests of the data path (RC, and UD, SRQs, memory windows, XRC and CQ event
- * moderation), written against plain libibverbs.
+ * pib-verbs-test: tests of the data path (RC, and UD, SRQs, memory windows, XRC, CQ event
+ * moderation and the device's queue limits), written against plain libibverbs.
  *
  * Nothing here knows about pib: the same binary runs on Soft-RoCE (rdma_rxe) and on real HCAs,
  * which is how the tests themselves are validated.  Each subtest asserts real outcomes (completion
@@ -76,6 +76,8 @@ static const struct subtest subtests[] = {
 	  "XRC: SENDs, RDMA and atomics through one target QP to the SRQs they name; another domain's SRQ refused" },
 	{ "cq-moderation", cq_moderation_server, cq_moderation_client,
 	  "ibv_modify_cq: limits; an event waits for its period or count (device clock); bursts" },
+	{ "limits", limits_server, limits_client,
+	  "max_cqe, max_qp_wr, max_srq_wr, max_ah taken at the limit (CQ filled to max_cqe); one more refused" },
 };
 
 static void usage(FILE *f)
