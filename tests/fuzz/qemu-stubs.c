@@ -1040,6 +1040,7 @@ const PropertyInfo qdev_prop_uint32;
 const PropertyInfo qdev_prop_uint64;
 const PropertyInfo qdev_prop_chr;
 const PropertyInfo qdev_prop_bool;
+const PropertyInfo qdev_prop_on_off_auto;
 
 /*
  * Errors: realize must not fail (the harness checks), a property setter may
