@@ -19,8 +19,9 @@
  *   receive   a data packet takes blocks of its VL's buffer (PibLinkVl.held) until it is
  *             freed: the HCA consumed it, or a switch sent it on (pib_packet_release, from
  *             every path that frees a frame buffer).  A freed block is credit granted again:
- *             a bottom half sends one FLOW frame for all VLs per main-loop pass.  A packet
- *             with no room left is the peer's fault: dropped and counted (fc_overrun).
+ *             a bottom half sends one FLOW frame for all VLs once a limit moved by
+ *             FC_GRANT_STEP, or the peer is down to half a window.  A packet with no room
+ *             left is the peer's fault: dropped and counted (fc_overrun).
  *
  * Nothing here trusts the peer: its FCTBS and FCCL are taken modulo 4096 as IBTA says, a lie
  * only moves the limits this side checks against its real buffer, and a peer that grants
