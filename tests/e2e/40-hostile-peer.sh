@@ -7,22 +7,27 @@
 # real RC QPs and MRs that pib-mr-target (tests/guest/) holds on node 0, a doorbell offer that
 # is a pipe and the device's link doorbell rung wrong (a START never ENDed, counts that wrap:
 # include/pib_link.h, "Doorbell"), malformed,
-# truncated and misaddressed MADs to its QP0 and QP1, and forged CM messages that node 0's
-# ib_cm must reject without a trace (REJ, DREP; no QP appears in the device).  For every phase:
+# truncated and misaddressed MADs to its QP0 and QP1, forged CM messages that node 0's
+# ib_cm must reject without a trace (REJ, DREP; no QP appears in the device), and credits
+# (include/pib_link.h, "Credits") in its hands: FLOW frames of bad lengths, READs while it
+# grants no credit (the responses wait, SMPs are still answered), lying FLOW frames.  For every
+# phase:
 #   - pib-hostile's own checks pass: the device drops the stream on framing loss, the link
-#     retrains, the NAKs and READ responses are the IBTA's;
+#     retrains, the NAKs and READ responses are the IBTA's, the device keeps to our credits;
 #   - each hw_counter of node 0 grows by exactly what pib-hostile says it sent (expect lines),
 #     and the rx_drop_* counters together by the number of bad packets: every dropped packet
-#     is counted under exactly one reason.
+#     is counted under exactly one reason.  xmit_wait_us counts time, not packets: for it
+#     pib-hostile can say only that it grew (expect_grew lines: the device waited for credit).
 # At the end pib-mr-target's memory (two MRs and the guard pages around one) is unchanged,
 # its QPs are in the states the attacks leave them in with the async events they raise, the
 # kernel has no splat, the port comes back ACTIVE with the hostile peer and again with node 1,
 # which is booted back (opensm on node 0 again) and runs ibv_rc_pingpong with node 0.
-# e2e-checks: 119
+# e2e-checks: 128
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
-PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged doorbell mad cm)
+PHASES=(garbage bad-frames truncated zero-length bad-headers psn read forged doorbell mad cm
+        credits)
 INFO=/tmp/pib-mr-target.info
 GO=/tmp/pib-mr-target.go
 work=$(mktemp -d)
@@ -49,7 +54,8 @@ check "node 0: $HW_COUNTERS exists" on 0 test -d "$HW_COUNTERS"
 
 # The target: started in the background, it writes $INFO and waits for $GO.
 on 0 rm -f "$INFO" "$GO"
-on 0 pib-mr-target -d pib_0 -o "$INFO" -w "$GO" -t 900 >"$work/target.out" 2>&1 &
+# 14 QPs: pib-hostile's 0 control, 1 psn, 2 read, 3-12 forged, 13 credits.
+on 0 pib-mr-target -d pib_0 -n 14 -o "$INFO" -w "$GO" -t 900 >"$work/target.out" 2>&1 &
 target_pid=$!
 for i in $(seq 1 60); do
   on 0 cat "$INFO" >"$work/target.info" 2>/dev/null && break
@@ -77,6 +83,10 @@ for phase in "${PHASES[@]}"; do
     d=$(( ${after[$name]:-0} - ${before[$name]:-0} ))
     check "$phase: $name grew by $n (got $d)" test "$d" -eq "$n" -a -n "${after[$name]}"
   done < <(grep '^expect ' "$work/$phase.out")
+  while read -r _ name; do
+    d=$(( ${after[$name]:-0} - ${before[$name]:-0} ))
+    check "$phase: $name grew (by $d)" test "$d" -gt 0 -a -n "${after[$name]}"
+  done < <(grep '^expect_grew ' "$work/$phase.out")
   drops=0
   for name in "${!after[@]}"; do
     [[ $name == rx_drop_* ]] && drops=$(( drops + ${after[$name]} - ${before[$name]:-0} ))

@@ -12,7 +12,8 @@
  *                   rings, the page lists, the MRs' pages, each with its role
  *                   for the oracle (driver pages, device pages, canaries)
  *   realize         the device's class_init and realize, as QOM runs them
- *   fz_link_up()    the link trained with the peer's HELLO
+ *   fz_link_up()    the link trained with the peer's HELLO (and, with
+ *                   credits, its first FLOW frame: fz_credit_topup())
  *   fz_enable()     BAR0 programmed, then ENABLE
  *   fz_objects()    admin commands through the admin queue: a UAR, two PDs,
  *                   the MRs (enum FzMrId), two windows bound with BIND_MW
@@ -182,6 +183,49 @@ static bool fz_sm_port_set(uint16_t lid, uint16_t sm_lid, uint8_t lmc, uint8_t s
            (result & PIB_MAD_IFC_REPLY) && resp.hdr.status_be == 0;
 }
 
+/* One SMP Set of attr with modifier mod and data, as an SM sends it: did the SMA take it? */
+static bool fz_sm_set(uint16_t attr, uint32_t mod, const void *data, size_t len)
+{
+    struct pib_smp smp = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_SUBN_LID,
+            .class_version = PIB_SMP_CLASS_VERSION,
+            .method = PIB_MAD_METHOD_SET,
+            .attr_id_be = cpu_to_be16(attr),
+            .attr_mod_be = cpu_to_be32(mod),
+        },
+    };
+    uint32_t result = 0;
+    struct pib_smp resp;
+
+    memcpy(smp.data, data, len);
+    return fz_mad_ifc(&smp, &result, &resp) == PIB_AQ_OK &&
+           (result & PIB_MAD_IFC_REPLY) && resp.hdr.status_be == 0;
+}
+
+/*
+ * QoS as an SM with it on sets it up: SL s to VL s % 4 (VL0-VL3, the port's VLCap), and
+ * VLArbitrationTables that weigh the VLs (low: VL0-VL3 with weights 1, 4, 16, 255; high:
+ * VL3, weight 2), so that the transmitter's pick runs by the tables, not round robin.
+ */
+static bool fz_sm_qos(void)
+{
+    struct pib_vlarb_entry low[PIB_VLARB_BLOCK_ENTRIES] = {
+        { 0, 1 }, { 1, 4 }, { 2, 16 }, { 3, 255 },
+    };
+    struct pib_vlarb_entry high[PIB_VLARB_BLOCK_ENTRIES] = { { 3, 2 } };
+    uint8_t sl2vl[PIB_SL2VL_BYTES];
+    unsigned i;
+
+    for (i = 0; i < PIB_SL2VL_BYTES; i++) {
+        sl2vl[i] = 0x01 + (i & 1) * 0x22;       /* SLs 2i, 2i + 1: VLs 0, 1 or 2, 3 */
+    }
+    return fz_sm_set(PIB_SMP_ATTR_SL2VL_TABLE, 0, sl2vl, sizeof(sl2vl)) &&
+           fz_sm_set(PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_LOW_0 << 16, low, sizeof(low)) &&
+           fz_sm_set(PIB_SMP_ATTR_VLARB_TABLE, PIB_VLARB_HIGH_0 << 16, high, sizeof(high));
+}
+
 /*
  * What an SM's sweep does for a port it finds in INIT (FZ_CFG3_NO_LID, after the link came
  * up): arm it, then activate it.  Inputs may have changed the SMA's state (an M_Key, a
@@ -246,6 +290,9 @@ bool fz_qp_to_rts(FzQp *q)
         .max_dest_rd_atomic = (fz.cfg.flags2 & FZ_CFG2_NO_RD_ATOM) ? 0 : 4,
         .min_rnr_timer = 1,
         .src_path_bits = (fz.cfg.flags2 & FZ_CFG2_LMC) ? 3 : 0,
+        /* With credits, SL s is VL s % 4 (fz_sm_qos): one VL per connected QP. */
+        .sl = (fz.cfg.flags3 & FZ_CFG3_CREDITS_MASK) ?
+              (q >= fz.qp && q < fz.qp + T__MAX ? q - fz.qp : 3) % 4 : 0,
     };
     if (fz.cfg.flags2 & FZ_CFG2_GRH) {
         a.ah_flags = 1;
@@ -452,6 +499,9 @@ void fz_post_send(const FzSendRec *r)
     w->ud_qkey = cpu_to_le32(t == T_GSI ? PIB_GSI_QKEY : FZ_QKEY);
     w->ud_dlid = cpu_to_le16(r->ud_dlid ? le16_to_cpu(r->ud_dlid) :
                              FZ_PEER_LID);
+    if (fz.cfg.flags3 & FZ_CFG3_CREDITS_MASK) {
+        w->ud_sl = fz.wr_id % 4;        /* VL wr_id % 4 (fz_sm_qos) */
+    }
     switch (op) {
     case PIB_WQE_ATOMIC_CS:
     case PIB_WQE_ATOMIC_FA:
@@ -528,22 +578,74 @@ void fz_post_send(const FzSendRec *r)
  * Setup: the device as a driver leaves it.  Fresh guest RAM, fresh device.
  */
 
-void fz_peer_hello(uint32_t version)
+void fz_peer_hello(uint32_t version, uint32_t flags_xor)
 {
     uint8_t f[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)] = {
         PIB_LINK_MAGIC, PIB_FRAME_HELLO, 0, sizeof(struct pib_link_hello),
     };
+    static const uint32_t credits[4] = {
+        0, PIB_HELLO_F_CREDITS | PIB_HELLO_F_CREDITS_ON, PIB_HELLO_F_CREDITS,
+        PIB_HELLO_F_CREDITS | PIB_HELLO_F_SWITCH,
+    };
+    uint32_t flags = ((fz.cfg.flags3 & FZ_CFG3_DOORBELL) ? PIB_HELLO_F_DOORBELL : 0) |
+                     credits[(fz.cfg.flags3 & FZ_CFG3_CREDITS_MASK) >> 5];
     struct pib_link_hello h = {
         .version_be = cpu_to_be32(version),
         .mtu_be = cpu_to_be32(PIB_LINK_MAX_PAYLOAD),
         .node_guid_be = cpu_to_be64(FZ_PEER_GUID),
         .port_guid_be = cpu_to_be64(FZ_PEER_GUID + 1),
-        .flags_be = cpu_to_be32((fz.cfg.flags3 & FZ_CFG3_DOORBELL) ?
-                                PIB_HELLO_F_DOORBELL : 0),
+        .flags_be = cpu_to_be32(flags ^ flags_xor),
     };
 
     memcpy(f + PIB_LINK_HDR_LEN, &h, sizeof(h));
     fz_link_feed(f, sizeof(f));
+}
+
+void fz_peer_flow(const struct pib_link_fc *fc, unsigned n, unsigned len)
+{
+    uint8_t f[PIB_LINK_HDR_LEN + 0xffff];
+    unsigned have = MIN(n * sizeof(*fc), len);
+
+    len = MIN(len, 0xffffu);
+    f[0] = PIB_LINK_MAGIC;
+    f[1] = PIB_FRAME_FLOW;
+    stw_be_p(f + 2, len);
+    memcpy(f + PIB_LINK_HDR_LEN, fc, have);
+    memset(f + PIB_LINK_HDR_LEN + have, 0xa5, len - have);
+    fz_link_feed(f, PIB_LINK_HDR_LEN + len);
+}
+
+void fz_peer_grant(void)
+{
+    struct pib_link_fc fc[PIB_LINK_DATA_VLS];
+    const PibLink *l = &fz.s->link;
+    unsigned i;
+
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        stw_be_p(&fc[i].op_fctbs_be, PIB_LINK_FC_OP_NORMAL << 12 | l->vl[i].abr);
+        stw_be_p(&fc[i].vl_fccl_be, i << 12 |
+                 ((l->vl[i].fctbs + PIB_LINK_VL_BLOCKS) & (PIB_LINK_FC_MOD - 1)));
+    }
+    fz_peer_flow(fc, PIB_LINK_DATA_VLS, sizeof(fc));
+}
+
+void fz_credit_topup(void)
+{
+    const PibLink *l = &fz.s->link;
+    uint16_t left;
+    unsigned i;
+
+    if ((fz.cfg.flags3 & FZ_CFG3_WITHHOLD) ||
+        !l->fc || !fz_link.connected || l->rx_state != PIB_RX_HDR || l->rx_got) {
+        return;     /* a frame of the input's is half-way in: not in its middle */
+    }
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        left = (l->vl[i].fccl - l->vl[i].fctbs) & (PIB_LINK_FC_MOD - 1);
+        if (left < PIB_LINK_VL_BLOCKS / 2 || left > PIB_LINK_VL_BLOCKS) {
+            fz_peer_grant();
+            return;
+        }
+    }
 }
 
 /* The peer (re)connects, as a socket chardev with reconnect=1 would. */
@@ -551,8 +653,9 @@ void fz_link_up(void)
 {
     if (!fz_link.connected) {
         fz_link_open();
-        fz_peer_hello(PIB_LINK_PROTO_VERSION);
+        fz_peer_hello(PIB_LINK_PROTO_VERSION, 0);
         fz_run_bhs();
+        fz_credit_topup();
     }
 }
 
@@ -787,6 +890,9 @@ void fz_objects(void)
         .pbl_addr = cpu_to_le64(fz.srq_pbl),
     };
     fz.srqn = fz_admin_must(&cmd, "CREATE_SRQ");
+    if ((fz.cfg.flags3 & FZ_CFG3_CREDITS_MASK) && !fz_sm_qos()) {
+        fz_bug("harness setup: SLtoVLMappingTable or VLArbitrationTable Set refused");
+    }
     for (t = 0; t < T__MAX; t++) {
         if (!fz_create_qp(t)) {
             fz_bug("harness setup: CREATE_QP %s failed", fz_target_names[t]);
@@ -909,6 +1015,9 @@ void fz_setup(FzConfig cfg)
     fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
     fz.s->link.direct = true;           /* the properties' defaults */
     fz.s->link.sndbuf = PIB_LINK_SNDBUF;    /* (a unix socket's only: not here) */
+    fz.s->link.credits = (const OnOffAuto[4]) {    /* FZ_CFG3_CREDITS_MASK */
+        ON_OFF_AUTO_AUTO, ON_OFF_AUTO_AUTO, ON_OFF_AUTO_ON, ON_OFF_AUTO_OFF,
+    }[(cfg.flags3 & FZ_CFG3_CREDITS_MASK) >> 5];
     fz_class->realize(pci, &err);
     if (fz_error_clear(&err)) {
         fz_bug("harness: the device refused to realize");

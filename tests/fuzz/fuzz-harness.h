@@ -137,6 +137,26 @@ typedef struct QEMU_PACKED FzConfig {
 #define FZ_CFG3_DOORBELL    0x10    /* the peer's HELLO offers a doorbell
                                      * (with no descriptor: the device
                                      * must go on polling) */
+/*
+ * Credits (include/pib_link.h, "Credits"): they run when both HELLOs offer
+ * them and one asks.  [6:5] of flags3:
+ *   0  the peer offers none; the device's link-credits is auto (the default)
+ *   1  FZ_CFG3_CREDITS: the peer offers and asks (CREDITS_ON), auto: they run
+ *   2  FZ_CFG3_DEV_CREDITS: the peer offers, the device's link-credits=on
+ *      asks: they run
+ *   3  the peer offers as a switch port, link-credits=off: they do not run
+ * While they run the peer grants as a receiver whose buffer is always empty
+ * (fz_credit_topup: its whole window once the HELLOs are in, and again
+ * whenever the device is down to half of it or a FLOW op lied), unless it
+ * withholds: then only FLOW ops grant.  With any of 1-3, an SM has mapped SL
+ * s to VL s % 4 and weighed VL0-VL3 in the VLArbitrationTables, and the QPs
+ * use SLs 0-3, so the device's transmit VL queues and its VL arbitration run,
+ * not only VL0's queue.
+ */
+#define FZ_CFG3_CREDITS     0x20
+#define FZ_CFG3_DEV_CREDITS 0x40
+#define FZ_CFG3_CREDITS_MASK 0x60
+#define FZ_CFG3_WITHHOLD    0x80    /* the peer grants nothing by itself */
 
 typedef struct Fz {
     PibState *s;
@@ -237,8 +257,17 @@ void fz_bind(bool type1);
  * The fixture
  */
 
-/* The peer's HELLO of that protocol version. */
-void fz_peer_hello(uint32_t version);
+/* The peer's HELLO of that protocol version; flags_xor flips PIB_HELLO_F_* the config gives. */
+void fz_peer_hello(uint32_t version, uint32_t flags_xor);
+/* A FLOW frame from the peer: its header says len bytes, and len bytes of fc follow (any
+ * length: 1-15 whole entries is a valid one), padded with 0xa5 past n entries. */
+void fz_peer_flow(const struct pib_link_fc *fc, unsigned n, unsigned len);
+/* The FLOW frame of a peer whose buffer is empty: every data VL's FCCL the device's FCTBS
+ * plus the whole window, its FCTBS the device's ABR (what the device received from it). */
+void fz_peer_grant(void);
+/* While credits run, unless FZ_CFG3_WITHHOLD: grant again if the device is down to half a
+ * window on some VL (or a lie left it without credit), at a frame boundary only. */
+void fz_credit_topup(void);
 /* The peer (re)connects, as a socket chardev with reconnect=1 would. */
 void fz_link_up(void);
 /* BAR0 as the driver programs it, then ENABLE. */

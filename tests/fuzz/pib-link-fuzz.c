@@ -6,7 +6,9 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * A libFuzzer target for everything a peer on the other end of the link can
- * reach: the frame reassembly (fabric/pib-link.c), the packet parser
+ * reach: the frame reassembly (fabric/pib-link.c), the credits and the VL
+ * queues (fabric/pib-link-fc.c: FLOW frames honest, lying and malformed, a
+ * peer that grants or withholds, packets on every data VL), the packet parser
  * (fabric/pib-packet.c) and dispatch (hca/pib-rx.c), the responder
  * (hca/pib-resp.c) and the completer (hca/pib-comp.c), with the requester and
  * the admin commands interleaved.
@@ -117,7 +119,8 @@ typedef struct QEMU_PACKED FzPktRec {
                          * 2 raw (raw32 << 12 | va_off), 3 start + 16 va_off;
                          * [4:2] DMA length: 0 right for the opcode, 1 raw32,
                          * 2 zero, 3 2^31 + 1, 4 payload + MTU, 5 payload - 1,
-                         * 6 to the end of the MR, 7 one byte past it */
+                         * 6 to the end of the MR, 7 one byte past it;
+                         * [7:5] the LRH VL's bits [2:0] (ext [7]: [3]) */
     uint8_t mut;        /* FZ_MUT_* */
     uint8_t mut2;       /* FZ_MUT2_* */
     uint8_t syndrome;   /* AETH */
@@ -129,7 +132,10 @@ typedef struct QEMU_PACKED FzPktRec {
     uint8_t ext;        /* [0] wrong Q_Key, [1] IETH names MW type 2 else
                          * M_RW, [2] SLID of another port, [3] our own LID
                          * as SLID, [5:4] DLID + 0..3 (LMC path bits),
-                         * [6] the XRCETH names raw32 else the XRC SRQ */
+                         * [6] the XRCETH names raw32 else the XRC SRQ,
+                         * [7] VL bit 3.  The VL is 0 (QP0: 15) xor those
+                         * four bits: data VLs 0-14 each have their own
+                         * credits (VL0-3 the port's, 4-14 rx_drop_vl) */
 } FzPktRec;
 
 #define FZ_MUT_LVER         0x01
@@ -366,7 +372,8 @@ static void fz_pkt_build(const FzPktRec *r)
     } else if (r->ext & 8) {
         slid = FZ_LID;
     }
-    b[0] = (r->mut & FZ_MUT_LVER) ? 1 : 0;
+    b[0] = ((((r->key >> 5) | (r->ext >> 7) << 3) ^ (t == 7 ? 15 : 0)) << 4) |
+           ((r->mut & FZ_MUT_LVER) ? 1 : 0);
     b[1] = (grh ? PIB_LNH_IBA_GLOBAL : PIB_LNH_IBA_LOCAL) ^
            ((r->mut & FZ_MUT_LNH) ? 2 : 0);
     stw_be_p(b + 2, (r->mut & FZ_MUT_DLID) ? le32_to_cpu(r->raw32) :
@@ -726,13 +733,19 @@ static void fz_op_link(uint8_t sel)
         fz_link_close();
         fz_link_up();
         break;
-    case 1:             /* HELLO again, with the link up */
+    case 1:             /* HELLO again, with the link up; it changed its mind
+                         * about [3] offering credits, [4] the doorbell,
+                         * [5] asking for credits, [6] being a switch port */
         fz_feed(NULL, 0);
-        fz_peer_hello(PIB_LINK_PROTO_VERSION);
+        fz_peer_hello(PIB_LINK_PROTO_VERSION,
+                      ((sel & 0x08) ? PIB_HELLO_F_CREDITS : 0) |
+                      ((sel & 0x10) ? PIB_HELLO_F_DOORBELL : 0) |
+                      ((sel & 0x20) ? PIB_HELLO_F_CREDITS_ON : 0) |
+                      ((sel & 0x40) ? PIB_HELLO_F_SWITCH : 0));
         break;
     case 2:             /* a peer of another protocol version */
         fz_feed(NULL, 0);
-        fz_peer_hello(PIB_LINK_PROTO_VERSION + (sel >> 3));
+        fz_peer_hello(PIB_LINK_PROTO_VERSION + (sel >> 3), 0);
         break;
     case 3:             /* the peer goes away: the chardev sees it, or */
         if (sel & 0x18) {   /* the device reads end of stream, or an error */
@@ -761,6 +774,60 @@ static void fz_op_link(uint8_t sel)
 }
 
 /*
+ * A FLOW frame from the peer (include/pib_link.h, "Credits").  Its values are
+ * relative to the device's own state unless the record says otherwise, so that
+ * honest grants are as easy to find as lies: kind 0 with fccl 2048 and fctbs 0
+ * is what a peer with an empty buffer sends (fz_peer_grant).
+ */
+typedef struct QEMU_PACKED FzFlowRec {
+    uint8_t sel;        /* [3:0] entries - 1 (16: one more than a FLOW frame
+                         * holds, framing is lost); [5:4] kind: 0 relative (FCCL =
+                         * the device's FCTBS on the entry's VL + fccl, FCTBS =
+                         * its ABR + fctbs), 1 absolute, 2 relative in a frame
+                         * whose header says len bytes (0, not whole entries,
+                         * more than 15: framing is lost), 3 random words
+                         * seeded by fccl and fctbs; [6] entry i has Op op + i,
+                         * [7] every entry has the first one's VL */
+    uint8_t vl_op;      /* [3:0] the first entry's VL (entry i: VL + i, mod
+                         * 16: VL15 entries too), [7:4] Op (0 Normal, 1 Init,
+                         * others unknown) */
+    uint16_t fccl;
+    uint16_t fctbs;
+    uint8_t len;        /* kind 2: the frame's length */
+    uint8_t step;       /* entry i's FCCL grows by i * step */
+} FzFlowRec;
+
+static void fz_op_flow(const FzFlowRec *r)
+{
+    struct pib_link_fc fc[16];
+    unsigned n = (r->sel & 15) + 1, kind = (r->sel >> 4) & 3, i, vl, op;
+    uint32_t x = (uint32_t)le16_to_cpu(r->fccl) << 16 | le16_to_cpu(r->fctbs) | 1;
+    uint16_t cl, tbs;
+
+    fz_feed(NULL, 0);                   /* reconnect first, if the link is down */
+    for (i = 0; i < n; i++) {
+        vl = ((r->vl_op & 15) + ((r->sel & 0x80) ? 0 : i)) & 15;
+        op = ((r->vl_op >> 4) + ((r->sel & 0x40) ? i : 0)) & 15;
+        cl = le16_to_cpu(r->fccl) + i * r->step;
+        tbs = le16_to_cpu(r->fctbs);
+        if (kind == 3) {                /* xorshift32 */
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            memcpy(&fc[i], &x, sizeof(x));
+            continue;
+        }
+        if (kind != 1 && vl < PIB_LINK_DATA_VLS) {
+            cl += fz.s->link.vl[vl].fctbs;
+            tbs += fz.s->link.vl[vl].abr;
+        }
+        stw_be_p(&fc[i].op_fctbs_be, op << 12 | (tbs & (PIB_LINK_FC_MOD - 1)));
+        stw_be_p(&fc[i].vl_fccl_be, vl << 12 | (cl & (PIB_LINK_FC_MOD - 1)));
+    }
+    fz_peer_flow(fc, n, kind == 2 ? r->len : n * sizeof(fc[0]));
+}
+
+/*
  * The ops
  */
 
@@ -775,10 +842,12 @@ typedef enum FzOp {
     FZ_OP_CQ,           /* u8 */
     FZ_OP_ADMIN,        /* FzAdminRec */
     FZ_OP_LINK,         /* u8: 0 drop and reconnect, 1 HELLO again,
-                         * 2 HELLO of another version, 3 drop */
+                         * 2 HELLO of another version, 3 drop, ...
+                         * (fz_op_link) */
     FZ_OP_MMIO,         /* FzMmioRec */
     FZ_OP_INJECT,       /* FzInjectRec */
     FZ_OP_MAD,          /* u8 sel, 256 bytes: a MAD through MAD_IFC */
+    FZ_OP_FLOW,         /* FzFlowRec: a FLOW frame (credits) */
     FZ_OP__MAX
 } FzOp;
 
@@ -794,6 +863,7 @@ static void fz_op(FzIn *in)
     FzAdminRec ar;
     FzMmioRec mr;
     FzInjectRec ir;
+    FzFlowRec fr;
     uint8_t b0, b1;
     int8_t step;
 
@@ -878,9 +948,14 @@ static void fz_op(FzIn *in)
         in_read(in, buf, PIB_MAD_SIZE);
         fz_op_mad(b0, buf);
         break;
+    case FZ_OP_FLOW:
+        in_read(in, &fr, sizeof(fr));
+        fz_op_flow(&fr);
+        break;
     }
     if (!(op & FZ_OP_NORUN)) {
         fz_run_bhs();
+        fz_credit_topup();      /* a peer that grants as it consumes, if configured */
     }
     if (fz.cfg.flags3 & FZ_CFG3_NO_LID) {
         fz_sm_sweep();
@@ -984,6 +1059,168 @@ static void seed_emit(const char *dir, const char *name, FzConfig cfg,
     raw_name = g_strdup_printf("raw-%s", name);
     seed_write(dir, raw_name, &sd);
     g_free(raw_name);
+}
+
+/* The index of a QOM property in fz_props (registered by the first fz_setup). */
+static uint8_t fz_prop_index(const char *name)
+{
+    unsigned i;
+
+    for (i = 0; i < fz_n_props; i++) {
+        if (!strcmp(fz_props[i].name, name)) {
+            return i;
+        }
+    }
+    fz_bug("harness: no QOM property %s", name);
+}
+
+/* A FLOW record: kind, entries, from VL vl with Op op; fccl, fctbs as the kind reads them. */
+static FzFlowRec seed_flow(unsigned kind, unsigned n, unsigned vl, unsigned op,
+                           uint16_t fccl, uint16_t fctbs)
+{
+    return (FzFlowRec) {
+        .sel = (n - 1) | kind << 4, .vl_op = vl | op << 4,
+        .fccl = cpu_to_le16(fccl), .fctbs = cpu_to_le16(fctbs),
+    };
+}
+
+/*
+ * Credits (FZ_CFG3_CREDITS): traffic on them, on several VLs, a peer that withholds them, FLOW
+ * frames of bad lengths and lies, inject-credit-hold, a peer that changes its mind.
+ */
+static void fz_gen_credit_seeds(const char *dir)
+{
+    const FzConfig cr = { .flags = 2, .flags3 = FZ_CFG3_CREDITS };
+    const FzConfig crw = { .flags = 2, .flags3 = FZ_CFG3_CREDITS | FZ_CFG3_WITHHOLD };
+    const uint16_t right = 0x8000 | 100;
+    const uint8_t next_timer = 0x90;
+    FzFlowRec grant = seed_flow(0, PIB_LINK_DATA_VLS, 0, PIB_LINK_FC_OP_NORMAL,
+                                PIB_LINK_VL_BLOCKS, 0);
+    FzPktRec p[4];
+    FzSeed sd;
+    FzConfig cfg;
+    unsigned v;
+
+    /* A READ answered on credits; requests to the port on VLs 1, 3 (its) and 7, 14 (not) */
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_RW, 0x8000 | 2000);
+    seed_emit(dir, "credits-read", cr, p, 1, next_timer);
+    for (v = 0; v < 4; v++) {
+        static const uint8_t vls[] = { 1, 3, 7, 14 };
+
+        p[v] = seed_pkt(v & 1 ? T_UD : T_UC, v & 1 ? PIB_OP_UD_SEND_ONLY : PIB_OP_UC_SEND_ONLY,
+                        0, 0x8000 | 500);
+        p[v].key = (vls[v] & 7) << 5;
+        p[v].ext = (vls[v] & 8) << 4;
+    }
+    seed_emit(dir, "credits-vls", cr, p, 4, 0);
+
+    /* The device sends on VL0-3: sends posted at setup, and on UC (VL2) and UD (VL wr_id % 4) */
+    sd.n = 0;
+    cfg = cr;
+    cfg.flags |= FZ_CFG_POST_SENDS;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    for (v = 0; v < 4; v++) {
+        seed_op(&sd, FZ_OP_SEND, &(FzSendRec) { v & 1 ? T_UD : T_UC, PIB_WQE_SEND, 0, 0,
+                                                 700, 0 }, sizeof(FzSendRec));
+    }
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    seed_write(dir, "credits-tx-vls", &sd);
+
+    /*
+     * The peer withholds: a READ of all 320 KiB waits (PortXmitWait), then honest grants let
+     * it through, a window at a time.
+     */
+    sd.n = 0;
+    cfg = crw;
+    cfg.flags = FZ_TX_EAGAIN << 4;
+    seed_put(&sd, &cfg, sizeof(cfg));
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_BIG, 0);
+    p[0].key = 6 << 2;
+    p[0].va_off = 0;
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    for (v = 0; v < 4; v++) {
+        seed_op(&sd, FZ_OP_FLOW, &grant, sizeof(grant));
+        seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 7 }, 2);
+    }
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    seed_write(dir, "credits-withheld", &sd);
+
+    /* FLOW frames of 0, 6 and 64 bytes: framing lost, the peer dials again each time */
+    sd.n = 0;
+    seed_put(&sd, &cr, sizeof(cr));
+    for (v = 0; v < 3; v++) {
+        FzFlowRec f = seed_flow(2, PIB_LINK_DATA_VLS, 0, 0, PIB_LINK_VL_BLOCKS, 0);
+
+        f.len = (uint8_t[]) { 0, 6, 64 }[v];
+        seed_op(&sd, FZ_OP_FLOW, &f, sizeof(f));
+    }
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_SEND_ONLY, 0, right);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_write(dir, "credits-flow-lengths", &sd);
+
+    /*
+     * Lies while a READ waits: an absolute FCCL, random words, VL15 entries, unknown Ops, one
+     * VL over and over, FCTBS jumping ahead; then an honest grant.
+     */
+    sd.n = 0;
+    seed_put(&sd, &crw, sizeof(crw));
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_RW, 0x8000 | 3000);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    {
+        FzFlowRec lies[] = {
+            seed_flow(1, PIB_LINK_DATA_VLS, 0, 0, 0xabc, 0x123),
+            seed_flow(3, PIB_LINK_DATA_VLS, 0, 0, 0x1234, 0x5678),
+            seed_flow(0, PIB_LINK_DATA_VLS, 15, 0, PIB_LINK_VL_BLOCKS, 0),
+            seed_flow(0, PIB_LINK_DATA_VLS - 1, 0, 2, PIB_LINK_VL_BLOCKS, 0),
+            seed_flow(0, PIB_LINK_DATA_VLS, 0, 0, 2100, 2000),
+            seed_flow(0, 1, 0, PIB_LINK_FC_OP_INIT, 0xfff, 0),
+        };
+
+        lies[2].sel |= 0x80;            /* all VL15 */
+        lies[3].sel |= 0xc0;            /* all VL0, Ops 2-15 */
+        lies[4].step = 7;
+        for (v = 0; v < ARRAY_SIZE(lies); v++) {
+            seed_op(&sd, FZ_OP_FLOW, &lies[v], sizeof(lies[v]));
+        }
+    }
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    seed_op(&sd, FZ_OP_FLOW, &grant, sizeof(grant));
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    seed_write(dir, "credits-lies", &sd);
+
+    /* inject-credit-hold on under the peer's traffic, then off again */
+    sd.n = 0;
+    seed_put(&sd, &cr, sizeof(cr));
+    seed_op(&sd, FZ_OP_INJECT, &(FzInjectRec) { fz_prop_index("inject-credit-hold"), 2, 0,
+                                                 cpu_to_le32(1) }, sizeof(FzInjectRec));
+    p[0] = seed_pkt(T_UD, PIB_OP_UD_SEND_ONLY, 0, 0x8000 | 1000);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_BURST, 40, 0 }, 3);
+    seed_op(&sd, FZ_OP_INJECT, &(FzInjectRec) { fz_prop_index("inject-credit-hold"), 2, 0,
+                                                 0 }, sizeof(FzInjectRec));
+    seed_op(&sd, FZ_OP_TICK, &next_timer, 1);
+    seed_write(dir, "credits-hold", &sd);
+
+    /*
+     * A peer that says HELLO again without credits, then with; a device that asks for them of
+     * a peer that only offers; a device that has them off, with a switch port as its peer.
+     */
+    sd.n = 0;
+    seed_put(&sd, &cr, sizeof(cr));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 1 | 8 }, 2);
+    p[0] = seed_pkt(T_RC, PIB_OP_RC_RDMA_READ_REQUEST, K_MR + M_RW, 0x8000 | 2000);
+    seed_op(&sd, FZ_OP_STRUCT, &p[0], sizeof(p[0]));
+    seed_put(&sd, (uint8_t[]) { FZ_OP_LINK, 1, FZ_OP_LINK, 0 }, 4);
+    seed_op(&sd, FZ_OP_FLOW, &grant, sizeof(grant));
+    seed_write(dir, "credits-hello-again", &sd);
+    cfg = cr;
+    cfg.flags3 ^= FZ_CFG3_CREDITS_MASK;        /* 2: the device asks */
+    memcpy(sd.b, &cfg, sizeof(cfg));
+    seed_write(dir, "credits-device-on", &sd);
+    cfg.flags3 |= FZ_CFG3_CREDITS_MASK;        /* 3: the device has them off */
+    memcpy(sd.b, &cfg, sizeof(cfg));
+    seed_write(dir, "credits-device-off", &sd);
 }
 
 static void fz_gen_seeds(const char *dir)
@@ -1275,6 +1512,8 @@ static void fz_gen_seeds(const char *dir)
         }
         seed_write(dir, "mads", &sd);
     }
+
+    fz_gen_credit_seeds(dir);
 }
 
 /*

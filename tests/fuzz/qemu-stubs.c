@@ -619,8 +619,9 @@ static void fz_link_tx_byte(uint8_t b)
             return;
         }
         l->tx_len = (uint32_t)l->tx_hdr[2] << 8 | l->tx_hdr[3];
-        if (l->tx_hdr[0] != 0x50 || (l->tx_hdr[1] != 1 && l->tx_hdr[1] != 2) ||
-            l->tx_len > 4096 + 256) {
+        if (l->tx_hdr[0] != 0x50 || l->tx_hdr[1] < 1 || l->tx_hdr[1] > 3 ||
+            l->tx_len > 4096 + 256 ||
+            (l->tx_hdr[1] == 3 && (!l->tx_len || l->tx_len % 4 || l->tx_len > 60))) {
             fz_bug("device transmitted a bad link header %02x %02x %02x %02x",
                    l->tx_hdr[0], l->tx_hdr[1], l->tx_hdr[2], l->tx_hdr[3]);
         }

@@ -8,6 +8,7 @@
  *   hostile_session.c MADs and the session with the target port (we are its SM)
  *   hostile_attacks.c the attacks on the link and the transport (garbage ... forged, doorbell)
  *   hostile_mad.c     the attacks with MADs: malformed SMPs/GMPs, forged CM messages
+ *   hostile_credits.c credits (link flow control): bad FLOW frames, no credit granted, lies
  *   hostile_relay.c   relay: a transparent cable with a cutter
  */
 #ifndef PIB_HOSTILE_H
@@ -49,6 +50,7 @@
 #define QP_PSN     1 /* PSN window checks: stays RTS */
 #define QP_READ    2 /* valid READs (positive control): stays RTS */
 #define QP_FORGED  3 /* first of the QPs the forged RDMA requests break, one each */
+#define QP_CREDITS 13 /* READs that wait for the credits we grant: stays RTS */
 #define MAX_QPS    64
 
 /* Bytes every forged WRITE carries: no byte of the pattern is guaranteed to differ, but 64 of
@@ -90,6 +92,28 @@ struct link {
 	bool offer;			/* offer_fd rides with our HELLO (SCM_RIGHTS) */
 	int offer_fd;
 	int passed_fd;			/* the first descriptor the device sent, from link_dial on; -1 */
+	/*
+	 * Credits (include/pib_link.h, "Credits"), once both HELLOs offered PIB_HELLO_F_CREDITS
+	 * and one asked for them (link_credits):
+	 * per data VL, what we sent and what the device granted us, what it sent and what we
+	 * granted it.  A well-behaved receiver (withhold false) grants its whole window once the
+	 * HELLOs are in and again whenever the device is down to half of it; withhold grants
+	 * nothing unless told to (link_grant).  From link_dial on, except withhold.
+	 */
+	bool withhold;
+	struct {
+		uint16_t fctbs;		/* blocks we sent, modulo 4096 */
+		uint16_t fccl;		/* the credit limit the device's last FLOW frame gave us */
+		uint16_t abr;		/* blocks the device sent: its FCTBS, plus what came since */
+		uint16_t granted;	/* the credit limit our last FLOW frame gave it */
+	} vl[PIB_LINK_DATA_VLS];
+	unsigned flow_rx;		/* FLOW frames from the device */
+	unsigned flow_odd;		/* of them, entries not VL i with Op Normal at index i */
+	unsigned overrun;		/* data packets the device sent beyond what we granted */
+	bool lied;			/* our FLOW frames since the last link_grant lied: the
+					 * device's limits are not `granted`, overrun not judged */
+	uint8_t flow_first[PIB_LINK_DATA_VLS * sizeof(struct pib_link_fc)];
+	size_t flow_first_len;		/* the device's first FLOW frame, as it came */
 };
 
 struct target {
@@ -162,6 +186,7 @@ int64_t now_ms(void);
 void sleep_ms(int ms);
 void expect(enum pib_counter c, unsigned n);
 void expect_port_counter(const char *name, unsigned n);
+void expect_grew(enum pib_counter c);
 void print_expectations(void);
 void on_stop(int sig);
 void on_arm(int sig);
@@ -178,6 +203,12 @@ int send_hello(struct link *l);
 int recv_frame(struct link *l, uint8_t *type, uint8_t *p, size_t *len, int timeout_ms);
 int wait_hello(struct link *l, int timeout_ms);
 int wait_eof(struct link *l, int timeout_ms);
+bool link_credits(const struct link *l);
+uint16_t fc_blocks(size_t len);
+int link_flow_send(struct link *l, const struct pib_link_fc *fc, unsigned n);
+int link_grant(struct link *l);
+void link_flow_rx(struct link *l, const uint8_t *p, size_t n);
+void link_rx_data(struct link *l, const uint8_t *ib, size_t n);
 void target_load(struct target *t, const char *file);
 
 /* hostile_pkt.c */
@@ -202,6 +233,7 @@ void mad_hdr_init(struct pib_mad_hdr *h, uint8_t mgmt_class, uint8_t class_versi
 struct pkt mad_pkt(const struct session *s, uint32_t qpn, bool dr, const void *mad,
 		   size_t len);
 const struct pib_mad_hdr *resp_mad(const struct resp *r);
+int next_frame(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf);
 int next_packet(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf);
 int wait_mad(struct session *s, const struct pib_mad_hdr *req, int ms, struct resp *r,
 	     uint8_t *buf);
@@ -219,9 +251,15 @@ void cmd_truncated(struct session *s);
 void cmd_zero_length(struct session *s);
 void cmd_bad_headers(struct session *s);
 void cmd_psn(struct session *s);
+uint32_t read_send(struct session *s, int i, uint32_t psn, uint64_t off, uint32_t len);
+bool read_expect(struct session *s, int i, uint32_t psn, uint64_t off, uint32_t len,
+		 const char *what);
 void cmd_read(struct session *s);
 void cmd_forged(struct session *s);
 void cmd_doorbell(struct session *s);
+
+/* hostile_credits.c */
+void cmd_credits(struct session *s);
 
 /* hostile_mad.c */
 void mad_expect_status(struct session *s, const char *what, struct pkt *p, uint16_t want);

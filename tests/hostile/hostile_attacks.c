@@ -325,6 +325,58 @@ void cmd_psn(struct session *s)
 	session_close(s);
 }
 
+/* A valid RDMA READ of len bytes at MR offset off, to target QP i with PSN psn: sent now;
+ * returns the number of response packets it asks for (their PSNs are psn onwards). */
+uint32_t read_send(struct session *s, int i, uint32_t psn, uint64_t off, uint32_t len)
+{
+	struct pkt p = req_to(s, i, PIB_OP_RC_RDMA_READ_REQUEST, psn);
+
+	p.reth = true;
+	p.va = s->t.mr_addr + off;
+	p.rkey = s->t.mr_rkey;
+	p.dmalen = len;
+	send_pkt(s, &p);
+	return (len + s->t.mtu - 1) / s->t.mtu;
+}
+
+/*
+ * The responses to that READ: FIRST, MIDDLE..., LAST (or ONLY) with consecutive PSNs, and the
+ * MR's pattern in them.  One check line "what: ..."; true if it passed.
+ */
+bool read_expect(struct session *s, int i, uint32_t psn, uint64_t off, uint32_t len,
+		 const char *what)
+{
+	uint32_t npkts = (len + s->t.mtu - 1) / s->t.mtu;
+	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+	uint32_t got = 0, bad = 0, first_bad = 0;
+	bool ok = true;
+
+	for (uint32_t j = 0; j < npkts && ok; j++) {
+		struct resp r;
+		uint8_t want = npkts == 1 ? PIB_OP_RC_RDMA_READ_RESP_ONLY :
+			       j == 0 ? PIB_OP_RC_RDMA_READ_RESP_FIRST :
+			       j == npkts - 1 ? PIB_OP_RC_RDMA_READ_RESP_LAST :
+			       PIB_OP_RC_RDMA_READ_RESP_MIDDLE;
+
+		if (!wait_resp(s, i, &r, buf) || r.opcode != want || r.psn != psn_add(psn, j)) {
+			ok = false;
+			break;
+		}
+		for (uint32_t b = 0; b < r.paylen; b++)
+			if (r.payload[b] != pattern_byte(off + got + b) && !bad++)
+				first_bad = got + b;
+		got += r.paylen;
+	}
+	check(ok && got == len && !bad,
+	      "%s: READ of %u bytes at MR offset %" PRIu64 ": %u response(s), the pattern%s",
+	      what, len, off, npkts,
+	      !ok ? " (missing or out-of-order responses)" :
+	      got != len ? " (wrong length)" : bad ? " (wrong bytes)" : "");
+	if (bad)
+		info("%u wrong bytes, the first at offset %u", bad, first_bad);
+	return ok && got == len && !bad;
+}
+
 /* Valid READs: the positive control that the target's keys and addresses are the ones the
  * forged requests tamper with, and that what comes back is the pattern. */
 void cmd_read(struct session *s)
@@ -336,7 +388,6 @@ void cmd_read(struct session *s)
 		{ 128, 256 },
 		{ 1, 2 * 4096 + 100 },		/* several responses at any MTU up to 4096 */
 	};
-	uint8_t buf[PIB_LINK_MAX_PAYLOAD];
 	uint32_t psn = s->t.psn;
 
 	if (session_open(s)) {
@@ -344,43 +395,11 @@ void cmd_read(struct session *s)
 		return;
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(reads); k++) {
-		struct pkt p = req_to(s, QP_READ, PIB_OP_RC_RDMA_READ_REQUEST, psn);
-		uint32_t npkts = (reads[k].len + s->t.mtu - 1) / s->t.mtu;
-		uint32_t got = 0, bad = 0, first_bad = 0;
-		bool ok = true;
-
 		if (reads[k].off + reads[k].len > s->t.mr_len)
 			continue;
-		p.reth = true;
-		p.va = s->t.mr_addr + reads[k].off;
-		p.rkey = s->t.mr_rkey;
-		p.dmalen = reads[k].len;
-		send_pkt(s, &p);
-		for (uint32_t j = 0; j < npkts && ok; j++) {
-			struct resp r;
-			uint8_t want = npkts == 1 ? PIB_OP_RC_RDMA_READ_RESP_ONLY :
-				       j == 0 ? PIB_OP_RC_RDMA_READ_RESP_FIRST :
-				       j == npkts - 1 ? PIB_OP_RC_RDMA_READ_RESP_LAST :
-				       PIB_OP_RC_RDMA_READ_RESP_MIDDLE;
-
-			if (!wait_resp(s, QP_READ, &r, buf) || r.opcode != want ||
-			    r.psn != psn_add(psn, j)) {
-				ok = false;
-				break;
-			}
-			for (uint32_t b = 0; b < r.paylen; b++)
-				if (r.payload[b] != pattern_byte(reads[k].off + got + b) && !bad++)
-					first_bad = got + b;
-			got += r.paylen;
-		}
-		check(ok && got == reads[k].len && !bad,
-		      "READ of %u bytes at MR offset %" PRIu64 ": %u response(s), the pattern%s",
-		      reads[k].len, reads[k].off, npkts,
-		      !ok ? " (missing or out-of-order responses)" :
-		      got != reads[k].len ? " (wrong length)" : bad ? " (wrong bytes)" : "");
-		if (bad)
-			info("%u wrong bytes, the first at offset %u", bad, first_bad);
-		psn = psn_add(psn, npkts);
+		read_send(s, QP_READ, psn, reads[k].off, reads[k].len);
+		read_expect(s, QP_READ, psn, reads[k].off, reads[k].len, "valid");
+		psn = psn_add(psn, (reads[k].len + s->t.mtu - 1) / s->t.mtu);
 	}
 	printf("expect_qp %d RTS\n", QP_READ);
 	session_close(s);

@@ -29,6 +29,10 @@ int link_dial(struct link *l, int timeout_ms)
 			l->len = 0;
 			l->passed_fd = -1;
 			l->peer_flags = 0;
+			memset(l->vl, 0, sizeof(l->vl));	/* a new stream: no credit */
+			l->flow_rx = l->flow_odd = l->overrun = 0;
+			l->flow_first_len = 0;
+			l->lied = false;
 			return 0;
 		}
 		close(fd);
@@ -105,6 +109,13 @@ static int send_frame_fd(struct link *l, uint8_t type, const void *payload, size
 
 	if (len > PIB_LINK_MAX_PAYLOAD)
 		die("send_frame: %zu bytes do not fit a frame", len);
+	/* A data packet spends credits, which our FLOW frames' FCTBS report. */
+	if (type == PIB_FRAME_PACKET && len && link_credits(l) &&
+	    ((const uint8_t *)payload)[0] >> 4 < PIB_LINK_DATA_VLS) {
+		uint8_t vl = ((const uint8_t *)payload)[0] >> 4;
+
+		l->vl[vl].fctbs = (l->vl[vl].fctbs + fc_blocks(len)) % PIB_LINK_FC_MOD;
+	}
 	memcpy(f, &h, sizeof(h));
 	memcpy(f + sizeof(h), payload, len);
 	if (fd >= 0 && (first = send_with_fd(l->fd, f, n, fd)) <= 0)
@@ -246,7 +257,105 @@ int link_train(struct link *l, int timeout_ms)
 		link_close(l);
 		return -1;
 	}
+	/* Both HELLOs are in: a receiver grants its credits now (nothing moves before). */
+	if (link_credits(l) && !l->withhold && link_grant(l)) {
+		link_close(l);
+		return -1;
+	}
 	return 0;
+}
+
+/* =============================================================================================
+ * Credits (include/pib_link.h, "Credits"): FLOW frames both ways, our receiver's accounting
+ */
+
+#define FC_MASK (PIB_LINK_FC_MOD - 1)
+
+/* Do credits run on this stream: did both HELLOs offer them, and one ask for them (a switch
+ * port, or PIB_HELLO_F_CREDITS_ON)? */
+bool link_credits(const struct link *l)
+{
+	return (l->hello_flags & l->peer_flags & PIB_HELLO_F_CREDITS) &&
+	       ((l->hello_flags | l->peer_flags) & (PIB_HELLO_F_SWITCH | PIB_HELLO_F_CREDITS_ON));
+}
+
+/* The blocks a packet of len bytes (LRH onwards) takes. */
+uint16_t fc_blocks(size_t len)
+{
+	return (len + PIB_LINK_BLOCK - 1) / PIB_LINK_BLOCK;
+}
+
+/* A FLOW frame of n entries, whatever they say. */
+int link_flow_send(struct link *l, const struct pib_link_fc *fc, unsigned n)
+{
+	return send_frame(l, PIB_FRAME_FLOW, fc, n * sizeof(*fc));
+}
+
+/*
+ * Grant as a receiver whose buffer is always empty: each VL's FCCL is what the device sent
+ * (ABR) plus the largest window, 2048 blocks; FCTBS is what we sent.  One frame for all VLs,
+ * as the device sends its own.
+ */
+int link_grant(struct link *l)
+{
+	struct pib_link_fc fc[PIB_LINK_DATA_VLS];
+
+	l->lied = false;
+	for (int i = 0; i < PIB_LINK_DATA_VLS; i++) {
+		l->vl[i].granted = (l->vl[i].abr + PIB_LINK_VL_BLOCKS) & FC_MASK;
+		fc[i].op_fctbs_be = htons(PIB_LINK_FC_OP_NORMAL << 12 | l->vl[i].fctbs);
+		fc[i].vl_fccl_be = htons(i << 12 | l->vl[i].granted);
+	}
+	return link_flow_send(l, fc, PIB_LINK_DATA_VLS);
+}
+
+/*
+ * A FLOW frame from the device (its length was already read off the header): its credit
+ * limits for us, and its FCTBS, to which our ABR is set (IBTA 7.9.4.3).  The device sends one
+ * entry per data VL, in VL order, with Op Normal; anything else is counted as odd.
+ */
+void link_flow_rx(struct link *l, const uint8_t *p, size_t n)
+{
+	if (!l->flow_rx++) {
+		l->flow_first_len = MIN(n, sizeof(l->flow_first));
+		memcpy(l->flow_first, p, l->flow_first_len);
+	}
+	if (n != sizeof(l->flow_first))
+		l->flow_odd++;
+	for (size_t i = 0; i + sizeof(struct pib_link_fc) <= n; i += sizeof(struct pib_link_fc)) {
+		uint16_t a = p[i] << 8 | p[i + 1], b = p[i + 2] << 8 | p[i + 3];
+		unsigned op = a >> 12, vl = b >> 12;
+
+		if (op != PIB_LINK_FC_OP_NORMAL || vl != i / sizeof(struct pib_link_fc))
+			l->flow_odd++;
+		if (vl >= PIB_LINK_DATA_VLS ||
+		    (op != PIB_LINK_FC_OP_NORMAL && op != PIB_LINK_FC_OP_INIT))
+			continue;
+		l->vl[vl].abr = a & FC_MASK;
+		l->vl[vl].fccl = b & FC_MASK;
+	}
+}
+
+/*
+ * A PACKET frame from the device, n bytes from the LRH at ib: on a data VL it spends the
+ * credit we granted.  One beyond it is the device's fault (overrun).  A well-behaved receiver
+ * grants again once the device is down to half a window.
+ */
+void link_rx_data(struct link *l, const uint8_t *ib, size_t n)
+{
+	uint8_t vl = n ? ib[0] >> 4 : PIB_LINK_DATA_VLS;
+
+	if (!link_credits(l) || vl >= PIB_LINK_DATA_VLS)
+		return;
+	l->vl[vl].abr = (l->vl[vl].abr + fc_blocks(n)) & FC_MASK;
+	if (!l->lied && ((l->vl[vl].granted - l->vl[vl].abr) & FC_MASK) > PIB_LINK_FC_MOD / 2) {
+		l->overrun++;
+		info("the device sent %zu bytes on VL%u beyond the credit limit %u we granted "
+		     "(it has sent %u blocks)", n, vl, l->vl[vl].granted, l->vl[vl].abr);
+	}
+	if (!l->withhold &&
+	    ((l->vl[vl].granted - l->vl[vl].abr) & FC_MASK) < PIB_LINK_FC_MOD / 4)
+		link_grant(l);
 }
 
 /* Read and discard until the device closes the stream: 0 if it did within timeout_ms. */

@@ -142,16 +142,24 @@ bool mad_request_to_us(const struct resp *r)
 }
 
 /*
- * The next IB packet from the device before deadline: 1 with it parsed in *r (its payload in
- * buf), 0 at the deadline.  Frames that carry no packet are noted as unexpected; traps are
- * repressed and requests to our agents noted on the way.
+ * The next frame from the device before deadline that the caller may care about: 1 for a FLOW
+ * frame (on a stream where credits run; taken into the link's accounting), 2 for an IB packet,
+ * parsed in *r (its payload in buf); 0 at the deadline.  Other frames are noted as unexpected
+ * (a FLOW frame too, where credits do not run); traps are repressed and requests to our agents
+ * noted on the way.
  */
-int next_packet(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf)
+int next_frame(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf)
 {
 	uint8_t type;
 	size_t n;
 
 	while (recv_frame(&s->l, &type, buf, &n, deadline - now_ms()) == 1) {
+		if (type == PIB_FRAME_FLOW && link_credits(&s->l)) {
+			link_flow_rx(&s->l, buf, n);
+			return 1;
+		}
+		if (type == PIB_FRAME_PACKET)
+			link_rx_data(&s->l, buf, n);
 		if (type != PIB_FRAME_PACKET || resp_parse(buf, n, r)) {
 			s->l.rx_other++;
 			info("unexpected frame (type %u, %zu bytes) from the device", type, n);
@@ -159,9 +167,20 @@ int next_packet(struct session *s, int64_t deadline, struct resp *r, uint8_t *bu
 		}
 		if (mad_trap(s, r) || mad_request_to_us(r))
 			continue;
-		return 1;
+		return 2;
 	}
 	return 0;
+}
+
+/* The next IB packet from the device before deadline: 1 with it in *r, as next_frame; 0 at
+ * the deadline. */
+int next_packet(struct session *s, int64_t deadline, struct resp *r, uint8_t *buf)
+{
+	int got;
+
+	while ((got = next_frame(s, deadline, r, buf)) == 1)
+		;
+	return got == 2;
 }
 
 /*

@@ -7,7 +7,8 @@
  * own, so that the guest's port goes ACTIVE, and then sends what no well-behaved HCA would:
  * garbage, broken frames, malformed IB headers, requests out of the PSN window, and RDMA with
  * forged keys and addresses aimed at memory that `pib-mr-target` (tests/guest/) exposes, and
- * link doorbells (include/pib_link.h) that are not eventfds or are rung against the rules.
+ * link doorbells (include/pib_link.h) that are not eventfds or are rung against the rules, and
+ * credits (link flow control) in a peer's hands: bad FLOW frames, none granted, lies.
  *
  * The device model must survive all of it, drop and count every bad packet under exactly one
  * rx_drop_* reason (enum pib_counter), answer with the NAKs the IBTA prescribes, and never
@@ -19,6 +20,7 @@
  *     PASS  forged: WRITE with a flipped key byte: NAK REM_ACCESS_ERR, PSN 0x1234
  *     FAIL  psn: ...
  *     expect rx_drop_access 9          (the counter's increase this run should cause)
+ *     expect_grew xmit_wait_us         (a counter of time: it must have grown, by any amount)
  *     expect_qp 3 ERR                  (the state pib-mr-target's QP 3 should end in)
  *     expect_event QP_ACCESS_ERR 9     (async events pib-mr-target should have seen)
  *
@@ -113,11 +115,25 @@ void expect_port_counter(const char *name, unsigned n)
 		expect_named[n_named++] = (typeof(expect_named[0])){ name, n };
 }
 
+/*
+ * Counters that count time, not events (xmit_wait_us: how long a packet waited for credit):
+ * no exact figure can be expected, only that the phase made them grow.
+ */
+static bool expect_grew_set[PIB_CNT_MAX];
+
+void expect_grew(enum pib_counter c)
+{
+	expect_grew_set[c] = true;
+}
+
 void print_expectations(void)
 {
 	for (int c = 0; c < PIB_CNT_MAX; c++)
 		if (expect_set[c])
 			printf("expect %s %" PRIu64 "\n", counter_names[c], expect_n[c]);
+	for (int c = 0; c < PIB_CNT_MAX; c++)
+		if (expect_grew_set[c])
+			printf("expect_grew %s\n", counter_names[c]);
 	for (int i = 0; i < n_named; i++)
 		printf("expect %s %u\n", expect_named[i].name, expect_named[i].n);
 	printf("expect_drops %d\n", expect_drops);
@@ -183,16 +199,21 @@ static void usage(FILE *f)
 "               a START never ENDed, counts that wrap\n"
 "  mad          malformed, truncated and misaddressed MADs to QP0 and QP1\n"
 "  cm           forged CM messages (REQ, REP, DREQ) to QP1: ib_cm rejects them\n"
-"  all          garbage ... cm, in that order, on fresh connections\n"
+"  credits      our HELLO offers credits, and asks for them: FLOW frames of bad lengths;\n"
+"               READs while we grant nothing, then granted; lying FLOW frames; three\n"
+"               windows' worth of packets\n"
+"  all          garbage ... credits, in that order, on fresh connections\n"
 "Commands after garbage and bad-frames need --target: the info file of pib-mr-target,\n"
-"whose QPs they use as 0 control, 1 psn, 2 read, 3.. forged (one each; 13 in all).\n"
+"whose QPs they use as 0 control, 1 psn, 2 read, 3.. forged (one each), 13 credits\n"
+"(14 in all: pib-mr-target -n 14).\n"
 "With it, each connection also makes us the subnet manager of the target's port: once the\n"
 "link trains, directed-route PortInfo Sets take the port from INIT to ACTIVE (its LID is\n"
 "the one an SM gave it before), and its traps, which then come to us, are repressed.\n"
 "\n"
 "Output: PASS/FAIL/info lines; `expect COUNTER N` (what the guest's hw_counter COUNTER\n"
-"should have grown by), `expect_drops N` (all rx_drop_* together), `expect_qp I STATE`,\n"
-"`expect_event TYPE N`.  Exit 0 if every check passed, 1 if not, 2 on a usage error.\n"
+"should have grown by), `expect_grew COUNTER` (grown, by any amount: a counter of time),\n"
+"`expect_drops N` (all rx_drop_* together), `expect_qp I STATE`, `expect_event TYPE N`.\n"
+"Exit 0 if every check passed, 1 if not, 2 on a usage error.\n"
 "\n"
 "relay: passes a link through; SIGUSR1 arms a cut of both sides after N more packets\n"
 "(default 0), then waits MS milliseconds (default 0) before it accepts the client again.\n"
@@ -282,6 +303,7 @@ int main(int argc, char **argv)
 		{ "doorbell", cmd_doorbell, true },
 		{ "mad", cmd_mad, true },
 		{ "cm", cmd_cm, true },
+		{ "credits", cmd_credits, true },
 	};
 	bool all = !strcmp(cmd_name, "all"), found = all;
 
