@@ -86,13 +86,18 @@ bool pib_sw_lid_is_ours(const PibSwitch *sw, uint16_t lid)
     return m->lid && (lid & mask) == (m->lid & mask);
 }
 
+/* Count a drop under its one reason, and trace it. */
+static void sw_count_drop(PibSwitch *sw, uint8_t port, enum pib_sw_drop why, uint16_t dlid)
+{
+    sw->drops[why]++;
+    trace_pib_switch_drop(sw->node_guid, port, pib_sw_drop_names[why], dlid, sw->drops[why]);
+}
+
 /* Drops are rare: the buffer goes straight back to the allocator, not to a port's list. */
 void pib_sw_drop(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, enum pib_sw_drop why,
                  uint16_t dlid)
 {
-    sw->drops[why]++;
-    trace_pib_switch_drop(sw->node_guid, in ? in->num : 0, pib_sw_drop_names[why], dlid,
-                          sw->drops[why]);
+    sw_count_drop(sw, in ? in->num : 0, why, dlid);
     if (in && (why == PIB_SW_DROP_MALFORMED || why == PIB_SW_DROP_VL_MAPPING)) {
         in->ctr.rcv_errors++;           /* PortVLMappingErrors are PortRcvErrors */
     }
@@ -431,9 +436,7 @@ static void sw_link_fc_hoq_discard(PibLink *l, uint8_t vl)
     PibSwitchPort *port = l->opaque;
 
     port->ctr.xmit_discards++;
-    port->sw->drops[PIB_SW_DROP_HOQ]++;
-    trace_pib_switch_drop(port->sw->node_guid, port->num, "drop-hoq-lifetime", 0,
-                          port->sw->drops[PIB_SW_DROP_HOQ]);
+    sw_count_drop(port->sw, port->num, PIB_SW_DROP_HOQ, 0);
 }
 
 /* The peer sent beyond the credits this port granted: dropped by the link, counted here. */
@@ -442,9 +445,7 @@ static void sw_link_fc_overrun(PibLink *l, uint8_t vl)
     PibSwitchPort *port = l->opaque;
 
     port->ctr.buffer_overrun++;
-    port->sw->drops[PIB_SW_DROP_CREDIT]++;
-    trace_pib_switch_drop(port->sw->node_guid, port->num, "drop-credit-overrun", 0,
-                          port->sw->drops[PIB_SW_DROP_CREDIT]);
+    sw_count_drop(port->sw, port->num, PIB_SW_DROP_CREDIT, 0);
 }
 
 static const PibLinkOps sw_link_ops = {

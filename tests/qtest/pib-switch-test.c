@@ -856,20 +856,26 @@ static uint8_t sw_recv_data_vl(Sw *s)
     }
 }
 
-static void test_switch_vls(void)
+/* The UD SEND the tests post: signaled, on sl, to our QP 0x42 (Q_Key 0x1234) at SW_SM_LID. */
+static struct pib_send_wqe sw_ud_wqe(uint8_t sl)
 {
-    struct pib_port_counters pc1, pc1b;
-    struct pib_switch_info si;
-    struct pib_sge sge;
-    struct pib_send_wqe w = {
+    return (struct pib_send_wqe) {
         .opcode = PIB_WQE_SEND,
         .flags = PIB_WQE_F_SIGNALED,
         .num_sge = 1,
         .ud_qpn = cpu_to_le32(0x42),
         .ud_qkey = cpu_to_le32(0x1234),
         .ud_dlid = cpu_to_le16(SW_SM_LID),
-        .ud_sl = 5,
+        .ud_sl = sl,
     };
+}
+
+static void test_switch_vls(void)
+{
+    struct pib_port_counters pc1, pc1b;
+    struct pib_switch_info si;
+    struct pib_sge sge;
+    struct pib_send_wqe w = sw_ud_wqe(5);
     uint8_t junk[64] = { 0 };
     uint64_t drops, cb[PIB_CNT_MAX];
     TestEnd x;
@@ -997,13 +1003,7 @@ static void test_switch_credits(void)
     static uint8_t payload[SWC_PAYLOAD];
     struct pib_port_counters pc;
     struct pib_sge sge;
-    struct pib_send_wqe w = {
-        .opcode = PIB_WQE_SEND,
-        .num_sge = 1,
-        .ud_qpn = cpu_to_le32(0x42),
-        .ud_qkey = cpu_to_le32(0x1234),
-        .ud_dlid = cpu_to_le16(SW_SM_LID),
-    };
+    struct pib_send_wqe w = sw_ud_wqe(0);
     uint32_t per_vl[16] = { 0 };
     uint64_t overrun0, cb[PIB_CNT_MAX];
     TestEnd x;
@@ -1149,19 +1149,11 @@ static void test_switch_hoq(void)
  */
 #define SWA_COUNT       24      /* packets of the VL we count to */
 
-/* One HCA's UD QP sending n SENDs of 4 KiB on sl to us, posted (their completions waited). */
+/* One HCA's UD QP posts n SENDs of 4 KiB on sl to us (their completions are not awaited). */
 static void swa_send(PibDev *d, TestEnd *x, uint8_t sl, int n)
 {
     struct pib_sge sge = dp_sge(x->buf, 4096, x->key);
-    struct pib_send_wqe w = {
-        .opcode = PIB_WQE_SEND,
-        .flags = PIB_WQE_F_SIGNALED,
-        .num_sge = 1,
-        .ud_qpn = cpu_to_le32(0x42),
-        .ud_qkey = cpu_to_le32(0x1234),
-        .ud_dlid = cpu_to_le16(SW_SM_LID),
-        .ud_sl = sl,
-    };
+    struct pib_send_wqe w = sw_ud_wqe(sl);
     int i;
 
     for (i = 0; i < n; i++) {
