@@ -154,35 +154,6 @@ uint8_t fz_mad_ifc(const void *mad, uint32_t *result, void *out)
     return st;
 }
 
-/*
- * PortInfo Set of the LID, SM LID, LMC and a PortState, as an SM sends it.  Returns whether
- * the SMA took it.
- */
-static bool fz_sm_port_set(uint16_t lid, uint16_t sm_lid, uint8_t lmc, uint8_t state)
-{
-    struct pib_smp smp = {
-        .hdr = {
-            .base_version = PIB_MAD_BASE_VERSION,
-            .mgmt_class = PIB_MGMT_CLASS_SUBN_LID,
-            .class_version = PIB_SMP_CLASS_VERSION,
-            .method = PIB_MAD_METHOD_SET,
-            .attr_id_be = cpu_to_be16(PIB_SMP_ATTR_PORT_INFO),
-            .attr_mod_be = cpu_to_be32(PIB_PORT_NUM),
-        },
-    };
-    struct pib_port_info *pi = (struct pib_port_info *)smp.data;
-    uint32_t result = 0;
-    struct pib_smp resp;
-
-    pi->lid_be = cpu_to_be16(lid);
-    pi->sm_lid_be = cpu_to_be16(sm_lid);
-    pi->mkeyprot_lmc = lmc;
-    pi->speed_state = state;
-    pi->mtu_smsl = 5 << 4;
-    return fz_mad_ifc(&smp, &result, &resp) == PIB_AQ_OK &&
-           (result & PIB_MAD_IFC_REPLY) && resp.hdr.status_be == 0;
-}
-
 /* One SMP Set of attr with modifier mod and data, as an SM sends it: did the SMA take it? */
 static bool fz_sm_set(uint16_t attr, uint32_t mod, const void *data, size_t len)
 {
@@ -202,6 +173,23 @@ static bool fz_sm_set(uint16_t attr, uint32_t mod, const void *data, size_t len)
     memcpy(smp.data, data, len);
     return fz_mad_ifc(&smp, &result, &resp) == PIB_AQ_OK &&
            (result & PIB_MAD_IFC_REPLY) && resp.hdr.status_be == 0;
+}
+
+/*
+ * PortInfo Set of the LID, SM LID, LMC and a PortState, as an SM sends it.  Returns whether
+ * the SMA took it.
+ */
+static bool fz_sm_port_set(uint16_t lid, uint16_t sm_lid, uint8_t lmc, uint8_t state)
+{
+    struct pib_port_info pi = {
+        .lid_be = cpu_to_be16(lid),
+        .sm_lid_be = cpu_to_be16(sm_lid),
+        .mkeyprot_lmc = lmc,
+        .speed_state = state,
+        .mtu_smsl = 5 << 4,
+    };
+
+    return fz_sm_set(PIB_SMP_ATTR_PORT_INFO, PIB_PORT_NUM, &pi, sizeof(pi));
 }
 
 /*
