@@ -33,6 +33,13 @@
 #include "sysemu/dma.h"
 #endif
 
+/* 10.0: so did sysemu/runstate.h (the VM's run state: pib-vmstate.c). */
+#if __has_include("system/runstate.h")
+#include "system/runstate.h"
+#else
+#include "sysemu/runstate.h"
+#endif
+
 #include "chardev/char-fe.h"
 #include "hw/qdev-core.h"
 #include "hw/qdev-properties.h"

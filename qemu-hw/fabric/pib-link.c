@@ -310,7 +310,7 @@ static void pib_link_db_rung(void *opaque)
     l->db_starts += (uint32_t)count;            /* STARTs: the low half */
     l->db_ends += (uint32_t)(count >> 32);      /* ENDs: the high half */
     trace_pib_link_db_rung(l->id, count, l->db_starts - l->db_ends);
-    if (pib_link_db_announced(l) != was) {
+    if (pib_link_db_announced(l) != was && !l->rx_paused) {
         qemu_set_fd_handler(l->rx_fd, was ? pib_link_rx_direct : NULL, NULL, l);
     }
     pib_link_rx_direct(l);
@@ -323,8 +323,8 @@ static void pib_link_db_start(PibLink *l)
         return;
     }
     l->db_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (l->db_fd < 0) {
-        return;
+    if (l->db_fd < 0 || l->rx_paused) {
+        return;                 /* (paused: pib_link_rx_pause() sets the handler) */
     }
     qemu_set_fd_handler(l->db_fd, pib_link_db_rung, NULL, l);
 }
@@ -473,8 +473,8 @@ static int pib_link_can_receive(void *opaque)
 {
     PibLink *l = opaque;
 
-    if (l->rx_sioc) {
-        return 0;               /* the device reads the socket itself */
+    if (l->rx_sioc || l->rx_paused) {
+        return 0;               /* the device reads the socket itself, or nothing now */
     }
     /* Backpressure: read on once pib_rx_run() made room. */
     if (l->rx_state != PIB_RX_DISCARD && l->ops->rx_backlog(l) >= PIB_RXQ_MAX) {
@@ -661,7 +661,9 @@ static void pib_link_direct_start(PibLink *l)
     if (l->rx_fdpass) {
         pib_link_set_sndbuf(l, l->rx_fd);       /* FD_PASS: a unix socket */
     }
-    qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
+    if (!l->rx_paused) {
+        qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
+    }
     pib_link_db_start(l);
     trace_pib_link_rx_path(l->id, l->db_fd >= 0 ? "direct, doorbell offered"
                                                 : "direct");
@@ -679,6 +681,43 @@ void pib_link_direct_stop(PibLink *l)
     l->rx_sioc = NULL;
     l->rx_fd = -1;
     qemu_bh_cancel(l->rx_more_bh);
+}
+
+/*
+ * The owner's machine stopped (paused) or runs again.  While it is stopped nothing is read:
+ * neither socket nor doorbell has a handler and can_receive says 0, so the peer's frames wait
+ * in the socket (and behind it, in the peer's transmit queue) instead of reaching an owner that
+ * may not write guest memory now: a stopped guest may be in the middle of being migrated.
+ * Writing goes on: what the owner queued before it stopped still leaves.
+ */
+void pib_link_rx_pause(PibLink *l, bool paused)
+{
+    if (l->rx_paused == paused) {
+        return;
+    }
+    l->rx_paused = paused;
+    trace_pib_link_event(l->id, paused ? "receive paused" : "receive resumed");
+    if (paused) {
+        if (l->rx_sioc) {
+            qemu_set_fd_handler(l->rx_fd, NULL, NULL, NULL);
+            qemu_bh_cancel(l->rx_more_bh);
+        }
+        if (l->db_fd >= 0) {
+            qemu_set_fd_handler(l->db_fd, NULL, NULL, NULL);
+        }
+        return;
+    }
+    if (l->db_fd >= 0) {
+        qemu_set_fd_handler(l->db_fd, pib_link_db_rung, NULL, l);
+    }
+    if (l->rx_sioc) {
+        if (!pib_link_db_announced(l)) {
+            qemu_set_fd_handler(l->rx_fd, pib_link_rx_direct, NULL, l);
+        }
+        qemu_bh_schedule(l->rx_more_bh);        /* what came meanwhile, and what is left */
+    } else if (qemu_chr_fe_backend_connected(&l->chr)) {
+        qemu_chr_fe_accept_input(&l->chr);
+    }
 }
 
 /*
@@ -700,6 +739,9 @@ static void pib_link_rx_direct(void *opaque)
     size_t nfds;
     ssize_t n;
 
+    if (l->rx_paused) {
+        return;                 /* (rx_more_bh, or a ring read before the pause) */
+    }
     while (l->rx_sioc) {
         if (l->rx_head == l->rx_tail) {
             if (drained || taken >= PIB_LINK_RX_PASS) {

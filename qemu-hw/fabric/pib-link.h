@@ -182,6 +182,11 @@ struct PibLink {
     uint32_t rx_tail;
     uint32_t rx_gen;        /* bumped by every reset of the receive side */
     uint32_t rx_in_place;   /* frames packet_bytes() took since the last rx_run() */
+    /*
+     * The owner's machine is stopped (pib_link_rx_pause): nothing is read, so no packet reaches
+     * an owner that must not touch guest memory now; the peer's bytes wait in the socket.
+     */
+    bool rx_paused;
 
     /*
      * The doorbell (include/pib_link.h; pib-link.c, "Doorbell"): on a unix
@@ -298,6 +303,7 @@ void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
 void pib_link_direct_stop(PibLink *l);
+void pib_link_rx_pause(PibLink *l, bool paused);
 /*
  * Credits (pib-link-fc.c): the flow-control engine the receive and transmit sides call, and
  * what the owner reads.  pib_packet_release gives a received packet's blocks back to the link

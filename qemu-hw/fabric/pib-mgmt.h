@@ -239,6 +239,7 @@ uint32_t pib_sma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in
 const char *pib_smp_attr_name(uint16_t attr);
 
 /* pib-sma-port.c */
+extern const VMStateDescription vmstate_pib_mgmt_port;   /* migration */
 void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
 void pib_mgmt_port_reset(PibMgmtPort *p);
 void pib_mgmt_port_fini(PibMgmtPort *p);

@@ -17,7 +17,9 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "qemu/error-report.h"
 #include "qemu/timer.h"
+#include "migration/vmstate.h"
 
 #include "../include/pib_link.h"  /* P_Key bits */
 #include "pib-fabric.h"
@@ -242,3 +244,75 @@ void pib_sma_cap_changed(PibMgmtPort *p, bool node_desc)
                      sizeof(d));
     }
 }
+
+/*
+ * A port's management state in a migration stream (the HCA's, pib-vmstate.c): what the SM set,
+ * the violation counters, the PMA's bases, the M_Key lease and a trap being resent.  The
+ * fields that size a shift are checked as the SMA checks a Set.
+ */
+static int sma_port_post_load(void *opaque, int version_id)
+{
+    PibMgmtPort *p = opaque;
+
+    if (p->lmc > 7 || p->mkey_protect > 3 || p->subnet_timeout > 31 || p->hoq_life > 31) {
+        error_report("pib: migration stream refused: port %u PortInfo (LMC %u, "
+                     "M_KeyProtect %u, SubnetTimeout %u, HOQLife %u)", p->num, p->lmc,
+                     p->mkey_protect, p->subnet_timeout, p->hoq_life);
+        pib_mgmt_port_reset(p);     /* nothing refused stays */
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Wire-format bytes (pib_mad.h), kept as they are. */
+#define SMA_VMSTATE_RAW(_field) {                                               \
+    .name = #_field,                                                            \
+    .offset = offsetof(PibMgmtPort, _field),                                    \
+    .size = sizeof(((PibMgmtPort *)0)->_field),                                 \
+    .info = &vmstate_info_buffer,                                               \
+    .flags = VMS_BUFFER,                                                        \
+}
+
+const VMStateDescription vmstate_pib_mgmt_port = {
+    .name = "pib-mgmt-port",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .post_load = sma_port_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(mkey, PibMgmtPort),
+        VMSTATE_UINT64(gid_prefix, PibMgmtPort),
+        VMSTATE_UINT16(lid, PibMgmtPort),
+        VMSTATE_UINT16(sm_lid, PibMgmtPort),
+        VMSTATE_UINT32(cap_mask, PibMgmtPort),
+        VMSTATE_UINT16(mkey_lease, PibMgmtPort),
+        VMSTATE_UINT8(mkey_protect, PibMgmtPort),
+        VMSTATE_UINT8(lmc, PibMgmtPort),
+        VMSTATE_UINT8(sm_sl, PibMgmtPort),
+        VMSTATE_UINT8(neighbor_mtu, PibMgmtPort),
+        VMSTATE_UINT8(subnet_timeout, PibMgmtPort),
+        VMSTATE_UINT8(link_width_enabled, PibMgmtPort),
+        VMSTATE_UINT8(link_speed_enabled, PibMgmtPort),
+        VMSTATE_UINT8(link_down_default, PibMgmtPort),
+        VMSTATE_UINT8(vl_high_limit, PibMgmtPort),
+        VMSTATE_UINT8(operational_vls, PibMgmtPort),
+        VMSTATE_UINT8(hoq_life, PibMgmtPort),
+        VMSTATE_UINT8(enforce, PibMgmtPort),
+        VMSTATE_UINT8(phy_overrun_thresh, PibMgmtPort),
+        VMSTATE_UINT16(mkey_violations, PibMgmtPort),
+        VMSTATE_UINT16(pkey_violations, PibMgmtPort),
+        VMSTATE_UINT16(qkey_violations, PibMgmtPort),
+        VMSTATE_UINT16_ARRAY(pkeys, PibMgmtPort, PIB_PKEY_TBL_LEN),
+        VMSTATE_UINT8_ARRAY(sl2vl, PibMgmtPort, PIB_SL2VL_BYTES),
+        SMA_VMSTATE_RAW(vlarb_low),
+        SMA_VMSTATE_RAW(vlarb_high),
+        VMSTATE_TIMER_PTR(mkey_lease_timer, PibMgmtPort),
+        VMSTATE_UINT64_ARRAY(pma_base, PibMgmtPort, PIB_PMA_CTR_MAX),
+        VMSTATE_BOOL(trap.pending, PibMgmtPort),
+        SMA_VMSTATE_RAW(trap.smp),
+        VMSTATE_UINT16(trap.dlid, PibMgmtPort),
+        VMSTATE_UINT8(trap.sl, PibMgmtPort),
+        VMSTATE_UINT32(trap.sends, PibMgmtPort),
+        VMSTATE_TIMER_PTR(trap.timer, PibMgmtPort),
+        VMSTATE_END_OF_LIST()
+    },
+};

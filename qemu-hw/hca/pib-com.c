@@ -468,8 +468,8 @@ void pib_admin_bh(void *opaque)
     uint32_t budget;
     bool completed = false;
 
-    if (!(s->regs.status & PIB_STATUS_READY)) {
-        return;
+    if (!(s->regs.status & PIB_STATUS_READY) || s->stopped) {
+        return;                 /* (stopped: the machine's resume schedules us again) */
     }
     trace_pib_admin_bh(q->sq_ci, q->sq_pi);
 

@@ -96,7 +96,7 @@ static void pib_cq_event_due(PibState *s, PibCq *cq)
 }
 
 /* The moderation period is over: the event for the completions held so far. */
-static void pib_cq_mod_expired(void *opaque)
+void pib_cq_mod_expired(void *opaque)
 {
     PibCq *cq = opaque;
 

@@ -209,6 +209,18 @@ struct PibState {
     /* qdev properties */
     uint64_t node_guid;     /* 0 at realize: see pib_derive_node_guid() */
     uint16_t prop_lid;
+
+    /*
+     * The machine stopped (pib-vmstate.c): the link reads nothing and the bottom halves
+     * return at once, so nothing is written to guest memory until it runs again.
+     */
+    bool stopped;
+    VMChangeStateEntry *vm_change;
+    /* Migration (pib-vmstate.c): the port's state as the guest knew it, and what is left */
+    /* to do when the loaded device first runs. */
+    uint32_t mig_port_sm;           /* PibPortSmState */
+    bool mig_resume;
+    int32_t mig_num_uars;           /* PIB_NUM_UARS: the UAR bitmap's length in the stream */
 };
 
 /*
@@ -251,6 +263,8 @@ static inline void pib_count(PibState *s, enum pib_counter c, uint64_t n)
 }
 
 /* pib-main.c */
+void pib_objects_reset(PibState *s);
+void pib_reset(PibState *s, const char *why);
 bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
                   const char *what);
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,
@@ -321,6 +335,7 @@ void pib_table_set(PibTable *t, uint32_t n, void *obj);
 uint8_t pib_table_next_key(PibTable *t, uint32_t n);
 void pib_table_set_key(PibTable *t, uint32_t n, uint8_t key);
 void pib_table_reset(PibTable *t);
+uint32_t pib_table_count(const PibTable *t);
 /* Every object in t, in number order; the body may free it. */
 #define PIB_TABLE_FOREACH(t, n, o) \
     for ((n) = (t)->first; (n) <= (t)->max; (n)++) \
@@ -395,6 +410,7 @@ void pib_cq_reset_all(PibState *s);
 bool pib_cq_post(PibState *s, PibCq *cq, struct pib_cqe *cqe, bool solicited);
 void pib_cq_doorbell(PibState *s, PibCq *cq, uint32_t page, uint64_t data);
 void pib_cq_notify_run(PibState *s);
+void pib_cq_mod_expired(void *opaque);
 uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode);
 
 /* pib-srq.c */
@@ -482,6 +498,7 @@ void pib_port_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
 void pib_port_event(PibState *s, PibPortSmEvent ev);
 void pib_port_announce(PibState *s);
+void pib_port_migrated(PibState *s, PibPortSmState was);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);
@@ -493,9 +510,15 @@ void pib_port_bad_pkey(PibState *s, const PibPktInfo *pi);
 void pib_port_gid(const PibState *s, uint8_t gid[16]);
 
 /* pib-mcast.c */
+extern const VMStateDescription vmstate_pib_mcast_group;
 void pib_mcast_detach_qp(PibState *s, uint32_t qpn);
 void pib_mcast_reset(PibState *s);
 bool pib_mcast_local(PibState *s, uint16_t mlid);
 enum pib_counter pib_mcast_deliver(PibState *s, PibPktInfo *pi);
+
+/* pib-vmstate.c: migration, and the device while the machine is stopped */
+extern const VMStateDescription pib_vmstate;
+void pib_vmstate_realize(PibState *s);
+void pib_vmstate_unrealize(PibState *s);
 
 #endif /* HW_PIB_INTERNAL_H */

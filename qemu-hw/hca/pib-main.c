@@ -388,7 +388,7 @@ static void pib_disable(PibState *s)
  * Every data-path object goes, the QPs first (they hold the others), and no
  * CQE is written: after a reset nothing in guest memory belongs to us.
  */
-static void pib_objects_reset(PibState *s)
+void pib_objects_reset(PibState *s)
 {
     pib_qp_reset_all(s);
     pib_srq_reset_all(s);
@@ -404,7 +404,7 @@ static void pib_objects_reset(PibState *s)
  * the properties.  The link itself (the "cable") stays as it is; a trained link
  * stays trained.
  */
-static void pib_reset(PibState *s, const char *why)
+void pib_reset(PibState *s, const char *why)
 {
     trace_pib_reset(why);
     qemu_bh_cancel(s->admin_bh);
@@ -680,13 +680,15 @@ static void pib_realize(PCIDevice *pci, Error **errp)
     pib_port_realize(s);
 
     pib_reset(s, "realize");
-    pib_link_realize(s);        /* last: the link may come up right away */
+    pib_link_realize(s);        /* the link may come up right away */
+    pib_vmstate_realize(s);     /* last: a stopped machine pauses the link */
 }
 
 static void pib_exit(PCIDevice *pci)
 {
     PibState *s = PIB_HCA(pci);
 
+    pib_vmstate_unrealize(s);
     pib_link_unrealize(s);
     pib_objects_reset(s);
     pib_rx_purge(s);
@@ -722,11 +724,6 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_ON_OFF_AUTO("link-credits", PibState, link.credits, ON_OFF_AUTO_AUTO),
     DEFINE_PROP_UINT32("link-sndbuf", PibState, link.sndbuf, PIB_LINK_SNDBUF),
     PIB_PROP_END
-};
-
-static const VMStateDescription pib_vmstate = {
-    .name = "pib-hca",
-    .unmigratable = 1,
 };
 
 static void pib_class_init(ObjectClass *oc, PibClassData data)

@@ -19,6 +19,7 @@
 
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "migration/vmstate.h"
 
 #include "pib-internal.h"
 #include "../trace.h"
@@ -182,3 +183,17 @@ enum pib_counter pib_mcast_deliver(PibState *s, PibPktInfo *pi)
     pi->dqpn = PIB_MCAST_QPN;
     return PIB_CNT_MAX;
 }
+
+/* A group in a migration stream (pib-vmstate.c checks the members against the QPs). */
+const VMStateDescription vmstate_pib_mcast_group = {
+    .name = "pib-mcast-group",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT8_ARRAY(mgid, PibMcastGroup, 16),
+        VMSTATE_UINT16(mlid, PibMcastGroup),
+        VMSTATE_UINT32(nqps, PibMcastGroup),
+        VMSTATE_UINT32_ARRAY(qpns, PibMcastGroup, PIB_MAX_MCAST_QP),
+        VMSTATE_END_OF_LIST()
+    },
+};

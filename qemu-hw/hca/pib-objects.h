@@ -161,7 +161,7 @@ typedef struct PibCq {
     uint64_t ci_record;     /* guest address of the consumer index record */
     uint32_t pi;            /* CQEs written (free-running) */
     uint32_t ci;            /* consumer index as last learned */
-    PibCqArm arm;
+    uint8_t arm;            /* PibCqArm */
     bool sol_valid;         /* last_sol names a solicited/error CQE */
     uint32_t last_sol;
     bool error;             /* overflowed: no more CQEs, CQ_ERR raised */

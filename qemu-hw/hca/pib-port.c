@@ -107,6 +107,23 @@ void pib_port_event(PibState *s, PibPortSmEvent ev)
 }
 
 /*
+ * After a migration, when the machine first runs: the guest knew the port in state was, and
+ * the destination's link has it where it is now.  Go from the one to the other as a port
+ * that lost its link would: PORT_ERR if it was ACTIVE, the link-down count, and on to
+ * whatever the new link and the SM make of it.
+ */
+void pib_port_migrated(PibState *s, PibPortSmState was)
+{
+    PibPortSmState now = s->port.sm;
+
+    if (was == now) {
+        return;
+    }
+    s->port.sm = was;
+    pib_port_set_state(s, now, PIB_PEV_STREAM_DOWN);
+}
+
+/*
  * At CONTROL.ENABLE: report the state the port is already in, as if it had just got there,
  * so a driver never has to race the link.
  */

@@ -335,7 +335,11 @@ void pib_rx_run(PibState *s)
 
 void pib_rx_bh(void *opaque)
 {
-    pib_rx_run(opaque);
+    PibState *s = opaque;
+
+    if (!s->stopped) {          /* (stopped: the machine's resume schedules us again) */
+        pib_rx_run(s);
+    }
 }
 
 void pib_rx_purge(PibState *s)

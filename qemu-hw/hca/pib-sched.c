@@ -374,7 +374,11 @@ void pib_work_run(PibState *s)
 
 void pib_work_bh(void *opaque)
 {
-    pib_work_run(opaque);
+    PibState *s = opaque;
+
+    if (!s->stopped) {          /* (stopped: the machine's resume schedules us again) */
+        pib_work_run(s);
+    }
 }
 
 /*

@@ -104,3 +104,14 @@ void pib_table_reset(PibTable *t)
         memset(t->key, 0, t->max + 1);
     }
 }
+
+/* How many objects the table holds (traces). */
+uint32_t pib_table_count(const PibTable *t)
+{
+    uint32_t n, count = 0;
+
+    for (n = t->first; n <= t->max; n++) {
+        count += t->obj[n] != NULL;
+    }
+    return count;
+}

@@ -16,6 +16,8 @@
 #include "qemu/timer.h"
 #include "qemu/error-report.h"
 #include "qemu/log.h"
+#include "migration/vmstate.h"
+#include "migration/qemu-file-types.h"
 #include "qapi/error.h"
 #include "qapi/visitor.h"
 #include "qemu/cutils.h"
@@ -1042,6 +1044,60 @@ const PropertyInfo qdev_prop_uint64;
 const PropertyInfo qdev_prop_chr;
 const PropertyInfo qdev_prop_bool;
 const PropertyInfo qdev_prop_on_off_auto;
+
+/*
+ * Migration (hca/pib-vmstate.c): the link fuzzer never saves or loads, so the stream's
+ * primitives are never called and its field types only need to exist.  The machine always
+ * runs: the device is never paused.  The migration stream has its own mutation fuzzer, in
+ * real QEMU (tests/qtest/pib-migration-test.c, /pib/migration/mutate).
+ */
+const VMStateInfo vmstate_info_bool, vmstate_info_int32, vmstate_info_int64;
+const VMStateInfo vmstate_info_uint8, vmstate_info_uint16, vmstate_info_uint32;
+const VMStateInfo vmstate_info_uint64, vmstate_info_buffer, vmstate_info_bitmap;
+const VMStateInfo vmstate_info_timer, vmstate_info_tmp;
+const VMStateDescription vmstate_pci_device, vmstate_msix;
+
+#define FZ_NOT_REACHED() do { fprintf(stderr, "pib-fuzz: %s called\n", __func__); abort(); } \
+                         while (0)
+
+int vmstate_save_state(QEMUFile *f, const VMStateDescription *vmsd, void *opaque,
+                       JSONWriter *vmdesc)
+{
+    FZ_NOT_REACHED();
+}
+
+int vmstate_load_state(QEMUFile *f, const VMStateDescription *vmsd, void *opaque,
+                       int version_id)
+{
+    FZ_NOT_REACHED();
+}
+
+void qemu_put_byte(QEMUFile *f, int v) { FZ_NOT_REACHED(); }
+void qemu_put_be32(QEMUFile *f, unsigned int v) { FZ_NOT_REACHED(); }
+void qemu_put_buffer(QEMUFile *f, const uint8_t *buf, size_t size) { FZ_NOT_REACHED(); }
+int qemu_get_byte(QEMUFile *f) { FZ_NOT_REACHED(); }
+unsigned int qemu_get_be32(QEMUFile *f) { FZ_NOT_REACHED(); }
+size_t qemu_get_buffer(QEMUFile *f, uint8_t *buf, size_t size) { FZ_NOT_REACHED(); }
+int qemu_file_get_error(QEMUFile *f) { FZ_NOT_REACHED(); }
+
+void error_report(const char *fmt, ...)
+{
+    FZ_NOT_REACHED();
+}
+
+VMChangeStateEntry *qemu_add_vm_change_state_handler(VMChangeStateHandler *cb, void *opaque)
+{
+    return NULL;
+}
+
+void qemu_del_vm_change_state_handler(VMChangeStateEntry *e)
+{
+}
+
+bool runstate_is_running(void)
+{
+    return true;
+}
 
 /*
  * Errors: realize must not fail (the harness checks), a property setter may

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fuzz the pib device model.  Two targets:
+# Fuzz the pib device model.  Three targets:
 #
 #   link   tests/fuzz/pib-link-fuzz.c: libFuzzer on what a peer can send over the link (framing,
 #          packet parser, responder, completer) interleaved with driver actions, built from the
@@ -7,6 +7,10 @@
 #   mmio   QEMU's own generic-fuzz target (MMIO writes to the device's BARs, guest memory the
 #          device reads by DMA chosen by the fuzzer) in a QEMU built with clang, ASan and UBSan
 #          (tests/fuzz/build-qemu-fuzz.sh; its first build takes ~20-40 minutes).
+#   vmstate the device's section of a migration stream: a saved stream with seeded random
+#          changes, each loaded by a new QEMU (the stack's own build) that must refuse it (exit
+#          status 1) or run it and quit cleanly (tests/qtest/pib-migration-test.c,
+#          /pib/migration/mutate).
 #
 # Usage:
 #   run.sh [--seconds N]   campaign of N seconds in total (default 600; FUZZ_SECONDS too): builds
@@ -19,6 +23,7 @@
 #                          that the link oracle catches a planted bug, then fuzzes link for a
 #                          fixed number of runs from a fixed seed.  mmio is replayed only, and
 #                          only if its QEMU is already built (else it is counted as skipped).
+#                          vmstate: FUZZ_VMSTATE_RUNS streams (300) from a fixed seed.
 #                          Exits non-zero on any crash or sanitizer report.
 #
 # The last line is "N passed, N failed, N skipped" (one test per step).
@@ -227,6 +232,25 @@ if [ $have_mmio = 1 ]; then
 else
   # Counted in the closing line, so that a run without it cannot pass for a run with it.
   skipped "mmio regressions and seeds: $QFUZZ is not built (tests/fuzz/build-qemu-fuzz.sh, or make fuzz)"
+fi
+
+# ---- vmstate: mutated migration streams ----------------------------------------------------------
+# Counted, not timed: each stream is one QEMU start and load (about 0.1 s here).  The campaign
+# takes a new seed each time; --short always the same one.
+if [ $short = 1 ]; then
+  vruns=${FUZZ_VMSTATE_RUNS:-300}; vseed=0x5eed0001
+else
+  vruns=${FUZZ_VMSTATE_RUNS:-$((total * 5))}; vseed=$(date +%s)
+fi
+say "vmstate: $vruns mutated streams, seed $vseed"
+if PIB_MIG_MUTATIONS=$vruns PIB_MIG_SEED=$vseed QTEST_QEMU_BINARY=$TOP/build/qemu-system-x86_64 \
+     timeout $((vruns + 600)) "$TOP/build/qtest/pib-migration-test" --tap -p /x86_64/pib/migration/mutate \
+     > "$LOGS/vmstate-fuzz.log" 2>&1; then
+  grep -m1 'mutated streams' "$LOGS/vmstate-fuzz.log" | sed 's/^# /vmstate: /'
+  ok "vmstate fuzz ($vruns streams, seed $vseed)"
+else
+  grep -m1 -B2 -A10 -E 'ERROR|Bail out' "$LOGS/vmstate-fuzz.log"
+  bad vmstate-fuzz "(seed $vseed; the stream that failed is left as /tmp/pib-qtest-*.stream.mut; see $LOGS/vmstate-fuzz.log)"
 fi
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

@@ -1014,12 +1014,9 @@ bool dp_aeq_find(PibDev *d, uint8_t type, uint32_t obj)
     return false;
 }
 
-void dp_pair_up(TestPair *p)
+void dp_pair_boot(TestPair *p, const char *extra)
 {
     g_autofree char *args = NULL;
-    PibDev *devs[2] = { &p->a, &p->b };
-    uint64_t *ceqs[2] = { &p->ceq_a, &p->ceq_b };
-    int i;
 
     p->dir = g_dir_make_tmp("pib-qtest-XXXXXX", NULL);
     p->path = g_build_filename(p->dir, "link.sock", NULL);
@@ -1028,9 +1025,18 @@ void dp_pair_up(TestPair *p)
         "-chardev socket,id=la,path=%s,server=on,wait=off "
         "-chardev socket,id=lb,path=%s," PIB_CHR_RECONNECT_1S " "
         "-device pib-hca,addr=4.0,id=pa,chardev=la,lid=1%s "
-        "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2%s", p->path, p->path,
-        pib_dev_props, pib_dev_props);
+        "-device pib-hca,addr=5.0,id=pb,chardev=lb,lid=2%s %s", p->path, p->path,
+        pib_dev_props, pib_dev_props, extra);
     p->qs = pib_boot(args);
+}
+
+void dp_pair_up(TestPair *p)
+{
+    PibDev *devs[2] = { &p->a, &p->b };
+    uint64_t *ceqs[2] = { &p->ceq_a, &p->ceq_b };
+    int i;
+
+    dp_pair_boot(p, "");
     pib_open(&p->a, p->qs, PIB_DEVFN_A);
     pib_open(&p->b, p->qs, PIB_DEVFN_B);
     for (i = 0; i < 2; i++) {

@@ -282,6 +282,8 @@ void dp_fill(PibDev *d, uint64_t addr, size_t len, uint32_t seed);
 void dp_assert_same(PibDev *da, uint64_t a, PibDev *db, uint64_t b,
                     size_t len);
 bool dp_aeq_find(PibDev *d, uint8_t type, uint32_t obj);
+/* The pair's QEMU with extra arguments; the devices not opened yet. */
+void dp_pair_boot(TestPair *p, const char *extra);
 void dp_pair_up(TestPair *p);
 void dp_pair_down(TestPair *p);
 /* A TestEnd of this QP type with a buffer of buf_len bytes, all access. */

@@ -1,0 +1,684 @@
+/*
+ * QTest: the pib HCA saved and loaded with QEMU's migration, and bad streams (hw/pib)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ *   /pib/migration/file     two HCAs (one QEMU, linked to each other) with every object type
+ *                           live and an RC SEND stopped by an RNR NAK, saved to a file
+ *                           (migrate "exec:cat > FILE") and loaded into a new QEMU: every
+ *                           register, QUERY_QP and counter reads as before; the objects still
+ *                           hold each other (DESTROY_* says BUSY); the ports, whose link is
+ *                           new, say PORT_ERR then PORT_ACTIVE; the stopped SEND completes
+ *                           once a receive is posted, and WRITE, READ, atomics and a memory
+ *                           window work on the loaded QPs, their data checked
+ *   /pib/migration/refused  the same stream with one number changed (a QP number out of
+ *                           range, a QP's CQ that does not exist, a page list larger than the
+ *                           MTT): the destination refuses it and exits with status 1, never a
+ *                           crash, never a huge allocation
+ *   /pib/migration/mutate   a fuzzer: that stream with 1-4 random changes in A's section
+ *                           (bits, zeros, all-ones, +1, at seeded random places), loaded by a
+ *                           new QEMU each time (PIB_MIG_MUTATIONS of them, 48 by default;
+ *                           PIB_MIG_SEED picks another sequence; tests/fuzz/run.sh runs more):
+ *                           each must be refused (exit status 1) or run, its timers fire and
+ *                           its QPs rung, and quit cleanly (status 0)
+ *
+ * The device's timers run on the virtual clock, which only the test moves, so the RNR wait
+ * saved in the stream is still pending after the load.  Waits are bounded by counts of
+ * migration-status looks (a hang guard), not by time.
+ *
+ * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-migration-test
+ */
+
+#include "qemu/osdep.h"
+#include "libqos/libqos-malloc.h"
+#include <glib/gstdio.h>
+#include <poll.h>
+#include <sys/wait.h>
+
+#include "pib-qtest.h"
+
+#define MIG_POLLS       20000   /* looks at the migration status, 5 ms apart: hang guard */
+#define MIG_MLID        0xc001
+
+/* Everything the test made before the save, on both HCAs. */
+typedef struct Mig {
+    TestPair p;
+    TestEnd x, y;           /* RC, A <-> B */
+    TestEnd u;              /* UD on A, in a multicast group */
+    uint32_t mw_mr;         /* an MR over y's buffer that windows may bind to */
+    uint32_t mw_rkey;       /* a type 2 window on it, bound to y's QP */
+    uint32_t srqn, xrcd;    /* on B: an SRQ with a QP on it; on A: an XRC domain */
+    TestQp srq_qp;
+    char *file;
+} Mig;
+
+static const uint32_t mig_regs[] = {
+    PIB_REG_STATUS, PIB_REG_CONTROL, PIB_REG_AQ_DEPTH, PIB_REG_AQ_SQ_LO, PIB_REG_AQ_SQ_HI,
+    PIB_REG_AQ_CQ_LO, PIB_REG_AQ_CQ_HI, PIB_REG_AEQ_DEPTH, PIB_REG_AEQ_LO, PIB_REG_AEQ_HI,
+    PIB_REG_ERR_COUNT, PIB_REG_ERR_LAST, PIB_REG_AEQ_LOST, PIB_REG_SCRATCH,
+    PIB_REG_CEQ_DEPTH, PIB_REG_CEQ_LO, PIB_REG_CEQ_HI,
+};
+
+typedef struct MigView {
+    uint32_t regs[ARRAY_SIZE(mig_regs)];
+    uint64_t counters[PIB_CNT_MAX];
+    struct pib_qp_attr qp[2];
+} MigView;
+
+static void mig_view(PibDev *d, uint32_t qpn0, uint32_t qpn1, MigView *v)
+{
+    unsigned i;
+
+    for (i = 0; i < ARRAY_SIZE(mig_regs); i++) {
+        v->regs[i] = rd(d, mig_regs[i]);
+    }
+    dp_counters(d, v->counters);
+    v->qp[0] = dp_query_qp(d, qpn0);
+    v->qp[1] = dp_query_qp(d, qpn1);
+}
+
+static void mig_status_wait(QTestState *qts, const char *want)
+{
+    QDict *rsp, *ret;
+    const char *st;
+    int i;
+
+    for (i = 0; i < MIG_POLLS; i++) {
+        rsp = qtest_qmp(qts, "{ 'execute': 'query-migrate' }");
+        ret = qdict_get_qdict(rsp, "return");
+        st = ret && qdict_haskey(ret, "status") ? qdict_get_str(ret, "status") : "none";
+        if (!strcmp(st, want)) {
+            qobject_unref(rsp);
+            return;
+        }
+        g_assert_cmpstr(st, !=, "failed");
+        qobject_unref(rsp);
+        g_usleep(5000);
+    }
+    g_assert_not_reached();
+}
+
+static void mig_running_wait(QTestState *qts)
+{
+    QDict *rsp;
+    bool running;
+    int i;
+
+    for (i = 0; i < MIG_POLLS; i++) {
+        rsp = qtest_qmp(qts, "{ 'execute': 'query-status' }");
+        running = qdict_get_bool(qdict_get_qdict(rsp, "return"), "running");
+        qobject_unref(rsp);
+        if (running) {
+            return;
+        }
+        g_usleep(5000);
+    }
+    g_assert_not_reached();
+}
+
+/* The source's whole state into m->file; the source is gone after. */
+static void mig_save(Mig *m)
+{
+    g_autofree char *uri = g_strdup_printf("exec:cat > %s", m->file);
+
+    qtest_qmp_assert_success(m->p.qs->qts,
+                             "{ 'execute': 'migrate', 'arguments': { 'uri': %s } }", uri);
+    qtest_qmp_eventwait(m->p.qs->qts, "STOP");
+    mig_status_wait(m->p.qs->qts, "completed");
+}
+
+/* The destination's PibDev, with the source's test-side state (same BARs, same rings). */
+static void mig_adopt(PibDev *d, QOSState *qs, int devfn, PibDev *old)
+{
+    pib_open(d, qs, devfn);
+    g_assert_cmphex(d->bar0.addr, ==, old->bar0.addr);
+    g_assert_cmphex(d->bar2.addr, ==, old->bar2.addr);
+    g_free(old->dev);
+    old->dev = d->dev;
+    old->qs = qs;
+    *d = *old;
+}
+
+/* Load m->file into a new QEMU with the same devices (and a new link): m->p is that one. */
+static void mig_load(Mig *m)
+{
+    TestPair src = m->p;
+    g_autofree char *uri = g_strdup_printf("exec:cat %s", m->file);
+
+    /* The test's own set-up of the machine (fw_cfg, the PCI bus) first, then the load. */
+    dp_pair_boot(&m->p, "-incoming defer");
+    qtest_qmp_assert_success(m->p.qs->qts, "{ 'execute': 'migrate-incoming', "
+                             "'arguments': { 'uri': %s } }", uri);
+    mig_running_wait(m->p.qs->qts);
+    mig_adopt(&m->p.a, m->p.qs, PIB_DEVFN_A, &src.a);
+    mig_adopt(&m->p.b, m->p.qs, PIB_DEVFN_B, &src.b);
+    m->p.ceq_a = src.ceq_a;
+    m->p.ceq_b = src.ceq_b;
+    migrate_allocator(&src.qs->alloc, &m->p.qs->alloc);
+    qtest_shutdown(src.qs);
+    g_unlink(src.path);
+    g_rmdir(src.dir);
+    g_free(src.path);
+    g_free(src.dir);
+}
+
+/* An SRQ of 8 one-SGE receives on y's PD, and an RC QP on it. */
+static void mig_srq(Mig *m)
+{
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe acqe;
+    uint64_t ring = dp_alloc(&m->p.b, 4096);
+
+    cmd = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_CREATE_SRQ,
+        .in.create_srq = {
+            .pdn = cpu_to_le32(m->y.pdn),
+            .depth = cpu_to_le32(8),
+            .stride_log = 6,
+            .uar = cpu_to_le32(DP_UAR),
+            .npages = cpu_to_le32(1),
+            .pbl_addr = cpu_to_le64(dp_pbl(&m->p.b, ring, 1)),
+        },
+    };
+    g_assert_cmpuint(pib_cmd(&m->p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    m->srqn = le32_to_cpu(acqe.result0);
+    g_assert_cmpuint(dp_create_qp_ex(&m->p.b, PIB_QPT_RC, m->y.pdn, &m->y.scq, &m->y.rcq,
+                                     16, 0, DP_UAR, m->srqn, &m->srq_qp), ==, PIB_AQ_OK);
+}
+
+static void mig_mcast(Mig *m)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_ATTACH_MCAST,
+        .in.mcast = {
+            .qpn = cpu_to_le32(m->u.qp.qpn),
+            .mlid = cpu_to_le16(MIG_MLID),
+            .mgid = { 0xff, 0x12, 0x40, 0x1b, [15] = 0x01 },
+        },
+    };
+
+    g_assert_cmpuint(pib_cmd(&m->p.a, &cmd, NULL), ==, PIB_AQ_OK);
+}
+
+static void mig_xrcd(Mig *m)
+{
+    struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_XRCD };
+    struct pib_admin_cqe acqe;
+
+    g_assert_cmpuint(pib_cmd(&m->p.a, &cmd, &acqe), ==, PIB_AQ_OK);
+    m->xrcd = le32_to_cpu(acqe.result0);
+}
+
+/*
+ * Both HCAs with every object type, traffic that completed, and a SEND of 3000 bytes from x
+ * that y refused with an RNR NAK (no receive posted): x waits on its RNR timer.
+ */
+static void mig_setup(Mig *m)
+{
+    struct pib_sge sge;
+    uint64_t c[PIB_CNT_MAX];
+    uint32_t k;
+
+    memset(m, 0, sizeof(*m));
+    dp_pair_up(&m->p);
+    m->file = g_strdup_printf("%s.stream", m->p.dir);
+    dp_end(&m->p.a, &m->x, PIB_QPT_RC, 16384);
+    dp_end(&m->p.b, &m->y, PIB_QPT_RC, 16384);
+    dp_end(&m->p.a, &m->u, PIB_QPT_UD, 4096);
+    dp_link_ends(&m->x, 1, &m->y, 2);
+    dp_ud_ready(&m->p.a, &m->u.qp, 0x11111111);
+    m->mw_mr = dp_reg_mr(&m->p.b, m->y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,
+                         m->y.buf, 16384);
+    m->mw_rkey = dp_alloc_mw(&m->p.b, m->y.pdn, 2);
+    mig_srq(m);
+    mig_mcast(m);
+    mig_xrcd(m);
+    wr(&m->p.a, PIB_REG_SCRATCH, 0x5a5a1234);
+
+    /* A type 2 window over y's second 4 KiB, bound to y's QP with a new key byte. */
+    k = (m->mw_rkey & ~0xffu) | ((m->mw_rkey + 1) & 0xff);
+    dp_post_bind(&m->p.b, &m->y.qp, 0xb1, 2, m->mw_rkey, k, m->mw_mr,
+                 m->y.buf + 4096, 4096, PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ);
+    dp_expect(&m->p.b, &m->y.scq, 0xb1, PIB_WC_SUCCESS, PIB_CQE_BIND_MW, NULL);
+    m->mw_rkey = k;
+
+    /* A SEND that completes before the save. */
+    dp_fill(&m->p.a, m->x.buf, 1000, 1);
+    sge = dp_sge(m->y.buf, 1000, m->y.key);
+    dp_post_recv(&m->p.b, &m->y.qp, 0x100, &sge, 1);
+    sge = dp_sge(m->x.buf, 1000, m->x.key);
+    dp_post_send(&m->p.a, &m->x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x1, &sge, 1, 0, 0);
+    dp_expect(&m->p.a, &m->x.scq, 0x1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&m->p.b, &m->y.rcq, 0x100, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    dp_assert_same(&m->p.a, m->x.buf, &m->p.b, m->y.buf, 1000);
+
+    /* The one y cannot take yet: an RNR NAK, and x waits. */
+    dp_fill(&m->p.a, m->x.buf + 8192, 3000, 2);
+    sge = dp_sge(m->x.buf + 8192, 3000, m->x.key);
+    dp_post_send(&m->p.a, &m->x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x2, &sge, 1, 0, 0);
+    for (;;) {
+        dp_counters(&m->p.b, c);
+        if (c[PIB_CNT_RX_DROP_RNR]) {
+            break;
+        }
+        g_usleep(1000);
+    }
+    dp_expect_none(&m->p.a, &m->x.scq);
+}
+
+static void test_mig_file(void)
+{
+    Mig m;
+    MigView before[2], after[2];
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint64_t v;
+    unsigned i, d;
+
+    mig_setup(&m);
+    mig_view(&m.p.a, m.x.qp.qpn, m.u.qp.qpn, &before[0]);
+    mig_view(&m.p.b, m.y.qp.qpn, m.srq_qp.qpn, &before[1]);
+    mig_save(&m);
+    mig_load(&m);
+
+    /*
+     * The new link is not the one the guest knew up: each port says so (PORT_ERR), and comes
+     * back ACTIVE once its link trained (the `lid` property: no SM needed).
+     */
+    g_assert_true(pib_aeq_find(&m.p.a, PIB_AE_PORT_ERR, TIMEOUT_US));
+    g_assert_true(pib_aeq_find(&m.p.a, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
+    g_assert_true(pib_aeq_find(&m.p.b, PIB_AE_PORT_ERR, TIMEOUT_US));
+    g_assert_true(pib_aeq_find(&m.p.b, PIB_AE_PORT_ACTIVE, TIMEOUT_US));
+
+    mig_view(&m.p.a, m.x.qp.qpn, m.u.qp.qpn, &after[0]);
+    mig_view(&m.p.b, m.y.qp.qpn, m.srq_qp.qpn, &after[1]);
+    for (d = 0; d < 2; d++) {
+        for (i = 0; i < ARRAY_SIZE(mig_regs); i++) {
+            g_assert_cmphex(after[d].regs[i], ==, before[d].regs[i]);
+        }
+        for (i = 0; i < PIB_CNT_MAX; i++) {
+            /* The link went down once, as the guest sees it; nothing else moved. */
+            v = before[d].counters[i] + (i == PIB_CNT_LINK_DOWNS);
+            g_assert_cmpuint(after[d].counters[i], ==, v);
+        }
+        g_assert_cmpmem(&after[d].qp, sizeof(after[d].qp), &before[d].qp,
+                        sizeof(before[d].qp));
+    }
+
+    /* The objects still hold each other. */
+    g_assert_cmpuint(dp_obj_cmd(&m.p.a, PIB_CMD_DESTROY_CQ, m.x.scq.cqn), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&m.p.a, PIB_CMD_DESTROY_PD, m.x.pdn), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&m.p.b, PIB_CMD_DESTROY_SRQ, m.srqn), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&m.p.b, PIB_CMD_DEREG_MR, m.mw_mr), ==, PIB_AQ_BUSY);
+
+    /* The SEND x was waiting with: a receive for it, and x's RNR timer runs out. */
+    sge = dp_sge(m.y.buf + 8192, 4096, m.y.key);
+    dp_post_recv(&m.p.b, &m.y.qp, 0x200, &sge, 1);
+    dp_step_until_cqe(&m.p.a, &m.x.scq, &cqe, 100 * 1000, 1000);
+    g_assert_cmpuint(le64_to_cpu(cqe.wr_id), ==, 0x2);
+    g_assert_cmpuint(cqe.status, ==, PIB_WC_SUCCESS);
+    dp_expect(&m.p.b, &m.y.rcq, 0x200, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 3000);
+    dp_assert_same(&m.p.a, m.x.buf + 8192, &m.p.b, m.y.buf + 8192, 3000);
+
+    /* A WRITE through the window, READ it back, an atomic: the loaded QPs, keys and MRs. */
+    dp_fill(&m.p.a, m.x.buf, 2048, 3);
+    sge = dp_sge(m.x.buf, 2048, m.x.key);
+    dp_post_send(&m.p.a, &m.x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x3, &sge, 1,
+                 m.y.buf + 4096, m.mw_rkey);
+    dp_expect(&m.p.a, &m.x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+    dp_assert_same(&m.p.a, m.x.buf, &m.p.b, m.y.buf + 4096, 2048);
+    sge = dp_sge(m.x.buf + 4096, 2048, m.x.key);
+    dp_post_send(&m.p.a, &m.x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x4, &sge, 1,
+                 m.y.buf + 4096, m.y.key);
+    dp_expect(&m.p.a, &m.x.scq, 0x4, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+    dp_assert_same(&m.p.a, m.x.buf + 4096, &m.p.b, m.y.buf + 4096, 2048);
+    g_assert_cmpuint(dp_err_count(&m.p.a), ==, 0);
+    g_assert_cmpuint(dp_err_count(&m.p.b), ==, 0);
+
+    dp_pair_down(&m.p);
+    g_unlink(m.file);
+    g_free(m.file);
+}
+
+/*
+ * Where a byte pattern is in device A's section of the stream (between its section name and
+ * B's), once: the test's numbers make it unique there.  RAM, earlier in the stream, may hold
+ * anything.
+ */
+static size_t mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, size_t plen)
+{
+    const char *a = "0000:00:04.0/pib-hca", *b = "0000:00:05.0/pib-hca";
+    const uint8_t *sa = memmem(buf, len, a, strlen(a));
+    const uint8_t *sb = sa ? memmem(sa, buf + len - sa, b, strlen(b)) : NULL;
+    size_t i, at = SIZE_MAX;
+
+    g_assert_nonnull(sb);
+    for (i = sa - buf; i + plen <= (size_t)(sb - buf); i++) {
+        if (!memcmp(buf + i, pat, plen)) {
+            g_assert_cmpuint(at, ==, SIZE_MAX);
+            at = i;
+        }
+    }
+    g_assert_cmpuint(at, !=, SIZE_MAX);
+    return at;
+}
+
+/* A destination that must refuse the stream in file: it exits with status 1. */
+static void mig_expect_refused(const char *file)
+{
+    QTestState *qts = qtest_initf("-M q35 -nodefaults " PIB_FIRMWARE_ARGS " -m 256M "
+                                  "-device pib-hca,addr=4.0,id=pa,lid=1 "
+                                  "-device pib-hca,addr=5.0,id=pb,lid=2 "
+                                  "-incoming defer");
+    g_autofree char *uri = g_strdup_printf("exec:cat %s", file);
+
+    int i;
+
+    qtest_set_expected_status(qts, 1);
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate-incoming', "
+                             "'arguments': { 'uri': %s } }", uri);
+    for (i = 0; i < MIG_POLLS && qtest_probe_child(qts); i++) {
+        g_usleep(5000);
+    }
+    g_assert_false(qtest_probe_child(qts));
+    qtest_quit(qts);        /* checks the exit status: 1, not a signal */
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    stl_be_p(p, v);
+}
+
+static void test_mig_refused(void)
+{
+    Mig m;
+    g_autofree uint8_t *good = NULL;
+    g_autofree char *bad = NULL;
+    uint8_t pat[24];
+    gsize len;
+    size_t at;
+
+    mig_setup(&m);
+    mig_save(&m);
+    g_assert_true(g_file_get_contents(m.file, (char **)&good, &len, NULL));
+    bad = g_strdup_printf("%s.bad", m.file);
+
+    /*
+     * The QP table's entry for x: a byte 1, the number, then the QP's fields (qpn, uar, pdn,
+     * xrcd, type, state).
+     */
+    pat[0] = 1;
+    put_be32(pat + 1, m.x.qp.qpn);
+    put_be32(pat + 5, m.x.qp.qpn);
+    put_be32(pat + 9, DP_UAR);
+    put_be32(pat + 13, m.x.pdn);
+    put_be32(pat + 17, 0);
+    pat[21] = PIB_QPT_RC;
+    pat[22] = PIB_QPS_RTS;
+    at = mig_find(good, len, pat, 23);
+
+    /* 1. A QP number past the table. */
+    put_be32(good + at + 1, 0x00ffffff);     /* the largest QPN, far past the table */
+    g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
+    mig_expect_refused(bad);
+    put_be32(good + at + 1, m.x.qp.qpn);
+
+    /* 2. Its send CQ one that does not exist: the references end the record. */
+    put_be32(pat, m.x.scq.cqn);
+    put_be32(pat + 4, m.x.rcq.cqn);
+    put_be32(pat + 8, 0);
+    put_be32(pat + 12, 0);
+    pat[16] = 1;            /* then the next QP's entry */
+    put_be32(pat + 17, m.u.qp.qpn);
+    at = mig_find(good, len, pat, 21);
+    put_be32(good + at, 4000);
+    g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
+    mig_expect_refused(bad);
+    put_be32(good + at, m.x.scq.cqn);
+
+    /* 3. A CQ whose ring lists 2^32 - 1 pages: refused before anything is allocated. */
+    pat[0] = 1;
+    put_be32(pat + 1, m.x.scq.cqn);
+    put_be32(pat + 5, m.x.scq.cqn);
+    put_be32(pat + 9, DP_UAR);
+    put_be32(pat + 13, m.x.scq.depth);
+    put_be32(pat + 17, PIB_CQE_STRIDE_LOG);
+    at = mig_find(good, len, pat, 21);
+    put_be32(good + at + 21, UINT32_MAX);
+    g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
+    mig_expect_refused(bad);
+
+    g_unlink(bad);
+    g_unlink(m.file);
+    g_free(m.file);
+    dp_pair_down(&m.p);
+}
+
+/*
+ * The mutation fuzzer's QEMU is driven without libqtest, which aborts the test when QEMU goes
+ * away: here going away with status 1 is a right answer (the load refused), so every read
+ * may see the end of the stream and say so.
+ */
+typedef struct MigChild {
+    GPid pid;
+    int qmp, qt;
+} MigChild;
+
+static int mig_accept(int lsock)
+{
+    struct pollfd pfd = { .fd = lsock, .events = POLLIN };
+    int fd;
+
+    g_assert_cmpint(poll(&pfd, 1, 60 * 1000), ==, 1);      /* hang guard */
+    fd = accept(lsock, NULL, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    close(lsock);
+    return fd;
+}
+
+static void mig_child_start(MigChild *c, const char *dir, const char *args)
+{
+    g_autofree char *qt = g_build_filename(dir, "mut.qtest", NULL);
+    g_autofree char *qmp = g_build_filename(dir, "mut.qmp", NULL);
+    g_autofree char *cmd = NULL;
+    g_auto(GStrv) argv = NULL;
+    int lqt, lqmp;
+
+    unlink(qt);
+    unlink(qmp);
+    lqt = qtest_socket_server(qt);
+    lqmp = qtest_socket_server(qmp);
+    cmd = g_strdup_printf("%s -qtest unix:%s -chardev socket,path=%s,id=mon "
+                          "-mon chardev=mon,mode=control -display none -accel qtest %s",
+                          getenv("QTEST_QEMU_BINARY"), qt, qmp, args);
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async(NULL, argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
+                                NULL, NULL, &c->pid, NULL));
+    c->qt = mig_accept(lqt);
+    c->qmp = mig_accept(lqmp);
+}
+
+/* One line from fd, or NULL at the end of the stream (QEMU is gone). */
+static char *mig_readline(int fd)
+{
+    GString *s = g_string_new(NULL);
+    char ch;
+    ssize_t n;
+
+    for (;;) {
+        n = read(fd, &ch, 1);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            g_string_free(s, true);
+            return NULL;
+        }
+        if (ch == '\n') {
+            return g_string_free(s, false);
+        }
+        g_string_append_c(s, ch);
+    }
+}
+
+/* A command, and its answer line (QMP: events skipped); NULL if QEMU went away. */
+static char *mig_ask(int fd, const char *cmd, bool qmp)
+{
+    char *line;
+
+    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
+        return NULL;
+    }
+    while ((line = mig_readline(fd)) && qmp && strstr(line, "\"event\"")) {
+        g_free(line);
+    }
+    return line;
+}
+
+static int mig_child_end(MigChild *c)
+{
+    int status;
+
+    close(c->qt);
+    close(c->qmp);
+    g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
+    g_spawn_close_pid(c->pid);
+    return status;
+}
+
+/*
+ * Load one stream: true if QEMU refused it (exit 1), false if it ran it and quit; anything
+ * else (a signal, another status, a hang) fails the test.
+ */
+static bool mig_try(const Mig *m, const char *dir, const char *file)
+{
+    g_autofree char *mig = g_strdup_printf(
+        "{ 'execute': 'migrate-incoming', 'arguments': { 'uri': 'exec:cat %s' } }\n", file);
+    g_autofree char *greeting = NULL, *ans = NULL;
+    MigChild c;
+    int i, status;
+    bool running = false;
+
+    mig_child_start(&c, dir,
+                    "-M q35 -nodefaults " PIB_FIRMWARE_ARGS " -m 256M "
+                    "-device pib-hca,addr=4.0,id=pa,lid=1 "
+                    "-device pib-hca,addr=5.0,id=pb,lid=2 -incoming defer");
+    greeting = mig_readline(c.qmp);
+    g_assert_nonnull(greeting);
+    g_free(mig_ask(c.qmp, "{ 'execute': 'qmp_capabilities' }\n", true));
+    ans = mig_ask(c.qmp, mig, true);
+    g_assert_nonnull(ans);
+    g_assert_nonnull(strstr(ans, "return"));
+    for (i = 0; i < MIG_POLLS; i++, g_usleep(5000)) {
+        g_autofree char *st = mig_ask(c.qmp, "{ 'execute': 'query-status' }\n", true);
+
+        if (!st || strstr(st, "\"running\": true")) {
+            running = st != NULL;
+            break;
+        }
+    }
+    g_assert_cmpint(i, <, MIG_POLLS);
+    if (running) {
+        /* Loaded: let its timers fire and ring its QPs, then it must quit cleanly. */
+        for (i = 0; i < 16; i++) {
+            g_autofree char *step = mig_ask(c.qt, "clock_step 10000000\n", false);
+            g_autofree char *db = g_strdup_printf(
+                "writeq 0x%" PRIx64 " 0x%" PRIx64 "\n", m->p.a.bar2.addr + PIB_UAR_SQ_DB,
+                (uint64_t)(m->x.qp.sq_pi + i % 3) << PIB_DB_INDEX_SHIFT |
+                (i & 1 ? m->x.qp.qpn : m->u.qp.qpn));
+            g_autofree char *rung = mig_ask(c.qt, db, false);
+
+            g_assert_nonnull(step);
+            g_assert_nonnull(rung);
+        }
+        g_free(mig_ask(c.qmp, "{ 'execute': 'quit' }\n", true));
+    }
+    status = mig_child_end(&c);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, running ? 0 : 1);
+    return !running;
+}
+
+static void test_mig_mutate(void)
+{
+    const char *env = getenv("PIB_MIG_MUTATIONS");
+    int runs = env ? atoi(env) : 48, i, k, refused = 0;
+    const char *a = "0000:00:04.0/pib-hca", *b = "0000:00:05.0/pib-hca";
+    g_autofree uint8_t *good = NULL, *buf = NULL;
+    g_autofree char *bad = NULL;
+    const char *seed = getenv("PIB_MIG_SEED");
+    GRand *r = g_rand_new_with_seed(seed ? strtoul(seed, NULL, 0) : 0x5eed0001);
+    size_t start, end, off, run, skip_at, skip_len;
+    uint8_t *sa, *sb;
+    gsize len;
+    Mig m;
+
+    mig_setup(&m);
+    mig_save(&m);
+    g_assert_true(g_file_get_contents(m.file, (char **)&good, &len, NULL));
+    bad = g_strdup_printf("%s.mut", m.file);
+    sa = memmem(good, len, a, strlen(a));
+    g_assert_nonnull(sa);
+    sb = memmem(sa, good + len - sa, b, strlen(b));
+    g_assert_nonnull(sb);
+    start = sa - good + strlen(a) + 8;          /* after the name, instance and version */
+    end = sb - good;
+    /*
+     * The MR table's key bytes (65536, nearly all 0: the longest run of zeros) are most of the
+     * section, and any value of them is valid: the changes go elsewhere.
+     */
+    skip_at = skip_len = 0;
+    for (off = start; off < end; off += run ? run : 1) {
+        for (run = 0; off + run < end && !good[off + run]; run++) {
+        }
+        if (run > skip_len) {
+            skip_at = off;
+            skip_len = run;
+        }
+    }
+    g_assert_cmpuint(skip_len, >, 60000);
+    buf = g_malloc(len);
+    for (i = 0; i < runs; i++) {
+        memcpy(buf, good, len);
+        for (k = g_rand_int_range(r, 1, 5); k > 0; k--) {
+            off = start + g_rand_int_range(r, 0, end - start - 4 - skip_len);
+            off += off >= skip_at ? skip_len : 0;
+            switch (g_rand_int_range(r, 0, 4)) {
+            case 0:
+                buf[off] ^= 1u << g_rand_int_range(r, 0, 8);
+                break;
+            case 1:
+                stl_be_p(buf + off, 0);
+                break;
+            case 2:
+                stl_be_p(buf + off, UINT32_MAX);
+                break;
+            default:
+                stl_be_p(buf + off, ldl_be_p(buf + off) + 1);
+                break;
+            }
+        }
+        g_assert_true(g_file_set_contents(bad, (char *)buf, len, NULL));
+        refused += mig_try(&m, m.p.dir, bad);
+    }
+    g_test_message("%d mutated streams: %d refused, %d loaded and ran", runs, refused,
+                   runs - refused);
+    g_rand_free(r);
+    g_unlink(bad);
+    g_unlink(m.file);
+    g_free(m.file);
+    dp_pair_down(&m.p);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    qtest_add_func("/pib/migration/file", test_mig_file);
+    qtest_add_func("/pib/migration/refused", test_mig_refused);
+    qtest_add_func("/pib/migration/mutate", test_mig_mutate);
+    return g_test_run();
+}
