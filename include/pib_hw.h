@@ -983,7 +983,10 @@ struct pib_port_attr {
 	                                             /* VL beyond OperationalVLs (IBTA 7.6.6)*/ \
 	X(RX_DROP_CREDIT,      rx_drop_credit)       /* data beyond the credits we granted  */ \
 	                                             /* (a peer that ignores them)          */ \
-	X(XMIT_WAIT_US,        xmit_wait_us)         /* time a packet waited for credits    */
+	X(XMIT_WAIT_US,        xmit_wait_us)         /* time a packet waited for credits    */ \
+	X(LINK_RECOVERIES,     link_recoveries)      /* the link dropped and came back from */ \
+	                                             /* the same peer in time: its port     */ \
+	                                             /* stayed as it was (pib_link.h, MOVE) */
 
 #define PIB_CNT_ENUM_ENTRY(id, name) PIB_CNT_##id,
 enum pib_counter {

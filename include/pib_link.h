@@ -55,6 +55,23 @@
  * dropped and counted (PortCounters:ExcessiveBufferOverrunErrors).  A FLOW frame that is not a
  * whole number of entries means framing is lost.  Unknown Op values and VL15 entries are
  * ignored.
+ *
+ * Moving (a port whose machine migrates, docs/explanation/migration.md): each port has a token,
+ * a random 64-bit number drawn when its device is created and carried by its HELLO.  A port
+ * that migrates keeps its token; a port that is created again (a rebooted machine) has a new
+ * one.  When a machine is about to move, its port sends MOVE: its token, and how long the peer
+ * should wait for it.  If the stream then closes within that time, the peer does not take its
+ * port down: it holds the port's state (ACTIVE stays ACTIVE; packets sent meanwhile are lost,
+ * as on a link that is retraining) and waits for a new stream whose HELLO carries the same port
+ * GUID and token.  That HELLO recovers the link (PortCounters:LinkErrorRecoveryCounter) and
+ * nothing else changes, for the SM or the guests.  Any other HELLO, or no HELLO within the
+ * wait, and the port goes down as it would have at the close (PortCounters:LinkDownedCounter),
+ * then trains with the new stream as usual.  The moved port does the same from its side: it
+ * comes back in the state it left, waiting for its peer's HELLO with the peer's token.  A MOVE
+ * with a wait of 0 withdraws the notice (the machine stayed, as after a snapshot).  A MOVE of
+ * the wrong length means framing is lost; a wait longer than PIB_LINK_MOVE_WAIT_MAX_MS is cut
+ * to it.  A peer that does not know MOVE never sends one, and a HELLO of 32 bytes has no token
+ * (0): such a link retrains as before.
  */
 #ifndef PIB_LINK_H
 #define PIB_LINK_H
@@ -69,6 +86,7 @@ enum pib_link_frame_type {
 	PIB_FRAME_HELLO   = 0x01, /* payload: struct pib_link_hello                         */
 	PIB_FRAME_PACKET  = 0x02, /* payload: one IB packet (LRH onwards)                   */
 	PIB_FRAME_FLOW    = 0x03, /* payload: 1-15 struct pib_link_fc (credits, above)       */
+	PIB_FRAME_MOVE    = 0x04, /* payload: struct pib_link_move (moving, above)          */
 };
 
 struct pib_link_hdr {
@@ -96,6 +114,16 @@ struct pib_link_hello {
 	pib_u64 node_guid_be;
 	pib_u64 port_guid_be;
 	pib_u32 flags_be;       /* PIB_HELLO_F_*; others are 0 and ignored                    */
+	pib_u32 reserved_be;    /* 0                                                          */
+	pib_u64 token_be;       /* this port's token (moving, above); absent from a 32-byte   */
+	                        /* HELLO, which has none                                      */
+};
+
+/* MOVE: this port's machine is about to move (or, wait_ms 0, stayed). */
+#define PIB_LINK_MOVE_WAIT_MAX_MS 30000
+struct pib_link_move {
+	pib_u64 token_be;       /* the token the moved port's HELLO will carry                */
+	pib_u32 wait_ms_be;     /* how long to hold the port for it; 0: the move is off       */
 	pib_u32 reserved_be;    /* 0                                                          */
 };
 
@@ -264,7 +292,8 @@ PIB_STATIC_ASSERT(sizeof(struct pib_atomic_ack_eth) == 8, "AtomicAckETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_xrceth) == 4, "XRCETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
-PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 32, "hello frame");
+PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 40, "hello frame");
+PIB_STATIC_ASSERT(sizeof(struct pib_link_move) == 16, "move frame");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_fc) == 4, "flow-control packet");
 
 #endif /* PIB_LINK_H */

@@ -87,6 +87,8 @@ static const char *pib_frame_type_name(uint8_t type)
     switch (type) {
     case PIB_FRAME_HELLO:  return "HELLO";
     case PIB_FRAME_PACKET: return "PACKET";
+    case PIB_FRAME_FLOW:   return "FLOW";
+    case PIB_FRAME_MOVE:   return "MOVE";
     default:               return "UNKNOWN";
     }
 }
@@ -100,9 +102,16 @@ static void pib_link_send_hello(PibLink *l)
         .port_guid_be = cpu_to_be64(l->port_guid),
         .flags_be     = cpu_to_be32((l->db_fd >= 0 ? PIB_HELLO_F_DOORBELL : 0) |
                                     pib_link_fc_flags(l)),
+        .token_be     = cpu_to_be64(l->token),
     };
-    PibPacket *p = pib_link_packet_new(l, sizeof(h));
+    PibPacket *p;
 
+    if (l->rx_paused) {
+        l->hello_deferred = true;   /* a stopped machine trains when it runs (a moved one */
+        return;                     /* must not greet with the token it had before the load) */
+    }
+    l->hello_deferred = false;
+    p = pib_link_packet_new(l, sizeof(h));
     p->data[1] = PIB_FRAME_HELLO;
     memcpy(pib_packet_ib(p), &h, sizeof(h));
     if (l->db_fd >= 0) {
@@ -147,6 +156,7 @@ static void pib_link_lose_framing(PibLink *l, const char *why, uint32_t val)
     l->bad_frames++;
     l->ops->framing_error(l);
     l->rx_state = PIB_RX_DISCARD;
+    pib_link_move_abort(l);
     l->ops->event(l, PIB_PEV_STREAM_DOWN);
     qemu_bh_schedule(l->drop_bh);
 }
@@ -167,6 +177,7 @@ static void pib_link_drop_bh(void *opaque)
 void pib_link_take_down(PibLink *l, const char *why)
 {
     trace_pib_link_retrain(l->id, why);
+    pib_link_move_abort(l);
     l->ops->event(l, PIB_PEV_STREAM_DOWN);
     if (l->stream_open) {
         l->rx_state = PIB_RX_DISCARD;
@@ -359,6 +370,7 @@ static void pib_link_rx_hello(PibLink *l)
     }
     l->peer_node_guid = be64_to_cpu(h.node_guid_be);
     l->peer_port_guid = be64_to_cpu(h.port_guid_be);
+    l->peer_token = be64_to_cpu(h.token_be);       /* 0 from a 32-byte HELLO: none */
     trace_pib_link_hello(l->id, l->peer_node_guid, l->peer_port_guid,
                          version, be32_to_cpu(h.mtu_be));
     pib_link_db_take(l, be32_to_cpu(h.flags_be) & PIB_HELLO_F_DOORBELL);
@@ -368,6 +380,11 @@ static void pib_link_rx_hello(PibLink *l)
      */
     l->fc_peer = be32_to_cpu(h.flags_be);
     pib_link_fc_maybe_start(l);
+    if (!pib_link_move_hello(l)) {
+        /* Not the port we held ours for: the retraining the owner did not hear, now. */
+        l->ops->event(l, PIB_PEV_STREAM_DOWN);
+        l->ops->event(l, PIB_PEV_STREAM_UP);
+    }
     l->ops->event(l, PIB_PEV_HELLO);
 }
 
@@ -435,6 +452,9 @@ static void pib_link_rx_frame(PibLink *l)
     case PIB_FRAME_FLOW:
         pib_link_fc_rx_flow(l, l->rx_buf, l->rx_len);
         break;
+    case PIB_FRAME_MOVE:
+        pib_link_move_rx(l, l->rx_buf, l->rx_len);
+        break;
     default:
         break;      /* unreachable: the header check admits only the above */
     }
@@ -451,8 +471,12 @@ static bool pib_link_rx_check_hdr(PibLink *l)
         return false;
     }
     if (h->type != PIB_FRAME_HELLO && h->type != PIB_FRAME_PACKET &&
-        h->type != PIB_FRAME_FLOW) {
+        h->type != PIB_FRAME_FLOW && h->type != PIB_FRAME_MOVE) {
         pib_link_lose_framing(l, "unknown frame type", h->type);
+        return false;
+    }
+    if (h->type == PIB_FRAME_MOVE && len != sizeof(struct pib_link_move)) {
+        pib_link_lose_framing(l, "MOVE frame length", len);
         return false;
     }
     if (h->type == PIB_FRAME_FLOW &&
@@ -707,6 +731,9 @@ void pib_link_rx_pause(PibLink *l, bool paused)
         }
         return;
     }
+    if (l->hello_deferred && l->stream_open && l->ops->may_train(l)) {
+        pib_link_send_hello(l);
+    }
     if (l->db_fd >= 0) {
         qemu_set_fd_handler(l->db_fd, pib_link_db_rung, NULL, l);
     }
@@ -804,7 +831,9 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         pib_link_rx_reset(l);
         pib_link_fc_reset(l);
         pib_link_direct_start(l);
-        l->ops->event(l, PIB_PEV_STREAM_UP);
+        if (!pib_link_move_opened(l)) {
+            l->ops->event(l, PIB_PEV_STREAM_UP);
+        }
         if (l->ops->may_train(l)) {
             pib_link_send_hello(l);     /* a DISABLED port does not train */
         }
@@ -819,7 +848,10 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         }
         pib_link_rx_reset(l);
         pib_link_fc_reset(l);
-        l->ops->event(l, PIB_PEV_STREAM_DOWN);
+        l->hello_deferred = false;
+        if (!pib_link_move_closed(l)) {
+            l->ops->event(l, PIB_PEV_STREAM_DOWN);
+        }
         break;
     default:
         break;
@@ -841,6 +873,7 @@ void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
     QSIMPLEQ_INIT(&l->txq);
     QSIMPLEQ_INIT(&l->pool);
     pib_link_fc_init(l);
+    pib_link_move_init(l);
     pib_link_rx_reset(l);
 }
 
@@ -862,6 +895,7 @@ void pib_link_fini(PibLink *l)
     qemu_bh_delete(l->drop_bh);
     qemu_bh_delete(l->rx_more_bh);
     pib_link_fc_fini(l);
+    pib_link_move_fini(l);
     pib_link_rx_reset(l);
     g_free(l->rx_batch);
     l->rx_batch = NULL;

@@ -153,6 +153,8 @@ typedef struct PibLinkOps {
     void (*fc_hoq_discard)(PibLink *l, uint8_t vl);
     /* Framing was lost: a counted link error. */
     void (*framing_error)(PibLink *l);
+    /* Optional: the stream dropped and the same port came back in time (pib-link-move.c). */
+    void (*recovered)(PibLink *l);
 } PibLinkOps;
 
 struct PibLink {
@@ -274,6 +276,23 @@ struct PibLink {
     uint64_t peer_node_guid;
     uint64_t peer_port_guid;
 
+    /*
+     * Moving (include/pib_link.h, "Moving"; pib-link-move.c): our token, the peer's, a MOVE
+     * notice from the peer, and the wait for a moved peer (or, moved ourselves, for our old
+     * one) during which the owner hears nothing of the stream.
+     */
+    uint64_t token;
+    uint64_t peer_token;    /* from the peer's last HELLO; 0: it has none */
+    uint64_t notice_token;  /* the peer's MOVE: the token it comes back with, */
+    uint32_t notice_wait_ms;    /* how long to wait for it after the close, */
+    int64_t notice_until;   /* if the close comes before then (virtual ns; 0: no notice) */
+    bool recovering;
+    uint64_t recover_guid;  /* the port GUID and token a HELLO must carry to end the wait */
+    uint64_t recover_token;
+    QEMUTimer *recover_timer;
+    bool hello_deferred;    /* the stream opened while paused: HELLO when we resume */
+    uint64_t recoveries;    /* waits that ended with the same port back */
+
     /* Statistics (traces and debugging only; not guest-visible yet). */
     uint64_t frames_tx;
     uint64_t frames_rx;
@@ -303,6 +322,18 @@ void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */
 void pib_link_direct_stop(PibLink *l);
+
+/* pib-link-move.c: a link whose other end moves (include/pib_link.h, "Moving") */
+void pib_link_move_init(PibLink *l);
+void pib_link_move_fini(PibLink *l);
+void pib_link_move_rx(PibLink *l, const uint8_t *buf, uint32_t len);
+bool pib_link_move_closed(PibLink *l);
+bool pib_link_move_opened(PibLink *l);
+bool pib_link_move_hello(PibLink *l);
+void pib_link_move_abort(PibLink *l);
+void pib_link_move_announce(PibLink *l, uint32_t wait_ms);
+void pib_link_move_arrived(PibLink *l, uint64_t token, uint64_t peer_guid,
+                           uint64_t peer_token, uint32_t wait_ms);
 void pib_link_rx_pause(PibLink *l, bool paused);
 /*
  * Credits (pib-link-fc.c): the flow-control engine the receive and transmit sides call, and

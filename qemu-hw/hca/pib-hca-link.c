@@ -72,6 +72,15 @@ static void pib_hca_link_fc_overrun(PibLink *l, uint8_t vl)
     pib_pkt_drop(pib_link_hca(l), PIB_CNT_RX_DROP_CREDIT, NULL);
 }
 
+/* The peer (or we) moved and came back in time: the port never left its state. */
+static void pib_hca_link_recovered(PibLink *l)
+{
+    PibState *s = pib_link_hca(l);
+
+    pib_count(s, PIB_CNT_LINK_RECOVERIES, 1);
+    pib_qp_kick_waiters(s);
+}
+
 static const PibLinkOps pib_hca_link_ops = {
     .event = pib_hca_link_event,
     .may_train = pib_hca_link_may_train,
@@ -82,6 +91,7 @@ static const PibLinkOps pib_hca_link_ops = {
     .tx_room = pib_hca_link_tx_room,
     .framing_error = pib_hca_link_framing_error,
     .fc_overrun = pib_hca_link_fc_overrun,
+    .recovered = pib_hca_link_recovered,
 };
 
 /*

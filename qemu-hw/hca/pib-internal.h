@@ -218,7 +218,12 @@ struct PibState {
     VMChangeStateEntry *vm_change;
     /* Migration (pib-vmstate.c): the port's state as the guest knew it, and what is left */
     /* to do when the loaded device first runs. */
+    uint64_t mig_node_guid;         /* the device's identity moves with it */
     uint32_t mig_port_sm;           /* PibPortSmState */
+    uint64_t mig_link_token;        /* the link's token, and its peer's port GUID (0: the */
+    uint64_t mig_peer_guid;         /* port was down) and token */
+    uint64_t mig_peer_token;
+    bool mig_announced;             /* a save told the peer we may move */
     bool mig_resume;
     int32_t mig_num_uars;           /* PIB_NUM_UARS: the UAR bitmap's length in the stream */
 };
@@ -498,7 +503,7 @@ void pib_port_unrealize(PibState *s);
 void pib_port_reset(PibState *s);
 void pib_port_event(PibState *s, PibPortSmEvent ev);
 void pib_port_announce(PibState *s);
-void pib_port_migrated(PibState *s, PibPortSmState was);
+void pib_set_node_guid(PibState *s, uint64_t guid);
 uint8_t pib_port_ib_state(const PibState *s);
 uint8_t pib_port_phys_state(const PibState *s);
 bool pib_port_link_up(const PibState *s);

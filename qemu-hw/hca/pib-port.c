@@ -107,20 +107,18 @@ void pib_port_event(PibState *s, PibPortSmEvent ev)
 }
 
 /*
- * After a migration, when the machine first runs: the guest knew the port in state was, and
- * the destination's link has it where it is now.  Go from the one to the other as a port
- * that lost its link would: PORT_ERR if it was ACTIVE, the link-down count, and on to
- * whatever the new link and the SM make of it.
+ * A migrated device keeps the GUIDs it had (a node-guid derived from the cable's address may
+ * differ at the destination): the node's, the port's, and what the link says in its HELLO.
  */
-void pib_port_migrated(PibState *s, PibPortSmState was)
+void pib_set_node_guid(PibState *s, uint64_t guid)
 {
-    PibPortSmState now = s->port.sm;
-
-    if (was == now) {
-        return;
-    }
-    s->port.sm = was;
-    pib_port_set_state(s, now, PIB_PEV_STREAM_DOWN);
+    s->node_guid = guid;
+    s->mgmt.node_guid = guid;
+    s->mgmt.sys_image_guid = guid;
+    s->port.mgmt.guid = pib_port_guid(s);
+    s->link.id = guid;
+    s->link.node_guid = guid;
+    s->link.port_guid = pib_port_guid(s);
 }
 
 /*
@@ -247,7 +245,7 @@ static void pib_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
         .multi_xmit_pkts = n[PIB_CNT_TX_MCAST_PACKETS],
         .multi_rcv_pkts = n[PIB_CNT_RX_MCAST_PACKETS],
         .symbol_errors = n[PIB_CNT_LINK_FRAMING_ERRORS],
-        .link_recovery = n[PIB_CNT_LINK_FRAMING_ERRORS],
+        .link_recovery = n[PIB_CNT_LINK_FRAMING_ERRORS] + n[PIB_CNT_LINK_RECOVERIES],
         .link_downed = n[PIB_CNT_LINK_DOWNS],
         /* PortRcvErrors include PortVLMappingErrors (IBTA 16.1.4.5). */
         .rcv_errors = n[PIB_CNT_RX_DROP_MALFORMED] + n[PIB_CNT_RX_DROP_DLID] +

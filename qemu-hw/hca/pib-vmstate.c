@@ -17,12 +17,14 @@
  * memory (rings, WQEs, CQEs, the consumer records) travels with the RAM, as it would on
  * hardware; cached copies of WQEs are not saved, the engines read them again.
  *
- * Not saved: the link.  The destination has its own cable (its chardev) and trains it; what
- * was in flight on the old one is lost, and the transport's own retries recover it (RC, UC
- * and UD then behave as after any lost packet).  The port's state is the new link's: if the
- * guest knew it ACTIVE and it is not yet, the guest gets PORT_ERR, then PORT_ACTIVE once the
- * SM (or the `lid` property) brings it back.  Error injection is an operator's, not the
- * guest's: it is not saved.
+ * Not saved: the link itself.  The destination has its own cable (its chardev); what was in
+ * flight on the old one is lost, and the transport's own retries recover it (RC, UC and UD then
+ * behave as after any lost packet).  What is saved is the link's identity: its token and its
+ * peer's (include/pib_link.h, "Moving").  The save tells the peer we may move, so that it
+ * holds its port when our cable drops; the load makes our port hold its state until the same
+ * peer greets the new cable.  Then neither port changes state, and the SM sees nothing.  A
+ * peer that does not come back in PIB_MOVE_WAIT_MS takes the port down then (PORT_ERR).  Error
+ * injection is an operator's, not the guest's: it is not saved.
  *
  * A stream is input like any other: every number that names an object, sizes an array or
  * indexes one is checked as the admin commands check it, and references between objects are
@@ -53,6 +55,14 @@
  * CQs) and to charge page lists to the device's MTT budget as they load.
  */
 static PibState *pib_loading;
+
+/*
+ * How long the peer holds our port while we move, and we hold ours for the peer when we
+ * arrive: the move's downtime, a peer's redial (pibvm's cables redial every second) and the
+ * HELLOs fit well inside; a machine that does not come back by then is gone, and its ports
+ * go down as if its cable were pulled.
+ */
+#define PIB_MOVE_WAIT_MS        5000
 
 static bool pib_load_fail(const char *what, uint64_t val)
 {
@@ -755,9 +765,17 @@ static bool pib_mig_mr_check(PibState *s, void *obj, uint32_t n)
     uint32_t i;
 
     PIB_LOAD_CHECK(mr->key >> 8 == n, "MR key index", mr->key);
-    PIB_LOAD_CHECK(pib_mr_length_ok(mr->iova, mr->length), "MR length", mr->length);
-    PIB_LOAD_CHECK(pib_mr_span(mr->iova, mr->length) <= (uint64_t)mr->npages << PIB_PAGE_SHIFT,
-                   "MR pages", mr->npages);
+    PIB_LOAD_CHECK(!(mr->flags & ~PIB_MR_F_PHYS), "MR flags", mr->flags);
+    if (mr->flags & PIB_MR_F_PHYS) {
+        /* The kernel's DMA MR: guest-physical memory itself, no pages (REG_MR). */
+        PIB_LOAD_CHECK(!mr->fast_reg && mr->iova == 0 && mr->length == UINT64_MAX &&
+                       mr->npages == 0, "physical MR", mr->length);
+    } else if (mr->length || !mr->fast_reg) {
+        /* (A fast-registration MR no REG_MR WQE registered yet has no range.) */
+        PIB_LOAD_CHECK(pib_mr_length_ok(mr->iova, mr->length), "MR length", mr->length);
+        PIB_LOAD_CHECK(pib_mr_span(mr->iova, mr->length) <= mr->npages, "MR pages",
+                       mr->npages);
+    }
     for (i = 0; i < mr->npages; i++) {
         PIB_LOAD_CHECK(!(mr->pages[i] & (PIB_PAGE_SIZE - 1)), "MR page alignment",
                        mr->pages[i]);
@@ -1145,7 +1163,20 @@ static int pib_pre_save(void *opaque)
     PibState *s = opaque;
 
     pib_link_sync_counters(s);
+    s->mig_node_guid = s->node_guid;
     s->mig_port_sm = s->port.sm;
+    s->mig_link_token = s->link.token;
+    s->mig_peer_guid = pib_port_link_up(s) ? s->link.peer_port_guid : 0;
+    s->mig_peer_token = s->link.peer_token;
+    /*
+     * The machine may be about to move: the peer is to hold our port for us
+     * (include/pib_link.h, "Moving").  If it stays (a snapshot, a failed migration), the
+     * notice is withdrawn when it runs again.
+     */
+    if (s->mig_peer_guid && s->link.peer_token && !s->mig_announced) {
+        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
+        s->mig_announced = true;
+    }
     return 0;
 }
 
@@ -1168,6 +1199,11 @@ static int pib_post_load(void *opaque, int version_id)
     uint32_t n;
 
     pib_loading = NULL;
+    if (!s->mig_node_guid) {
+        pib_load_fail("node GUID", 0);
+        goto bad;
+    }
+    pib_set_node_guid(s, s->mig_node_guid);
     if (!pib_queues_ok(s) || !test_bit(0, s->uar_bitmap) ||
         s->next_qpn >= PIB_MAX_QP || s->mig_port_sm >= PIB_PSM__MAX) {
         goto bad;
@@ -1178,6 +1214,19 @@ static int pib_post_load(void *opaque, int version_id)
             goto bad;
         }
     }
+    /*
+     * The port the guest knew: if it was up, it stays so while the link waits for the old peer
+     * (its token saved with us); that peer's HELLO brings the link back without a change, and
+     * no HELLO in time takes the port down then.  If it was down, the new link decides.
+     */
+    if (pib_port_sm_link_up(s->mig_port_sm) && s->mig_peer_guid) {
+        s->port.sm = s->mig_port_sm;
+        s->regs.link_state = PIB_LINK_UP;
+    } else {
+        s->mig_peer_guid = 0;
+    }
+    pib_link_move_arrived(&s->link, s->mig_link_token, s->mig_peer_guid, s->mig_peer_token,
+                          PIB_MOVE_WAIT_MS);
     /* The link's time spent waiting goes on from the saved count. */
     s->xmit_wait_base_ns = pib_link_xmit_wait_ns(&s->link) -
                            s->counters[PIB_CNT_XMIT_WAIT_US] * SCALE_US;
@@ -1234,7 +1283,11 @@ const VMStateDescription pib_vmstate = {
         VMSTATE_STRUCT_ARRAY(mcast, PibState, PIB_MAX_MCAST_GRP, 1, vmstate_pib_mcast_group,
                              PibMcastGroup),
         VMSTATE_VALIDATE("multicast groups", pib_mcast_loaded_ok),
+        VMSTATE_UINT64(mig_node_guid, PibState),
         VMSTATE_UINT32(mig_port_sm, PibState),
+        VMSTATE_UINT64(mig_link_token, PibState),
+        VMSTATE_UINT64(mig_peer_guid, PibState),
+        VMSTATE_UINT64(mig_peer_token, PibState),
         VMSTATE_BOOL(port.disabled, PibState),
         VMSTATE_UINT32(port.link_downs, PibState),
         VMSTATE_STRUCT(port.mgmt, PibState, 1, vmstate_pib_mgmt_port, PibMgmtPort),
@@ -1273,16 +1326,19 @@ static void pib_vm_state_change(void *opaque, bool running, RunState state)
         pib_link_rx_pause(&s->link, true);
         return;
     }
+    if (s->mig_announced && !s->mig_resume) {
+        /* Saved, and still here (a snapshot, a failed migration): the move is off. */
+        pib_link_move_announce(&s->link, 0);
+    }
+    s->mig_announced = false;
     if (s->mig_resume) {
         /*
-         * The guest knew the port as the stream says; the new link may have it elsewhere.
-         * Then every QP looks for work again (a doorbell may have come just before the
+         * Loaded: every QP looks for work again (a doorbell may have come just before the
          * save), and the CQs on the event list raise theirs.
          */
         s->mig_resume = false;
         trace_pib_vmstate_resume(pib_port_sm_names[s->mig_port_sm],
                                  pib_port_sm_names[s->port.sm]);
-        pib_port_migrated(s, s->mig_port_sm);
         PIB_TABLE_FOREACH(&s->qps, n, qp) {
             pib_qp_schedule(qp);
         }

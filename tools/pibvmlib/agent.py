@@ -8,6 +8,7 @@ guest is a guest-exec followed by guest-exec-status polls."""
 import base64
 import fcntl
 import json
+import os
 import random
 import socket
 import time
@@ -140,7 +141,14 @@ def guest_wait(n, pid, timeout):
         while True:
             time.sleep(interval)
             interval = min(interval * 1.5, 1.0)
-            st = qga_request(n, "guest-exec-status", {"pid": pid})
+            try:
+                st = qga_request(n, "guest-exec-status", {"pid": pid})
+            except (OSError, QgaError):
+                # The node is being moved (`pibvm migrate`): its agent is away for a moment,
+                # and the command runs on in the guest.  Ask again once it is back.
+                if not os.path.exists(path(f"node{n}.moving")):
+                    raise
+                continue
             if st["exited"]:
                 return st
             if deadline and time.monotonic() > deadline:

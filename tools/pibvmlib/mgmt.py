@@ -36,7 +36,7 @@ def run_hub(nodes):
     while True:
         frame, sender = sock.recvfrom(1 << 17)
         for port in ports:
-            if port == sender:
+            if sender.startswith(port):     # (node<N>.net.mig<pid>: a node being migrated)
                 continue
             try:
                 sock.sendto(frame, socket.MSG_DONTWAIT, port)

@@ -23,7 +23,7 @@ def switch_socket(s, port):
     return path(f"switch{s}-port{port}.sock")
 
 
-def pib_args(n, state):
+def pib_args(n, state, sfx=""):
     if not state.get("pib", True):
         return []
     nodes = state["nodes"]
@@ -44,7 +44,7 @@ def pib_args(n, state):
         return ["-device", dev]
     sock = link_socket(n, peer)
     if n < peer:
-        chardev = f"socket,id=pib0,path={sock},server=on,wait=off"
+        chardev = f"socket,id=pib0,path={sock}{sfx},server=on,wait=off"
     else:
         chardev = f"socket,id=pib0,path={sock},{redial_opt()}"
     return ["-chardev", chardev, "-device", dev + ",chardev=pib0"]
@@ -138,17 +138,21 @@ def boot_args(n, state):
             "-append", f"console=ttyS0 pibvm.node={fabric_node(n, state)} quiet log_buf_len=4M"]
 
 
-def qemu_args(n, state):
+def qemu_args(n, state, sfx=""):
+    """Node N's QEMU.  SFX is added to the names of what it binds (its pidfile, QMP, console,
+    guest-agent and hub sockets, a cable it serves): `pibvm migrate` starts the new QEMU with a
+    suffix while the old one still holds the names (migrate.py)."""
     args = [QEMU, "-name", f"node{n}", "-M", "q35", "-accel", state["accel"],
             "-m", str(state["mem"]), "-smp", "1", "-nodefaults", "-no-user-config",
             "-display", "none", *FIRMWARE, *boot_args(n, state),
-            "-daemonize", "-pidfile", path(f"node{n}.pid"),
+            "-daemonize", "-pidfile", path(f"node{n}.pid") + sfx,
             "-D", path(f"node{n}.qemu.log"), "-d", "guest_errors",
             # Serial console: a socket for `pibvm console`, everything logged.
-            "-chardev", f"socket,id=ser,path={path(f'node{n}.console')},server=on,wait=off,"
-                        f"logfile={path(f'node{n}.log')}",
+            # (appended to: a migrated node's new QEMU goes on with the same log)
+            "-chardev", f"socket,id=ser,path={path(f'node{n}.console')}{sfx},server=on,wait=off,"
+                        f"logfile={path(f'node{n}.log')},logappend=on",
             "-serial", "chardev:ser",
-            "-qmp", f"unix:{path(f'node{n}.qmp')},server=on,wait=off",
+            "-qmp", f"unix:{path(f'node{n}.qmp')}{sfx},server=on,wait=off",
             # The main loop's poll set is kept small: every file descriptor in it is looked at on
             # every pass, and the pib link gets at most 4 KiB (a chardev read) per pass.  With
             # virtio-serial's default 31 ports and ioeventfds the loop polled 89 descriptors and
@@ -157,15 +161,15 @@ def qemu_args(n, state):
             # a virtio-net link over `-netdev stream` was seen to stall under load.
             # Guest agent, and opensm's log (a file chardev: no descriptor in the poll set).
             "-device", "virtio-serial-pci,max_ports=3,ioeventfd=off",
-            "-chardev", f"socket,id=qga,path={path(f'node{n}.qga')},server=on,wait=off",
+            "-chardev", f"socket,id=qga,path={path(f'node{n}.qga')}{sfx},server=on,wait=off",
             "-device", "virtserialport,chardev=qga,name=org.qemu.guest_agent.0",
             "-chardev", f"file,id=smlog,path={path(f'node{n}.opensm.log')},append=on",
             "-device", "virtserialport,chardev=smlog,name=org.pib.opensm.log",
             # Management network through the hub.
-            "-netdev", f"dgram,id=mgmt,local.type=unix,local.path={path(f'node{n}.net')},"
+            "-netdev", f"dgram,id=mgmt,local.type=unix,local.path={path(f'node{n}.net')}{sfx},"
                        f"remote.type=unix,remote.path={path('hub.net')}",
             "-device", f"virtio-net-pci,netdev=mgmt,mac=52:54:00:00:00:{n + 1:02x},romfile=",
-            *pib_args(n, state), *data_net_args(n, state), *disk_args(n, state)]
+            *pib_args(n, state, sfx), *data_net_args(n, state), *disk_args(n, state)]
     trace = os.environ.get("PIBVM_TRACE")
     if trace:
         # Each trace line gets "TID@seconds.microseconds:" (the QEMU thread that traced it: a vCPU
