@@ -20,6 +20,11 @@
 #                 errors (mk/packages.sh, packaging/README.md)
 #   make debian-image  the full Debian guest for `pibvm up --image debian`, with pib's packages
 #                 installed by apt: build/debian/ (images/debian/build.sh; Debian 13 for trixie)
+#   make lab STAGE=NN [DRIVER=DIR]  grade your driver for stage NN of the course (labs/README.md):
+#                 DIR defaults to labs/NN-*/skeleton, your working copy; guests under
+#                 PIB_GUEST_LOCK if set
+#   make labs     the labs' suite: every stage's solution passes, every skeleton fails (also in
+#                 make test)
 #   make clean    remove build/ (the cache stays)
 #
 # PIB_STACK picks the software stack under test (mk/stack.sh), e.g. `make test PIB_STACK=trixie`:
@@ -34,7 +39,7 @@ export PIB_STACK ?= bookworm
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell PIB_STACK=$(PIB_STACK) bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench packages debian-image clean
+.PHONY: lab labs all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench packages debian-image clean
 
 all: image qemu
 
@@ -77,6 +82,15 @@ hostile:
 
 test-robust: all hostile
 	@PIB_E2E_GLOB='4[0-9]-*' bash tests/run.sh e2e
+
+STAGE ?=
+DRIVER ?=
+lab: all
+	@[ -n "$(STAGE)" ] || { echo "make lab STAGE=NN [DRIVER=DIR] (labs/README.md)"; exit 2; }
+	@bash labs/grade.sh $(STAGE) $(DRIVER)
+
+labs: all
+	@bash tests/run.sh labs
 
 mutate: all
 	@bash tests/mutate/run.sh

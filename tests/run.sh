@@ -8,7 +8,10 @@
 #   host:     the host unit tests (tests/host/test_*.py: pibvm's topology, the model's layers).
 #   fuzz:     the fuzzers' short fixed-seed run (tests/fuzz/run.sh --short).
 #   e2e:      two guests booted once with tools/pibvm; every tests/e2e/NN-*.sh runs against them.
-#   all:      qtest, provider, host, fuzz, e2e.
+#   labs:     the driver-writing course (labs/grade.sh --suite): in one boot of two guests without
+#             pib.ko, every stage's reference solution must pass its grader and every untouched
+#             skeleton must fail it.
+#   all:      qtest, provider, host, fuzz, e2e, labs.
 #
 # PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests are up, so that test runs sharing a
 # machine never boot their guests at the same time (the builds and the qtests go on meanwhile).
@@ -109,6 +112,19 @@ run_fuzz_short() {
   [ "$f" -eq 0 ] || failed+=(fuzz)
 }
 
+# The labs' suite counts each solution and each skeleton as a test (its "N passed, N failed").
+run_labs() {
+  echo "== labs: labs/grade.sh --suite"
+  PIBVM_DIR=$STACK_OUT/vm-lab bash labs/grade.sh --suite 2>&1 | tee "$log_dir/labs.log"
+  local rc=${PIPESTATUS[0]} line p f
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log_dir/labs.log" | tail -n 1)
+  p=$(awk '{print $1}' <<<"$line") f=$(awk '{print $3}' <<<"$line")
+  if [ -z "$line" ]; then fail=$((fail + 1)); failed+=("labs (exit $rc, no summary)"); return; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  [ "$f" -eq 0 ] || failed+=(labs)
+  [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || { fail=$((fail + 1)); failed+=("labs (exit $rc)"); }
+}
+
 run_e2e() {
   if [ -n "${PIB_GUEST_LOCK:-}" ]; then
     local t0=$SECONDS
@@ -158,8 +174,11 @@ case $what in
   e2e) run_e2e ;;
   fuzz) run_fuzz_short ;;
   host) run_host ;;
-  all) run_qtest; run_provider; run_host; [ "$PIB_STACK" = bookworm ] && run_fuzz_short; run_e2e ;;
-  *) echo "usage: $0 qtest|provider|host|fuzz|e2e|all"; exit 2 ;;
+  labs) run_labs ;;
+  # The labs' solutions are written for Linux 6.1 (bookworm's kernel; 6.11 changed create_cq).
+  all) run_qtest; run_provider; run_host; [ "$PIB_STACK" = bookworm ] && run_fuzz_short; run_e2e
+       [ "$PIB_STACK" = bookworm ] && run_labs ;;
+  *) echo "usage: $0 qtest|provider|host|fuzz|e2e|labs|all"; exit 2 ;;
 esac
 
 [ ${#failed[@]} -eq 0 ] || echo "failed: ${failed[*]}"

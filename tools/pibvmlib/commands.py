@@ -204,7 +204,7 @@ def cmd_up(args):
              "pib": os.environ.get("PIBVM_NO_PIB") != "1", "data_net": args.data_net,
              "initrd": make_initrd(args.overlay),
              "overlay": os.path.abspath(args.overlay) if args.overlay else None,
-             "sm": sm, "static_lids": args.static_lids,
+             "sm": sm, "static_lids": args.static_lids, "no_driver": args.no_driver,
              "switch": args.nodes > 2 or bool(args.switches),
              "switches": args.switches or (1 if args.nodes > 2 else 0),
              "disks": {str(n): args.disk for n in range(args.nodes)} if args.disk else {},
@@ -230,6 +230,8 @@ def cmd_up(args):
     if args.image == "debian":
         if args.overlay:
             die("--overlay: only for the initramfs guest (the Debian guest has a disk: pibvm cp)")
+        if args.no_driver:
+            die("--no-driver: only for the initramfs guest")
         fullimage.prepare(state)
     save_state(state)
     say(f"booting {args.nodes} node(s) in {config.RUN} (accel {state['accel']}, "
@@ -244,7 +246,8 @@ def cmd_up(args):
     say("all nodes ready")
     if args.image == "debian":
         fullimage.after_boot(range(args.nodes))
-    if not state["pib"]:
+    if not state["pib"] or args.no_driver:
+        # Without pib.ko there is no pib_0 to wait for and no port an SM could reach.
         return 0
     if sm is not None and args.image != "debian":      # the Debian guest: opensm.service
         sm_start(sm, [])
@@ -328,7 +331,7 @@ def up_one(args, state):
     wait_ready({n: t0}, BOOT_TIMEOUT)
     if debian:
         fullimage.after_boot([n])
-    if not state.get("pib", True):
+    if not state.get("pib", True) or state.get("no_driver"):
         return 0
     if state.get("sm") == n and not debian:
         sm_start(n, [])

@@ -134,8 +134,12 @@ def boot_args(n, state):
     kernel and initramfs and its root disk (fullimage.py)."""
     if state.get("image") == "debian":
         return fullimage.node_args(n, state, fabric_node(n, state))
+    # --no-driver: the kernel itself refuses pib.ko, whoever asks for it (the image's init
+    # modprobes it), so the HCA waits for a driver of the user's own.
+    nodrv = " module_blacklist=pib" if state.get("no_driver") else ""
     return ["-kernel", KERNEL, "-initrd", state["initrd"],
-            "-append", f"console=ttyS0 pibvm.node={fabric_node(n, state)} quiet log_buf_len=4M"]
+            "-append", f"console=ttyS0 pibvm.node={fabric_node(n, state)} quiet log_buf_len=4M"
+                       f"{nodrv}"]
 
 
 def qemu_args(n, state, sfx=""):
