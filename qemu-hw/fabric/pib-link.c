@@ -619,7 +619,12 @@ static void pib_link_receive(void *opaque, const uint8_t *buf, int size)
  */
 static QIOChannelSocket *pib_link_direct_socket(PibLink *l)
 {
-    Chardev *chr = qemu_chr_fe_get_driver(&l->chr);
+    /*
+     * The chardev of this stream, looked up now: chardev-change may replace it between
+     * streams (pib_link_be_change), so it is never kept.  (qemu_chr_fe_get_driver() refuses
+     * a frontend that takes changes, for those that would keep it.)
+     */
+    Chardev *chr = l->chr.chr;
     SocketChardev *sc;
 
     if (!l->direct || !chr ||
@@ -877,11 +882,25 @@ void pib_link_init(PibLink *l, const PibLinkOps *ops, void *opaque,
     pib_link_rx_reset(l);
 }
 
+/*
+ * QMP's chardev-change gave the link a new chardev (a new cable): the old one's stream, if it
+ * had one, was reported CLOSED already.  Take the new one's events from now on.  pibvm uses it
+ * to redial at once a peer that moved (tools/pibvmlib/migrate.py).
+ */
+static int pib_link_be_change(void *opaque)
+{
+    PibLink *l = opaque;
+
+    trace_pib_link_event(l->id, "changed to another chardev");
+    pib_link_attach(l);
+    return 0;
+}
+
 void pib_link_attach(PibLink *l)
 {
     if (qemu_chr_fe_backend_connected(&l->chr)) {
         qemu_chr_fe_set_handlers(&l->chr, pib_link_can_receive,
-                                 pib_link_receive, pib_link_event, NULL, l,
+                                 pib_link_receive, pib_link_event, pib_link_be_change, l,
                                  NULL, true);
     }
 }

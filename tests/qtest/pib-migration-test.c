@@ -394,19 +394,30 @@ static void test_mig_file(void)
 }
 
 /*
- * Where a byte pattern is in device A's section of the stream (between its section name and
- * B's), once: the test's numbers make it unique there.  RAM, earlier in the stream, may hold
- * anything.
+ * Device A's section of a saved stream: [*start, *end), from after its section header (its
+ * name, instance and version) to the start of B's name.  (RAM comes earlier in the stream.)
  */
-static size_t mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, size_t plen)
+static void mig_section(const uint8_t *buf, size_t len, size_t *start, size_t *end)
 {
     const char *a = "0000:00:04.0/pib-hca", *b = "0000:00:05.0/pib-hca";
     const uint8_t *sa = memmem(buf, len, a, strlen(a));
     const uint8_t *sb = sa ? memmem(sa, buf + len - sa, b, strlen(b)) : NULL;
-    size_t i, at = SIZE_MAX;
 
     g_assert_nonnull(sb);
-    for (i = sa - buf; i + plen <= (size_t)(sb - buf); i++) {
+    *start = sa - buf + strlen(a) + 8;
+    *end = sb - buf;
+}
+
+/*
+ * Where a byte pattern is in device A's section, once: the test's numbers make it unique
+ * there.
+ */
+static size_t mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, size_t plen)
+{
+    size_t i, start, end, at = SIZE_MAX;
+
+    mig_section(buf, len, &start, &end);
+    for (i = start; i + plen <= end; i++) {
         if (!memcmp(buf + i, pat, plen)) {
             g_assert_cmpuint(at, ==, SIZE_MAX);
             at = i;
@@ -657,13 +668,11 @@ static void test_mig_mutate(void)
 {
     const char *env = getenv("PIB_MIG_MUTATIONS");
     int runs = env ? atoi(env) : 48, i, k, refused = 0;
-    const char *a = "0000:00:04.0/pib-hca", *b = "0000:00:05.0/pib-hca";
     g_autofree uint8_t *good = NULL, *buf = NULL;
     g_autofree char *bad = NULL;
     const char *seed = getenv("PIB_MIG_SEED");
     GRand *r = g_rand_new_with_seed(seed ? strtoul(seed, NULL, 0) : 0x5eed0001);
     size_t start, end, off, run, skip_at, skip_len;
-    uint8_t *sa, *sb;
     gsize len;
     Mig m;
 
@@ -671,12 +680,7 @@ static void test_mig_mutate(void)
     mig_save(&m);
     g_assert_true(g_file_get_contents(m.file, (char **)&good, &len, NULL));
     bad = g_strdup_printf("%s.mut", m.file);
-    sa = memmem(good, len, a, strlen(a));
-    g_assert_nonnull(sa);
-    sb = memmem(sa, good + len - sa, b, strlen(b));
-    g_assert_nonnull(sb);
-    start = sa - good + strlen(a) + 8;          /* after the name, instance and version */
-    end = sb - good;
+    mig_section(good, len, &start, &end);
     /*
      * The MR table's key bytes (65536, nearly all 0: the longest run of zeros) are most of the
      * section, and any value of them is valid: the changes go elsewhere.

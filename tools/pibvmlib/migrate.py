@@ -16,9 +16,9 @@ the old one is gone:
 
 The cable: a node that dials its peer (or its switch port) dials from the new QEMU at once; the
 peer's listening socket takes that connection when the old one closes.  A node that serves its
-cable (the lower-numbered one of a pair) listens from the new QEMU, and its peer redials within
-a second.  Either way the link trains anew (the port goes DOWN and comes back: the guest sees
-PORT_ERR, then the SM activates the port again)."""
+cable (the lower-numbered one of a pair) listens from the new QEMU, and its peer is told to
+dial it at once (redial_peer).  Either way the two ports know each other again on the new cable
+and stay ACTIVE (include/pib_link.h, "Moving")."""
 
 import json
 import os
@@ -28,7 +28,7 @@ import time
 
 from .config import die, node_pid, path, say, wait_gone
 from .mgmt import start_relay
-from .qemu import link_socket, qemu_args
+from .qemu import link_socket, qemu_args, qemu_version
 from .topology import peer_of, switched
 
 
@@ -77,6 +77,27 @@ def wait_migration(qmp, timeout):
             qmp.cmd("migrate_cancel")
             die(f"migration still {r.get('status')} after {timeout} s: cancelled")
         time.sleep(0.05)
+
+
+def redial_peer(n, state):
+    """If node N served its cable, its peer's QEMU would redial within a second (reconnect);
+    have it dial the new QEMU now instead: QMP chardev-change gives the peer's pib-hca a new
+    client chardev to the same path, which connects at once.  The peer's link holds its port
+    for the moved one meanwhile (include/pib_link.h, "Moving"), whose RC QPs wait only half a
+    second (the default ACK timeout and retries) for what was lost in the gap."""
+    peer = peer_of(n, state["nodes"])
+    if switched(state) or peer is None or n > peer or not node_pid(peer):
+        return
+    redial = ({"reconnect-ms": 1000} if qemu_version() >= (9, 2) else {"reconnect": 1})
+    backend = {"type": "socket", "data": {
+        "addr": {"type": "unix", "data": {"path": link_socket(n, peer)}},
+        "server": False, **redial}}
+    try:
+        q = Qmp(path(f"node{peer}.qmp"))
+        q.cmd("chardev-change", {"id": "pib0", "backend": backend})
+        q.close()
+    except OSError as e:
+        say(f"node{peer}: could not redial its cable at once ({e}); it redials within a second")
 
 
 def cmd_migrate(args, state):
@@ -149,6 +170,7 @@ def move(n, state, old_pid, timeout):
         die(f"node{n}: the old QEMU (pid {old_pid}) did not quit")
     for o in own:
         os.replace(o + sfx, o)
+    redial_peer(n, state)
     start_relay(n)
     ram = r.get("ram", {})
     say(f"node{n}: moved in {took:.2f} s; downtime {r.get('downtime', '?')} ms, "
