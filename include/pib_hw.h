@@ -859,7 +859,8 @@ struct pib_qp_attr {
  * ------------------------------------------------------------------------------------------ */
 struct pib_device_attr {
 	pib_u64 fw_ver;         /* [47:32] major, [31:16] minor, [15:0] sub-minor              */
-	pib_u64 node_guid;      /* EUI-64, from the device's node-guid property                */
+	pib_u64 node_guid;      /* EUI-64, from the device's node-guid property, as a         */
+	                        /* little-endian u64 (ib_core wants cpu_to_be64() of it)      */
 	pib_u64 sys_image_guid;
 	pib_u64 max_mr_size;
 	pib_u64 page_size_cap;  /* bitmap of supported page sizes                              */

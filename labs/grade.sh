@@ -334,12 +334,13 @@ stage_03() {
     "$ev" "${want:+$want obj 1}"
   errs_check 0
   check_unload "unload" && ready_cleared "unload"
-  # The trap: every interrupt comes 30 s late, the load may take 10.  The completions are in the ring on time; a
-  # driver that waits for the interrupt alone misses the load's bound, one that looks at the
-  # ring after its own timeout goes on (and is told once that its interrupts are missing).
+  # The trap: every interrupt comes 120 s late.  The completions are in the ring on time; a
+  # driver that waits for the interrupt alone needs 120 s per command (4 NOPs), one that looks
+  # at the ring after its own timeout (2 s) goes on, and says once that its interrupts are
+  # missing.  The 60 s bound on the load is a hang guard far from both.
   v=$(( (RANDOM << 16 | RANDOM) & 0xffffffff ))
-  qom_set inject-irq-delay-count 0 >/dev/null && qom_set inject-irq-delay-us 30000000 >/dev/null
-  if LOAD_TIMEOUT=10 check_load "late MSI-X (30 s)" "nop_value=$v" "nop_count=4"; then
+  qom_set inject-irq-delay-count 0 >/dev/null && qom_set inject-irq-delay-us 120000000 >/dev/null
+  if LOAD_TIMEOUT=60 check_load "late MSI-X (120 s)" "nop_value=$v" "nop_count=4"; then
     nops_check "late MSI-X" 4 "$v"
     check "late MSI-X: the driver said it found the completion without an interrupt" \
       "after wait_for_completion_timeout() expires, look at the ring; if the completion is there, warn \"admin completion without interrupt\" and poll from then on" \
