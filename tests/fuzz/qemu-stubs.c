@@ -441,14 +441,24 @@ bool qemu_chr_fe_backend_connected(CharBackend *be)
     return true;
 }
 
-Chardev *qemu_chr_fe_get_driver(CharBackend *be)
+/*
+ * The frontend's chardev, in be->chr as in QEMU: the link takes chardev changes, so it reads
+ * be->chr itself (qemu_chr_fe_get_driver() refuses such frontends).  Its state follows the
+ * harness's connection.
+ */
+static void fz_schr_sync(CharBackend *be)
 {
-    if (!fz_link.direct) {
-        return NULL;
-    }
     fz_schr.state = fz_link.connected ? TCP_CHARDEV_STATE_CONNECTED :
                                         TCP_CHARDEV_STATE_DISCONNECTED;
-    return (Chardev *)&fz_schr;
+    if (be) {
+        be->chr = fz_link.direct ? (Chardev *)&fz_schr : NULL;
+    }
+}
+
+Chardev *qemu_chr_fe_get_driver(CharBackend *be)
+{
+    fz_schr_sync(be);
+    return be->chr;
 }
 
 Object *object_dynamic_cast(Object *obj, const char *typename)
@@ -550,6 +560,7 @@ void qemu_chr_fe_set_handlers(CharBackend *b, IOCanReadHandler *fd_can_read,
     fz_link.read = fd_read;
     fz_link.event = fd_event;
     fz_link.opaque = opaque;
+    fz_schr_sync(b);
 }
 
 void qemu_chr_fe_deinit(CharBackend *b, bool del)
@@ -578,6 +589,7 @@ void fz_link_open(void)
         return;
     }
     fz_link.connected = true;
+    fz_schr_sync(NULL);
     fz_link.rx_end = 0;
     fz_link_tx_reset();
     fz_link.event(fz_link.opaque, CHR_EVENT_OPENED);
@@ -593,6 +605,7 @@ void fz_link_close(void)
         return;
     }
     fz_link.connected = false;
+    fz_schr_sync(NULL);
     fz_link.event(fz_link.opaque, CHR_EVENT_CLOSED);
     if (fz_link.fd_read || fz_link.sock_refs) {
         fz_bug("the stream closed, and the device still reads its socket "
