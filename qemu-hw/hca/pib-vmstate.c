@@ -606,12 +606,6 @@ typedef struct PibObjType {
     void (*discard)(PibState *s, void *obj);
 } PibObjType;
 
-/* Give back what a discarded object charged to the MTT, and its lists. */
-static void pib_mig_ring_discard(PibState *s, PibRing *r)
-{
-    pib_ring_free(s, r);
-}
-
 static int pib_mig_table_put(QEMUFile *f, void *pv, const PibObjType *type,
                          JSONWriter *vmdesc)
 {
@@ -866,7 +860,7 @@ static void pib_mig_cq_discard(PibState *s, void *obj)
     PibCq *cq = obj;
 
     timer_free(cq->mod_timer);
-    pib_mig_ring_discard(s, &cq->ring);
+    pib_ring_free(s, &cq->ring);
     g_free(cq);
 }
 
@@ -908,7 +902,7 @@ static void pib_mig_srq_discard(PibState *s, void *obj)
 {
     PibSrq *srq = obj;
 
-    pib_mig_ring_discard(s, &srq->ring);
+    pib_ring_free(s, &srq->ring);
     g_free(srq);
 }
 
@@ -1035,8 +1029,8 @@ static void pib_mig_qp_discard(PibState *s, void *obj)
     PibQp *qp = obj;
 
     pib_qp_fini_engines(qp);
-    pib_mig_ring_discard(s, &qp->sq.ring);
-    pib_mig_ring_discard(s, &qp->rq.ring);
+    pib_ring_free(s, &qp->sq.ring);
+    pib_ring_free(s, &qp->rq.ring);
     g_free(qp->meta);
     g_free(qp);
 }
