@@ -349,8 +349,15 @@ int pib_modify_device(struct ib_device *ibdev, int mask, struct ib_device_modify
 int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata);
 void pib_dealloc_ucontext(struct ib_ucontext *ibucontext);
 void pib_disassociate_ucontext(struct ib_ucontext *ibucontext);
+struct pib_ibv_alloc_ucontext_resp;
+void pib_ucontext_resp(struct pib_ucontext *uctx, struct pib_ibv_alloc_ucontext_resp *resp);
 int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma);
 void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
+
+/* pib_uapi.c */
+struct uverbs_attr_bundle;
+int pib_query_ucontext(struct ib_ucontext *ibucontext, struct uverbs_attr_bundle *attrs);
+extern const struct uapi_definition pib_uapi_defs[];
 
 /* pib_pd.c */
 int pib_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);

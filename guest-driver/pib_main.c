@@ -61,6 +61,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.query_pkey = pib_query_pkey,
 	.query_port = pib_query_port,
 	.query_qp = pib_query_qp,
+	.query_ucontext = pib_query_ucontext,
 	.reg_user_mr = pib_reg_user_mr,
 	.rereg_user_mr = pib_rereg_user_mr,
 	.req_notify_cq = pib_req_notify_cq,
@@ -478,6 +479,7 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 	ibdev->num_comp_vectors = 1;
 	ibdev->dev.parent = &pdev->dev;
 	ib_set_device_ops(ibdev, &pib_dev_ops);
+	ibdev->driver_def = pib_uapi_defs;      /* pib_uapi.c: what importing needs */
 	if (dev->max_srq)
 		ib_set_device_ops(ibdev, &pib_srq_ops);
 	if ((dev->attr.device_cap_flags & PIB_DEV_CAP_XRC) && dev->max_srq)

@@ -360,6 +360,14 @@ pib_user_mmap_entry_insert(struct ib_ucontext *ibucontext, phys_addr_t address, 
 	return &entry->rdma_entry;
 }
 
+/* What the provider needs of a context: ALLOC_CONTEXT's answer, and QUERY_CONTEXT's. */
+void pib_ucontext_resp(struct pib_ucontext *uctx, struct pib_ibv_alloc_ucontext_resp *resp)
+{
+	resp->uar_index = uctx->uar;
+	resp->uar_mmap_key = rdma_user_mmap_get_offset(uctx->uar_mmap);
+	resp->uar_size = PIB_UAR_PAGE_SIZE;
+}
+
 int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata)
 {
 	struct pib_ucontext *uctx = to_pucontext(ibucontext);
@@ -394,9 +402,7 @@ int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata)
 		goto err_dealloc_uar;
 	}
 
-	resp.uar_index = uar;
-	resp.uar_mmap_key = uar_key;
-	resp.uar_size = PIB_UAR_PAGE_SIZE;
+	pib_ucontext_resp(uctx, &resp);
 	/* An older provider may know a shorter response: give it what it has room for. */
 	err = ib_copy_to_udata(udata, &resp, min(sizeof(resp), udata->outlen));
 	if (err)

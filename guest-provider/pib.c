@@ -13,7 +13,9 @@
  * Opening the device allocates a user context, for which the kernel reserves a
  * UAR page of its own; the provider maps it once and keeps it for the data
  * path's doorbells and for reading the device clock.  The context also holds the device limits the data path
- * checks requests against and the QPN table poll_cq looks QPs up in.
+ * checks requests against and the QPN table poll_cq looks QPs up in.  Importing another
+ * process's command file (ibv_import_device) sets up the same from the existing kernel
+ * context.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,6 +61,8 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.detach_mcast = pib_detach_mcast,
 	.free_context = pib_free_context,
 	.get_srq_num = pib_get_srq_num,
+	.import_mr = pib_import_mr,
+	.import_pd = pib_import_pd,
 	.modify_cq = pib_modify_cq,
 	.modify_qp = pib_modify_qp,
 	.modify_srq = pib_modify_srq,
@@ -77,49 +81,54 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.req_notify_cq = pib_req_notify_cq,
 	.rereg_mr = pib_rereg_mr,
 	.resize_cq = pib_resize_cq,
+	.unimport_mr = pib_unimport_mr,
+	.unimport_pd = pib_unimport_pd,
 };
 
-static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
-					       int cmd_fd,
-					       void *private_data)
+/*
+ * A context that could not be set up: freed, with errno set.  Closing cmd_fd (an allocated
+ * context's) releases the kernel's ucontext and its UAR page; an imported one's stays the
+ * exporter's.
+ */
+static struct verbs_context *pib_context_fail(struct pib_context *ctx, int err)
 {
-	struct pib_alloc_ucontext_resp resp = {};
-	struct pib_alloc_ucontext cmd = {};
-	struct pib_context *ctx;
+	verbs_uninit_context(&ctx->ibvctx);
+	free(ctx);
+	errno = err;
+	return NULL;
+}
+
+/*
+ * What a context needs of the kernel's answer, whether it was just allocated or imported:
+ * the UAR page mapped, the device limits, the QPN and SRQN tables.  Returns the context,
+ * or NULL with errno set and the context freed.
+ */
+static struct verbs_context *pib_set_context(struct pib_context *ctx, int cmd_fd,
+					     uint32_t uar_index,
+					     uint64_t uar_mmap_key,
+					     uint32_t uar_size)
+{
 	uint32_t max_qp;
 	int err;
 
-	ctx = verbs_init_and_alloc_context(vdev, cmd_fd, ctx, ibvctx,
-					   RDMA_DRIVER_UNKNOWN);
-	if (!ctx)
-		return NULL;
-
-	err = ibv_cmd_get_context(&ctx->ibvctx, &cmd.ibv_cmd, sizeof(cmd),
-				  &resp.ibv_resp, sizeof(resp));
-	if (err) {
-		verbs_err(&ctx->ibvctx, "ibv_cmd_get_context failed\n");
-		goto err_free_ctx;
-	}
-
 	/* Without a UAR page there is no way to ring a doorbell. */
-	if (!resp.uar_size) {
+	if (!uar_size) {
 		verbs_err(&ctx->ibvctx, "Kernel returned no UAR page\n");
-		err = EINVAL;
-		goto err_free_ctx;
+		return pib_context_fail(ctx, EINVAL);
 	}
 
 	/* Doorbells are written, the clock registers read (pib_hw.h). */
-	ctx->uar_size = resp.uar_size;
+	ctx->uar_size = uar_size;
 	ctx->uar = mmap(NULL, ctx->uar_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			cmd_fd, resp.uar_mmap_key);
+			cmd_fd, uar_mmap_key);
 	if (ctx->uar == MAP_FAILED) {
 		err = errno;
 		verbs_err(&ctx->ibvctx, "Failed to map UAR page %u: %d\n",
-			  resp.uar_index, err);
-		goto err_free_ctx;
+			  uar_index, err);
+		return pib_context_fail(ctx, err);
 	}
 	verbs_debug(&ctx->ibvctx, "UAR page %u mapped, %zu bytes\n",
-		    resp.uar_index, ctx->uar_size);
+		    uar_index, ctx->uar_size);
 
 	err = pib_query_device_limits(ctx, &max_qp);
 	if (err) {
@@ -138,17 +147,67 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 	}
 
 	verbs_set_ops(&ctx->ibvctx, &pib_ctx_ops);
-
 	return &ctx->ibvctx;
 
 err_unmap_uar:
 	munmap(ctx->uar, ctx->uar_size);
-err_free_ctx:
-	/* Closing cmd_fd releases the kernel's ucontext and its UAR page. */
-	verbs_uninit_context(&ctx->ibvctx);
-	free(ctx);
-	errno = err;
-	return NULL;
+	return pib_context_fail(ctx, err);
+}
+
+static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
+					       int cmd_fd,
+					       void *private_data)
+{
+	struct pib_alloc_ucontext_resp resp = {};
+	struct pib_alloc_ucontext cmd = {};
+	struct pib_context *ctx;
+	int err;
+
+	ctx = verbs_init_and_alloc_context(vdev, cmd_fd, ctx, ibvctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+
+	err = ibv_cmd_get_context(&ctx->ibvctx, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(&ctx->ibvctx, "ibv_cmd_get_context failed\n");
+		return pib_context_fail(ctx, err);
+	}
+	return pib_set_context(ctx, cmd_fd, resp.uar_index, resp.uar_mmap_key,
+			       resp.uar_size);
+}
+
+/*
+ * ibv_import_device: cmd_fd is another context's command file (dup'd, or passed over a unix
+ * socket), whose kernel context already exists.  Its UAR page comes from QUERY_CONTEXT
+ * with the driver's attribute (pib_uapi.c in the driver); the rest is set up as for a new
+ * context.  The importer's QPs and CQs are its own; the PDs and MRs it shares come in with
+ * ibv_import_pd and ibv_import_mr (verbs.c).
+ */
+static struct verbs_context *pib_import_context(struct ibv_device *vdev,
+						int cmd_fd)
+{
+	struct pib_ibv_alloc_ucontext_resp resp = {};
+	DECLARE_COMMAND_BUFFER_LINK(driver_attr, UVERBS_OBJECT_DEVICE,
+				    UVERBS_METHOD_QUERY_CONTEXT, 1, NULL);
+	struct pib_context *ctx;
+	int err;
+
+	ctx = verbs_init_and_alloc_context(vdev, cmd_fd, ctx, ibvctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+
+	fill_attr_out_ptr(driver_attr, PIB_IB_ATTR_QUERY_CONTEXT_RESP_UCTX, &resp);
+	err = ibv_cmd_query_context(&ctx->ibvctx.context, driver_attr);
+	if (err) {
+		verbs_err(&ctx->ibvctx, "Failed to query the imported context: %d\n",
+			  err);
+		return pib_context_fail(ctx, err);
+	}
+	return pib_set_context(ctx, cmd_fd, resp.uar_index, resp.uar_mmap_key,
+			       resp.uar_size);
 }
 
 static void pib_free_context(struct ibv_context *ibvctx)
@@ -188,5 +247,6 @@ static const struct verbs_device_ops pib_dev_ops = {
 	.alloc_device = pib_device_alloc,
 	.uninit_device = pib_uninit_device,
 	.alloc_context = pib_alloc_context,
+	.import_context = pib_import_context,
 };
 PROVIDER_DRIVER(pib, pib_dev_ops);

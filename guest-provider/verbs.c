@@ -207,6 +207,60 @@ int pib_dealloc_pd(struct ibv_pd *ibvpd)
 }
 
 /*
+ * ibv_import_pd: a PD of the context this one was imported from (pib_import_context), by its
+ * handle.  The driver's PD query (pib_uapi.c) checks that the file holds such a PD and gives
+ * its device number, which the provider only logs: the handle is what every command names.
+ * The PD stays the exporter's: unimporting frees the provider's copy, never the PD.
+ */
+struct ibv_pd *pib_import_pd(struct ibv_context *ibvctx, uint32_t pd_handle)
+{
+	DECLARE_COMMAND_BUFFER(cmd, UVERBS_OBJECT_PD, PIB_IB_METHOD_PD_QUERY, 2);
+	struct pib_pd *pd;
+	uint32_t pdn;
+	int err;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	fill_attr_in_obj(cmd, PIB_IB_ATTR_QUERY_PD_HANDLE, pd_handle);
+	fill_attr_out_ptr(cmd, PIB_IB_ATTR_QUERY_PD_RESP_PDN, &pdn);
+	err = execute_ioctl(ibvctx, cmd);
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvctx),
+			  "Failed to import PD handle %u: %d\n", pd_handle, err);
+		free(pd);
+		errno = err;
+		return NULL;
+	}
+	verbs_debug(verbs_get_ctx(ibvctx), "PD handle %u imported: PD %u\n",
+		    pd_handle, pdn);
+
+	pd->ibvpd.context = ibvctx;
+	pd->ibvpd.handle = pd_handle;
+	return &pd->ibvpd;
+}
+
+void pib_unimport_pd(struct ibv_pd *ibvpd)
+{
+	struct pib_pd *pd = to_pib_pd(ibvpd);
+
+	/*
+	 * A parent domain made of it would point at freed memory: keep the copy (a leak, and
+	 * said) rather than crash later.  The verb has no way to refuse.
+	 */
+	if (atomic_load(&pd->refcnt)) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "PD handle %u unimported while parent domains use it\n",
+			  ibvpd->handle);
+		return;
+	}
+	free(pd);
+}
+
+/*
  * Ring memory: page aligned (the kernel hands the device a list of 4 KiB
  * pages), zeroed (a CQE slot must start out with phase 0, which the device's
  * first pass does not use), and excluded from fork() so that a child's
@@ -328,6 +382,38 @@ int pib_dereg_mr(struct verbs_mr *vmr)
 
 	free(vmr);
 	return 0;
+}
+
+/*
+ * ibv_import_mr: an MR of the exporter's context, by its handle, into one of this context's
+ * PDs.  The core's QUERY_MR gives its keys and length; the address it was registered
+ * at is the exporter's and stays unknown (NULL), as on every provider.
+ */
+struct ibv_mr *pib_import_mr(struct ibv_pd *ibvpd, uint32_t mr_handle)
+{
+	struct verbs_mr *vmr;
+	int err;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = ibv_cmd_query_mr(ibvpd, vmr, mr_handle);
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "Failed to import MR handle %u: %d\n", mr_handle, err);
+		free(vmr);
+		errno = err;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+void pib_unimport_mr(struct ibv_mr *ibvmr)
+{
+	free(verbs_get_mr(ibvmr));
 }
 
 /*

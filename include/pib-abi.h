@@ -10,6 +10,7 @@
 #define PIB_ABI_USER_H
 
 #include <linux/types.h>
+#include <rdma/ib_user_ioctl_cmds.h>
 
 #define PIB_UVERBS_ABI_VERSION 1
 
@@ -19,6 +20,33 @@ struct pib_ibv_alloc_ucontext_resp {
 	__aligned_u64 uar_mmap_key; /* mmap(offset = key) maps the UAR page, non-cached        */
 	__u32 uar_size;         /* bytes to map                                                */
 	__u32 reserved_20;
+};
+
+/*
+ * The driver's own ioctl IDs (the driver namespace, UVERBS_ID_NS_SHIFT, as mlx5_user_ioctl_cmds.h
+ * numbers mlx5's): what importing needs, which the core methods do not carry.  A process that
+ * was handed another's command file (ibv_import_device on a dup'd or passed descriptor) shares
+ * that file's context and every object in it, but has none of the provider's state for them.
+ *
+ * - QUERY_CONTEXT (UVERBS_OBJECT_DEVICE, a core method) gains PIB_IB_ATTR_QUERY_CONTEXT_RESP_UCTX:
+ *   the context's struct pib_ibv_alloc_ucontext_resp, the same as ALLOC_CONTEXT answered, so
+ *   that the importer maps the same UAR page.
+ * - PIB_IB_METHOD_PD_QUERY (UVERBS_OBJECT_PD): the device's PD number of a PD handle of the
+ *   file (ibv_import_pd checks its handle with it); a handle the file does not hold is refused
+ *   by uverbs before the driver sees it.
+ * MRs need nothing of the driver: the core's QUERY_MR gives an MR handle's keys and range.
+ */
+enum pib_ib_query_context_attrs {
+	PIB_IB_ATTR_QUERY_CONTEXT_RESP_UCTX = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum pib_ib_pd_methods {
+	PIB_IB_METHOD_PD_QUERY = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum pib_ib_query_pd_attrs {
+	PIB_IB_ATTR_QUERY_PD_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	PIB_IB_ATTR_QUERY_PD_RESP_PDN,      /* __u32 */
 };
 
 /*

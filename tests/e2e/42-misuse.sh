@@ -5,9 +5,10 @@
 # SGEs outside their MR (LOC_PROT_ERR), WRs posted in RESET/INIT/ERR, more WRs than the queues
 # hold (ENOMEM, bad_wr), a CQ overflow (IBV_EVENT_CQ_ERR), MRs deregistered under a running
 # RDMA WRITE/READ (dereg succeeds, the transfer stops with an access error, no byte changes
-# afterwards), and destroying objects still in use (EBUSY).  Then the port is still ACTIVE and
-# both nodes still talk.
-# e2e-checks: 14
+# afterwards), destroying objects still in use (EBUSY), and importing the device, a PD and an
+# MR with handles that are not there (refused) or whose MR is gone (LOC_PROT_ERR).  Then the
+# port is still ACTIVE and both nodes still talk.
+# e2e-checks: 16
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
@@ -19,7 +20,7 @@ echo "$out"
 check "pib-misuse-test exits 0 (rc=$rc)" test $rc -eq 0
 check "it made checks" grep -q '^PASS' <<<"$out"
 check "no FAIL line" bash -c '! grep -q "^FAIL" <<<"$1"' _ "$out"
-for c in bad-lkey sge-range wrong-state queue-depth cq-overflow dereg-inflight destroy-busy; do
+for c in bad-lkey sge-range wrong-state queue-depth cq-overflow dereg-inflight destroy-busy mcast import; do
   check "case $c ran" grep -q "^PASS  $c:" <<<"$out"
 done
 no_splats $n

@@ -22,6 +22,10 @@
  *                   access error, and no byte changes after ibv_dereg_mr returned
  *   destroy-busy    destroying a CQ, PD or SRQ that something still uses: EBUSY, and the object
  *                   keeps working
+ *   import          a second context on a dup of the command file (ibv_import_device): PD and
+ *                   MR handles it does not hold, or of the wrong type, are refused; the real
+ *                   ones import and carry an RDMA WRITE; an imported MR the exporter
+ *                   deregistered: LOC_PROT_ERR; unimporting leaves the exporter's PD working
  *
  * What pib does with WRs posted in the wrong state (the IBTA lets a post in RESET, INIT or RTR
  * fail at once): a post to a QP in RESET fails with EINVAL, as rdma-core's own test suite
@@ -1102,6 +1106,153 @@ out:
 }
 
 /* =============================================================================================
+ * import: another context on this one's command file (ibv_import_device on a dup'd
+ * descriptor, as a process handed the file over a unix socket would), the PD and MR imported
+ * by handle, and the handles that must be refused
+ */
+
+/*
+ * An RDMA WRITE from mem[0..15] to mem[512..] of one MR, on a QP of ctx (connected to itself)
+ * in pd, with the given keys: the completion's status, or -1 if the setup failed.
+ */
+static int loopback_write(struct dev *d, struct ibv_context *ctx, struct ibv_pd *pd,
+			  uint8_t *mem, uint32_t lkey, uint32_t rkey)
+{
+	struct ibv_qp_init_attr ia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_sge sge = { (uintptr_t)mem, 16, lkey };
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp *qp = NULL;
+	struct ibv_wc wc;
+	int err, ret = -1;
+
+	if (!cq) {
+		fail("ibv_create_cq: %s", strerror(errno));
+		goto out;
+	}
+	ia.send_cq = ia.recv_cq = cq;
+	qp = ibv_create_qp(pd, &ia);
+	if (!qp) {
+		fail("ibv_create_qp: %s", strerror(errno));
+		goto out;
+	}
+	err = qp_to_rts(d, qp, qp->qp_num);
+	if (!err)
+		err = post_send(qp, 7, IBV_WR_RDMA_WRITE, &sge, 1, (uintptr_t)mem + 512, rkey);
+	if (err) {
+		fail("QP to RTS and post: %s", strerror(err));
+		goto out;
+	}
+	if (!wait_wc(cq, &wc, timeout_ms)) {
+		fail("no completion in %d ms", timeout_ms);
+		goto out;
+	}
+	ret = wc.status;
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	return ret;
+}
+
+static int case_import(struct dev *d)
+{
+	struct ibv_context *ictx = NULL;
+	struct ibv_pd *ipd = NULL, *bad_pd;
+	struct ibv_mr *imr = NULL, *bad;
+	struct buf b = {};
+	uint32_t mr_handle;
+	int fd, status, ret = -1;
+
+	fd = dup(d->ctx->cmd_fd);
+	ictx = fd < 0 ? NULL : ibv_import_device(fd);
+	if (!ictx) {
+		fail("ibv_import_device(dup of cmd_fd): %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	check(true, "ibv_import_device on a dup of the command file");
+
+	errno = 0;
+	bad_pd = ibv_import_pd(ictx, 0x7ffffff0);
+	check(!bad_pd && errno, "import a PD handle the file does not hold: refused (%s)",
+	      strerror(errno));
+	if (bad_pd)
+		ibv_unimport_pd(bad_pd);
+	ipd = ibv_import_pd(ictx, d->pd->handle);
+	if (!ipd) {
+		fail("ibv_import_pd(%u): %s", d->pd->handle, strerror(errno));
+		goto out;
+	}
+	check(ipd->handle == d->pd->handle && ipd->context == ictx,
+	      "import the PD: same handle, in the importing context");
+
+	if (buf_alloc(d, &b, PAGE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))
+		goto out;
+	errno = 0;
+	bad = ibv_import_mr(ipd, d->pd->handle);
+	check(!bad && errno, "import a PD's handle as an MR: refused (%s)", strerror(errno));
+	if (bad)
+		ibv_unimport_mr(bad);
+	imr = ibv_import_mr(ipd, b.mr->handle);
+	if (!imr) {
+		fail("ibv_import_mr(%u): %s", b.mr->handle, strerror(errno));
+		goto out;
+	}
+	check(imr->lkey == b.mr->lkey && imr->rkey == b.mr->rkey && imr->length == b.len &&
+	      !imr->addr, "import the MR: the exporter's keys and length, no address");
+
+	/* The imported context rings its own doorbells on the shared UAR page. */
+	memset(b.p, 0x5a, 16);
+	status = loopback_write(d, ictx, ipd, b.p, imr->lkey, imr->rkey);
+	check(status == IBV_WC_SUCCESS && b.p[512] == 0x5a && b.p[527] == 0x5a,
+	      "an RDMA WRITE on the importer's QP, with the imported PD and MR: %s, data landed",
+	      status < 0 ? "no completion" : st(status));
+
+	/* The exporter deregisters: the importer's copy holds dead keys. */
+	mr_handle = b.mr->handle;
+	check(!ibv_dereg_mr(b.mr), "the exporter deregisters the MR");
+	b.mr = NULL;
+	errno = 0;
+	bad = ibv_import_mr(ipd, mr_handle);
+	check(!bad && errno, "import the deregistered MR's handle: refused (%s)", strerror(errno));
+	if (bad)
+		ibv_unimport_mr(bad);
+	memset(b.p + 512, 0, 16);
+	status = loopback_write(d, ictx, ipd, b.p, imr->lkey, imr->rkey);
+	check(status == IBV_WC_LOC_PROT_ERR && b.p[512] == 0,
+	      "a WRITE with the imported copy's dead keys: LOC_PROT_ERR, nothing written (%s)",
+	      status < 0 ? "no completion" : st(status));
+	ibv_unimport_mr(imr);
+	imr = NULL;
+
+	/* Unimporting frees the importer's copy only: the PD is the exporter's, and works. */
+	ibv_unimport_pd(ipd);
+	ipd = NULL;
+	check(!ibv_close_device(ictx), "close the importing context");
+	ictx = NULL;
+	b.mr = ibv_reg_mr(d->pd, b.p, b.len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	status = b.mr ? loopback_write(d, d->ctx, d->pd, b.p, b.mr->lkey, b.mr->rkey) : -1;
+	check(status == IBV_WC_SUCCESS && b.p[512] == 0x5a,
+	      "the exporter's context and PD still work: %s",
+	      status < 0 ? "no MR or no completion" : st(status));
+	ret = 0;
+out:
+	if (imr)
+		ibv_unimport_mr(imr);
+	if (ipd)
+		ibv_unimport_pd(ipd);
+	if (ictx)
+		ibv_close_device(ictx);
+	buf_free(&b);
+	return ret;
+}
+
+/* =============================================================================================
  * main
  */
 
@@ -1117,6 +1268,7 @@ static const struct {
 	{ "dereg-inflight", case_dereg_inflight },
 	{ "destroy-busy", case_destroy_busy },
 	{ "mcast", case_mcast },
+	{ "import", case_import },
 };
 
 static void usage(FILE *f)
