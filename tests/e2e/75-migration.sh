@@ -12,8 +12,12 @@
 #   - the ports never left ACTIVE: neither node's link_downs hw_counter moved, each move is one
 #     link_recoveries on both nodes (the same port came back on the new cable, include/
 #     pib_link.h "Moving"), the LIDs are the ones the SM gave before;
+#   - IPoIB: node 0 pings node 1 every 0.1 s across a move of node 1, and the replies go on
+#     after it (what the gap lost is reported: UD does not retry);
+#   - NVMe over RDMA: fio's verify job on node 0 against node 1's nvmet-rdma target, across a
+#     move of node 1, the target: fio exits 0 with every block checked and no I/O error;
 #   - the downtime QEMU measured is reported for each move (not asserted: a benchmark figure).
-# e2e-checks: 39
+# e2e-checks: 68
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -96,5 +100,74 @@ check "rping across node 1's move: 2000 pings, data verified" \
   test "$(grep -c '^ping data: rdma-ping-' "$clog")" -eq 2000
 rm -f "$slog" "$clog"
 moved 1 "$c0" "$c1"
+
+# replies N: how many echo replies node 0's ping has logged.
+replies() { on 0 sh -c 'grep -c "bytes from" /tmp/mig-ping.log' 2>/dev/null || echo 0; }
+# until_replies N: wait for ping's Nth reply, polling (a hang guard of 1200 polls, not a budget).
+until_replies() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    [ "$(replies)" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# IPoIB (UD QPs of the kernel's ipoib) across a move of node 1, the side pinged: ping every
+# 0.1 s from node 0; node 1 moves after the 10th reply; ping stops (SIGINT) at the 20th reply
+# after the move.  UD has no retries: what the gap lost is reported, not asserted.
+c0=$(counts 0) c1=$(counts 1)
+"$PIBVM" exec 0 --timeout 600 -- \
+  sh -c 'echo $$ > /tmp/mig-ping.pid; exec ping -i 0.1 10.13.0.2 > /tmp/mig-ping.log 2>&1' &
+ppid=$!
+check "ping over IPoIB: node 0 has 10 replies from node 1" until_replies 10
+out=$("$PIBVM" migrate 1 2>&1)
+check "pibvm migrate 1 (ping running)" test $? -eq 0
+echo "$out"
+echo "node 1: $(grep -o '"downtime_ms": [0-9]*' <<<"$out")" >> "$downtimes"
+after=$(replies)
+check "ping over IPoIB: 20 replies more after node 1 moved ($after before)" until_replies $((after + 20))
+on 0 sh -c 'kill -INT "$(cat /tmp/mig-ping.pid)"'    # the image has no pkill
+wait "$ppid"; prc=$?
+plog=$(on 0 cat /tmp/mig-ping.log)
+tail -4 <<<"$plog"
+check "ping exits 0 (got $prc)" test "$prc" -eq 0
+sent=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' <<<"$plog")
+got=$(sed -n 's/.* \([0-9]*\) \(packets \)\{0,1\}received.*/\1/p' <<<"$plog")
+echo "ping across node 1's move: $sent sent, $got received, $((sent - got)) lost in the gap"
+moved 1 "$c0" "$c1"
+
+# NVMe over RDMA across a move of node 1, the target: fio's verify job (4 KiB random writes at
+# queue depth 16, every block read back and checked) runs on node 0 while node 1 moves once
+# the target has sent 1000 packets more.  The RC QPs ride the gap on their retries; fio must
+# see no I/O error and no bad block.
+NQN=nqn.2026-11.org.pib:nvmet-ram
+nvme_down() { on 0 nvme disconnect -n "$NQN" >/dev/null 2>&1; on 1 pib-nvmet down >/dev/null 2>&1; }
+trap 'nvme_down; "$PIBVM" ipoib down >/dev/null 2>&1; switched_down' EXIT
+check "node 1: pib-nvmet up (null_blk exported on 10.13.0.2:4420)" on 1 pib-nvmet up 128
+check "node 1: nvmet-rdma listens on rdma_cm port 4420" wait_cm_listen 1 4420
+on 0 modprobe nvme_rdma
+check "node 0: nvme connect -t rdma" on_t 0 120 nvme connect -t rdma -a 10.13.0.2 -s 4420 \
+  -n "$NQN" --hostnqn=nqn.2026-11.org.pib:host-node0
+dev=$(nvme_ns_dev 0 "$NQN")
+check "node 0: the namespace's block device (/dev/$dev)" test -n "$dev"
+c0=$(counts 0) c1=$(counts 1)
+flog=$(mktemp)
+"$PIBVM" exec 0 --timeout 900 -- fio --name=verify --filename="/dev/$dev" --direct=1 \
+  --ioengine=io_uring --iodepth=16 --rw=randwrite --bs=4k --size=128M --verify=crc32c \
+  --do_verify=1 --verify_fatal=1 >"$flog" 2>&1 &
+fpid=$!
+migrate_during 1 "$downtimes"
+check "fio was still running when node 1 had moved" kill -0 "$fpid"
+wait "$fpid"; frc=$?
+grep -E "err=|IOPS|READ:|WRITE:|verify" "$flog"
+check "fio verify across node 1's move exits 0 (got $frc)" test "$frc" -eq 0
+check "fio read every block back (a READ group), no I/O error" \
+  bash -c 'grep -q "READ: bw=" "$1" && grep -q "err= 0" "$1" && ! grep -q "err= [1-9]" "$1"' _ "$flog"
+rm -f "$flog"
+moved 1 "$c0" "$c1"
+check "node 0: nvme disconnect" on_t 0 120 nvme disconnect -n "$NQN"
+check "node 1: pib-nvmet down" on 1 pib-nvmet down
+
 echo "--- downtime QEMU measured per move"; cat "$downtimes"; rm -f "$downtimes"
 finish
