@@ -1046,7 +1046,14 @@ enum pib_counter {
 #define PIB_PORT_NUM           1      /* the one port's number (IB counts ports from 1)      */
 #define PIB_PKEY_TBL_LEN       64     /* P_Key table entries (NodeInfo:PartitionCap); the  */
                                       /* SM fills them, entry 0 is 0xffff until it does    */
-#define PIB_GID_TBL_LEN        1      /* one entry: subnet_prefix:port_guid                 */
+/*
+ * The GID table: entry i is subnet_prefix:GUIDInfo entry i.  Entry 0 is the port GUID; 1..7
+ * are the alias GUIDs an SM assigns (GUIDInfo Set), all-zero while unassigned (QUERY_GID
+ * answers zeros, ib_core leaves such an entry empty).  A change is a GID_CHANGE event.
+ * Packets carry the SGID at their sgid_index; a unicast packet with a GRH is ours when its
+ * DGID is an assigned entry.
+ */
+#define PIB_GID_TBL_LEN        8
 #define PIB_DEFAULT_PKEY       0xffff
 #define PIB_DEFAULT_GID_PREFIX 0xfe80000000000000ull
 #define PIB_VENDOR_OUI         0x001af4 /* Red Hat/Qumranet OUI, matching the PCI vendor   */

@@ -25,7 +25,14 @@
 #include "../include/pib_mad.h"
 
 /* What the ports advertise and accept. */
-#define PIB_MGMT_GUID_CAP       1       /* GUIDInfo entries: the port GUID only */
+/*
+ * GUIDInfo entries (GUIDCap) of a CA port: the port GUID and 7 alias GUIDs, one block, which
+ * an SM assigns (IBTA 14.2.5.5; opensm does for the GUIDInfoRecords its clients ask the SA
+ * for).  Entry i, with the port's GID prefix, is GID index i of the HCA's GID table
+ * (PIB_GID_TBL_LEN).  A switch's port 0 has the port GUID only.
+ */
+#define PIB_MGMT_GUID_CAP       8
+#define PIB_MGMT_SW_GUID_CAP    1
 #define PIB_MGMT_MTU_CAP        5       /* MTUCap: 4096 */
 /*
  * Virtual lanes: VLCap (and OperationalVLs) is an encoding, 1: VL0, 2: VL0-1, 3: VL0-3,
@@ -52,7 +59,7 @@
 #define PIB_MGMT_CHG_SM         (1u << 1)   /* MasterSMLID or MasterSMSL */
 #define PIB_MGMT_CHG_PKEY       (1u << 2)   /* the P_Key table */
 #define PIB_MGMT_CHG_REREG      (1u << 3)   /* ClientReregister: re-register with the SA */
-#define PIB_MGMT_CHG_GID        (1u << 4)   /* GidPrefix */
+#define PIB_MGMT_CHG_GID        (1u << 4)   /* GidPrefix, or an alias GUID (GUIDInfo) */
 #define PIB_MGMT_CHG_HOQ        (1u << 5)   /* HOQLife (a switch port's discard deadline) */
 
 typedef struct PibMgmtNode PibMgmtNode;
@@ -156,6 +163,7 @@ struct PibMgmtPort {
     uint16_t pkey_violations;
     uint16_t qkey_violations;
     uint16_t pkeys[PIB_PKEY_TBL_LEN];
+    uint64_t alias_guids[PIB_MGMT_GUID_CAP];   /* GUIDInfo; [0] unused: the port GUID */
     uint8_t sl2vl[PIB_SL2VL_BYTES];     /* a CA's (a switch's: PibMgmtSwitch.sl2vl) */
     struct pib_vlarb_entry vlarb_low[PIB_MGMT_VLARB_CAP];
     struct pib_vlarb_entry vlarb_high[PIB_MGMT_VLARB_CAP];
@@ -222,6 +230,18 @@ struct PibMgmtNode {
     PibMgmtPort **ports;        /* [0 .. num_ports]; an HCA has no port 0 (NULL) */
     PibMgmtSwitch *sw;          /* a switch's tables; NULL on an HCA */
 };
+
+/* GUIDCap: how many GUIDInfo entries the node's ports have. */
+static inline unsigned pib_mgmt_guid_cap(const PibMgmtNode *n)
+{
+    return n->node_type == PIB_NODE_TYPE_SWITCH ? PIB_MGMT_SW_GUID_CAP : PIB_MGMT_GUID_CAP;
+}
+
+/* GUIDInfo entry i of port p: the port GUID, an alias an SM assigned, or 0 (none). */
+static inline uint64_t pib_mgmt_port_guid(const PibMgmtPort *p, unsigned i)
+{
+    return i == 0 ? p->guid : i < pib_mgmt_guid_cap(p->node) ? p->alias_guids[i] : 0;
+}
 
 /* Where a MAD came from, as its receive completion (or the driver) says. */
 typedef struct PibMadCtx {

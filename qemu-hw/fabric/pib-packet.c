@@ -269,11 +269,11 @@ uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen)
 /*
  * Check the headers every packet must get right, whatever QP it is for, and
  * fill *pi.  Returns PIB_PKT_OK if the packet may go on, else why not (the
- * node counts it as it counts drops).  port_gid: a unicast GRH's DGID must be this GID (an
- * HCA's port); NULL: not checked (a switch, which forwards by the LRH).
+ * node counts it as it counts drops).  A GRH's DGID is the node's to check: a switch
+ * forwards by the LRH, an HCA takes a unicast packet for one of its port's GIDs
+ * (hca/pib-rx.c).
  */
-PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
-                               PibPktInfo *pi)
+PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, PibPktInfo *pi)
 {
     const struct pib_lrh *lrh = (const struct pib_lrh *)b;
     const struct pib_bth *bth;
@@ -308,11 +308,6 @@ PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_
             pi->grh.next_hdr != 0x1b ||
             be16_to_cpu(pi->grh.paylen_be) != len - off - sizeof(pi->grh)) {
             return PIB_PKT_MALFORMED;
-        }
-        /* A multicast packet's DGID is its group's: pib_mcast_deliver() checks it. */
-        if (port_gid && !pib_lid_is_multicast(pi->dlid) &&
-            memcmp(pi->grh.dgid, port_gid, sizeof(pi->grh.dgid))) {
-            return PIB_PKT_NOT_OUR_GID;
         }
         pi->has_grh = true;
         off += sizeof(struct pib_grh);

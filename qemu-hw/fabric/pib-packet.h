@@ -58,7 +58,6 @@ typedef struct PibGrhAddr {
 typedef enum PibPktVerdict {
     PIB_PKT_OK,
     PIB_PKT_MALFORMED,      /* LRH or GRH wrong, or shorter than its headers */
-    PIB_PKT_NOT_OUR_GID,    /* a unicast GRH whose DGID is not the port's GID */
     PIB_PKT_BAD_OPCODE,     /* an opcode the codec does not know, or TVer not 0 */
     PIB_PKT_BAD_LENGTH,     /* payload or pad on an opcode that carries none */
     PIB_PKT__MAX
@@ -140,7 +139,8 @@ typedef struct PibPktFields {
     bool vl15;              /* an SMP: VL15 (vl is ignored), and a permissive */
                             /* DLID gets a permissive SLID */
     uint16_t pkey;          /* BTH P_Key */
-    const PibGrhAddr *grh;  /* non-NULL: add a GRH with these fields */
+    const PibGrhAddr *grh;  /* non-NULL: add a GRH with these fields, */
+    uint8_t sgid_index;     /* and the SGID at this index of the sender's GID table */
     uint64_t va;            /* RETH / AtomicETH */
     uint32_t rkey;
     uint32_t dmalen;
@@ -163,7 +163,6 @@ uint32_t pib_pkt_len(const PibPktFields *f, uint32_t paylen);
 void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8_t *sgid,
                    const void *payload, uint32_t paylen);
 uint8_t *pib_pkt_payload(PibPacket *p, uint32_t paylen);
-PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, const uint8_t *port_gid,
-                            PibPktInfo *pi);
+PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, PibPktInfo *pi);
 
 #endif /* HW_PIB_PACKET_H */

@@ -98,6 +98,7 @@ void pib_mgmt_port_reset(PibMgmtPort *p)
     p->qkey_violations = 0;
     memset(p->pkeys, 0, sizeof(p->pkeys));
     p->pkeys[0] = PIB_DEFAULT_PKEY;
+    memset(p->alias_guids, 0, sizeof(p->alias_guids));
     memset(p->sl2vl, 0, sizeof(p->sl2vl));          /* every SL on VL0 */
     memset(p->vlarb_low, 0, sizeof(p->vlarb_low));
     memset(p->vlarb_high, 0, sizeof(p->vlarb_high));
@@ -273,6 +274,31 @@ static int sma_port_post_load(void *opaque, int version_id)
     .flags = VMS_BUFFER,                                                        \
 }
 
+/* The alias GUIDs travel only when an SM assigned some: older streams load without them. */
+static bool sma_alias_guids_needed(void *opaque)
+{
+    PibMgmtPort *p = opaque;
+    unsigned i;
+
+    for (i = 1; i < PIB_MGMT_GUID_CAP; i++) {
+        if (p->alias_guids[i]) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const VMStateDescription vmstate_pib_mgmt_port_alias_guids = {
+    .name = "pib-mgmt-port/alias-guids",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = sma_alias_guids_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64_ARRAY(alias_guids, PibMgmtPort, PIB_MGMT_GUID_CAP),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 const VMStateDescription vmstate_pib_mgmt_port = {
     .name = "pib-mgmt-port",
     .version_id = 1,
@@ -314,5 +340,9 @@ const VMStateDescription vmstate_pib_mgmt_port = {
         VMSTATE_UINT32(trap.sends, PibMgmtPort),
         VMSTATE_TIMER_PTR(trap.timer, PibMgmtPort),
         VMSTATE_END_OF_LIST()
+    },
+    .subsections = (const VMStateDescription *[]) {     /* 7.2 and 10.0 both take it */
+        &vmstate_pib_mgmt_port_alias_guids,
+        NULL
     },
 };

@@ -213,18 +213,36 @@ static uint16_t sma_node_info(SmaReq *r)
 }
 
 /*
- * GUIDInfo (IBTA 14.2.5.5): block 0 holds the port GUID (read-only) and GUIDCap - 1 alias
- * GUIDs, of which pib has none: a Set of block 0 changes nothing, and says so by echoing it.
+ * GUIDInfo (IBTA 14.2.5.5): the modifier is the block of 8 entries, and a port has one
+ * (GUIDCap is at most 8).  Entry 0 is the port GUID, read-only: a Set of it is ignored.
+ * Entries 1 .. GUIDCap - 1 are alias GUIDs an SM assigns (0: none); entries past GUIDCap
+ * read as 0 and ignore a Set.  A changed alias is a GID change (PIB_MGMT_CHG_GID): on an HCA
+ * it is GID index i of the port's table.
  */
 static uint16_t sma_guid_info(SmaReq *r)
 {
     PibMgmtPort *p = sma_port(r, 0);
+    unsigned cap = pib_mgmt_guid_cap(r->n), i;
+    uint64_t *data = (uint64_t *)r->smp->data;
+    bool changed = false;
+    uint64_t guid;
 
     if (sma_attr_mod(r) != 0) {
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
+    for (i = 1; r->set && i < cap; i++) {
+        guid = ldq_be_p(&data[i]);
+        changed |= guid != p->alias_guids[i];
+        p->alias_guids[i] = guid;
+    }
     memset(r->smp->data, 0, sizeof(r->smp->data));
-    stq_be_p(r->smp->data, p->guid);
+    for (i = 0; i < cap; i++) {
+        stq_be_p(&data[i], pib_mgmt_port_guid(p, i));
+    }
+    if (changed) {
+        trace_pib_sma_guid_info_set(r->n->node_guid, p->num);
+        r->n->ops->changed(p, PIB_MGMT_CHG_GID);
+    }
     return PIB_MAD_STATUS_OK;
 }
 
@@ -261,7 +279,7 @@ static void sma_port_info_fill(SmaReq *r, PibMgmtPort *p)
     pi->mkey_violations_be = cpu_to_be16(p->mkey_violations);
     pi->pkey_violations_be = cpu_to_be16(p->pkey_violations);
     pi->qkey_violations_be = cpu_to_be16(p->qkey_violations);
-    pi->guid_cap = PIB_MGMT_GUID_CAP;
+    pi->guid_cap = pib_mgmt_guid_cap(r->n);
     pi->rereg_subnet_timeout = p->subnet_timeout;   /* ClientReregister reads as 0 */
     pi->resp_time = PIB_MGMT_RESP_TIME;
     pi->phy_overrun_errors = p->phy_overrun_thresh;

@@ -512,7 +512,8 @@ bool pib_port_no_sm(const PibState *s);
 bool pib_lid_is_ours(const PibState *s, uint16_t lid);
 uint16_t pib_port_pkey(const PibState *s, uint16_t idx);
 void pib_port_bad_pkey(PibState *s, const PibPktInfo *pi);
-void pib_port_gid(const PibState *s, uint8_t gid[16]);
+void pib_port_gid(const PibState *s, unsigned idx, uint8_t gid[16]);
+bool pib_port_has_gid(const PibState *s, const uint8_t gid[16]);
 
 /* pib-mcast.c */
 extern const VMStateDescription vmstate_pib_mcast_group;

@@ -441,11 +441,31 @@ uint8_t pib_cmd_query_pkey(PibState *s, const struct pib_admin_cmd *cmd,
     return PIB_AQ_OK;
 }
 
-/* The one GID: the SM's subnet prefix and the port GUID, big-endian as on the wire. */
-void pib_port_gid(const PibState *s, uint8_t gid[16])
+/*
+ * GID index idx (< PIB_GID_TBL_LEN): the SM's subnet prefix and GUIDInfo entry idx,
+ * big-endian as on the wire; all zeros while the SM has assigned no alias GUID there.
+ */
+void pib_port_gid(const PibState *s, unsigned idx, uint8_t gid[16])
 {
-    stq_be_p(gid, s->port.mgmt.gid_prefix);
-    stq_be_p(gid + 8, s->port.mgmt.guid);
+    uint64_t guid = pib_mgmt_port_guid(&s->port.mgmt, idx);
+
+    stq_be_p(gid, guid ? s->port.mgmt.gid_prefix : 0);
+    stq_be_p(gid + 8, guid);
+}
+
+/* Is gid one of the port's assigned GIDs (a unicast packet's DGID that makes it ours)? */
+bool pib_port_has_gid(const PibState *s, const uint8_t gid[16])
+{
+    uint8_t mine[16];
+    unsigned i;
+
+    for (i = 0; i < PIB_GID_TBL_LEN; i++) {
+        pib_port_gid(s, i, mine);
+        if ((i == 0 || ldq_be_p(mine + 8)) && !memcmp(gid, mine, sizeof(mine))) {
+            return true;
+        }
+    }
+    return false;
 }
 
 uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
@@ -457,7 +477,7 @@ uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
         le32_to_cpu(cmd->in.port.index) >= PIB_GID_TBL_LEN) {
         return PIB_AQ_BAD_PARAM;
     }
-    pib_port_gid(s, gid);
+    pib_port_gid(s, le32_to_cpu(cmd->in.port.index), gid);
     return pib_admin_respond(s, cmd, gid, sizeof(gid));
 }
 

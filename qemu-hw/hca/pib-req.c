@@ -320,6 +320,7 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         .pkey = pib_req_pkey(qp, w),
         .grh = pib_qp_is_ud(qp) ? (w->ud_grh ? &w->ud_av.g : NULL) :
                qp->av.grh ? &qp->av.g : NULL,
+        .sgid_index = pib_qp_is_ud(qp) ? w->ud_av.sgid_index : qp->av.sgid_index,
         .xrc_srqn = w->xrc_srqn,        /* XRC: the target's SRQ */
     };
 

@@ -97,6 +97,7 @@ PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
     f->sl = qp->av.sl;
     f->src_path_bits = qp->av.src_path_bits;
     f->grh = qp->av.grh ? &qp->av.g : NULL;
+    f->sgid_index = qp->av.sgid_index;
     f->pkey = pib_port_pkey(qp->s, qp->pkey_index);
     f->msn = qp->resp.msn;
     return pib_pkt_build(qp->s, f, NULL, paylen);

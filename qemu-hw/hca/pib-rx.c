@@ -65,7 +65,7 @@ PibPacket *pib_pkt_build(PibState *s, const PibPktFields *f,
 
     /* The VL is the port's SLtoVLMappingTable's; pib_xmit() refuses a VL it cannot send on. */
     g.vl = pib_mgmt_sl2vl(m->sl2vl, f->sl);
-    pib_port_gid(s, sgid);
+    pib_port_gid(s, g.grh ? f->sgid_index : 0, sgid);
     pib_pkt_write(pib_packet_ib(p), &g, slid, sgid, payload, paylen);
     trace_pib_pkt_tx(s->node_guid, pib_op_name(f->opcode), f->dlid, f->dqpn,
                      f->psn & PIB_PSN_MASK, f->ackreq, paylen);
@@ -77,7 +77,6 @@ static enum pib_counter pib_rx_parse_counter(PibPktVerdict v)
 {
     switch (v) {
     case PIB_PKT_OK:          return PIB_CNT_MAX;
-    case PIB_PKT_NOT_OUR_GID: return PIB_CNT_RX_DROP_DLID;
     case PIB_PKT_BAD_OPCODE:  return PIB_CNT_RX_DROP_OPCODE;
     case PIB_PKT_BAD_LENGTH:  return PIB_CNT_RX_DROP_LENGTH;
     default:                  return PIB_CNT_RX_DROP_MALFORMED;
@@ -152,12 +151,15 @@ static bool pib_transport_ok(const PibPktInfo *pi, uint8_t qp_type)
 static void pib_pkt_dispatch(PibState *s, const uint8_t *b, uint32_t len)
 {
     enum pib_counter why;
-    uint8_t gid[16];
     PibPktInfo pi;
     PibQp *qp;
 
-    pib_port_gid(s, gid);
-    why = pib_rx_parse_counter(pib_pkt_parse(b, len, gid, &pi));
+    why = pib_rx_parse_counter(pib_pkt_parse(b, len, &pi));
+    /* A multicast packet's DGID is its group's: pib_mcast_deliver() checks it. */
+    if (why == PIB_CNT_MAX && pi.has_grh && !pib_lid_is_multicast(pi.dlid) &&
+        !pib_port_has_gid(s, pi.grh.dgid)) {
+        why = PIB_CNT_RX_DROP_DLID;
+    }
     if (why == PIB_CNT_MAX) {
         why = pib_pkt_admit(s, &pi);
     }

@@ -25,7 +25,7 @@
 /* A MAD packet as the switch accepts one: UD SEND_ONLY, no GRH, exactly one 256-byte MAD. */
 static bool sw_mad_packet(const uint8_t *b, uint32_t len, PibPktInfo *pi, uint32_t qpn)
 {
-    return pib_pkt_parse(b, len, NULL, pi) == PIB_PKT_OK && !pi->has_grh &&
+    return pib_pkt_parse(b, len, pi) == PIB_PKT_OK && !pi->has_grh &&
            pi->opcode == PIB_OP_UD_SEND_ONLY && pi->dqpn == qpn &&
            pi->paylen == PIB_MAD_SIZE && len == PIB_SW_MAD_PKT_LEN;
 }

@@ -6,7 +6,7 @@
 #     *.h shared by them (pib_verbs_test/ -> pib-verbs-test).
 # The image builder copies build/guest-tests/* into the guest's /usr/bin.
 #
-# They are plain libibverbs programs, compiled against the rdma-core 56.1 that the guest runs
+# They are plain libibverbs programs (pib-guidinfo: libibmad's SMPs), compiled against the rdma-core 56.1 that the guest runs
 # (build/rdma-root, a DESTDIR install made by guest-provider/build.sh), never against the host's.
 # Both stacks (mk/stack.sh) boot the same programs: the uverbs ABI is stable across kernels.
 #
@@ -61,7 +61,8 @@ for src in "$SRC"/*.c "$SRC"/*/; do
   say "cc ${src#"$SRC"/}$([ -d "$src" ] && echo '/*.c') -> build/guest-tests/$(basename "$bin")"
   # -rpath-link: libibverbs' own dependencies (libnl) resolve from rdma-root first, then the host.
   "$CC" "${CFLAGS[@]}" -I"$INCDIR" -I"$TOP/include" -I"$TOP/tests/common" -I"$SRC" \
-    -o "$bin.tmp" "${srcs[@]}" -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" -libverbs
+    -o "$bin.tmp" "${srcs[@]}" -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" \
+    -Wl,--as-needed -libverbs -libmad -libumad
   mv "$bin.tmp" "$bin"
   built=$((built + 1))
 done

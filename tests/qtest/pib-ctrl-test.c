@@ -152,7 +152,7 @@ static void test_admin_roundtrip(void)
                     PIB_DEFAULT_GID_PREFIX);
     g_assert_cmpuint(port_attr.max_mtu, ==, 5);
     g_assert_cmpuint(port_attr.active_mtu, ==, 5);
-    g_assert_cmpuint(le16_to_cpu(port_attr.gid_tbl_len), ==, 1);
+    g_assert_cmpuint(le16_to_cpu(port_attr.gid_tbl_len), ==, PIB_GID_TBL_LEN);
     g_assert_cmpuint(le16_to_cpu(port_attr.pkey_tbl_len), ==, PIB_PKEY_TBL_LEN);
     /* What the firmware's SMA implements is in the CapabilityMask from the start. */
     g_assert_cmphex(le32_to_cpu(port_attr.port_cap_flags), ==, PIB_PORT_CAP_FIRMWARE);

@@ -98,39 +98,6 @@ static void test_ceq_wrap(void)
     peer_shutdown(&l);
 }
 
-/* A PMA MAD through MAD_IFC, as the driver's process_mad hands it over. */
-static uint16_t lim_pma(PibDev *d, uint8_t method, uint16_t counter_select,
-                        struct pib_pma_mad *resp)
-{
-    uint64_t mbox = dp_alloc(d, 4096);
-    struct pib_mad_ifc_in in = { .port_num = 1 };
-    struct pib_pma_mad *req = (struct pib_pma_mad *)in.mad;
-    struct pib_admin_cmd cmd = {
-        .opcode = PIB_CMD_MAD_IFC,
-        .resp_addr = cpu_to_le64(d->resp),
-        .resp_len = cpu_to_le32(PIB_MAD_SIZE),
-        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(in)) },
-    };
-    struct pib_admin_cqe cqe;
-
-    req->hdr = (struct pib_mad_hdr) {
-        .base_version = PIB_MAD_BASE_VERSION,
-        .mgmt_class = PIB_MGMT_CLASS_PERF,
-        .class_version = PIB_PMA_CLASS_VERSION,
-        .method = method,
-        .tid_lo_be = cpu_to_be32(0x99),
-        .attr_id_be = cpu_to_be16(PIB_PMA_ATTR_PORT_COUNTERS),
-    };
-    req->data[1] = 1;                       /* PortSelect */
-    stw_be_p(req->data + 2, counter_select);
-    qtest_memwrite(qts(d), mbox, &in, sizeof(in));
-    g_assert_cmpuint(pib_cmd(d, &cmd, &cqe), ==, PIB_AQ_OK);
-    g_assert_cmphex(le32_to_cpu(cqe.result0) & PIB_MAD_IFC_REPLY, !=, 0);
-    qtest_memread(qts(d), d->resp, resp, PIB_MAD_SIZE);
-    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
-    return be16_to_cpu(resp->hdr.status_be);
-}
-
 /*
  * n data packets with a P_Key the port does not hold (0x1234), in one write:
  * each is a P_Key violation (PortRcvConstraintErrors); counted once the
@@ -191,19 +158,19 @@ static void test_pma_saturate(void)
     wp_dqpn = x.qp.qpn;
     wp_qp_rtr(&d, x.qp.qpn, 0, 4);
 
-    g_assert_cmpuint(lim_pma(&d, PIB_MAD_METHOD_SET, 0xffff, &r), ==, 0);
+    g_assert_cmpuint(dp_pma(&d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0xffff, &r), ==, 0);
     g_assert_cmpuint(pc->rcv_constraint_errors, ==, 0);
     lim_bad_pkeys(&d, fd, 200);
-    g_assert_cmpuint(lim_pma(&d, PIB_MAD_METHOD_GET, 0, &r), ==, 0);
+    g_assert_cmpuint(dp_pma(&d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r), ==, 0);
     g_assert_cmpuint(pc->rcv_constraint_errors, ==, 200);
     lim_bad_pkeys(&d, fd, 100);
-    g_assert_cmpuint(lim_pma(&d, PIB_MAD_METHOD_GET, 0, &r), ==, 0);
+    g_assert_cmpuint(dp_pma(&d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r), ==, 0);
     g_assert_cmpuint(pc->rcv_constraint_errors, ==, 255);
-    g_assert_cmpuint(lim_pma(&d, PIB_MAD_METHOD_SET, PIB_PMA_SEL_RCV_CONSTRAINT, &r),
+    g_assert_cmpuint(dp_pma(&d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, PIB_PMA_SEL_RCV_CONSTRAINT, &r),
                      ==, 0);
     g_assert_cmpuint(pc->rcv_constraint_errors, ==, 0);
     lim_bad_pkeys(&d, fd, 10);
-    g_assert_cmpuint(lim_pma(&d, PIB_MAD_METHOD_GET, 0, &r), ==, 0);
+    g_assert_cmpuint(dp_pma(&d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r), ==, 0);
     g_assert_cmpuint(pc->rcv_constraint_errors, ==, 10);
 
     g_assert_cmpuint(dp_err_count(&d), ==, 0);

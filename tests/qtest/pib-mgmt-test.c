@@ -104,31 +104,6 @@ static void mg_shutdown(Mg *m)
  * MADs through MAD_IFC, as the driver's process_mad
  */
 
-/* Hand a MAD to the firmware; the answer (PIB_MAD_IFC_*) comes back, the response in out. */
-static uint32_t mg_mad_ifc(Mg *m, const void *mad, void *out, bool ignore_mkey)
-{
-    uint64_t mbox = dp_alloc(&m->d, 4096);
-    struct pib_mad_ifc_in in = {
-        .flags = cpu_to_le32(ignore_mkey ? PIB_MAD_IFC_F_IGNORE_MKEY : 0),
-        .port_num = 1,
-    };
-    struct pib_admin_cmd cmd = {
-        .opcode = PIB_CMD_MAD_IFC,
-        .resp_addr = cpu_to_le64(m->d.resp),
-        .resp_len = cpu_to_le32(PIB_MAD_SIZE),
-        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(in)) },
-    };
-    struct pib_admin_cqe cqe;
-
-    memcpy(in.mad, mad, PIB_MAD_SIZE);
-    qtest_memwrite(qts(&m->d), mbox, &in, sizeof(in));
-    g_assert_cmpuint(pib_cmd(&m->d, &cmd, &cqe), ==, PIB_AQ_OK);
-    if (le32_to_cpu(cqe.result0) & PIB_MAD_IFC_REPLY) {
-        qtest_memread(qts(&m->d), m->d.resp, out, PIB_MAD_SIZE);
-    }
-    return le32_to_cpu(cqe.result0);
-}
-
 /*
  * One SMP round trip that must be answered: the response's status (without the D bit),
  * its data in *resp.  The response answers the request: same TID, GetResp.
@@ -136,7 +111,7 @@ static uint32_t mg_mad_ifc(Mg *m, const void *mad, void *out, bool ignore_mkey)
 static uint16_t mg_smp_ex(Mg *m, struct pib_smp *req, struct pib_smp *resp,
                           bool ignore_mkey)
 {
-    g_assert_cmpuint(mg_mad_ifc(m, req, resp, ignore_mkey), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmpuint(dp_mad_ifc(&m->d, req, resp, ignore_mkey), ==, PIB_MAD_IFC_REPLY);
     g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
     g_assert_cmphex(resp->hdr.tid_lo_be, ==, req->hdr.tid_lo_be);
     g_assert_cmphex(resp->hdr.mgmt_class, ==, req->hdr.mgmt_class);
@@ -331,7 +306,7 @@ static void mg_repress(Mg *m, const struct pib_smp *trap)
     struct pib_smp resp;
 
     req.hdr.method = PIB_MAD_METHOD_TRAP_REPRESS;
-    g_assert_cmpuint(mg_mad_ifc(m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(dp_mad_ifc(&m->d, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
 }
 
 /* A UD QP (or QP0/QP1) of the device, RTS, with 16 receives posted. */
@@ -535,6 +510,8 @@ static void test_port_states(void)
  * 2. What the SMA answers
  */
 
+#define TEST_ALIAS_GUID     0x0002c903000a1100ull
+
 static void test_attributes(void)
 {
     uint8_t desc[PIB_SMP_DATA_SIZE] = "node0 pib_0";
@@ -546,6 +523,7 @@ static void test_attributes(void)
     struct pib_aeqe e;
     uint64_t mbox;
     Mg m;
+    int i;
 
     mg_boot(&m);
 
@@ -577,12 +555,39 @@ static void test_attributes(void)
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_NODE_DESC, 0);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, PIB_MAD_STATUS_UNSUP_ATTR);
 
-    /* GUIDInfo: block 0 is the port GUID; there is no block 1. */
+    /*
+     * GUIDInfo: block 0 is the port GUID and 7 alias GUIDs, none assigned; there is no
+     * block 1.  A Set assigns aliases (entry 0 stays the port GUID), which is a GID change:
+     * the GID table's entries follow (QUERY_GID).
+     */
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_GUID_INFO, 0, &resp), ==, 0);
     g_assert_cmphex(ldq_be_p(resp.data), ==, TEST_NODE_GUID + 1);
-    g_assert_cmphex(ldq_be_p(resp.data + 8), ==, 0);
+    for (i = 1; i < 8; i++) {
+        g_assert_cmphex(ldq_be_p(resp.data + 8 * i), ==, 0);
+    }
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_GUID_INFO, 1, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
+    req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_GUID_INFO, 0);
+    stq_be_p(req.data, 0x1111);                         /* read-only: ignored */
+    stq_be_p(req.data + 8, TEST_ALIAS_GUID);
+    stq_be_p(req.data + 56, TEST_ALIAS_GUID + 6);
+    g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
+    g_assert_cmphex(ldq_be_p(resp.data), ==, TEST_NODE_GUID + 1);
+    g_assert_cmphex(ldq_be_p(resp.data + 8), ==, TEST_ALIAS_GUID);
+    g_assert_cmphex(ldq_be_p(resp.data + 16), ==, 0);
+    g_assert_cmphex(ldq_be_p(resp.data + 56), ==, TEST_ALIAS_GUID + 6);
+    g_assert_true(dp_aeq_find(&m.d, PIB_AE_GID_CHANGE, 1));
+    {
+        static const uint8_t zero[16];
+        uint8_t gid[16], want[16];
+
+        dp_query_gid(&m.d, 1, gid);
+        stq_be_p(want, PIB_DEFAULT_GID_PREFIX);
+        stq_be_p(want + 8, TEST_ALIAS_GUID);
+        g_assert_cmpmem(gid, sizeof(gid), want, sizeof(want));
+        dp_query_gid(&m.d, 2, gid);                     /* unassigned: all zeros */
+        g_assert_cmpmem(gid, sizeof(gid), zero, sizeof(zero));
+    }
 
     /* PortInfo: what the port is and can do; port 0 is the arrival port, 2 is none. */
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 0, &resp), ==, 0);
@@ -596,7 +601,7 @@ static void test_attributes(void)
     g_assert_cmpuint(pi->opvls_enforce >> 4, ==, 3);
     g_assert_cmpuint(pi->vl_arb_high_cap, ==, 8);
     g_assert_cmpuint(pi->vl_arb_low_cap, ==, 8);
-    g_assert_cmpuint(pi->guid_cap, ==, 1);
+    g_assert_cmpuint(pi->guid_cap, ==, 8);
     g_assert_cmpuint(mg_get(&m, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==,
                      PIB_MAD_STATUS_INVALID_VALUE);
     /* Directed route: the same, with the D bit in the response. */
@@ -706,14 +711,14 @@ static void test_attributes(void)
 
     /* Not the SMA's: SMInfo, responses and traps go on to the MAD agents; SA MADs too. */
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_SM_INFO, 0);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, 0);
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET_RESP,
                      PIB_SMP_ATTR_NODE_INFO, 0);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, 0);
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_TRAP, PIB_SMP_ATTR_NOTICE, 0);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, 0);
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_ADM, PIB_MAD_METHOD_GET, 0x0011, 0);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, 0);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, 0);
 
     /* MAD_IFC itself: a short mailbox, a response buffer too small, port 2. */
     mbox = dp_alloc(&m.d, 4096);
@@ -884,7 +889,7 @@ static void test_mkey(void)
     /* A Get without it: no answer, a violation, trap 256 to the SM. */
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
     stq_be_p(&req.mkey_hi_be, 0x99);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
     d = (struct pib_trap256 *)((struct pib_notice *)trap.data)->details;
     g_assert_cmpuint(be16_to_cpu(d->lid_be), ==, MG_LID);
@@ -913,7 +918,7 @@ static void test_mkey(void)
     pi.phys_down &= 0x0f;
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET, PIB_SMP_ATTR_PORT_INFO, 1);
     memcpy(req.data, &pi, sizeof(pi));
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
     mg_repress(&m, &trap);
     now = mg_port_info_key(&m, key);
@@ -932,10 +937,10 @@ static void test_mkey(void)
     pi.mkey_lease_be = cpu_to_be16(1);
     g_assert_cmpuint(mg_port_set(&m, &pi, key, NULL), ==, 0);
     req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_GET, PIB_SMP_ATTR_PORT_INFO, 1);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
     qtest_clock_step(qts(&m.d), 900 * 1000 * 1000ll);
-    g_assert_cmpuint(mg_mad_ifc(&m, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &resp, false), ==, PIB_MAD_IFC_CONSUMED);
     g_assert_cmpuint(mg_expect_trap(&m, &trap), ==, PIB_TRAP_BAD_MKEY);
     qtest_clock_step(qts(&m.d), 200 * 1000 * 1000ll);
     g_assert_cmpuint(mg_smp_ex(&m, &req, &resp, false), ==, 0);
@@ -1047,6 +1052,34 @@ static void test_special_qps(void)
     g_assert_cmphex(q.pkey, ==, 0xffff);
     g_assert_cmphex(q.qkey, ==, 0x80010000);
     g_assert_cmpuint(q.sqpn, ==, 1);
+
+    /*
+     * A unicast GRH's DGID must be one of the port's GIDs: the port GID or an alias an SM
+     * assigned (GUIDInfo).  An unassigned entry (prefix:0) or a GID nobody assigned is
+     * a drop.
+     */
+    {
+        struct pib_smp set = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+                                          PIB_SMP_ATTR_GUID_INFO, 0), resp;
+
+        stq_be_p(set.data + 16, TEST_ALIAS_GUID);      /* entry 2 */
+        g_assert_cmpuint(mg_smp_ex(&m, &set, &resp, false), ==, 0);
+    }
+    p.grh = true;
+    stq_be_p(p.sgid, PIB_DEFAULT_GID_PREFIX);
+    stq_be_p(p.sgid + 8, 0x1234);
+    stq_be_p(p.dgid, PIB_DEFAULT_GID_PREFIX);
+    stq_be_p(p.dgid + 8, TEST_ALIAS_GUID);
+    mg_send(&m, &p);
+    dp_expect(&m.d, &m.cq, 0x101, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_true(cqe.flags & PIB_CQE_F_GRH);
+    drops = mg_counter(&m, PIB_CNT_RX_DROP_DLID);
+    stq_be_p(p.dgid + 8, 0);                            /* entry 1, unassigned */
+    mg_send(&m, &p);
+    stq_be_p(p.dgid + 8, TEST_ALIAS_GUID + 1);
+    mg_send(&m, &p);
+    mg_wait_counter(&m, PIB_CNT_RX_DROP_DLID, drops + 2);
+    p.grh = false;
 
     /* Trap 144: the driver changes the capabilities, then the node description. */
     cmd = (struct pib_admin_cmd) {
@@ -1208,27 +1241,6 @@ static void test_partitions(void)
  * 6. The PMA
  */
 
-static uint16_t mg_pma(Mg *m, uint8_t method, uint16_t attr, uint8_t port_select,
-                       uint16_t counter_select, struct pib_pma_mad *resp)
-{
-    struct pib_pma_mad req = {
-        .hdr = {
-            .base_version = PIB_MAD_BASE_VERSION,
-            .mgmt_class = PIB_MGMT_CLASS_PERF,
-            .class_version = PIB_PMA_CLASS_VERSION,
-            .method = method,
-            .tid_lo_be = cpu_to_be32(0x77),
-            .attr_id_be = cpu_to_be16(attr),
-        },
-    };
-
-    req.data[1] = port_select;
-    stw_be_p(req.data + 2, counter_select);
-    g_assert_cmpuint(mg_mad_ifc(m, &req, resp, false), ==, PIB_MAD_IFC_REPLY);
-    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
-    return be16_to_cpu(resp->hdr.status_be);
-}
-
 static void test_pma(void)
 {
     struct pib_pma_mad r;
@@ -1245,16 +1257,16 @@ static void test_pma(void)
     mg_activate(&m);
     mg_ud_qp(&m, PIB_QPT_UD, 0, MG_QKEY, &ud);
 
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
                      ==, 0);
     g_assert_cmphex(be16_to_cpu(cpi->cap_mask_be), ==,
                     PIB_PMA_CAP_EXT_WIDTH | PIB_PMA_CAP_XMIT_WAIT);
 
     /* Clear everything, then ten packets in and one out. */
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0xffff,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0xffff,
                             &r), ==, 0);
     g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, 0);
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0xff,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0xff,
                             &r), ==, 0);
     rx_pkts = mg_counter(&m, PIB_CNT_RX_PACKETS);
     rx_bytes = mg_counter(&m, PIB_CNT_RX_BYTES);
@@ -1276,20 +1288,20 @@ static void test_pma(void)
     g_assert_cmpuint(tx_pkts, ==, 1);
 
     /* PortCounters (port 0: the arrival port): the packets, data in 4-octet words. */
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0, 0, &r),
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0, 0, &r),
                      ==, 0);
     g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, rx_pkts);
     g_assert_cmpuint(be32_to_cpu(pc->xmit_pkts_be), ==, tx_pkts);
     g_assert_cmpuint(be32_to_cpu(pc->rcv_data_be), ==, (rx_bytes + 4 * rx_pkts) / 4);
     /* PortCountersExtended: the same, 64 bits, unicast too. */
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS_EXT, 1, 0,
                             &r), ==, 0);
     g_assert_cmpuint(ldq_be_p(px->ctr_be[3]), ==, rx_pkts);         /* PortRcvPkts */
     g_assert_cmpuint(ldq_be_p(px->ctr_be[5]), ==, rx_pkts);         /* unicast */
     g_assert_cmpuint(ldq_be_p(px->ctr_be[1]), ==, (rx_bytes + 4 * rx_pkts) / 4);
 
     /* A Set clears only what CounterSelect names. */
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_PORT_COUNTERS, 1,
                             PIB_PMA_SEL_RCV_PKTS, &r), ==, 0);
     g_assert_cmpuint(be32_to_cpu(pc->rcv_pkts_be), ==, 0);
     g_assert_cmpuint(be32_to_cpu(pc->xmit_pkts_be), ==, tx_pkts);
@@ -1298,15 +1310,15 @@ static void test_pma(void)
     g_assert_cmpuint(mg_counter(&m, PIB_CNT_RX_PACKETS), >=, rx_pkts);
 
     /* Bad input: a port that is not there, all ports, an unknown attribute or method. */
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 2, 0, &r),
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 2, 0, &r),
                      ==, PIB_MAD_STATUS_INVALID_VALUE);
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0xff, 0,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS, 0xff, 0,
                             &r), ==, PIB_MAD_STATUS_INVALID_VALUE);
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_GET, 0x0010, 1, 0, &r), ==,
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_GET, 0x0010, 1, 0, &r), ==,
                      PIB_MAD_STATUS_UNSUP_ATTR);
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_TRAP, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r),
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_TRAP, PIB_PMA_ATTR_PORT_COUNTERS, 1, 0, &r),
                      ==, PIB_MAD_STATUS_UNSUP_METHOD);
-    g_assert_cmpuint(mg_pma(&m, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
+    g_assert_cmpuint(dp_pma(&m.d, PIB_MAD_METHOD_SET, PIB_PMA_ATTR_CLASS_PORT_INFO, 0, 0, &r),
                      ==, PIB_MAD_STATUS_UNSUP_ATTR);
     mg_shutdown(&m);
 }

@@ -42,6 +42,7 @@
 
 #define MIG_POLLS       20000   /* looks at the migration status, 5 ms apart: hang guard */
 #define MIG_MLID        0xc001
+#define MIG_ALIAS_GUID  0x0002c903000a2200ull
 
 /* Everything the test made before the save, on both HCAs. */
 typedef struct Mig {
@@ -66,6 +67,7 @@ typedef struct MigView {
     uint32_t regs[ARRAY_SIZE(mig_regs)];
     uint64_t counters[PIB_CNT_MAX];
     struct pib_qp_attr qp[2];
+    uint8_t gids[PIB_GID_TBL_LEN][16];
 } MigView;
 
 static void mig_view(PibDev *d, uint32_t qpn0, uint32_t qpn1, MigView *v)
@@ -78,6 +80,9 @@ static void mig_view(PibDev *d, uint32_t qpn0, uint32_t qpn1, MigView *v)
     dp_counters(d, v->counters);
     v->qp[0] = dp_query_qp(d, qpn0);
     v->qp[1] = dp_query_qp(d, qpn1);
+    for (i = 0; i < PIB_GID_TBL_LEN; i++) {
+        dp_query_gid(d, i, v->gids[i]);
+    }
 }
 
 static void mig_status_wait(QTestState *qts, const char *want)
@@ -260,6 +265,14 @@ static void mig_setup(Mig *m)
     mig_xrcd(m);
     mig_kernel_mrs(m);
     wr(&m->p.a, PIB_REG_SCRATCH, 0x5a5a1234);
+    /* An alias GUID an SM assigned to A's port (GUIDInfo): its GID index 1. */
+    {
+        struct pib_smp req = peer_smp_new(PIB_MGMT_CLASS_SUBN_LID, PIB_MAD_METHOD_SET,
+                                          PIB_SMP_ATTR_GUID_INFO, 0), resp;
+
+        stq_be_p(req.data + 8, MIG_ALIAS_GUID);
+        g_assert_cmpuint(dp_mad_ifc(&m->p.a, &req, &resp, true), ==, PIB_MAD_IFC_REPLY);
+    }
 
     /* A type 2 window over y's second 4 KiB, bound to y's QP with a new key byte. */
     k = (m->mw_rkey & ~0xffu) | ((m->mw_rkey + 1) & 0xff);
@@ -355,7 +368,10 @@ static void test_mig_file(void)
         }
         g_assert_cmpmem(&after[d].qp, sizeof(after[d].qp), &before[d].qp,
                         sizeof(before[d].qp));
+        g_assert_cmpmem(after[d].gids, sizeof(after[d].gids), before[d].gids,
+                        sizeof(before[d].gids));
     }
+    g_assert_cmphex(ldq_be_p(after[0].gids[1] + 8), ==, MIG_ALIAS_GUID);
 
     /* The objects still hold each other. */
     g_assert_cmpuint(dp_obj_cmd(&m.p.a, PIB_CMD_DESTROY_CQ, m.x.scq.cqn), ==, PIB_AQ_BUSY);

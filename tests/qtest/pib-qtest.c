@@ -1095,6 +1095,64 @@ void dp_relink(TestEnd *x, uint16_t lid_x, TestEnd *y, uint16_t lid_y)
     dp_link_ends(x, lid_x, y, lid_y);
 }
 
+uint32_t dp_mad_ifc(PibDev *d, const void *mad, void *out, bool ignore_mkey)
+{
+    uint64_t mbox = dp_alloc(d, 4096);
+    struct pib_mad_ifc_in in = {
+        .flags = cpu_to_le32(ignore_mkey ? PIB_MAD_IFC_F_IGNORE_MKEY : 0),
+        .port_num = 1,
+    };
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_MAD_IFC,
+        .resp_addr = cpu_to_le64(d->resp),
+        .resp_len = cpu_to_le32(PIB_MAD_SIZE),
+        .in.mbox = { .addr = cpu_to_le64(mbox), .len = cpu_to_le32(sizeof(in)) },
+    };
+    struct pib_admin_cqe cqe;
+
+    memcpy(in.mad, mad, PIB_MAD_SIZE);
+    qtest_memwrite(qts(d), mbox, &in, sizeof(in));
+    g_assert_cmpuint(pib_cmd(d, &cmd, &cqe), ==, PIB_AQ_OK);
+    if (le32_to_cpu(cqe.result0) & PIB_MAD_IFC_REPLY) {
+        qtest_memread(qts(d), d->resp, out, PIB_MAD_SIZE);
+    }
+    return le32_to_cpu(cqe.result0);
+}
+
+uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
+                uint16_t counter_select, struct pib_pma_mad *resp)
+{
+    struct pib_pma_mad req = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_PERF,
+            .class_version = PIB_PMA_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(0x77),
+            .attr_id_be = cpu_to_be16(attr),
+        },
+    };
+
+    req.data[1] = port_select;
+    stw_be_p(req.data + 2, counter_select);
+    g_assert_cmpuint(dp_mad_ifc(d, &req, resp, false), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    return be16_to_cpu(resp->hdr.status_be);
+}
+
+void dp_query_gid(PibDev *d, uint32_t idx, uint8_t gid[16])
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_QUERY_GID,
+        .resp_addr = cpu_to_le64(d->resp),
+        .resp_len = cpu_to_le32(16),
+        .in.port = { .port_num = 1, .index = cpu_to_le32(idx) },
+    };
+
+    g_assert_cmpuint(pib_cmd(d, &cmd, NULL), ==, PIB_AQ_OK);
+    qtest_memread(qts(d), d->resp, gid, 16);
+}
+
 void dp_counters(PibDev *d, uint64_t c[PIB_CNT_MAX])
 {
     struct pib_admin_cmd cmd = {

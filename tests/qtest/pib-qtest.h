@@ -292,6 +292,19 @@ void dp_link_ends(TestEnd *x, uint16_t lid_x, TestEnd *y, uint16_t lid_y);
 void dp_relink(TestEnd *x, uint16_t lid_x, TestEnd *y, uint16_t lid_y);
 /* QUERY_COUNTERS, in host order, indexed by enum pib_counter. */
 void dp_counters(PibDev *d, uint64_t c[PIB_CNT_MAX]);
+/*
+ * Hand a MAD to the firmware (MAD_IFC, as the driver's process_mad); the answer
+ * (PIB_MAD_IFC_*) comes back, the response in out.
+ */
+uint32_t dp_mad_ifc(PibDev *d, const void *mad, void *out, bool ignore_mkey);
+/*
+ * A PMA MAD (class 0x04, attr, PortSelect, CounterSelect) through dp_mad_ifc, answered: the
+ * response's status, the response in *resp.
+ */
+uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
+                uint16_t counter_select, struct pib_pma_mad *resp);
+/* QUERY_GID: entry idx of port 1's GID table. */
+void dp_query_gid(PibDev *d, uint32_t idx, uint8_t gid[16]);
 /* ERR_COUNT: how many guest errors the device has seen. */
 uint32_t dp_err_count(PibDev *d);
 
