@@ -394,6 +394,9 @@ struct ib_mr *pib_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
 			      int access, struct ib_udata *udata);
 int pib_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *pib_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset, u64 length,
+				     u64 virt_addr, int fd, int access,
+				     struct pib_reg_dmabuf_arg *arg);
 struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
 				u64 virt_addr, int access, struct ib_pd *ibpd,
 				struct ib_udata *udata);

@@ -36,6 +36,27 @@ static inline struct ib_udata *pib_create_cq_udata(struct ib_udata *udata)
 #endif
 
 /*
+ * 6.12, with the mlx5 data-direct series (the one that added
+ * ib_umem_dmabuf_get_pinned_with_dma_device()): ib_device_ops.reg_user_mr_dmabuf takes the
+ * uverbs attribute bundle instead of the udata, which is its driver_udata.
+ * pib_reg_user_mr_dmabuf() takes a struct pib_reg_dmabuf_arg * and asks
+ * pib_reg_dmabuf_udata() for the udata.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#define pib_reg_dmabuf_arg uverbs_attr_bundle
+static inline struct ib_udata *pib_reg_dmabuf_udata(struct uverbs_attr_bundle *attrs)
+{
+	return &attrs->driver_udata;
+}
+#else
+#define pib_reg_dmabuf_arg ib_udata
+static inline struct ib_udata *pib_reg_dmabuf_udata(struct ib_udata *udata)
+{
+	return udata;
+}
+#endif
+
+/*
  * 6.3, commit bc292ab00f6c ("mm: introduce vma->vm_flags wrapper functions"):
  * vma->vm_flags became const and changes go through vm_flags_set()/vm_flags_clear().
  */

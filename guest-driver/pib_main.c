@@ -63,6 +63,7 @@ static const struct ib_device_ops pib_dev_ops = {
 	.query_qp = pib_query_qp,
 	.query_ucontext = pib_query_ucontext,
 	.reg_user_mr = pib_reg_user_mr,
+	.reg_user_mr_dmabuf = pib_reg_user_mr_dmabuf,
 	.rereg_user_mr = pib_rereg_user_mr,
 	.req_notify_cq = pib_req_notify_cq,
 

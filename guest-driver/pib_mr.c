@@ -109,8 +109,17 @@ static int pib_mr_range(struct pib_dev *dev, u64 start, u64 length, u64 virt_add
 	return *npages > PIB_PBL_MAX_PAGES ? -EINVAL : 0;
 }
 
-struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
-			      int access, struct ib_udata *udata)
+/*
+ * A user MR over pinned memory: process memory (reg_user_mr) or a dma-buf's
+ * (reg_user_mr_dmabuf), pinned by get_umem.  start is the address in the process, or the
+ * offset in the dma-buf; either way its offset in a 4 KiB page must be virt_addr's.
+ */
+static struct ib_mr *pib_reg_mr_umem(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+				     int access, struct ib_udata *udata,
+				     struct ib_umem *(*get_umem)(struct ib_pd *ibpd, u64 start,
+								 u64 length, u64 virt_addr,
+								 int access, int fd),
+				     int fd)
 {
 	struct pib_dev *dev = to_pdev(ibpd->device);
 	struct pib_cmd_reg_mr in = {
@@ -139,7 +148,7 @@ struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 vir
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
-	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	mr->umem = get_umem(ibpd, start, length, virt_addr, access, fd);
 	if (IS_ERR(mr->umem)) {
 		err = PTR_ERR(mr->umem);
 		goto err_free;
@@ -164,8 +173,51 @@ err_free:
 	return ERR_PTR(err);
 }
 
+static struct ib_umem *pib_umem_get(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+				    int access, int fd)
+{
+	return ib_umem_get(ibpd->device, start, length, access);
+}
+
+struct ib_mr *pib_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length, u64 virt_addr,
+			      int access, struct ib_udata *udata)
+{
+	return pib_reg_mr_umem(ibpd, start, length, virt_addr, access, udata, pib_umem_get, -1);
+}
+
 /*
- * ibv_rereg_mr.  The device changes the MR in place (REREG_MR), so its keys stay and NULL tells
+ * ibv_reg_dmabuf_mr: an MR over [offset, offset + length) of a dma-buf, another driver's
+ * memory (a GPU's, udmabuf's, vgem's) that the process holds as a file descriptor.  ib_core
+ * attaches to it and pins it (the exporter must allow pinning: pib takes no move notices, as
+ * it keeps no page fault path), and its DMA addresses become the MR's page list like any
+ * other.  The device sees guest memory either way.
+ */
+static struct ib_umem *pib_umem_dmabuf_get(struct ib_pd *ibpd, u64 offset, u64 length,
+					   u64 virt_addr, int access, int fd)
+{
+	struct ib_umem_dmabuf *umem_dmabuf;
+
+	umem_dmabuf = ib_umem_dmabuf_get_pinned(ibpd->device, offset, length, fd, access);
+	if (IS_ERR(umem_dmabuf))
+		return ERR_CAST(umem_dmabuf);
+	/* Its blocks counted from the MR's iova, as ib_umem_get's are. */
+	if (!ib_umem_find_best_pgsz(&umem_dmabuf->umem, SZ_4K, virt_addr)) {
+		ib_umem_release(&umem_dmabuf->umem);
+		return ERR_PTR(-EINVAL);
+	}
+	return &umem_dmabuf->umem;
+}
+
+struct ib_mr *pib_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset, u64 length,
+				     u64 virt_addr, int fd, int access,
+				     struct pib_reg_dmabuf_arg *arg)
+{
+	return pib_reg_mr_umem(ibpd, offset, length, virt_addr, access,
+			       pib_reg_dmabuf_udata(arg), pib_umem_dmabuf_get, fd);
+}
+
+/*
+ * ibv_rereg_mr (not of a dma-buf MR).  The device changes the MR in place (REREG_MR), so its keys stay and NULL tells
  * ib_uverbs so (it then moves the ib_mr's PD, iova and length itself).  A new range is pinned
  * before the command and the old one unpinned only after it: the device never holds a page
  * that is not pinned.  Access that makes a read-only MR writable pins its range again, for
@@ -185,6 +237,9 @@ struct ib_mr *pib_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 le
 
 	if (!pib_udata_in_cleared(udata) || !mr->umem || (flags & ~IB_MR_REREG_SUPPORTED))
 		return ERR_PTR(-EINVAL);
+	/* A dma-buf's MR stays on its dma-buf (as on mlx5): register a new one instead. */
+	if (mr->umem->is_dmabuf)
+		return ERR_PTR(-EOPNOTSUPP);
 	if (flags & IB_MR_REREG_ACCESS) {
 		err = pib_mr_access(dev, access, &in.access);
 		if (err)

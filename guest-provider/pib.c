@@ -77,6 +77,7 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.query_qp = pib_query_qp,
 	.query_rt_values = pib_query_rt_values,
 	.query_srq = pib_query_srq,
+	.reg_dmabuf_mr = pib_reg_dmabuf_mr,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
 	.rereg_mr = pib_rereg_mr,

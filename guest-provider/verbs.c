@@ -359,6 +359,34 @@ struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 }
 
 /*
+ * ibv_reg_dmabuf_mr: an MR over part of a dma-buf (another driver's memory, held as a file
+ * descriptor).  The kernel attaches to it and pins it; the MR is then like any other.
+ */
+struct ibv_mr *pib_reg_dmabuf_mr(struct ibv_pd *ibvpd, uint64_t offset, size_t length,
+				 uint64_t iova, int fd, int access)
+{
+	struct verbs_mr *vmr;
+	int err;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = ibv_cmd_reg_dmabuf_mr(ibvpd, offset, length, iova, fd, access, vmr,
+				    NULL);
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "Failed to register dma-buf MR: %d\n", err);
+		free(vmr);
+		errno = err;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+/*
  * The device changes the MR in place (REREG_MR), so its keys stay: the kernel pins the new
  * range, if any, and unpins the old one once the device has let it go.
  */

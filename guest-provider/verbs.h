@@ -32,6 +32,8 @@ int pib_dealloc_td(struct ibv_td *ibvtd);
 struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			  uint64_t hca_va, int access);
 int pib_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mr *pib_reg_dmabuf_mr(struct ibv_pd *ibvpd, uint64_t offset, size_t length,
+				 uint64_t iova, int fd, int access);
 struct ibv_pd *pib_import_pd(struct ibv_context *ibvctx, uint32_t pd_handle);
 void pib_unimport_pd(struct ibv_pd *ibvpd);
 struct ibv_mr *pib_import_mr(struct ibv_pd *ibvpd, uint32_t mr_handle);

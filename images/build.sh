@@ -53,12 +53,14 @@ MULTIARCH=x86_64-linux-gnu
 # (client and server), SRP (initiator and LIO target with its block backstore on brd, sd_mod
 # for the disk it brings); virtio_blk for pibvm's --disk, the storage an NVMe or NFS target
 # keeps across its own crash, and ext4 for the NFS server's file system on it (with the
-# "crc32c" hash it asks the crypto API for, crc32c_generic, as rdma_rxe's crc32).
+# "crc32c" hash it asks the crypto API for, crc32c_generic, as rdma_rxe's crc32).  vgem, a
+# virtual GEM driver, exports dma-bufs for ibv_reg_dmabuf_mr (pib-misuse-test dmabuf; Debian
+# 12's kernel has no udmabuf).
 MODULES=(virtio_pci virtio_net virtio_console ib_core ib_uverbs ib_umad ib_cm iw_cm rdma_cm
          rdma_ucm ib_ipoib rdma_rxe crc32_generic
          nvme_rdma nvmet_rdma nvme_tcp nvmet_tcp null_blk brd
          rpcrdma nfsd nfsv4 nfsv3
-         ib_srp ib_srpt target_core_iblock sd_mod virtio_blk ext4 crc32c_generic)
+         ib_srp ib_srpt target_core_iblock sd_mod virtio_blk ext4 crc32c_generic vgem)
 
 # Debian binaries taken from the host (perftest's tools are listed by dpkg below); ethtool sets
 # IPoIB's interrupt coalescing (the CQ's event moderation).  libfabric's (libfabric-bin; Debian

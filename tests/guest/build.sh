@@ -34,6 +34,11 @@ die() { say "error: $*"; exit 1; }
 
 [ -f "$LIBDIR/libibverbs.so" ] || die "no libibverbs at $LIBDIR (build the provider first)"
 [ -f "$INCDIR/infiniband/verbs.h" ] || die "no verbs headers at $INCDIR"
+# The kernel UAPI headers libc's lack (drm/, for vgem, the dma-buf exporter pib-misuse-test
+# uses), from the guest kernel's headers and searched after the system's own.
+KUAPI=$(ls -d "$(bash "$TOP/mk/fetch.sh" kernel)"/root/usr/src/linux-headers-*-common/include/uapi |
+        head -n 1)
+[ -f "$KUAPI/drm/drm.h" ] || die "no drm/drm.h in the guest kernel's headers ($KUAPI)"
 mkdir -p "$OUT"
 
 # Everything besides its own source that a program depends on.
@@ -61,6 +66,7 @@ for src in "$SRC"/*.c "$SRC"/*/; do
   say "cc ${src#"$SRC"/}$([ -d "$src" ] && echo '/*.c') -> build/guest-tests/$(basename "$bin")"
   # -rpath-link: libibverbs' own dependencies (libnl) resolve from rdma-root first, then the host.
   "$CC" "${CFLAGS[@]}" -I"$INCDIR" -I"$TOP/include" -I"$TOP/tests/common" -I"$SRC" \
+    -idirafter "$KUAPI" \
     -o "$bin.tmp" "${srcs[@]}" -L"$LIBDIR" -Wl,-rpath-link,"$LIBDIR" \
     -Wl,--as-needed -libverbs -libmad -libumad
   mv "$bin.tmp" "$bin"

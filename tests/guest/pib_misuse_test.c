@@ -26,6 +26,8 @@
  *                   MR handles it does not hold, or of the wrong type, are refused; the real
  *                   ones import and carry an RDMA WRITE; an imported MR the exporter
  *                   deregistered: LOC_PROT_ERR; unimporting leaves the exporter's PD working
+ *   dmabuf          MRs over a dma-buf (udmabuf or vgem): an RDMA WRITE lands in it; not a
+ *                   dma-buf, past its end, a mismatched page offset: refused; rereg: refused
  *
  * What pib does with WRs posted in the wrong state (the IBTA lets a post in RESET, INIT or RTR
  * fail at once): a post to a QP in RESET fails with EINVAL, as rdma-core's own test suite
@@ -54,6 +56,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+/*
+ * The guest kernel's UAPI (tests/guest/build.sh), as the headers package ships it, without
+ * headers_install's cleaning: __user is the kernel's address-space annotation.
+ */
+#define __user
+#include <drm/drm.h>
+#include <linux/udmabuf.h>
 #include <infiniband/verbs.h>
 
 #include "pib_report.h"
@@ -1253,6 +1265,142 @@ out:
 }
 
 /* =============================================================================================
+ * dmabuf: MRs over a dma-buf (ibv_reg_dmabuf_mr), from udmabuf (a memfd's pages; Linux 6.12's
+ * Debian kernel has it) or vgem (a virtual GEM driver's dumb buffer; both kernels have the
+ * module, which the e2e test loads).  The CPU sees the buffer through a mapping; an RDMA WRITE
+ * through the MR must show there.  A descriptor that is not a dma-buf, a range past its end,
+ * an offset whose page offset is not the iova's: refused; rereg of such an MR: EOPNOTSUPP.
+ */
+
+#define DMABUF_LEN (4 * PAGE)
+
+struct dmabuf {
+	int fd;                 /* the dma-buf */
+	int owner;              /* what keeps it: the memfd (udmabuf) or the DRM card (vgem) */
+	uint8_t *map;           /* the CPU's view */
+	const char *from;
+};
+
+static int dmabuf_udmabuf(struct dmabuf *b)
+{
+	struct udmabuf_create c = { .size = DMABUF_LEN };
+	int dev = open("/dev/udmabuf", O_RDWR);
+
+	if (dev < 0)
+		return -1;
+	b->owner = memfd_create("pib-dmabuf", MFD_ALLOW_SEALING);
+	if (b->owner < 0 || ftruncate(b->owner, DMABUF_LEN) ||
+	    fcntl(b->owner, F_ADD_SEALS, F_SEAL_SHRINK)) {
+		close(dev);
+		return -1;
+	}
+	c.memfd = b->owner;
+	b->fd = ioctl(dev, UDMABUF_CREATE, &c);
+	close(dev);
+	if (b->fd < 0)
+		return -1;
+	b->map = mmap(NULL, DMABUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, b->owner, 0);
+	b->from = "udmabuf";
+	return b->map == MAP_FAILED ? -1 : 0;
+}
+
+static int dmabuf_vgem(struct dmabuf *b)
+{
+	char name[16], path[32];
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		struct drm_version v = { .name = name, .name_len = sizeof(name) - 1 };
+		struct drm_mode_create_dumb c = {
+			.width = PAGE / 4, .height = DMABUF_LEN / PAGE, .bpp = 32,
+		};
+		struct drm_prime_handle h = { .flags = DRM_CLOEXEC | DRM_RDWR };
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		memset(name, 0, sizeof(name));
+		b->owner = open(path, O_RDWR);
+		if (b->owner < 0)
+			continue;
+		if (ioctl(b->owner, DRM_IOCTL_VERSION, &v) || strcmp(name, "vgem") ||
+		    ioctl(b->owner, DRM_IOCTL_MODE_CREATE_DUMB, &c) || c.size < DMABUF_LEN) {
+			close(b->owner);
+			continue;
+		}
+		h.handle = c.handle;
+		if (ioctl(b->owner, DRM_IOCTL_PRIME_HANDLE_TO_FD, &h))
+			return -1;
+		b->fd = h.fd;
+		b->map = mmap(NULL, DMABUF_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+		b->from = "vgem";
+		return b->map == MAP_FAILED ? -1 : 0;
+	}
+	return -1;
+}
+
+static int case_dmabuf(struct dev *d)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct dmabuf b = { .fd = -1, .owner = -1, .map = MAP_FAILED };
+	struct ibv_mr *mr = NULL, *bad;
+	uint64_t iova;
+	int status, err, ret = -1;
+
+	if (dmabuf_udmabuf(&b) && dmabuf_vgem(&b)) {
+		fail("no dma-buf exporter (/dev/udmabuf, or vgem's /dev/dri/card*): %s",
+		     strerror(errno));
+		goto out;
+	}
+	info("dma-buf of %d bytes from %s", DMABUF_LEN, b.from);
+	/* The MR's addresses are the CPU's mapping's, so that one pointer names a byte for both. */
+	iova = (uintptr_t)b.map;
+	mr = ibv_reg_dmabuf_mr(d->pd, 0, DMABUF_LEN, iova, b.fd, access);
+	if (!mr) {
+		fail("ibv_reg_dmabuf_mr(%s): %s", b.from, strerror(errno));
+		goto out;
+	}
+	check(mr->length == DMABUF_LEN, "register the whole dma-buf (%s)", b.from);
+	memset(b.map, 0x6b, 16);
+	memset(b.map + 512, 0, 16);
+	status = loopback_write(d, d->ctx, d->pd, b.map, mr->lkey, mr->rkey);
+	check(status == IBV_WC_SUCCESS && b.map[512] == 0x6b && b.map[527] == 0x6b,
+	      "an RDMA WRITE from and into the dma-buf MR: %s, the data shows in the mapping",
+	      status < 0 ? "no completion" : st(status));
+	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE);
+	check(err != 0, "rereg of a dma-buf MR: refused (%d, errno %s)", err, strerror(errno));
+
+	errno = 0;
+	bad = ibv_reg_dmabuf_mr(d->pd, 0, PAGE, iova, b.owner == b.fd ? 0 : b.owner, access);
+	check(!bad && errno, "a descriptor that is not a dma-buf: refused (%s)", strerror(errno));
+	if (bad)
+		ibv_dereg_mr(bad);
+	errno = 0;
+	bad = ibv_reg_dmabuf_mr(d->pd, PAGE, DMABUF_LEN, iova, b.fd, access);
+	check(!bad && errno, "a range past the dma-buf's end: refused (%s)", strerror(errno));
+	if (bad)
+		ibv_dereg_mr(bad);
+	errno = 0;
+	bad = ibv_reg_dmabuf_mr(d->pd, 100, PAGE, iova, b.fd, access);
+	check(!bad && errno, "an offset whose page offset is not the iova's: refused (%s)",
+	      strerror(errno));
+	if (bad)
+		ibv_dereg_mr(bad);
+	check(!ibv_dereg_mr(mr), "dereg the dma-buf MR");
+	mr = NULL;
+	ret = 0;
+out:
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (b.map != MAP_FAILED)
+		munmap(b.map, DMABUF_LEN);
+	if (b.fd >= 0)
+		close(b.fd);
+	if (b.owner >= 0)
+		close(b.owner);
+	return ret;
+}
+
+/* =============================================================================================
  * main
  */
 
@@ -1269,6 +1417,7 @@ static const struct {
 	{ "destroy-busy", case_destroy_busy },
 	{ "mcast", case_mcast },
 	{ "import", case_import },
+	{ "dmabuf", case_dmabuf },
 };
 
 static void usage(FILE *f)
