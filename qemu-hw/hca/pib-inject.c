@@ -56,6 +56,8 @@
 #include "qapi/error.h"
 #include "qapi/visitor.h"
 #include "hw/pci/msix.h"
+#include "migration/vmstate.h"
+#include "qemu/error-report.h"
 
 #include "pib-internal.h"
 #include "../trace.h"
@@ -272,6 +274,93 @@ void pib_inject_unrealize(PibState *s)
         s->inject.irq[i].timer = NULL;
     }
 }
+
+/*
+ * Migration: what is armed and what is held back goes with the machine (a subsection of
+ * pib-hca, only when there is some).  A held interrupt is a message the device owes the
+ * guest: its timer travels with its deadline on the virtual clock, and fires on the new
+ * machine.  The stream is untrusted: a status, opcode or delay no setter could make, or a
+ * held interrupt due later than the longest delay, is refused.
+ */
+static bool pib_inject_needed(void *opaque)
+{
+    PibInject *inj = &((PibState *)opaque)->inject;
+    unsigned i;
+
+    if (inj->wr_armed || inj->drop_tx || inj->drop_rx || inj->irq_delay_us) {
+        return true;
+    }
+    for (i = 0; i < PIB_MSIX_VECTORS; i++) {
+        if (timer_pending(inj->irq[i].timer)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int pib_inject_post_load(void *opaque, int version_id)
+{
+    PibInject *inj = &((PibState *)opaque)->inject;
+    uint64_t latest = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) +
+                      (uint64_t)PIB_INJECT_MAX_IRQ_DELAY_US * SCALE_US;
+    unsigned i;
+
+    for (i = 0; i < PIB_MSIX_VECTORS; i++) {
+        if (timer_pending(inj->irq[i].timer) &&
+            timer_expire_time_ns(inj->irq[i].timer) > latest) {
+            break;
+        }
+    }
+    if ((inj->wr_armed && (inj->wr_status < 1 || inj->wr_status > PIB_WC_GENERAL_ERR ||
+                           inj->wr_qpn > PIB_QPN_MASK)) ||
+        inj->drop_opcode < -1 || inj->drop_opcode > 0xff ||
+        inj->irq_delay_us > PIB_INJECT_MAX_IRQ_DELAY_US || i < PIB_MSIX_VECTORS) {
+        error_report("pib-hca: migration stream refused: error injection state "
+                     "(WQE status %u, drop opcode %d, interrupt delay %u us, a held "
+                     "interrupt due later than the longest delay: %s)",
+                     inj->wr_status, inj->drop_opcode, inj->irq_delay_us,
+                     i < PIB_MSIX_VECTORS ? "yes" : "no");
+        /* Nothing refused stays armed or held. */
+        pib_inject_reset((PibState *)opaque);
+        inj->wr_armed = false;
+        inj->drop_tx = inj->drop_rx = inj->irq_delay_us = inj->irq_delay_count = 0;
+        inj->drop_opcode = -1;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static const VMStateDescription vmstate_pib_irq_delay = {
+    .name = "pib-hca/irq-delay",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_TIMER_PTR(timer, PibIrqDelay),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+const VMStateDescription vmstate_pib_inject = {
+    .name = "pib-hca/inject",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = pib_inject_needed,
+    .post_load = pib_inject_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_BOOL(inject.wr_armed, PibState),
+        VMSTATE_UINT32(inject.wr_qpn, PibState),
+        VMSTATE_UINT16(inject.wr_index, PibState),
+        VMSTATE_UINT8(inject.wr_status, PibState),
+        VMSTATE_UINT32(inject.drop_tx, PibState),
+        VMSTATE_UINT32(inject.drop_rx, PibState),
+        VMSTATE_INT32(inject.drop_opcode, PibState),
+        VMSTATE_UINT32(inject.irq_delay_us, PibState),
+        VMSTATE_UINT32(inject.irq_delay_count, PibState),
+        VMSTATE_STRUCT_ARRAY(inject.irq, PibState, PIB_MSIX_VECTORS, 1,
+                             vmstate_pib_irq_delay, PibIrqDelay),
+        VMSTATE_END_OF_LIST()
+    },
+};
 
 /*
  * QOM glue: the properties.  Setters check the whole value first and change

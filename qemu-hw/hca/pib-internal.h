@@ -517,6 +517,7 @@ bool pib_port_has_gid(const PibState *s, const uint8_t gid[16]);
 
 /* pib-mcast.c */
 extern const VMStateDescription vmstate_pib_mcast_group;
+extern const VMStateDescription vmstate_pib_inject;     /* pib-inject.c, a subsection */
 void pib_mcast_detach_qp(PibState *s, uint32_t qpn);
 void pib_mcast_reset(PibState *s);
 bool pib_mcast_local(PibState *s, uint16_t mlid);

@@ -1242,6 +1242,10 @@ const VMStateDescription pib_vmstate = {
     .pre_save = pib_pre_save,
     .pre_load = pib_pre_load,
     .post_load = pib_post_load,
+    .subsections = (const VMStateDescription *[]) {     /* 7.2 and 10.0 both take it */
+        &vmstate_pib_inject,
+        NULL
+    },
     .fields = (const VMStateField[]) {
         VMSTATE_PCI_DEVICE(parent_obj, PibState),
         VMSTATE_MSIX(parent_obj, PibState),

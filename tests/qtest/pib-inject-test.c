@@ -336,22 +336,6 @@ static void test_inject_drop(void)
     dp_pair_down(&p);
 }
 
-/* Send MSI-X vector's message to guest RAM: addr <- data, unmasked. */
-static void inj_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr,
-                            uint32_t data)
-{
-    uint64_t entry = d->dev->msix_table_off + vector * PCI_MSIX_ENTRY_SIZE;
-
-    qpci_io_writel(d->dev, d->dev->msix_table_bar,
-                   entry + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
-    qpci_io_writel(d->dev, d->dev->msix_table_bar,
-                   entry + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
-    qpci_io_writel(d->dev, d->dev->msix_table_bar,
-                   entry + PCI_MSIX_ENTRY_DATA, data);
-    qpci_io_writel(d->dev, d->dev->msix_table_bar,
-                   entry + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
-}
-
 /*
  * inject-irq-delay-us: the admin completion is written at once, its
  * interrupt only once the virtual clock passed the delay.
@@ -367,7 +351,7 @@ static void test_inject_irq_delay(void)
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 4, 8);
     msg = dp_alloc(&d, 4096);
-    inj_msix_to_ram(&d, PIB_MSIX_VEC_ADMIN, msg, 0xfeed);
+    dp_msix_to_ram(&d, PIB_MSIX_VEC_ADMIN, msg, 0xfeed);
     g_assert_cmphex(pib_nop(&d, 1), ==, 1);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);     /* on time */
 

@@ -13,7 +13,8 @@
  *                           between the same ports, recover with the ports ACTIVE all along
  *                           and no async event; the stopped SEND completes
  *                           once a receive is posted, and WRITE, READ, atomics and a memory
- *                           window work on the loaded QPs, their data checked
+ *                           window work on the loaded QPs, their data checked; an interrupt
+ *                           error injection held back is sent at its deadline after the load
  *   /pib/migration/refused  the same stream with one number changed (a QP number out of
  *                           range, a QP's CQ that does not exist, a page list larger than the
  *                           MTT): the destination refuses it and exits with status 1, never a
@@ -340,10 +341,25 @@ static void test_mig_file(void)
     MigView before[2], after[2];
     struct pib_sge sge;
     struct pib_cqe cqe;
-    uint64_t v;
+    uint64_t v, msg;
     unsigned i, d;
 
     mig_setup(&m);
+    /*
+     * An admin interrupt held back by error injection (5 ms of virtual time) when the machine
+     * is saved: it is a message the device owes, and the loaded device sends it on time.
+     */
+    msg = dp_alloc(&m.p.a, 4096);
+    dp_msix_to_ram(&m.p.a, PIB_MSIX_VEC_ADMIN, msg, 0xfeed);
+    qtest_writel(qts(&m.p.a), msg, 0);      /* what was pending while masked came at unmask */
+    qtest_qmp_assert_success(m.p.qs->qts, "{ 'execute': 'qom-set', 'arguments': { 'path': "
+                             "'/machine/peripheral/pa', 'property': 'inject-irq-delay-us', "
+                             "'value': 5000 } }");
+    g_assert_cmphex(pib_nop(&m.p.a, 0x77), ==, 0x77);
+    qtest_qmp_assert_success(m.p.qs->qts, "{ 'execute': 'qom-set', 'arguments': { 'path': "
+                             "'/machine/peripheral/pa', 'property': 'inject-irq-delay-us', "
+                             "'value': 0 } }");
+    g_assert_cmphex(qtest_readl(qts(&m.p.a), msg), ==, 0);
     mig_view(&m.p.a, m.x.qp.qpn, m.u.qp.qpn, &before[0]);
     mig_view(&m.p.b, m.y.qp.qpn, m.srq_qp.qpn, &before[1]);
     mig_save(&m);
@@ -357,6 +373,10 @@ static void test_mig_file(void)
     mig_wait_recovered(&m.p.b);
     mig_view(&m.p.a, m.x.qp.qpn, m.u.qp.qpn, &after[0]);
     mig_view(&m.p.b, m.y.qp.qpn, m.srq_qp.qpn, &after[1]);
+    /* The held interrupt: not yet, then at its deadline. */
+    g_assert_cmphex(qtest_readl(qts(&m.p.a), msg), ==, 0);
+    qtest_clock_step(qts(&m.p.a), 5000 * 1000);
+    g_assert_cmphex(qtest_readl(qts(&m.p.a), msg), ==, 0xfeed);
     for (d = 0; d < 2; d++) {
         for (i = 0; i < ARRAY_SIZE(mig_regs); i++) {
             g_assert_cmphex(after[d].regs[i], ==, before[d].regs[i]);

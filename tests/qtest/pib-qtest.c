@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <poll.h>
 #include <glib/gstdio.h>
+#include "hw/pci/pci_regs.h"        /* PCI_MSIX_ENTRY_*: dp_msix_to_ram */
 
 #include "pib-qtest.h"
 
@@ -1138,6 +1139,20 @@ uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
     g_assert_cmpuint(dp_mad_ifc(d, &req, resp, false), ==, PIB_MAD_IFC_REPLY);
     g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
     return be16_to_cpu(resp->hdr.status_be);
+}
+
+void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data)
+{
+    uint64_t entry = d->dev->msix_table_off + vector * PCI_MSIX_ENTRY_SIZE;
+
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_DATA, data);
+    qpci_io_writel(d->dev, d->dev->msix_table_bar,
+                   entry + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
 }
 
 void dp_query_gid(PibDev *d, uint32_t idx, uint8_t gid[16])

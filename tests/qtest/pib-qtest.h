@@ -303,6 +303,8 @@ uint32_t dp_mad_ifc(PibDev *d, const void *mad, void *out, bool ignore_mkey);
  */
 uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
                 uint16_t counter_select, struct pib_pma_mad *resp);
+/* Send MSI-X vector's message to guest RAM (addr <- data), unmasked: a test sees it land. */
+void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data);
 /* QUERY_GID: entry idx of port 1's GID table. */
 void dp_query_gid(PibDev *d, uint32_t idx, uint8_t gid[16]);
 /* ERR_COUNT: how many guest errors the device has seen. */
