@@ -14,10 +14,13 @@ each, in address order, as the header's static assert guarantees."""
 import json
 import os
 import re
-import socket
 import sys
 
-HW_H = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "include", "pib_hw.h")
+TOP = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..")
+sys.path.insert(0, os.path.join(TOP, "tools"))
+from pibvmlib.qmp import Qmp  # noqa: E402  (the one QMP client, pibvm's)
+
+HW_H = os.path.join(TOP, "include", "pib_hw.h")
 DEV = "/machine/peripheral/pib0"
 
 
@@ -25,29 +28,6 @@ def reg_names():
     text = open(HW_H).read()
     block = re.search(r"#define PIB_REGS\(X\)(.*?)\n\n", text, re.S).group(1)
     return re.findall(r"X\((\w+),", block)
-
-
-class Qmp:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.settimeout(20)
-        self.s.connect(path)
-        self.f = self.s.makefile("rwb")
-        self.f.readline()
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, **args):
-        msg = {"execute": name}
-        if args:
-            msg["arguments"] = args
-        self.f.write(json.dumps(msg).encode() + b"\n")
-        self.f.flush()
-        while True:                             # skip events
-            r = json.loads(self.f.readline())
-            if "error" in r:
-                sys.exit(f"devregs: {name}: {r['error'].get('desc', 'error')}")
-            if "return" in r:
-                return r["return"]
 
 
 def bar0(q):
@@ -61,23 +41,29 @@ def bar0(q):
 
 
 def main():
-    q = Qmp(sys.argv[1])
-    what = sys.argv[2]
+    try:
+        run(Qmp(sys.argv[1], timeout=20), sys.argv[2])
+    except OSError as e:                    # QmpError, or no QEMU there
+        sys.exit(f"devregs: {e}")
+
+
+def run(q, what):
     if what == "regs":
         base = bar0(q)
         # One register per xp: a longer dump is read in 16-byte lines, an access size BAR0
         # refuses (and counts as the guest's error).
         for i, name in enumerate(reg_names()):
             out = q.cmd("human-monitor-command",
-                        **{"command-line": f"xp /1wx {base + 4 * i:#x}"})
+                        {"command-line": f"xp /1wx {base + 4 * i:#x}"})
             m = re.match(r"^[0-9a-f]+: (0x[0-9a-f]{8})\s*$", out.strip())
             if not m:
                 sys.exit(f"devregs: xp of {name} said: {out!r}")
             print(name, m.group(1))
     elif what == "qom-set":
-        q.cmd("qom-set", path=DEV, property=sys.argv[3], value=json.loads(sys.argv[4]))
+        q.cmd("qom-set", {"path": DEV, "property": sys.argv[3],
+                          "value": json.loads(sys.argv[4])})
     elif what == "qom-get":
-        print(q.cmd("qom-get", path=DEV, property=sys.argv[3]))
+        print(q.cmd("qom-get", {"path": DEV, "property": sys.argv[3]}))
     else:
         sys.exit(__doc__)
 

@@ -25,28 +25,20 @@ check() {
 # (qom-get; qom-set with a value), printed (a get) or "ok"; exit 1 on a QMP error.  A node's QMP
 # is $RUN_DIR/nodeN.qmp and its HCA /machine/peripheral/pib0; a switch's switchS.qmp and sw0.
 qom() {
-  python3 - "$@" <<'PY'
-import json, socket, sys
-sock, dev, prop = sys.argv[1:4]
+  python3 - "$TOP/tools" "$@" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pibvmlib.qmp import Qmp
+sock, dev, prop = sys.argv[2:5]
 args = {"path": dev, "property": prop}
-if len(sys.argv) > 4:
-    args["value"] = json.loads(sys.argv[4])
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sock)
-f = s.makefile("rwb")
-f.readline()                                    # greeting
-for cmd in ({"execute": "qmp_capabilities"},
-            {"execute": "qom-set" if "value" in args else "qom-get", "arguments": args}):
-    f.write(json.dumps(cmd).encode() + b"\n")
-    f.flush()
-    while True:                                 # skip events
-        r = json.loads(f.readline())
-        if "return" in r or "error" in r:
-            break
-if "error" in r:
-    sys.exit("qom: " + r["error"].get("desc", "error"))
-print("ok" if "value" in args else r["return"])
+if len(sys.argv) > 5:
+    args["value"] = json.loads(sys.argv[5])
+try:
+    with Qmp(sock, timeout=10) as q:
+        r = q.cmd("qom-set" if "value" in args else "qom-get", args)
+except OSError as e:               # QmpError, or no QEMU there
+    sys.exit(f"qom: {e}")
+print("ok" if "value" in args else r)
 PY
 }
 

@@ -14,6 +14,7 @@ import socket
 import time
 
 from .config import REQUEST_TIMEOUT, path
+from .qmp import Qmp
 
 
 class QgaError(Exception):
@@ -231,15 +232,8 @@ def guest_file_read(n, gpath):
 
 def qmp_quit(n):
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(5)
-            s.connect(path(f"node{n}.qmp"))
-            f = s.makefile("rwb")
-            f.readline()                                    # greeting
-            for cmd in ("qmp_capabilities", "quit"):
-                f.write(json.dumps({"execute": cmd}).encode() + b"\n")
-                f.flush()
-                f.readline()
-    except OSError:
-        pass
+        with Qmp(path(f"node{n}.qmp"), timeout=5) as q:
+            q.cmd("quit")
+    except (OSError, ValueError):
+        pass                    # gone already, or gone before it answered
 

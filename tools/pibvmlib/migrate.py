@@ -22,48 +22,14 @@ and stay ACTIVE (include/pib_link.h, "Moving")."""
 
 import json
 import os
-import socket
 import subprocess
 import time
 
 from .config import die, node_pid, path, say, wait_gone
 from .mgmt import start_relay
 from .qemu import link_socket, qemu_args, qemu_version
+from .qmp import Qmp
 from .topology import peer_of, switched
-
-
-class Qmp:
-    """One QMP connection, kept open: commands and their answers, events set aside."""
-
-    def __init__(self, sock_path, timeout=30):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(timeout)
-        self.s.connect(sock_path)
-        self.f = self.s.makefile("rwb")
-        self.events = []
-        self.f.readline()                               # the greeting
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, args=None):
-        msg = {"execute": name}
-        if args:
-            msg["arguments"] = args
-        self.f.write(json.dumps(msg).encode() + b"\n")
-        self.f.flush()
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise OSError(f"QMP connection closed during {name}")
-            r = json.loads(line)
-            if "event" in r:
-                self.events.append(r)
-            elif "error" in r:
-                raise OSError(f"QMP {name}: {r['error'].get('desc', r['error'])}")
-            else:
-                return r.get("return")
-
-    def close(self):
-        self.s.close()
 
 
 def wait_migration(qmp, timeout):
