@@ -338,9 +338,10 @@ int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 p
  * User contexts and mmap
  * ------------------------------------------------------------------------------------------ */
 
+/* An mmap entry of the context: the key its mmap offset is, rdma_user_mmap_get_offset(). */
 static struct rdma_user_mmap_entry *
 pib_user_mmap_entry_insert(struct ib_ucontext *ibucontext, phys_addr_t address, size_t length,
-			   u8 mmap_flag, u64 *offset)
+			   u8 mmap_flag)
 {
 	struct pib_user_mmap_entry *entry;
 	int err;
@@ -356,7 +357,6 @@ pib_user_mmap_entry_insert(struct ib_ucontext *ibucontext, phys_addr_t address, 
 		kfree(entry);
 		return NULL;
 	}
-	*offset = rdma_user_mmap_get_offset(&entry->rdma_entry);
 	return &entry->rdma_entry;
 }
 
@@ -373,7 +373,6 @@ int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata)
 	struct pib_ucontext *uctx = to_pucontext(ibucontext);
 	struct pib_dev *dev = to_pdev(ibucontext->device);
 	struct pib_ibv_alloc_ucontext_resp resp = {};
-	u64 uar_key;
 	u32 uar;
 	int err;
 
@@ -396,7 +395,7 @@ int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata)
 	uctx->uar_mmap = pib_user_mmap_entry_insert(ibucontext,
 						    dev->uar_bar_start +
 						    (phys_addr_t)uar * PIB_UAR_PAGE_SIZE,
-						    PIB_UAR_PAGE_SIZE, PIB_MMAP_IO_NC, &uar_key);
+						    PIB_UAR_PAGE_SIZE, PIB_MMAP_IO_NC);
 	if (!uctx->uar_mmap) {
 		err = -ENOMEM;
 		goto err_dealloc_uar;
