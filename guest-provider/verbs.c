@@ -330,6 +330,23 @@ void pib_free_ring(const struct pib_ring_src *src, void *buf, size_t size)
 		atomic_fetch_sub(&pad->refcnt, 1);
 }
 
+/*
+ * How the MR verbs end, given the kernel's answer err for vmr: the MR, or NULL with vmr
+ * freed, errno set and the failure (to do what) logged.
+ */
+static struct ibv_mr *pib_mr_done(struct ibv_pd *ibvpd, struct verbs_mr *vmr, int err,
+				  const char *what)
+{
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context), "Failed to %s: %d\n", what,
+			  err);
+		free(vmr);
+		errno = err;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
 struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			  uint64_t hca_va, int access)
 {
@@ -347,15 +364,7 @@ struct ibv_mr *pib_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 	/* The kernel pins the pages and gives the device their list. */
 	err = ibv_cmd_reg_mr(ibvpd, addr, length, hca_va, access, vmr, &cmd,
 			     sizeof(cmd), &resp, sizeof(resp));
-	if (err) {
-		verbs_err(verbs_get_ctx(ibvpd->context),
-			  "Failed to register MR: %d\n", err);
-		free(vmr);
-		errno = err;
-		return NULL;
-	}
-
-	return &vmr->ibv_mr;
+	return pib_mr_done(ibvpd, vmr, err, "register MR");
 }
 
 /*
@@ -376,14 +385,7 @@ struct ibv_mr *pib_reg_dmabuf_mr(struct ibv_pd *ibvpd, uint64_t offset, size_t l
 
 	err = ibv_cmd_reg_dmabuf_mr(ibvpd, offset, length, iova, fd, access, vmr,
 				    NULL);
-	if (err) {
-		verbs_err(verbs_get_ctx(ibvpd->context),
-			  "Failed to register dma-buf MR: %d\n", err);
-		free(vmr);
-		errno = err;
-		return NULL;
-	}
-	return &vmr->ibv_mr;
+	return pib_mr_done(ibvpd, vmr, err, "register dma-buf MR");
 }
 
 /*
@@ -429,14 +431,7 @@ struct ibv_mr *pib_import_mr(struct ibv_pd *ibvpd, uint32_t mr_handle)
 	}
 
 	err = ibv_cmd_query_mr(ibvpd, vmr, mr_handle);
-	if (err) {
-		verbs_err(verbs_get_ctx(ibvpd->context),
-			  "Failed to import MR handle %u: %d\n", mr_handle, err);
-		free(vmr);
-		errno = err;
-		return NULL;
-	}
-	return &vmr->ibv_mr;
+	return pib_mr_done(ibvpd, vmr, err, "import an MR by its handle");
 }
 
 void pib_unimport_mr(struct ibv_mr *ibvmr)
