@@ -63,14 +63,6 @@ static void inj_set(QTestState *q, const char *path, const char *prop,
     g_assert_null(err);
 }
 
-static void inj_set_u32(QTestState *q, const char *path, const char *prop,
-                        uint32_t value)
-{
-    g_autofree char *err = inj_set_int(q, path, prop, value);
-
-    g_assert_null(err);
-}
-
 /* A bad value is refused with an error that names the property. */
 static void inj_refuse(QTestState *q, const char *path, const char *prop,
                        const char *value)
@@ -175,7 +167,7 @@ static void test_inject_properties(void)
     inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "");
 
     /* The counts: uint32; the delay at most a minute. */
-    inj_set_u32(q, INJ_PATH_A, "inject-drop-rx", UINT32_MAX);
+    qom_set_u32(q, INJ_PATH_A, "inject-drop-rx", UINT32_MAX);
     g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-rx"), ==,
                     UINT32_MAX);
     err = inj_set_int(q, INJ_PATH_A, "inject-drop-tx", -1);
@@ -189,10 +181,10 @@ static void test_inject_properties(void)
     g_free(err);
     err = inj_set_int(q, INJ_PATH_A, "inject-irq-delay-us", 60000001);
     g_assert_nonnull(err);
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 60000000);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 60000000);
     g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-us"), ==,
                     60000000);
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
     g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
 
     /* A function reset keeps what is armed: it is not guest state. */
@@ -290,7 +282,7 @@ static void test_inject_drop(void)
     dp_link_ends(&x, 1, &y, 2);
 
     /* The first packet of a 5-packet SEND is lost on its way out. */
-    inj_set_u32(q, INJ_PATH_A, "inject-drop-tx", 1);
+    qom_set_u32(q, INJ_PATH_A, "inject-drop-tx", 1);
     dp_fill(&p.a, x.buf, 5000, 3);
     sge[0] = dp_sge(y.buf, 8192, y.key);
     dp_post_recv(&p.b, &y.qp, 0x1, sge, 1);
@@ -313,7 +305,7 @@ static void test_inject_drop(void)
 
     /* The ACK of the next SEND is lost on its way in: the timer resends. */
     inj_set(q, INJ_PATH_A, "inject-drop-opcode", "RC_ACKNOWLEDGE");
-    inj_set_u32(q, INJ_PATH_A, "inject-drop-rx", 1);
+    qom_set_u32(q, INJ_PATH_A, "inject-drop-rx", 1);
     sge[0] = dp_sge(y.buf, 8192, y.key);
     dp_post_recv(&p.b, &y.qp, 0x3, sge, 1);
     sge[0] = dp_sge(x.buf, 100, x.key);
@@ -356,8 +348,8 @@ static void test_inject_irq_delay(void)
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);     /* on time */
 
     /* The next interrupt only, 5 ms late. */
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-count", 1);
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 5000);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-count", 1);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 5000);
     qtest_writel(q, msg, 0);
     g_assert_cmphex(pib_nop(&d, 2), ==, 2);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0);
@@ -374,21 +366,21 @@ static void test_inject_irq_delay(void)
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
 
     /* Every interrupt: a second one while the first waits rides along. */
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
     qtest_writel(q, msg, 0);
     g_assert_cmphex(pib_nop(&d, 4), ==, 4);
     g_assert_cmphex(pib_nop(&d, 5), ==, 5);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0);
     qtest_clock_step(q, 1000 * 1000);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
     qtest_writel(q, msg, 0);
     dp_counters(&d, cnt);
     g_assert_cmpuint(cnt[PIB_CNT_INJECTED_FAULTS], ==, 2);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);     /* on time again */
 
     /* A reset forgets an interrupt still held back. */
-    inj_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
+    qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 1000);
     qtest_writel(q, msg, 0);
     g_assert_cmphex(pib_nop(&d, 6), ==, 6);
     wr(&d, PIB_REG_CONTROL, PIB_CTRL_RESET);

@@ -352,13 +352,9 @@ static void test_mig_file(void)
     msg = dp_alloc(&m.p.a, 4096);
     dp_msix_to_ram(&m.p.a, PIB_MSIX_VEC_ADMIN, msg, 0xfeed);
     qtest_writel(qts(&m.p.a), msg, 0);      /* what was pending while masked came at unmask */
-    qtest_qmp_assert_success(m.p.qs->qts, "{ 'execute': 'qom-set', 'arguments': { 'path': "
-                             "'/machine/peripheral/pa', 'property': 'inject-irq-delay-us', "
-                             "'value': 5000 } }");
+    qom_set_u32(m.p.qs->qts, "/machine/peripheral/pa", "inject-irq-delay-us", 5000);
     g_assert_cmphex(pib_nop(&m.p.a, 0x77), ==, 0x77);
-    qtest_qmp_assert_success(m.p.qs->qts, "{ 'execute': 'qom-set', 'arguments': { 'path': "
-                             "'/machine/peripheral/pa', 'property': 'inject-irq-delay-us', "
-                             "'value': 0 } }");
+    qom_set_u32(m.p.qs->qts, "/machine/peripheral/pa", "inject-irq-delay-us", 0);
     g_assert_cmphex(qtest_readl(qts(&m.p.a), msg), ==, 0);
     mig_view(&m.p.a, m.x.qp.qpn, m.u.qp.qpn, &before[0]);
     mig_view(&m.p.b, m.y.qp.qpn, m.srq_qp.qpn, &before[1]);

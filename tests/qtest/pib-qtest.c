@@ -1123,22 +1123,19 @@ uint32_t dp_mad_ifc(PibDev *d, const void *mad, void *out, bool ignore_mkey)
 uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
                 uint16_t counter_select, struct pib_pma_mad *resp)
 {
-    struct pib_pma_mad req = {
-        .hdr = {
-            .base_version = PIB_MAD_BASE_VERSION,
-            .mgmt_class = PIB_MGMT_CLASS_PERF,
-            .class_version = PIB_PMA_CLASS_VERSION,
-            .method = method,
-            .tid_lo_be = cpu_to_be32(0x77),
-            .attr_id_be = cpu_to_be16(attr),
-        },
-    };
+    struct pib_pma_mad req = peer_pma_new(method, attr, port_select, counter_select);
 
-    req.data[1] = port_select;
-    stw_be_p(req.data + 2, counter_select);
     g_assert_cmpuint(dp_mad_ifc(d, &req, resp, false), ==, PIB_MAD_IFC_REPLY);
     g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+    g_assert_cmphex(resp->hdr.tid_lo_be, ==, req.hdr.tid_lo_be);
     return be16_to_cpu(resp->hdr.status_be);
+}
+
+void qom_set_u32(QTestState *q, const char *path, const char *prop, uint32_t value)
+{
+    qtest_qmp_assert_success(q, "{ 'execute': 'qom-set', 'arguments': "
+                             "{ 'path': %s, 'property': %s, 'value': %u } }",
+                             path, prop, value);
 }
 
 void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data)
@@ -1407,20 +1404,39 @@ void wp_ack(int fd, uint32_t psn, uint8_t syndrome)
 }
 
 /* A fresh SMP request: base and class version, a new transaction ID each time. */
+static uint32_t peer_tid = 0x100;      /* transaction IDs of the requests made below */
+
 struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
                             uint32_t mod)
 {
-    static uint32_t tid = 0x100;
-
     return (struct pib_smp) {
         .hdr = {
             .base_version = PIB_MAD_BASE_VERSION,
             .mgmt_class = mgmt_class,
             .class_version = PIB_SMP_CLASS_VERSION,
             .method = method,
-            .tid_lo_be = cpu_to_be32(tid++),
+            .tid_lo_be = cpu_to_be32(peer_tid++),
             .attr_id_be = cpu_to_be16(attr),
             .attr_mod_be = cpu_to_be32(mod),
         },
     };
+}
+
+struct pib_pma_mad peer_pma_new(uint8_t method, uint16_t attr, uint8_t port_select,
+                                uint16_t counter_select)
+{
+    struct pib_pma_mad req = {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_PERF,
+            .class_version = PIB_PMA_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(peer_tid++),
+            .attr_id_be = cpu_to_be16(attr),
+        },
+    };
+
+    req.data[1] = port_select;
+    stw_be_p(req.data + 2, counter_select);
+    return req;
 }

@@ -157,6 +157,9 @@ void peer_expect_down(PibDev *d, uint32_t link_downs);
 /* A fresh SMP request (no M_Key, no path): a new transaction ID each time. */
 struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
                             uint32_t mod);
+/* A fresh PMA request (class 0x04) for attr, with its PortSelect and CounterSelect. */
+struct pib_pma_mad peer_pma_new(uint8_t method, uint16_t attr, uint8_t port_select,
+                                uint16_t counter_select);
 
 /*
  * The data-path mini-driver
@@ -303,6 +306,8 @@ uint32_t dp_mad_ifc(PibDev *d, const void *mad, void *out, bool ignore_mkey);
  */
 uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
                 uint16_t counter_select, struct pib_pma_mad *resp);
+/* qom-set of a number property (an HCA's inject-*, say), which must be taken. */
+void qom_set_u32(QTestState *q, const char *path, const char *prop, uint32_t value);
 /* Send MSI-X vector's message to guest RAM (addr <- data), unmasked: a test sees it land. */
 void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data);
 /* QUERY_GID: entry idx of port 1's GID table. */

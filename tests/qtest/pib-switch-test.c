@@ -378,23 +378,14 @@ static void sw_rc_send_a_to_b(Sw *s)
  */
 static void sw_port_counters(Sw *s, uint8_t port, struct pib_port_counters *pc)
 {
-    struct pib_pma_mad req = {
-        .hdr = {
-            .base_version = PIB_MAD_BASE_VERSION,
-            .mgmt_class = PIB_MGMT_CLASS_PERF,
-            .class_version = PIB_PMA_CLASS_VERSION,
-            .method = PIB_MAD_METHOD_GET,
-            .tid_lo_be = cpu_to_be32(0x99),
-            .attr_id_be = cpu_to_be16(PIB_PMA_ATTR_PORT_COUNTERS),
-        },
-    };
+    struct pib_pma_mad req = peer_pma_new(PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS,
+                                          port, 0);
     uint8_t buf[PIB_LINK_MAX_PAYLOAD];
     struct pib_link_hdr hdr;
     struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
     struct pib_pma_mad *resp = (struct pib_pma_mad *)(buf + 28);
     uint16_t len;
 
-    req.data[1] = port;
     sw_send_ud(s, SW_LID, SW_SM_LID, false, 1, &req, sizeof(req));
     for (;;) {
         g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
