@@ -125,6 +125,15 @@ run_labs() {
   [ "$rc" -eq 0 ] || [ "$f" -ne 0 ] || { fail=$((fail + 1)); failed+=("labs (exit $rc)"); }
 }
 
+# What a failed script may have left running: the guests of its own run directories (the
+# switched tests' and the like, beside the suite's), which would slow every test after it.
+e2e_strays() {
+  local d
+  for d in "$STACK_OUT"/vm-*/; do
+    [ "$d" = "$STACK_OUT/vm-test/" ] || PIBVM_DIR=${d%/} tools/pibvm down >/dev/null 2>&1 || true
+  done
+}
+
 run_e2e() {
   if [ -n "${PIB_GUEST_LOCK:-}" ]; then
     local t0=$SECONDS
@@ -144,12 +153,14 @@ run_e2e() {
     [ -f "$t" ] || { fail=$((fail + 1)); failed+=("no e2e test $g"); continue; }
     name=$(basename "$t" .sh)
     echo "== e2e: $name"
-    # 20 minutes each, unless the script asks for more on a line "# e2e-timeout: SECONDS".
+    # 20 minutes each, unless the script asks for more on a line "# e2e-timeout: SECONDS";
+    # a script that overstays gets SIGTERM (its EXIT trap cleans up), and SIGKILL 2 minutes on
+    # if the trap hangs too.
     limit=$(sed -n 's/^# e2e-timeout: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
     # The log is written by the script itself and followed to the terminal until it exits, so
     # that it is whole when its count is read (a tee behind a pipe or a process substitution
     # could still be writing, or be held open by something the script left running).
-    timeout "${limit:-1200}" bash "$t" > "$log_dir/$name.log" 2>&1 &
+    timeout -k 120 "${limit:-1200}" bash "$t" > "$log_dir/$name.log" 2>&1 &
     pid=$!
     tail --pid="$pid" -n +1 -f "$log_dir/$name.log"
     wait "$pid"; rc=$?
@@ -162,7 +173,7 @@ run_e2e() {
       rc=97; echo "$name made ${made:-no} checks, fewer than the $want its header names"
     fi
     if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name ($made checks)"
-    else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; fi
+    else fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name (exit $rc)"; e2e_strays; fi
   done; done
   tools/pibvm down || true
   [ -z "${PIB_GUEST_LOCK:-}" ] || exec 8>&-

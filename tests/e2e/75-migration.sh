@@ -142,7 +142,7 @@ moved 1 "$c0" "$c1"
 # the target has sent 1000 packets more.  The RC QPs ride the gap on their retries; fio must
 # see no I/O error and no bad block.
 NQN=nqn.2026-11.org.pib:nvmet-ram
-nvme_down() { on 0 nvme disconnect -n "$NQN" >/dev/null 2>&1; on 1 pib-nvmet down >/dev/null 2>&1; }
+nvme_down() { on_t 0 120 nvme disconnect -n "$NQN" >/dev/null 2>&1; on_t 1 120 pib-nvmet down >/dev/null 2>&1; }
 trap 'nvme_down; "$PIBVM" ipoib down >/dev/null 2>&1; switched_down' EXIT
 check "node 1: pib-nvmet up (null_blk exported on 10.13.0.2:4420)" on 1 pib-nvmet up 128
 check "node 1: nvmet-rdma listens on rdma_cm port 4420" wait_cm_listen 1 4420
@@ -167,7 +167,7 @@ check "fio read every block back (a READ group), no I/O error" \
 rm -f "$flog"
 moved 1 "$c0" "$c1"
 check "node 0: nvme disconnect" on_t 0 120 nvme disconnect -n "$NQN"
-check "node 1: pib-nvmet down" on 1 pib-nvmet down
+check "node 1: pib-nvmet down" on_t 1 120 pib-nvmet down
 
 echo "--- downtime QEMU measured per move"; cat "$downtimes"; rm -f "$downtimes"
 finish
