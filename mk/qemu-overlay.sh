@@ -8,8 +8,9 @@
 # takes a lock on the source tree (held on fd 9 until the caller exits, so the build that
 # follows sees one checkout's sources), makes SRC/hw/pib/ the device's tree (pib_stage) and
 # SRC/tests/qtest/pib-* exactly TOP's qtests (copied only when changed, so ninja stays
-# incremental), and adds the one-line hooks: hw/meson.build, hw/Kconfig, the
-# trace_events_subdirs list, and the qtests (see qtest_hooks).  The caller defines say().
+# incremental), adds the one-line hooks: hw/meson.build, hw/Kconfig, the
+# trace_events_subdirs list, and the qtests (see qtest_hooks), and applies our fixes to QEMU
+# itself (qemu_patches).  The caller defines say().
 
 # The configure options of every QEMU build with the device (the emulator and the qtests, the
 # link fuzzer's view of the configured tree, make mutate's private tree): x86_64 system
@@ -63,10 +64,25 @@ pib_stage() {
   for f in "$top"/include/*.h; do copy_if_changed "$f" "$dest/include/$(basename "$f")"; done
 }
 
+# qemu_patches TOP SRC: our fixes to Debian's QEMU tree SRC, TOP/mk/qemu-patches/MAJOR.MINOR/
+# *.patch (each says what it fixes and why), applied once each: a patch that reverses cleanly
+# is in already.  One that neither applies nor reverses stops the build.
+qemu_patches() {
+  local v p
+  v=$(sed -n '1s/^\([0-9]*\.[0-9]*\).*/\1/p' "$2/VERSION")
+  for p in "$1/mk/qemu-patches/$v"/*.patch; do
+    [ -f "$p" ] || continue
+    patch -d "$2" -p1 -R -f -s --dry-run < "$p" > /dev/null 2>&1 && continue
+    say "QEMU $v: applying $(basename "$p")"
+    patch -d "$2" -p1 -N -f -s < "$p" >&2 || { say "$p does not apply to $2"; exit 1; }
+  done
+}
+
 qemu_overlay() {
   local top=$1 src=$2 f
   exec 9>"$src.lock"
   flock 9
+  qemu_patches "$top" "$src"
   pib_stage "$top" "$src/hw/pib"
   hook "$src/hw/meson.build" "subdir('pib')"
   hook "$src/hw/Kconfig" "source pib/Kconfig"

@@ -17,18 +17,9 @@
 #   - NVMe over RDMA: fio's verify job on node 0 against node 1's nvmet-rdma target, across a
 #     move of node 1, the target: fio exits 0 with every block checked and no I/O error;
 #   - the downtime QEMU measured is reported for each move (not asserted: a benchmark figure).
-#
-# The trixie stack only (QEMU 10.0, Linux 6.12; .ci/run runs it there).  On the bookworm stack
-# (QEMU 7.2, Linux 6.1) a guest moved while busy in its kernel comes out with corrupted kernel
-# memory (an oops or a hang right after the move), also when its I/O does not go through pib
-# (NVMe/TCP over virtio-net): docs/explanation/migration.md, "The bookworm stack".  There the
-# script says so and is counted as skipped.
 # e2e-checks: 68
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
-
-[ "$(qemu_major)" -ge 8 ] ||
-  skip_script "QEMU $(qemu_major) (the bookworm stack): a guest moved while busy in its kernel comes out corrupted, with or without pib traffic (docs/explanation/migration.md, \"The bookworm stack\"); 75-migration runs on the trixie stack"
 
 switched_dir vm-migration
 switched_up --nodes 2

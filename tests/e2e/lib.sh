@@ -45,16 +45,6 @@ PY
 # field TEXT KEY: the value after "KEY:" in ibv_devinfo-style output (first match).
 field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
-# skip_script REASON: this script cannot run here (REASON says why, with its evidence); tests/run.sh
-# counts it as skipped, prints the reason, and holds no check count against it.
-skip_script() { echo "E2E-SKIP $1"; exit 0; }
-
-# qemu_major: the major version of the QEMU pibvm runs (7 on the bookworm stack, 10 on trixie).
-qemu_major() {
-  local q=${PIBVM_QEMU:-$TOP/build/$([ "${PIB_STACK:-bookworm}" = bookworm ] || echo "$PIB_STACK/")qemu-system-x86_64}
-  "$q" --version | sed -n '1s/.*version \([0-9]*\)\..*/\1/p'
-}
-
 # finish: the verdict, and the count tests/run.sh holds against the script's "# e2e-checks: N".
 finish() {
   echo "e2e checks: $nchecks made, $nfail failed"
