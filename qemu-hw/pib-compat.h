@@ -40,6 +40,21 @@
 #include "sysemu/runstate.h"
 #endif
 
+/*
+ * 9.0: the outgoing migration's events come as a MigrationEvent to a NotifierWithReturn
+ * (migration_add_notifier: PRECOPY_SETUP, then PRECOPY_DONE or PRECOPY_FAILED).  Before, a
+ * plain Notifier got the MigrationState on every change, and asked it what state it was in.
+ * PibMigNotifier is the notifier's type; pib-vmstate.c has one handler for each form.
+ */
+#include "migration/misc.h"
+#if PIB_QEMU_AT_LEAST(9, 0)
+#define PIB_MIG_EVENTS 1
+typedef NotifierWithReturn PibMigNotifier;
+#else
+#define PIB_MIG_EVENTS 0
+typedef Notifier PibMigNotifier;
+#endif
+
 #include "chardev/char-fe.h"
 #include "hw/qdev-core.h"
 #include "hw/qdev-properties.h"

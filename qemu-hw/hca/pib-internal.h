@@ -223,7 +223,8 @@ struct PibState {
     uint64_t mig_link_token;        /* the link's token, and its peer's port GUID (0: the */
     uint64_t mig_peer_guid;         /* port was down) and token */
     uint64_t mig_peer_token;
-    bool mig_announced;             /* a save told the peer we may move */
+    bool mig_announced;             /* we told the peer we may move */
+    PibMigNotifier mig_notifier;    /* an outgoing migration starts, or fails */
     bool mig_resume;
     int32_t mig_num_uars;           /* PIB_NUM_UARS: the UAR bitmap's length in the stream */
 };

@@ -20,9 +20,9 @@
  * Not saved: the link itself.  The destination has its own cable (its chardev); what was in
  * flight on the old one is lost, and the transport's own retries recover it (RC, UC and UD then
  * behave as after any lost packet).  What is saved is the link's identity: its token and its
- * peer's (include/pib_link.h, "Moving").  The save tells the peer we may move, so that it
- * holds its port when our cable drops; the load makes our port hold its state until the same
- * peer greets the new cable.  Then neither port changes state, and the SM sees nothing.  A
+ * peer's (include/pib_link.h, "Moving").  The migration's start (and the save again) tells
+ * the peer we may move, so that it holds its port when our cable drops; the load makes our
+ * port hold its state until the same peer greets the new cable.  Then neither port changes state, and the SM sees nothing.  A
  * peer that does not come back in PIB_MOVE_WAIT_MS takes the port down then (PORT_ERR).  Error
  * injection is an operator's, not the guest's: it is not saved.
  *
@@ -1167,7 +1167,7 @@ static int pib_pre_save(void *opaque)
      * (include/pib_link.h, "Moving").  If it stays (a snapshot, a failed migration), the
      * notice is withdrawn when it runs again.
      */
-    if (s->mig_peer_guid && s->link.peer_token && !s->mig_announced) {
+    if (s->mig_peer_guid && s->link.peer_token) {
         pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
         s->mig_announced = true;
     }
@@ -1308,6 +1308,61 @@ const VMStateDescription pib_vmstate = {
 };
 
 /*
+ * An outgoing migration: the notice to the peer goes when it starts
+ */
+
+/*
+ * The notice (include/pib_link.h, "Moving") goes when the migration starts, while the machine
+ * still runs: the MOVE frame then leaves in the seconds the RAM takes to copy.  Sent only from
+ * the save, it could wait behind a socket full of data that the stopped source never sends
+ * before it quits (a busy RC sender's), and the peer would see the old cable close without it:
+ * a link down.  The save sends it again (pib_pre_save), which renews the peer's wait for a
+ * migration that took longer than PIB_MOVE_WAIT_MS.  A migration that fails while the machine
+ * still runs withdraws it; one that fails after the stop, when the machine runs again.
+ */
+static void pib_migration_starts(PibState *s)
+{
+    if (pib_port_link_up(s) && s->link.peer_token) {
+        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
+        s->mig_announced = true;
+    }
+}
+
+static void pib_migration_failed(PibState *s)
+{
+    if (s->mig_announced && !s->stopped) {
+        pib_link_move_announce(&s->link, 0);
+        s->mig_announced = false;
+    }
+}
+
+#if PIB_MIG_EVENTS
+static int pib_migration_event(NotifierWithReturn *n, MigrationEvent *e, Error **errp)
+{
+    PibState *s = container_of(n, PibState, mig_notifier);
+
+    if (e->type == MIG_EVENT_PRECOPY_SETUP) {
+        pib_migration_starts(s);
+    } else if (e->type == MIG_EVENT_PRECOPY_FAILED) {
+        pib_migration_failed(s);
+    }
+    return 0;
+}
+#else
+static void pib_migration_event(Notifier *n, void *data)
+{
+    PibState *s = container_of(n, PibState, mig_notifier);
+    MigrationState *ms = data;
+
+    if (migration_in_setup(ms)) {
+        pib_migration_starts(s);
+    } else if (migration_has_failed(ms)) {
+        pib_migration_failed(s);
+    }
+}
+#endif
+
+/*
  * Running and stopped
  */
 
@@ -1353,6 +1408,12 @@ void pib_vmstate_realize(PibState *s)
 {
     s->mig_num_uars = PIB_NUM_UARS;
     s->vm_change = qemu_add_vm_change_state_handler(pib_vm_state_change, s);
+#if PIB_MIG_EVENTS
+    migration_add_notifier(&s->mig_notifier, pib_migration_event);
+#else
+    s->mig_notifier.notify = pib_migration_event;
+    add_migration_state_change_notifier(&s->mig_notifier);
+#endif
     s->stopped = !runstate_is_running();
     if (s->stopped) {
         pib_link_rx_pause(&s->link, true);
@@ -1362,4 +1423,9 @@ void pib_vmstate_realize(PibState *s)
 void pib_vmstate_unrealize(PibState *s)
 {
     qemu_del_vm_change_state_handler(s->vm_change);
+#if PIB_MIG_EVENTS
+    migration_remove_notifier(&s->mig_notifier);
+#else
+    remove_migration_state_change_notifier(&s->mig_notifier);
+#endif
 }
