@@ -1120,6 +1120,28 @@ bool runstate_is_running(void)
     return true;
 }
 
+/* No migration in the harness: the device's notifier (pib-vmstate.c) is never called. */
+#if PIB_MIG_EVENTS
+void migration_add_notifier(NotifierWithReturn *notify, MigrationNotifyFunc func)
+{
+}
+
+void migration_remove_notifier(NotifierWithReturn *notify)
+{
+}
+#else
+void add_migration_state_change_notifier(Notifier *notify)
+{
+}
+
+void remove_migration_state_change_notifier(Notifier *notify)
+{
+}
+
+bool migration_in_setup(MigrationState *s) { FZ_NOT_REACHED(); }
+bool migration_has_failed(MigrationState *s) { FZ_NOT_REACHED(); }
+#endif
+
 /*
  * Errors: realize must not fail (the harness checks), a property setter may
  * refuse a value.  Error is opaque; a sentinel tells "an error was set".
