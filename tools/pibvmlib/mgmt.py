@@ -2,6 +2,8 @@
 each by re-running tools/pibvm with an internal subcommand (`pibvm _hub`, `pibvm _relay N`),
 detached, logging to the run directory."""
 
+import contextlib
+import fcntl
 import os
 import select
 import signal
@@ -74,6 +76,15 @@ def start_hub(nodes):
 
 
 
+@contextlib.contextmanager
+def relay_lock(n):
+    """Held while a relay puts its socket in place or takes it away, so an old relay that
+    ends late cannot remove its successor's."""
+    with open(path(f"node{n}.relay.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def run_relay(n):
     agent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     agent.connect(path(f"node{n}.qga"))
@@ -84,8 +95,11 @@ def run_relay(n):
         pass
     listener.bind(path(f"node{n}.agent.tmp"))
     listener.listen(16)
-    os.replace(path(f"node{n}.agent.tmp"), path(f"node{n}.agent"))
-    mine = os.stat(path(f"node{n}.agent")).st_ino
+    with relay_lock(n):
+        os.replace(path(f"node{n}.agent.tmp"), path(f"node{n}.agent"))
+        with open(path(f"node{n}.relay.pid.tmp"), "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.replace(path(f"node{n}.relay.pid.tmp"), path(f"node{n}.relay.pid"))
     client = None
     while True:
         ready, _, _ = select.select([agent, client or listener], [], [])
@@ -112,12 +126,15 @@ def run_relay(n):
                 client = None
         elif listener in ready:
             client, _ = listener.accept()
-    # Remove the socket unless a relay for a rebooted node has already replaced it.
-    try:
-        if os.stat(path(f"node{n}.agent")).st_ino == mine:
-            os.unlink(path(f"node{n}.agent"))
-    except FileNotFoundError:
-        pass
+    # Remove the socket unless a relay for the node's next QEMU (a reboot, a move) has
+    # already replaced it.
+    with relay_lock(n):
+        if relay_pid(n) == os.getpid():
+            for f in (f"node{n}.agent", f"node{n}.relay.pid"):
+                try:
+                    os.unlink(path(f))
+                except FileNotFoundError:
+                    pass
 
 
 def cmd_relay(args):
@@ -125,13 +142,26 @@ def cmd_relay(args):
     run_relay(args.node)
 
 
+def relay_pid(n):
+    """The pid in node<N>.relay.pid, the last relay to announce its socket, or None."""
+    try:
+        with open(path(f"node{n}.relay.pid")) as f:
+            return int(f.read().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
 def start_relay(n):
+    """Start node N's relay and wait until it serves node<N>.agent.  After a move or a reboot,
+    the socket there can still be the old relay's (it goes only once that relay has seen its
+    QEMU's end), so the wait is for the new relay's pid in node<N>.relay.pid, which a relay
+    writes once its socket is in place."""
     log = open(path(f"node{n}.relay.log"), "ab")
-    subprocess.Popen([sys.executable, PIBVM, "_relay", str(n), config.RUN],
-                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                     cwd="/")
+    relay = subprocess.Popen([sys.executable, PIBVM, "_relay", str(n), config.RUN],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True, cwd="/")
     deadline = time.monotonic() + 10
-    while not os.path.exists(path(f"node{n}.agent")):
-        if time.monotonic() > deadline:
+    while relay_pid(n) != relay.pid:
+        if time.monotonic() > deadline or relay.poll() is not None:
             die(f"node{n}: the guest-agent relay did not start (see node{n}.relay.log)")
         time.sleep(0.02)

@@ -25,6 +25,7 @@ import os
 import subprocess
 import time
 
+from .agent import qga_ready
 from .config import die, node_pid, path, say, wait_gone
 from .mgmt import start_relay
 from .qemu import link_socket, qemu_args, qemu_version
@@ -138,6 +139,10 @@ def move(n, state, old_pid, timeout):
         os.replace(o + sfx, o)
     redial_peer(n, state)
     start_relay(n)
+    # `pibvm exec` on node N forgives a missing agent only while node<N>.moving exists: keep it
+    # until the moved guest's agent answers.
+    if not qga_ready(n, 60):
+        say(f"node{n}: its guest agent does not answer after the move")
     ram = r.get("ram", {})
     say(f"node{n}: moved in {took:.2f} s; downtime {r.get('downtime', '?')} ms, "
         f"{ram.get('transferred', 0) >> 20} MiB sent")
