@@ -22,9 +22,10 @@
  * behave as after any lost packet).  What is saved is the link's identity: its token and its
  * peer's (include/pib_link.h, "Moving").  The migration's start (and the save again) tells
  * the peer we may move, so that it holds its port when our cable drops; the load makes our
- * port hold its state until the same peer greets the new cable.  Then neither port changes state, and the SM sees nothing.  A
- * peer that does not come back in PIB_MOVE_WAIT_MS takes the port down then (PORT_ERR).  Error
- * injection is an operator's, not the guest's: it is not saved.
+ * port hold its state until the same peer greets the new cable.  Then neither port changes
+ * state, and the SM sees nothing.  A peer that does not come back in PIB_MOVE_WAIT_MS takes
+ * the port down then (PORT_ERR).  Error injection is an operator's, not the guest's: it is not
+ * saved.
  *
  * A stream is input like any other: every number that names an object, sizes an array or
  * indexes one is checked as the admin commands check it, and references between objects are
@@ -1152,6 +1153,19 @@ static bool pib_queues_ok(PibState *s)
     return true;
 }
 
+/*
+ * Tell the peer we may move, so that it holds our port for us (include/pib_link.h, "Moving"):
+ * at a migration's start and again at the save.  Only a port with a peer that greeted us with
+ * its token has anyone to tell.
+ */
+static void pib_move_announce(PibState *s)
+{
+    if (pib_port_link_up(s) && s->link.peer_token) {
+        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
+        s->mig_announced = true;
+    }
+}
+
 static int pib_pre_save(void *opaque)
 {
     PibState *s = opaque;
@@ -1163,14 +1177,10 @@ static int pib_pre_save(void *opaque)
     s->mig_peer_guid = pib_port_link_up(s) ? s->link.peer_port_guid : 0;
     s->mig_peer_token = s->link.peer_token;
     /*
-     * The machine may be about to move: the peer is to hold our port for us
-     * (include/pib_link.h, "Moving").  If it stays (a snapshot, a failed migration), the
-     * notice is withdrawn when it runs again.
+     * The machine may be about to move: the notice again (pib_move_announce).  If it stays (a
+     * snapshot, a failed migration), the notice is withdrawn when it runs again.
      */
-    if (s->mig_peer_guid && s->link.peer_token) {
-        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
-        s->mig_announced = true;
-    }
+    pib_move_announce(s);
     return 0;
 }
 
@@ -1320,14 +1330,6 @@ const VMStateDescription pib_vmstate = {
  * migration that took longer than PIB_MOVE_WAIT_MS.  A migration that fails while the machine
  * still runs withdraws it; one that fails after the stop, when the machine runs again.
  */
-static void pib_migration_starts(PibState *s)
-{
-    if (pib_port_link_up(s) && s->link.peer_token) {
-        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
-        s->mig_announced = true;
-    }
-}
-
 static void pib_migration_failed(PibState *s)
 {
     if (s->mig_announced && !s->stopped) {
@@ -1342,7 +1344,7 @@ static int pib_migration_event(NotifierWithReturn *n, MigrationEvent *e, Error *
     PibState *s = container_of(n, PibState, mig_notifier);
 
     if (e->type == MIG_EVENT_PRECOPY_SETUP) {
-        pib_migration_starts(s);
+        pib_move_announce(s);
     } else if (e->type == MIG_EVENT_PRECOPY_FAILED) {
         pib_migration_failed(s);
     }
@@ -1355,7 +1357,7 @@ static void pib_migration_event(Notifier *n, void *data)
     MigrationState *ms = data;
 
     if (migration_in_setup(ms)) {
-        pib_migration_starts(s);
+        pib_move_announce(s);
     } else if (migration_has_failed(ms)) {
         pib_migration_failed(s);
     }
