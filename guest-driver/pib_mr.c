@@ -24,9 +24,13 @@ static_assert(PIB_ACCESS_REMOTE_WRITE == IB_ACCESS_REMOTE_WRITE, "access flag va
 static_assert(PIB_ACCESS_REMOTE_READ == IB_ACCESS_REMOTE_READ, "access flag values");
 static_assert(PIB_ACCESS_REMOTE_ATOMIC == IB_ACCESS_REMOTE_ATOMIC, "access flag values");
 static_assert(PIB_ACCESS_MW_BIND == IB_ACCESS_MW_BIND, "access flag values");
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 2, 0)
+static_assert(PIB_ACCESS_FLUSH_GLOBAL == IB_ACCESS_FLUSH_GLOBAL, "access flag values");
+#endif
 
 #define PIB_MR_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
-			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND)
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND | \
+			 PIB_ACCESS_FLUSH_GLOBAL)
 
 /*
  * The device's access bits for an MR (also those of a REG_MR WQE, pib_wq.c), or an error for
@@ -47,6 +51,8 @@ int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access)
 	    !(caps & PIB_DEV_CAP_RDMA))
 		return -EOPNOTSUPP;
 	if ((access & IB_ACCESS_REMOTE_ATOMIC) && !(caps & PIB_DEV_CAP_ATOMIC))
+		return -EOPNOTSUPP;
+	if ((access & PIB_ACCESS_FLUSH_GLOBAL) && !(caps & PIB_DEV_CAP_FLUSH))
 		return -EOPNOTSUPP;
 	*hw_access = access;
 	return 0;

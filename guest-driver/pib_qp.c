@@ -463,14 +463,15 @@ int pib_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 			  IB_QP_PATH_MIG_STATE | IB_QP_DEST_QPN)
 
 #define PIB_QP_ACCESS   (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
-			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | PIB_ACCESS_FLUSH_GLOBAL)
 /*
- * IB_UVERBS_ACCESS_FLUSH_GLOBAL and _PERSISTENT (bits 8 and 9; named from Linux 6.2 on): a QP's
- * rights to incoming RDMA FLUSH, an opcode the device does not execute (it answers one with an
- * invalid request NAK whatever the rights), so they grant nothing and are ignored, as mlx5
- * ignores them; rdma-core's tests ask for them on every RC QP.
+ * IB_UVERBS_ACCESS_FLUSH_GLOBAL (bit 8, PIB_ACCESS_FLUSH_GLOBAL; named from Linux 6.2 on) is
+ * the QP's right to incoming RDMA FLUSH to global visibility, which the device checks.
+ * _PERSISTENT (bit 9) is accepted and grants nothing: the device has no persistence domain and
+ * answers a persistent flush with a remote access error whatever the rights.  rdma-core's tests
+ * ask for both on every RC QP.
  */
-#define PIB_QP_ACCESS_IGNORED	(BIT(8) | BIT(9))
+#define PIB_QP_ACCESS_IGNORED	BIT(9)
 
 /* The primary path (IB_QP_AV): LID routing, and a GRH when there is one. */
 static int pib_av_to_hw(struct pib_dev *dev, const struct rdma_ah_attr *ah,

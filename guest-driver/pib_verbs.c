@@ -126,6 +126,13 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	/* ATOMIC WRITE (IBTA 1.5, ib_core 6.2+): the provider's ibv_wr_atomic_write. */
 	if (a->device_cap_flags & PIB_DEV_CAP_ATOMIC_WRITE)
 		props->device_cap_flags |= IB_DEVICE_ATOMIC_WRITE;
+	/*
+	 * RDMA FLUSH to global visibility (IBA 1.5, ib_core 6.2+): MRs and QPs may grant it, the
+	 * provider's ibv_wr_flush sends it.  Not to persistence: the device has no persistence
+	 * domain, so ib_core refuses IB_ACCESS_FLUSH_PERSISTENT on an MR.
+	 */
+	if (a->device_cap_flags & PIB_DEV_CAP_FLUSH)
+		props->device_cap_flags |= IB_DEVICE_FLUSH_GLOBAL;
 #endif
 	/* XRC domains, XRC SRQs and XRC initiator and target QPs (user space's). */
 	if ((a->device_cap_flags & PIB_DEV_CAP_XRC) && dev->max_srq)

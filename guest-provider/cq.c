@@ -332,6 +332,7 @@ static enum ibv_wc_opcode pib_wc_opcode(uint8_t opcode)
 	case PIB_CQE_BIND_MW:		return IBV_WC_BIND_MW;
 	case PIB_CQE_LOCAL_INV:		return IBV_WC_LOCAL_INV;
 	case PIB_CQE_ATOMIC_WRITE:	return IBV_WC_ATOMIC_WRITE;
+	case PIB_CQE_FLUSH:		return IBV_WC_FLUSH;
 	case PIB_CQE_RECV:		return IBV_WC_RECV;
 	case PIB_CQE_RECV_RDMA_IMM:	return IBV_WC_RECV_RDMA_WITH_IMM;
 	}
@@ -349,6 +350,7 @@ static bool pib_cqe_opcode_known(uint8_t opcode)
 	case PIB_CQE_BIND_MW:
 	case PIB_CQE_LOCAL_INV:
 	case PIB_CQE_ATOMIC_WRITE:
+	case PIB_CQE_FLUSH:
 	case PIB_CQE_RECV:
 	case PIB_CQE_RECV_RDMA_IMM:
 		return true;

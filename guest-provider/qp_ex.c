@@ -49,6 +49,7 @@ static const struct {
 	{ IBV_QP_EX_WITH_LOCAL_INV, PIB_WQE_LOCAL_INV },
 	{ IBV_QP_EX_WITH_BIND_MW, PIB_WQE_BIND_MW },
 	{ IBV_QP_EX_WITH_ATOMIC_WRITE, PIB_WQE_ATOMIC_WRITE },
+	{ IBV_QP_EX_WITH_FLUSH, PIB_WQE_FLUSH },
 };
 
 /* May a QP of this type be created with these send_ops_flags? */
@@ -241,6 +242,40 @@ static void pib_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 	pib_qp_of_ex(qpx)->ex.wqe = NULL;
 }
 
+/*
+ * RDMA FLUSH (IBA 1.5, RC): the placement types and the selectivity go into imm_inv as the
+ * FETH carries them (pib_wqe.h, PIB_FLUSH_*), a range's length into compare_add.  verbs' values
+ * are the FETH's.  No placement type, one verbs does not define, an unknown selectivity or a
+ * range longer than a message make the batch fail (EINVAL).  A persistent flush is sent: the
+ * responder, with no persistence domain, answers it with a remote access error.
+ */
+static_assert(IBV_FLUSH_GLOBAL == PIB_FLUSH_GLOBAL &&
+	      IBV_FLUSH_PERSISTENT == PIB_FLUSH_PERSISTENT &&
+	      IBV_FLUSH_RANGE == PIB_FLUSH_RANGE && IBV_FLUSH_MR == PIB_FLUSH_MR,
+	      "FLUSH values");
+
+static void pib_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+			 size_t len, uint8_t type, uint8_t level)
+{
+	struct pib_qp *qp = pib_qp_of_ex(qpx);
+	struct pib_send_wqe *wqe;
+
+	if (!type || (type & ~(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+	    (level != IBV_FLUSH_RANGE && level != IBV_FLUSH_MR) ||
+	    (level == IBV_FLUSH_RANGE && len > PIB_MAX_MSG_SZ)) {
+		if (!qp->ex.err)
+			pib_wr_fail(qp, EINVAL);
+		return;
+	}
+	wqe = pib_wr_rdma(qpx, PIB_WQE_FLUSH, rkey, remote_addr);
+	if (!wqe)
+		return;
+	wqe->imm_inv = htole32(type | (uint32_t)level << PIB_FLUSH_SEL_SHIFT);
+	wqe->compare_add = htole64(level == IBV_FLUSH_RANGE ? len : 0);
+	/* No data and no SGEs: no setter may follow. */
+	qp->ex.wqe = NULL;
+}
+
 static void pib_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
 	struct pib_send_wqe *wqe = pib_wr_begin(qpx, PIB_WQE_LOCAL_INV);
@@ -417,4 +452,6 @@ void pib_qp_ex_init(struct pib_qp *qp, uint64_t ops)
 		qpx->wr_bind_mw = pib_wr_bind_mw;
 	if (ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
 		qpx->wr_atomic_write = pib_wr_atomic_write;
+	if (ops & IBV_QP_EX_WITH_FLUSH)
+		qpx->wr_flush = pib_wr_flush;
 }

@@ -427,10 +427,14 @@ struct pib_cmd_set_port {
 #define PIB_ACCESS_REMOTE_READ   (1u << 2)
 #define PIB_ACCESS_REMOTE_ATOMIC (1u << 3)
 #define PIB_ACCESS_MW_BIND       (1u << 4)
+#define PIB_ACCESS_FLUSH_GLOBAL  (1u << 8)  /* remote RDMA FLUSH to global visibility: on an */
+                                            /* MR, of its memory; on a QP (MODIFY_QP), of    */
+                                            /* the QP's MRs.  There is no persistent one     */
+                                            /* (pib_wqe.h, PIB_FLUSH_PERSISTENT)             */
 #define PIB_ACCESS_REMOTE        (PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ | \
 				  PIB_ACCESS_REMOTE_ATOMIC)
 #define PIB_ACCESS_ALL           (PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE | \
-				  PIB_ACCESS_MW_BIND)
+				  PIB_ACCESS_MW_BIND | PIB_ACCESS_FLUSH_GLOBAL)
 struct pib_cmd_reg_mr {
 	pib_u32 pdn;
 	pib_u32 access;         /* PIB_ACCESS_*                                               */
@@ -834,7 +838,7 @@ struct pib_qp_attr {
 	pib_u32 rq_psn;         /* [23:0]                                                      */
 	pib_u32 sq_psn;         /* [23:0]                                                      */
 	pib_u32 dest_qp_num;    /* [23:0]                                                      */
-	pib_u32 qp_access_flags;/* PIB_ACCESS_REMOTE_*                                         */
+	pib_u32 qp_access_flags;/* PIB_ACCESS_REMOTE_*, PIB_ACCESS_FLUSH_GLOBAL                  */
 	pib_u8  src_path_bits;
 	pib_u8  static_rate;
 	pib_u8  ah_flags;       /* PIB_AH_F_GRH                                                */
@@ -1021,6 +1025,8 @@ enum pib_counter {
                                               /* (PIB_CQ_F_TIMESTAMP)                      */
 #define PIB_DEV_CAP_ATOMIC_WRITE   (1u << 11) /* RC ATOMIC WRITE (PIB_WQE_ATOMIC_WRITE)     */
 #define PIB_DEV_CAP_XRC            (1u << 12) /* XRC domains, XRC SRQs, XRC_INI/TGT QPs     */
+#define PIB_DEV_CAP_FLUSH          (1u << 13) /* RC RDMA FLUSH to global visibility         */
+                                              /* (PIB_WQE_FLUSH, PIB_ACCESS_FLUSH_GLOBAL)   */
 
 /*
  * Device limits that every layer must agree on (QUERY_DEVICE reports them too).  The rings live
@@ -1030,6 +1036,7 @@ enum pib_counter {
  */
 #define PIB_MAX_INLINE_DATA    256    /* inline bytes in a send WQE                        */
 #define PIB_MAX_SGE            16     /* SGEs in a WQE                                     */
+#define PIB_MAX_MSG_SZ         (1u << 31) /* a message, READ or FLUSH range (max_msg_sz)  */
 #define PIB_MAX_QP_WR          32768  /* SQ and RQ depth; a CQE's wqe_index (16 bits,      */
                                       /* pib_wqe.h) names any slot of the deepest ring     */
 #define PIB_MAX_SRQ_WR         32768  /* SRQ depth                                         */

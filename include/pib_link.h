@@ -218,6 +218,20 @@ struct pib_atomic_ack_eth {
 	pib_u32 orig_lo_be;
 };
 
+/*
+ * FLUSH extended transport header (IBA 1.5, RDMA FLUSH): in a FLUSH request, right after the
+ * BTH (an XRC request's XRCETH) and before its RETH.  [3:0] the placement types the flush must
+ * reach (PIB_FLUSH_GLOBAL, PIB_FLUSH_PERSISTENT, include/pib_wqe.h), [5:4] its selectivity
+ * (PIB_FLUSH_RANGE: the RETH's range; PIB_FLUSH_MR: the whole region the RETH's rkey names,
+ * its address and length ignored), the rest reserved.
+ */
+struct pib_feth {
+	pib_u32 bits_be;
+};
+#define PIB_FETH_PLT_MASK      0x0000000fu
+#define PIB_FETH_SEL_SHIFT     4
+#define PIB_FETH_SEL_MASK      0x00000030u
+
 struct pib_deth {               /* datagram extended transport header (UD)                  */
 	pib_u32 qkey_be;
 	pib_u32 sqpn_be;        /* [23:0] source QP                                            */
@@ -264,6 +278,9 @@ enum pib_ib_opcode {
 	PIB_OP_RC_FETCH_ADD              = 0x14,
 	PIB_OP_RC_SEND_LAST_INV          = 0x16,
 	PIB_OP_RC_SEND_ONLY_INV          = 0x17,
+	PIB_OP_RC_FLUSH                  = 0x1c,  /* IBA 1.5: FETH, RETH; answered by a READ   */
+	                                          /* response (ONLY) with no payload, once     */
+	                                          /* what came before is placed as asked       */
 	PIB_OP_RC_ATOMIC_WRITE           = 0x1d,  /* IBTA 1.5: RETH (DMA length 8), 8-byte    */
 	                                          /* payload; answered by an ACK              */
 	PIB_OP_UC_SEND_FIRST             = 0x20,
@@ -291,6 +308,7 @@ PIB_STATIC_ASSERT(sizeof(struct pib_atomic_eth) == 28, "AtomicETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_atomic_ack_eth) == 8, "AtomicAckETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_deth) == 8, "DETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_xrceth) == 4, "XRCETH");
+PIB_STATIC_ASSERT(sizeof(struct pib_feth) == 4, "FETH");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hdr) == PIB_LINK_HDR_LEN, "link header");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_hello) == 40, "hello frame");
 PIB_STATIC_ASSERT(sizeof(struct pib_link_move) == 16, "move frame");

@@ -58,15 +58,34 @@ enum pib_wqe_opcode {
 	PIB_WQE_REG_MR         = 0x0a, /* fast registration: struct pib_reg_mr_wqe            */
 	PIB_WQE_ATOMIC_WRITE   = 0x0b, /* ATOMIC WRITE: compare_add's 8 bytes, as they are to  */
 	                               /* land, to remote_addr (8-byte aligned); no SGEs       */
+	PIB_WQE_FLUSH          = 0x0c, /* RDMA FLUSH: imm_inv says what (PIB_FLUSH_*), of      */
+	                               /* [remote_addr, + compare_add) or rkey's whole MR; no  */
+	                               /* SGEs.  It completes once the responder has placed    */
+	                               /* every earlier write as asked                         */
 	PIB_WQE_OPCODE_MAX
 };
+
+/*
+ * RDMA FLUSH's imm_inv: the placement types it must reach in [3:0], its selectivity in [5:4],
+ * as the FETH carries them (include/pib_link.h).  GLOBAL: visible to every reader of the
+ * memory; PERSISTENT: in the persistence domain, which pib has none of, so no MR grants it and
+ * such a flush fails with REM_ACCESS_ERR.  RANGE: remote_addr and the length in compare_add
+ * (at most 2^31, a RETH's DMA length); MR: the whole region rkey names.
+ */
+#define PIB_FLUSH_GLOBAL       (1u << 0)
+#define PIB_FLUSH_PERSISTENT   (1u << 1)
+#define PIB_FLUSH_PLT_MASK     0x0fu
+#define PIB_FLUSH_SEL_SHIFT    4
+#define PIB_FLUSH_RANGE        0u
+#define PIB_FLUSH_MR           1u
 
 /*
  * Which operations each QP type carries (the IBTA's, for what the device implements): sends on
  * every type with a send queue (an XRC_TGT QP has none); RDMA writes and the local operations
  * (BIND_MW, LOCAL_INV, REG_MR) on the connected ones;
- * SEND with invalidate, READ, atomics and ATOMIC WRITE on RC and XRC_INI alone (no UC packet
- * carries an IETH, and the IBTA defines ATOMIC WRITE for RC only; XRC runs RC's protocol).  The
+ * SEND with invalidate, READ, atomics, ATOMIC WRITE and FLUSH on RC and XRC_INI alone (no UC
+ * packet carries an IETH, and the IBTA defines ATOMIC WRITE and FLUSH for RC only; XRC runs
+ * RC's protocol).  The
  * device refuses any other WQE (LOC_QP_OP_ERR), the driver and the provider refuse the work
  * request before writing it.
  */
@@ -90,6 +109,7 @@ static inline bool pib_wqe_opcode_allowed(pib_u32 qp_type, pib_u32 opcode)
 	case PIB_WQE_ATOMIC_CS:
 	case PIB_WQE_ATOMIC_FA:
 	case PIB_WQE_ATOMIC_WRITE:
+	case PIB_WQE_FLUSH:
 		return qp_type == PIB_QPT_RC || qp_type == PIB_QPT_XRC_INI;
 	default:
 		return false;
@@ -103,11 +123,12 @@ static inline bool pib_wqe_is_local(pib_u32 opcode)
 	       opcode == PIB_WQE_REG_MR;
 }
 
-/* READ and atomics: the requests that take a responder resource (max_rd_atomic). */
+/* READ, atomics and FLUSH: the requests that take a responder resource (max_rd_atomic) and
+ * that a fence waits for. */
 static inline bool pib_wqe_is_rd_atomic(pib_u32 opcode)
 {
 	return opcode == PIB_WQE_RDMA_READ || opcode == PIB_WQE_ATOMIC_CS ||
-	       opcode == PIB_WQE_ATOMIC_FA;
+	       opcode == PIB_WQE_ATOMIC_FA || opcode == PIB_WQE_FLUSH;
 }
 
 /* PIB_WQE_F_INLINE: only the operations whose payload the requester sends (sends, writes).
@@ -131,14 +152,16 @@ struct pib_send_wqe {
 	pib_u8  flags;          /* 0x01 PIB_WQE_F_*                                            */
 	pib_u8  num_sge;        /* 0x02 SGEs that follow (ignored with INLINE)                 */
 	pib_u8  rsvd0;
-	pib_u32 imm_inv;        /* 0x04 immediate data (as on the wire) or rkey to invalidate  */
+	pib_u32 imm_inv;        /* 0x04 immediate data (as on the wire), rkey to invalidate,   */
+	                        /*      or FLUSH's PIB_FLUSH_* bits                            */
 	pib_u64 wr_id;          /* 0x08 returned in the CQE                                    */
 	pib_u64 remote_addr;    /* 0x10 RDMA / atomic target VA (a UD QP: the GRH of the       */
 	                        /*      address vector here and at 0x20, struct pib_ud_wqe)     */
 	pib_u32 rkey;           /* 0x18 RDMA / atomic rkey                                     */
 	pib_u32 inline_len;     /* 0x1c bytes of inline payload                                */
 	pib_u64 compare_add;    /* 0x20 atomic: compare (CS) or add (FA) operand; ATOMIC WRITE: */
-	                        /*      the 8 bytes to write, byte for byte as in memory        */
+	                        /*      the 8 bytes to write, byte for byte as in memory;       */
+	                        /*      FLUSH of a range: its length                            */
 	pib_u64 swap;           /* 0x28 atomic: swap value (CS)                                */
 	union {
 		pib_u32 ud_qpn;   /* 0x30 UD: destination QPN [23:0]                             */
@@ -338,6 +361,7 @@ enum pib_cqe_opcode {             /* what completed; mirrors enum ibv_wc_opcode 
 	PIB_CQE_BIND_MW        = 0x05,
 	PIB_CQE_LOCAL_INV      = 0x06,
 	PIB_CQE_REG_MR         = 0x07,
+	PIB_CQE_FLUSH          = 0x08,
 	PIB_CQE_ATOMIC_WRITE   = 0x09,
 	PIB_CQE_RECV           = 0x80,
 	PIB_CQE_RECV_RDMA_IMM  = 0x81,

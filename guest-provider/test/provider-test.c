@@ -1554,6 +1554,92 @@ static void test_qp_ex(struct pib_context *ctx, struct ibv_pd *pd)
  * poll_cq, the read functions return their fields, the slots go back at
  * end_poll only, and completions of a QP that is gone are skipped.
  */
+/*
+ * ibv_wr_flush: the placement types and selectivity in imm_inv as the FETH has them, a range's
+ * length in compare_add, no SGEs and no setter after it; a request verbs does not define, or a
+ * range longer than a message, fails the batch.  UC has no FLUSH.
+ */
+static void test_qp_ex_flush(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
+	struct ibv_qp_init_attr_ex attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_FLUSH,
+	};
+	struct pib_send_wqe *w;
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp *ibvqp;
+	struct pib_qp *qp;
+	uint32_t qpn;
+
+	errno = 0;
+	CHECK(!pib_create_qp_ex(&ctx->ibvctx.context, &attr));
+	CHECK_EQ(errno, EOPNOTSUPP);
+	attr.qp_type = IBV_QPT_RC;
+	ibvqp = pib_create_qp_ex(&ctx->ibvctx.context, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+	qpx = ibv_qp_to_qp_ex(ibvqp);
+	CHECK(qpx && qpx->wr_flush);
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+
+	ibv_wr_start(qpx);
+	qpx->wr_id = 1;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_flush(qpx, 0x99, 0xfed000, 4096, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_FENCE;
+	ibv_wr_flush(qpx, 0x98, 0, 12345, IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT,
+		     IBV_FLUSH_MR);
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), (uint64_t)2 << 32 | qpn);
+	w = sq_wqe(qp, 0);
+	CHECK_EQ(w->opcode, PIB_WQE_FLUSH);
+	CHECK_EQ(w->flags, PIB_WQE_F_SIGNALED);
+	CHECK_EQ(le64toh(w->wr_id), 1);
+	CHECK_EQ(le32toh(w->rkey), 0x99);
+	CHECK_EQ(le64toh(w->remote_addr), 0xfed000);
+	CHECK_EQ(le64toh(w->compare_add), 4096);
+	CHECK_EQ(le32toh(w->imm_inv), PIB_FLUSH_GLOBAL);
+	CHECK_EQ(w->num_sge, 0);
+	w = sq_wqe(qp, 1);
+	CHECK_EQ(w->opcode, PIB_WQE_FLUSH);
+	CHECK_EQ(w->flags, PIB_WQE_F_FENCE);
+	CHECK_EQ(le32toh(w->imm_inv), PIB_FLUSH_GLOBAL | PIB_FLUSH_PERSISTENT |
+				      PIB_FLUSH_MR << PIB_FLUSH_SEL_SHIFT);
+	CHECK_EQ(le64toh(w->compare_add), 0);	/* the whole MR: no length */
+
+	/* Bad requests fail the batch and post nothing. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	ibv_wr_start(qpx);
+	ibv_wr_flush(qpx, 0x99, 0, 64, 0, IBV_FLUSH_RANGE);		/* no type */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_flush(qpx, 0x99, 0, 64, 4, IBV_FLUSH_RANGE);		/* unknown type */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_flush(qpx, 0x99, 0, 64, IBV_FLUSH_GLOBAL, 2);		/* unknown level */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_flush(qpx, 0x99, 0, (size_t)PIB_MAX_MSG_SZ + 1, IBV_FLUSH_GLOBAL,
+		     IBV_FLUSH_RANGE);
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	ibv_wr_start(qpx);
+	ibv_wr_flush(qpx, 0x99, 0, 64, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	ibv_wr_set_sge(qpx, 0x33, 0x3000, 8);				/* no data */
+	CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SQ_DB), 0);
+	CHECK_EQ(atomic_load(&qp->sq.pi), 2);
+
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+}
+
 static void test_cq_ex(struct pib_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_cq_init_attr_ex cattr = {
@@ -2189,8 +2275,9 @@ int main(void)
 	test_mw(ctx, pd);
 	CHECK_EQ(destroy_qp_calls, 10);
 	test_qp_ex(ctx, pd);
+	test_qp_ex_flush(ctx, pd);
 	test_cq_ex(ctx, pd);
-	CHECK_EQ(destroy_qp_calls, 12);
+	CHECK_EQ(destroy_qp_calls, 13);
 	test_parent_domain(ctx, pd);
 	test_resize(ctx, pd);
 	test_qp_reset(ctx, pd);

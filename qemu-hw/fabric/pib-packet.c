@@ -70,7 +70,9 @@
     X(SEND_LAST_INV,        REQ_SEND | PIB_OPM_LAST | PIB_OPM_IETH)           \
     X(SEND_ONLY_INV,        REQ_SEND | PIB_OPM_ONLY | PIB_OPM_IETH)           \
     X(ATOMIC_WRITE,         PIB_OPM_REQ | PIB_OPM_ATOMIC_WRITE |              \
-                            PIB_OPM_ONLY | PIB_OPM_RETH | PIB_OPM_PAYLOAD)
+                            PIB_OPM_ONLY | PIB_OPM_RETH | PIB_OPM_PAYLOAD)    \
+    X(FLUSH,                PIB_OPM_REQ | PIB_OPM_FLUSH | PIB_OPM_ONLY |      \
+                            PIB_OPM_FETH | PIB_OPM_RETH)
 
 #define PIB_RC_OP_ENTRY(op, m)  [RC(op)] = { "RC_" #op, (m) },
 #define PIB_XRC_OP_ENTRY(op, m) [PIB_OP_XRC(RC(op))] = {                      \
@@ -127,7 +129,8 @@ static uint32_t pib_ext_len(uint32_t mask)
            (mask & PIB_OPM_IMMDT ? 4 : 0) +
            (mask & PIB_OPM_IETH ? 4 : 0) +
            (mask & PIB_OPM_DETH ? sizeof(struct pib_deth) : 0) +
-           (mask & PIB_OPM_XRCETH ? sizeof(struct pib_xrceth) : 0);
+           (mask & PIB_OPM_XRCETH ? sizeof(struct pib_xrceth) : 0) +
+           (mask & PIB_OPM_FETH ? sizeof(struct pib_feth) : 0);
 }
 
 /*
@@ -220,6 +223,10 @@ void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8
         stl_be_p(e, f->qkey);
         stl_be_p(e + 4, f->src_qpn & PIB_QPN_MASK);
         e += sizeof(struct pib_deth);
+    }
+    if (op->mask & PIB_OPM_FETH) {
+        stl_be_p(e, f->feth);
+        e += sizeof(struct pib_feth);
     }
     if (op->mask & PIB_OPM_RETH) {
         stq_be_p(e, f->va);
@@ -343,6 +350,10 @@ PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, PibPktInfo *pi)
         pi->qkey = ldl_be_p(e);
         pi->src_qpn = ldl_be_p(e + 4) & PIB_QPN_MASK;
         e += sizeof(struct pib_deth);
+    }
+    if (mask & PIB_OPM_FETH) {
+        pi->feth = ldl_be_p(e);
+        e += sizeof(struct pib_feth);
     }
     if (mask & PIB_OPM_RETH) {
         pi->va = ldq_be_p(e);

@@ -82,6 +82,8 @@ typedef enum PibPktVerdict {
 #define PIB_OPM_ATOMIC      (1u << 16)  /* atomic request or atomic ACK */
 #define PIB_OPM_ATOMIC_WRITE (1u << 17) /* ATOMIC WRITE: 8 bytes placed at once */
 #define PIB_OPM_XRCETH      (1u << 18)  /* an XRC request: the XRCETH follows the BTH */
+#define PIB_OPM_FETH        (1u << 19)  /* FLUSH's FETH, before its RETH */
+#define PIB_OPM_FLUSH       (1u << 20)  /* an RDMA FLUSH request */
 #define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
 
 typedef struct PibOpInfo {
@@ -121,6 +123,7 @@ typedef struct PibPktInfo {
     uint32_t qkey;          /* DETH */
     uint32_t src_qpn;
     uint32_t xrc_srqn;      /* XRCETH */
+    uint32_t feth;          /* FETH: PIB_FETH_* bits */
     const uint8_t *payload;
     uint32_t paylen;
 } PibPktInfo;
@@ -154,6 +157,7 @@ typedef struct PibPktFields {
     uint32_t qkey;          /* DETH */
     uint32_t src_qpn;
     uint32_t xrc_srqn;      /* XRCETH */
+    uint32_t feth;          /* FETH */
 } PibPktFields;
 
 const PibOpInfo *pib_op_info(uint8_t opcode);

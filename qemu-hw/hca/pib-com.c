@@ -47,7 +47,8 @@
                          PIB_DEV_CAP_RC_RNR_NAK_GEN | \
                          PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT | \
                          PIB_DEV_CAP_RESIZE | PIB_DEV_CAP_CLOCK | \
-                         PIB_DEV_CAP_ATOMIC_WRITE | PIB_DEV_CAP_XRC)
+                         PIB_DEV_CAP_ATOMIC_WRITE | PIB_DEV_CAP_XRC | \
+                         PIB_DEV_CAP_FLUSH)
 
 /*
  * Names for traces, from the lists in include/pib_hw.h

@@ -195,7 +195,8 @@ static PibCompStep pib_comp_check_ack(PibQp *qp, const PibPktInfo *pi,
     uint8_t type = pi->syndrome & PIB_AETH_TYPE_MASK;
 
     if (pi->op->mask & PIB_OPM_READ) {
-        if (m->opcode != PIB_WQE_RDMA_READ ||
+        /* A FLUSH's answer is a READ response with no data (its length is 0). */
+        if ((m->opcode != PIB_WQE_RDMA_READ && m->opcode != PIB_WQE_FLUSH) ||
             ((pi->op->mask & PIB_OPM_AETH) && type != PIB_AETH_ACK)) {
             pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_STALE_RESP, pi);
             return COMP_DONE;

@@ -53,6 +53,8 @@ uint8_t pib_cqe_opcode_of(uint8_t wqe_opcode)
         return PIB_CQE_FETCH_ADD;
     case PIB_WQE_ATOMIC_WRITE:
         return PIB_CQE_ATOMIC_WRITE;
+    case PIB_WQE_FLUSH:
+        return PIB_CQE_FLUSH;
     case PIB_WQE_LOCAL_INV:
         return PIB_CQE_LOCAL_INV;
     case PIB_WQE_BIND_MW:

@@ -393,8 +393,21 @@ PibMemErr pib_mr_check(PibState *s, uint32_t key, uint32_t pdn, uint64_t va,
 PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rkey,
                          uint64_t va, uint64_t len, uint32_t access,
                          PibMr **mrp);
+PibMemErr pib_flush_check(PibState *s, uint32_t pdn, uint32_t rkey, uint64_t va,
+                          uint64_t len, bool whole, uint32_t plt);
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir);
+
+/*
+ * Do these access rights (a QP's or an MR's PIB_ACCESS_*) allow a FLUSH to the placement types
+ * plt (PIB_FLUSH_GLOBAL, PIB_FLUSH_PERSISTENT)?  Global visibility needs
+ * PIB_ACCESS_FLUSH_GLOBAL; persistence nothing can grant: pib has no persistence domain.
+ */
+static inline bool pib_flush_allowed(uint32_t plt, uint32_t access)
+{
+    return !(plt & PIB_FLUSH_PERSISTENT) &&
+           (!(plt & PIB_FLUSH_GLOBAL) || (access & PIB_ACCESS_FLUSH_GLOBAL));
+}
 PibMemErr pib_sgl_copy(PibState *s, uint32_t pdn, const PibSge *sge,
                        uint32_t num_sge, uint64_t offset, void *buf,
                        uint32_t len, DMADirection dir);

@@ -571,6 +571,33 @@ PibMemErr pib_rkey_check(PibState *s, const PibQp *qp, uint32_t pdn, uint32_t rk
 }
 
 /*
+ * The responder's check of a FLUSH: rkey names a valid MR of PD pdn whose rights allow
+ * the placement types plt (pib_flush_allowed), and, unless the whole MR is flushed, the
+ * range lies in it.  Unlike a zero-length READ or WRITE, a zero-length flush still names a
+ * region: its key and address are checked.  A memory window's rkey names no MR (a bind grants
+ * remote read, write and atomic only): BAD_KEY.
+ */
+PibMemErr pib_flush_check(PibState *s, uint32_t pdn, uint32_t rkey, uint64_t va,
+                          uint64_t len, bool whole, uint32_t plt)
+{
+    PibMr *mr = pib_mr_lookup(s, rkey);
+
+    if (!mr || mr->invalid) {
+        return PIB_MEM_BAD_KEY;
+    }
+    if (mr->pdn != pdn) {
+        return PIB_MEM_BAD_PD;
+    }
+    if (!pib_flush_allowed(plt, mr->access)) {
+        return PIB_MEM_ACCESS;
+    }
+    if (!whole && !pib_range_in(va, len, mr->iova, mr->length)) {
+        return PIB_MEM_RANGE;
+    }
+    return PIB_MEM_OK;
+}
+
+/*
  * Copy between buf and [va, va + len) of a checked MR, page by page through
  * its page list (or 1:1 for a physical MR).
  */

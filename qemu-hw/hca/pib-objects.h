@@ -66,7 +66,6 @@ QEMU_BUILD_BUG_ON(PIB_MW_INDEX_BASE + PIB_MAX_MW > 0xffffff);  /* 24-bit key ind
  */
 #define PIB_MAX_MTT_PAGES       (1u << 22)
 #define PIB_MAX_MR_SIZE         ((uint64_t)PIB_MAX_MTT_PAGES << PIB_PAGE_SHIFT)
-#define PIB_MAX_MSG_SZ          (1u << 31)
 #define PIB_PORT_MTU_ENUM       5       /* IB MTU 4096 */
 
 /* QP numbers: QP0 and QP1 (fabric/pib-packet.h), then the rest. */

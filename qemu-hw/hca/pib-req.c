@@ -126,6 +126,8 @@ static uint8_t pib_req_rc_opcode(const PibQp *qp, const PibSendWqe *w,
         return PIB_OP_RC_FETCH_ADD;
     case PIB_WQE_ATOMIC_WRITE:
         return PIB_OP_RC_ATOMIC_WRITE;
+    case PIB_WQE_FLUSH:
+        return PIB_OP_RC_FLUSH;
     case PIB_WQE_SEND_INV:          /* RC only */
         return first && last ? PIB_OP_RC_SEND_ONLY_INV :
                first ? PIB_OP_RC_SEND_FIRST :
@@ -339,6 +341,13 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         f.swap_add = w->opcode == PIB_WQE_ATOMIC_CS ? w->swap : w->compare_add;
         f.compare = w->compare_add;
         break;
+    case PIB_WQE_FLUSH:
+        /* The FETH says what; the RETH where (ignored by a flush of the whole MR). */
+        f.feth = ldl_le_p(w->imm) & (PIB_FETH_PLT_MASK | PIB_FETH_SEL_MASK);
+        f.va = w->remote_addr;
+        f.rkey = w->rkey;
+        f.dmalen = w->compare_add;
+        break;
     default:        /* SEND, WRITE, ATOMIC WRITE: a piece of the payload */
         paylen = MIN(w->length - r->offset, mtu);
         last = r->offset + paylen == w->length;
@@ -364,8 +373,8 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         break;
     }
     f.opcode = pib_req_opcode(qp, w, first, last);
-    f.ackreq = rc && !(f.opcode == PIB_OP_RC_RDMA_READ_REQUEST ||
-                       f.opcode == PIB_OP_XRC(PIB_OP_RC_RDMA_READ_REQUEST)) &&
+    /* A READ's or FLUSH's response is its acknowledgement. */
+    f.ackreq = rc && w->opcode != PIB_WQE_RDMA_READ && w->opcode != PIB_WQE_FLUSH &&
                (last || r->since_ackreq + 1 >= PIB_ACKREQ_INTERVAL);
 
     /* Headers first, then the payload DMA'd straight into the frame. */

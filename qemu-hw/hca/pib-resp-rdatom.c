@@ -7,11 +7,12 @@
  *
  * The steps of the responder (pib-resp.c) that use its resources
  * (max_dest_rd_atomic of them, PibRdRes in pib-internal.h): EXECUTE for an
- * atomic (run it, keep the answer in the replay cache) and for a READ (record
- * it), DUPLICATE (answer again from the replay cache, or resend READ
+ * atomic (run it, keep the answer in the replay cache), for a READ (record
+ * it) and for a FLUSH (do it, and record its answer: a READ response with no
+ * data), DUPLICATE (answer again from the replay cache, or resend READ
  * responses), and pib_resp_run(), which the scheduler calls to send the READ
- * responses.  The packets (RETH, AtomicETH, AtomicAckETH, AETH) are defined
- * in include/pib_link.h.
+ * responses.  The packets (FETH, RETH, AtomicETH, AtomicAckETH, AETH) are
+ * defined in include/pib_link.h.
  */
 
 #include "qemu/osdep.h"
@@ -86,23 +87,26 @@ PibRespStep pib_resp_atomic(PibRespCtx *c)
     return RESP_DONE;
 }
 
-/* A READ: recorded here, answered by pib_resp_run(). */
-PibRespStep pib_resp_read(PibRespCtx *c)
+/*
+ * An answer of len bytes of READ responses from va (a FLUSH's: one with no data), recorded in
+ * the next responder resource and sent by pib_resp_run() in its turn.
+ */
+static PibRespStep pib_resp_answer_later(PibRespCtx *c, uint64_t va, uint32_t len)
 {
     PibQp *qp = c->qp;
     PibResp *r = &qp->resp;
     const PibPktInfo *pi = c->pi;
-    uint32_t npkts = pib_req_npkts(qp, pi->dmalen);
+    uint32_t npkts = pib_req_npkts(qp, len);
 
     r->res[r->res_next] = (PibRdRes) {
         .state = PIB_RES_PENDING,
         .psn = pi->psn,
         .last_psn = pib_psn_add(pi->psn, npkts - 1),
         .cur_psn = pi->psn,
-        .va = pi->va,
+        .va = va,
         .rkey = pi->rkey,
         .pdn = c->pdn,
-        .resid = pi->dmalen,
+        .resid = len,
         .first = true,
         .seq = r->res_seq++,
     };
@@ -110,10 +114,36 @@ PibRespStep pib_resp_read(PibRespCtx *c)
     r->psn = pib_psn_add(r->psn, npkts);
     r->msn = (r->msn + 1) & 0xffffff;
     r->opcode = -1;
-    r->unacked = 0;             /* the responses acknowledge what came before */
-    trace_pib_resp_read(qp->qpn, pi->psn, pi->va, pi->dmalen);
+    r->unacked = 0;             /* the answer acknowledges what came before */
     pib_qp_schedule(qp);
     return RESP_DONE;
+}
+
+/* A READ: recorded here, answered by pib_resp_run(). */
+PibRespStep pib_resp_read(PibRespCtx *c)
+{
+    trace_pib_resp_read(c->qp->qpn, c->pi->psn, c->pi->va, c->pi->dmalen);
+    return pib_resp_answer_later(c, c->pi->va, c->pi->dmalen);
+}
+
+/*
+ * A FLUSH (IBA 1.5), checked (pib_flush_check): what it asks is already so when it gets here.
+ * The device places every earlier WRITE, SEND and ATOMIC in guest memory, in PSN order, before
+ * it takes the next packet, and nothing it placed waits in a device cache; the barrier orders
+ * those stores before the answer for every vCPU (global visibility).  A persistent flush never
+ * gets here (pib_flush_allowed).  The answer is a READ response with no data, in its turn
+ * behind earlier READ responses: recorded as a zero-length READ's, so a duplicate is answered
+ * again the same way.
+ */
+PibRespStep pib_resp_flush(PibRespCtx *c)
+{
+    const PibPktInfo *pi = c->pi;
+
+    smp_mb();
+    trace_pib_resp_flush(c->qp->qpn, pi->psn, pi->feth & PIB_FETH_PLT_MASK,
+                         pi->feth >> PIB_FETH_SEL_SHIFT == PIB_FLUSH_MR ? "MR" : "range",
+                         pi->va, pi->dmalen);
+    return pib_resp_answer_later(c, 0, 0);
 }
 
 /*
@@ -127,6 +157,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
     const PibPktInfo *pi = c->pi;
     PibRdRes *res;
     PibMr *mr;
+    uint32_t len;
     unsigned i;
 
     pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_DUPLICATE, pi);
@@ -162,11 +193,12 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
         }
         /*
          * READ: respond again from the PSN asked for, with the address and
-         * length of this request (they must match the original's tail).
+         * length of this request (they must match the original's tail).  A
+         * FLUSH: answer again with no data (what it flushed stays flushed).
          */
-        if (pib_req_npkts(qp, pi->dmalen) - 1 !=
-                pib_psn_diff(res->last_psn, pi->psn) ||
-            pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, pi->dmalen,
+        len = (c->mask & PIB_OPM_FLUSH) ? 0 : pi->dmalen;
+        if (pib_req_npkts(qp, len) - 1 != pib_psn_diff(res->last_psn, pi->psn) ||
+            pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, len,
                            PIB_ACCESS_REMOTE_READ, &mr) != PIB_MEM_OK) {
             return RESP_DONE;
         }
@@ -178,7 +210,7 @@ PibRespStep pib_resp_duplicate(PibRespCtx *c)
         res->va = pi->va;
         res->rkey = pi->rkey;
         res->pdn = c->pdn;
-        res->resid = pi->dmalen;
+        res->resid = len;
         pib_qp_schedule(qp);
         return RESP_DONE;
     }

@@ -274,11 +274,13 @@ static PibRespStep pib_resp_chk_op_valid(PibRespCtx *c)
     if (((m & (PIB_OPM_WRITE | PIB_OPM_ATOMIC_WRITE)) &&
          !(qp->access & PIB_ACCESS_REMOTE_WRITE)) ||
         ((m & PIB_OPM_READ) && !(qp->access & PIB_ACCESS_REMOTE_READ)) ||
-        ((m & PIB_OPM_ATOMIC) && !(qp->access & PIB_ACCESS_REMOTE_ATOMIC))) {
+        ((m & PIB_OPM_ATOMIC) && !(qp->access & PIB_ACCESS_REMOTE_ATOMIC)) ||
+        ((m & PIB_OPM_FLUSH) && !pib_flush_allowed(c->pi->feth, qp->access))) {
         c->drop = PIB_CNT_RX_DROP_ACCESS;
         return qp->type == PIB_QPT_UC ? RESP_UC_DROP : RESP_ERR_ACCESS;
     }
-    if ((m & (PIB_OPM_READ | PIB_OPM_ATOMIC)) && qp->max_dest_rd_atomic == 0) {
+    if ((m & (PIB_OPM_READ | PIB_OPM_ATOMIC | PIB_OPM_FLUSH)) &&
+        qp->max_dest_rd_atomic == 0) {
         c->drop = PIB_CNT_RX_DROP_OPCODE;
         return RESP_ERR_INVALID;
     }
@@ -306,7 +308,7 @@ static PibRespStep pib_resp_chk_resource(PibRespCtx *c)
             return RESP_ERR_OP;         /* a malformed receive WQE */
         }
     }
-    if (m & (PIB_OPM_READ | PIB_OPM_ATOMIC)) {
+    if (m & (PIB_OPM_READ | PIB_OPM_ATOMIC | PIB_OPM_FLUSH)) {
         r->res_next %= qp->max_dest_rd_atomic;
         res = &r->res[r->res_next];
         /*
@@ -368,6 +370,14 @@ static PibRespStep pib_resp_chk_length(PibRespCtx *c)
         }
     } else if ((m & PIB_OPM_READ) && pi->dmalen > PIB_MAX_MSG_SZ) {
         return RESP_ERR_INVALID;
+    } else if ((m & PIB_OPM_FLUSH) &&
+               (!(pi->feth & PIB_FETH_PLT_MASK) ||
+                (pi->feth & ~(PIB_FETH_PLT_MASK | PIB_FETH_SEL_MASK)) ||
+                pi->feth >> PIB_FETH_SEL_SHIFT > PIB_FLUSH_MR ||
+                (pi->feth >> PIB_FETH_SEL_SHIFT == PIB_FLUSH_RANGE &&
+                 pi->dmalen > PIB_MAX_MSG_SZ))) {
+        /* No placement type, reserved bits, or a range longer than a message. */
+        return RESP_ERR_INVALID;
     } else if ((m & PIB_OPM_ATOMIC_WRITE) &&
                (pi->paylen != sizeof(uint64_t) ||
                 pi->dmalen != sizeof(uint64_t))) {
@@ -401,6 +411,10 @@ static PibRespStep pib_resp_chk_rkey(PibRespCtx *c)
     } else if (m & PIB_OPM_READ) {
         err = pib_rkey_check(qp->s, qp, c->pdn, pi->rkey, pi->va, pi->dmalen,
                              PIB_ACCESS_REMOTE_READ, &c->mr);
+    } else if (m & PIB_OPM_FLUSH) {
+        err = pib_flush_check(qp->s, c->pdn, pi->rkey, pi->va, pi->dmalen,
+                              pi->feth >> PIB_FETH_SEL_SHIFT == PIB_FLUSH_MR,
+                              pi->feth & PIB_FETH_PLT_MASK);
     } else if (m & (PIB_OPM_ATOMIC | PIB_OPM_ATOMIC_WRITE)) {
         if (pi->va & 7) {
             c->drop = PIB_CNT_RX_DROP_ACCESS;
@@ -432,6 +446,9 @@ static PibRespStep pib_resp_execute(PibRespCtx *c)
     }
     if (m & PIB_OPM_ATOMIC) {
         return pib_resp_atomic(c);
+    }
+    if (m & PIB_OPM_FLUSH) {
+        return pib_resp_flush(c);
     }
     if (m & PIB_OPM_SEND) {
         if (pi->paylen) {

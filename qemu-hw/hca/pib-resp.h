@@ -60,6 +60,7 @@ bool pib_resp_pending(PibQp *qp);
 /* pib-resp-rdatom.c */
 PibRespStep pib_resp_atomic(PibRespCtx *c);
 PibRespStep pib_resp_read(PibRespCtx *c);
+PibRespStep pib_resp_flush(PibRespCtx *c);
 PibRespStep pib_resp_duplicate(PibRespCtx *c);
 
 #endif /* HW_PIB_RESP_H */

@@ -95,6 +95,30 @@ static bool pib_ud_av_fetch(PibQp *qp, uint32_t idx, const struct pib_send_wqe *
                          PIB_WQE_F_INLINE | PIB_WQE_F_FENCE)
 
 /*
+ * A FLUSH WQE (pib_wqe.h, PIB_FLUSH_*): no SGEs and no data (length 0); what to flush is in
+ * imm_inv, and a range's length in compare_add.  Unknown bits, no placement type or an
+ * unknown selectivity make a bad WQE; a range longer than a message can be, LOC_LEN_ERR.
+ */
+static bool pib_flush_wqe_check(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
+{
+    uint32_t what = ldl_le_p(w->imm);
+    uint32_t sel = what >> PIB_FLUSH_SEL_SHIFT;
+
+    if (!(what & PIB_FLUSH_PLT_MASK) ||
+        (what & PIB_FLUSH_PLT_MASK & ~(PIB_FLUSH_GLOBAL | PIB_FLUSH_PERSISTENT)) ||
+        sel > PIB_FLUSH_MR) {
+        return pib_wqe_bad(qp, "send", idx, "FLUSH type", what, PIB_WC_LOC_QP_OP_ERR,
+                           status);
+    }
+    if (sel == PIB_FLUSH_RANGE && w->compare_add > PIB_MAX_MSG_SZ) {
+        *status = PIB_WC_LOC_LEN_ERR;
+        return false;
+    }
+    w->length = 0;
+    return true;
+}
+
+/*
  * Fetch and check send WQE idx.  On failure *status is the completion status
  * it must complete with (the QP then goes to ERR); w->wr_id and w->opcode are
  * valid whenever the control segment could be read.
@@ -151,6 +175,9 @@ bool pib_sq_fetch(PibQp *qp, uint32_t idx, PibSendWqe *w, uint8_t *status)
     if (w->opcode == PIB_WQE_ATOMIC_WRITE) {
         w->length = sizeof(uint64_t);   /* compare_add's bytes; no SGEs */
         return true;
+    }
+    if (w->opcode == PIB_WQE_FLUSH) {
+        return pib_flush_wqe_check(qp, idx, w, status);
     }
     if (w->flags & PIB_WQE_F_INLINE) {
         w->inline_len = le32_to_cpu(raw.inline_len);

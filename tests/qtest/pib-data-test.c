@@ -56,7 +56,7 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
                     PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE |
                     PIB_DEV_CAP_CLOCK | PIB_DEV_CAP_ATOMIC_WRITE |
-                    PIB_DEV_CAP_XRC);
+                    PIB_DEV_CAP_XRC | PIB_DEV_CAP_FLUSH);
     g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
@@ -75,8 +75,10 @@ static void test_dp_objects(void)
     buf = dp_alloc(&d, 3 * 4096);
     g_assert_cmpuint(dp_reg_mr_status(&d, pdn + 1, 0, buf, 4096, NULL), ==,
                      PIB_AQ_BAD_RESOURCE);
-    g_assert_cmpuint(dp_reg_mr_status(&d, pdn, 0x100, buf, 4096, NULL), ==,
-                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_reg_mr_status(&d, pdn, 0x20, buf, 4096, NULL), ==,
+                     PIB_AQ_BAD_PARAM);     /* an access bit the device does not know */
+    g_assert_cmpuint(dp_reg_mr_status(&d, pdn, 0x200, buf, 4096, NULL), ==,
+                     PIB_AQ_BAD_PARAM);     /* verbs' FLUSH_PERSISTENT: no persistence */
     g_assert_cmpuint(dp_reg_mr_status(&d, pdn, PIB_ACCESS_REMOTE_WRITE, buf,
                                       4096, NULL), ==, PIB_AQ_BAD_PARAM);
     g_assert_cmpuint(dp_reg_mr_status(&d, pdn, 0, buf, 0, NULL), ==,

@@ -1333,8 +1333,14 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
             off += 4;
         }
     }
+    if (op == PIB_OP_RC_FLUSH) {
+        g_assert_cmpuint(off + 4, <=, len);     /* the FETH, before the RETH */
+        w->feth = ldl_be_p(b + off);
+        off += 4;
+    }
     switch (op) {
     case PIB_OP_RC_RDMA_READ_REQUEST:
+    case PIB_OP_RC_FLUSH:
     case PIB_OP_RC_RDMA_WRITE_FIRST:
     case PIB_OP_RC_RDMA_WRITE_ONLY:
     case PIB_OP_RC_RDMA_WRITE_ONLY_IMM:

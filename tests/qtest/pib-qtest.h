@@ -334,6 +334,7 @@ typedef struct WirePkt {
     uint64_t va;            /* RETH */
     uint32_t rkey, dmalen;
     uint32_t xrc_srqn;      /* XRCETH (XRC requests) */
+    uint32_t feth;          /* FETH (FLUSH) */
     uint8_t payload[4096];
     uint32_t paylen;
 } WirePkt;

@@ -10,7 +10,7 @@
  * QEMU (TestPair): WQEs written and doorbells rung as guest-provider/qp.c
  * does, CQEs read by their phase bit, the target's memory read back.
  *
- * Covered: RDMA WRITE (+IMM) and READ, atomics and ATOMIC WRITE, responses in
+ * Covered: RDMA WRITE (+IMM) and READ, atomics, ATOMIC WRITE and FLUSH, responses in
  * PSN order, remote access errors, memory windows and the IBTA bind rules,
  * REREG_MR, and fast registration (FRWR) with every way a REG_MR can fail.
  * The paths stay under /pib/data/, where these tests were first.
@@ -317,6 +317,88 @@ static void test_dp_atomic_write(void)
               NULL);
     qtest_memread(qts(&p.b), y.buf + 64, got, 8);
     g_assert_cmpmem(got, 8, want, 8);
+    dp_pair_down(&p);
+}
+
+/*
+ * RDMA FLUSH between two devices: an RDMA WRITE, then a FLUSH of its range, complete in
+ * order, and the data is in the target's memory when the FLUSH completes (with byte_len 0);
+ * a flush of the whole MR and a zero-length one complete too.  A persistent one is a remote
+ * access error, a range longer than a message a local length error.  UC has no FLUSH.
+ */
+static void flush_post(TestPair *p, TestEnd *x, uint64_t wr_id, uint32_t what,
+                       uint64_t va, uint32_t rkey, uint64_t len)
+{
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_FLUSH, .flags = PIB_WQE_F_SIGNALED,
+        .wr_id = cpu_to_le64(wr_id), .remote_addr = cpu_to_le64(va),
+        .rkey = cpu_to_le32(rkey), .compare_add = cpu_to_le64(len),
+        .imm_inv = cpu_to_le32(what),
+    };
+
+    dp_post_send_raw(&p->a, &x->qp, &wqe, NULL, 0, true);
+}
+
+static void flush_grant(PibDev *d, TestQp *qp)
+{
+    struct pib_qp_attr a = {
+        .attr_mask = cpu_to_le32(PIB_QP_STATE | PIB_QP_ACCESS_FLAGS),
+        .qp_state = PIB_QPS_RTS,
+        .qp_access_flags = cpu_to_le32(PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_REMOTE_READ |
+                                       PIB_ACCESS_REMOTE_ATOMIC | PIB_ACCESS_FLUSH_GLOBAL),
+    };
+
+    g_assert_cmpuint(dp_modify(d, qp->qpn, &a), ==, PIB_AQ_OK);
+}
+
+static void test_dp_flush(void)
+{
+    const uint32_t whole = PIB_FLUSH_GLOBAL | PIB_FLUSH_MR << PIB_FLUSH_SEL_SHIFT;
+    TestPair p;
+    TestEnd x, y;
+    struct pib_sge sge;
+    struct pib_cqe cqe;
+    uint32_t fkey;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 8192);
+    dp_end(&p.b, &y, PIB_QPT_RC, 8192);
+    fkey = dp_reg_mr(&p.b, y.pdn, DP_ALL_ACCESS | PIB_ACCESS_FLUSH_GLOBAL, y.buf, 8192);
+    dp_link_ends(&x, 1, &y, 2);
+    flush_grant(&p.b, &y.qp);
+
+    dp_fill(&p.a, x.buf, 4096, 9);
+    dp_fill(&p.b, y.buf, 8192, 3);
+    sge = dp_sge(x.buf, 4096, x.key);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_RDMA_WRITE, 0, 0x1, &sge, 1, y.buf + 1024, fkey);
+    flush_post(&p, &x, 0x2, PIB_FLUSH_GLOBAL, y.buf + 1024, fkey, 4096);
+    dp_expect(&p.a, &x.scq, 0x2, PIB_WC_SUCCESS, PIB_CQE_FLUSH, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 0);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf + 1024, 4096);
+    flush_post(&p, &x, 0x3, whole, 0, fkey, 0);
+    dp_expect(&p.a, &x.scq, 0x3, PIB_WC_SUCCESS, PIB_CQE_FLUSH, NULL);
+    flush_post(&p, &x, 0x4, PIB_FLUSH_GLOBAL, y.buf, fkey, 0);
+    dp_expect(&p.a, &x.scq, 0x4, PIB_WC_SUCCESS, PIB_CQE_FLUSH, NULL);
+    dp_expect_none(&p.b, &y.rcq);       /* consumes no receive WQE */
+
+    /* A persistent flush: the target has no persistence domain. */
+    flush_post(&p, &x, 0x5, PIB_FLUSH_PERSISTENT, y.buf, fkey, 64);
+    dp_expect(&p.a, &x.scq, 0x5, PIB_WC_REM_ACCESS_ERR, PIB_CQE_FLUSH, NULL);
+    g_assert_true(dp_aeq_find(&p.b, PIB_AE_QP_ACCESS_ERR, y.qp.qpn));
+
+    /* A range longer than a message can be: LOC_LEN_ERR. */
+    dp_relink(&x, 1, &y, 2);
+    flush_post(&p, &x, 0x7, PIB_FLUSH_GLOBAL, y.buf, fkey, (uint64_t)PIB_MAX_MSG_SZ + 1);
+    dp_expect(&p.a, &x.scq, 0x7, PIB_WC_LOC_LEN_ERR, PIB_CQE_FLUSH, NULL);
+    dp_pair_down(&p);
+
+    /* UC has no FLUSH: the device refuses the WQE. */
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_UC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_UC, 4096);
+    dp_link_ends(&x, 1, &y, 2);
+    flush_post(&p, &x, 0x8, PIB_FLUSH_GLOBAL, y.buf, y.key, 64);
+    dp_expect(&p.a, &x.scq, 0x8, PIB_WC_LOC_QP_OP_ERR, PIB_CQE_FLUSH, NULL);
     dp_pair_down(&p);
 }
 
@@ -1029,6 +1111,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/rdma", test_dp_rdma);
     qtest_add_func("/pib/data/read-order", test_dp_read_order);
     qtest_add_func("/pib/data/atomic-write", test_dp_atomic_write);
+    qtest_add_func("/pib/data/flush", test_dp_flush);
     qtest_add_func("/pib/data/mw", test_dp_mw);
     qtest_add_func("/pib/data/mw-rules", test_dp_mw_rules);
     qtest_add_func("/pib/data/mr-rereg", test_dp_mr_rereg);

@@ -11,7 +11,7 @@
  * mini-driver, as in pib-data-test.c.  The virtual clock moves only when the
  * test steps it, so every timer is counted, not timed.
  *
- * Covered: XRC at the wire, the transport rules only a misbehaving peer
+ * Covered: XRC and RDMA FLUSH at the wire, the transport rules only a misbehaving peer
  * exercises (duplicates, gaps, NAKs, RNR, replayed READs and atomics,
  * go-back-N, malformed packets), and the requester's timers when the link
  * dies under it.  The paths stay under /pib/data/, where these tests were
@@ -546,7 +546,7 @@ static void test_dp_wire(void)
         static const uint8_t ops[] = {
             0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09,
             0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12, 0x13,
-            0x14, 0x16, 0x17,
+            0x14, 0x16, 0x17, 0x1c, 0x1d,
         };
         uint32_t n = g_test_rand_int_range(0, 16) * 4, j;
         uint8_t junk[64];
@@ -749,12 +749,162 @@ static void test_dp_link_death(void)
     peer_shutdown(&l);
 }
 
+/*
+ * RDMA FLUSH (IBA 1.5) at the wire, the peer as requester, then as responder.  A FLUSH is
+ * BTH, FETH, RETH; the device answers it with a READ response (ONLY) that carries no data,
+ * and a duplicate gets the same answer again.  A flush of the whole MR ignores the RETH's
+ * range; a zero-length range still names the MR.  Reserved FETH bits or no placement type:
+ * invalid request.  A persistent flush (pib has no persistence domain), an MR or a QP without
+ * the flush right, a range outside the MR: remote access error.  As requester, the device
+ * sends what the WQE says, asks no ACK, takes no ACK for the answer, and completes the FLUSH
+ * on the empty READ response.
+ */
+static void wire_flush_ext(uint8_t *ext, uint32_t feth, uint64_t va, uint32_t rkey,
+                           uint32_t len)
+{
+    stl_be_p(ext, feth);
+    stq_be_p(ext + 4, va);
+    stl_be_p(ext + 12, rkey);
+    stl_be_p(ext + 16, len);
+}
+
+/* A FLUSH at psn that must be refused with NAK syndrome nak; then the QP starts over. */
+static void wire_flush_refused(PibDev *d, int fd, TestEnd *x, const uint8_t *ext,
+                               uint32_t qp_access, uint8_t nak)
+{
+    WirePkt w;
+
+    wp_send(fd, PIB_OP_RC_FLUSH, 100, false, ext, 20, NULL, 0);
+    wp_expect(fd, &w, PIB_OP_RC_ACKNOWLEDGE, 100);
+    g_assert_cmphex(w.syndrome, ==, PIB_AETH_NAK | nak);
+    g_assert_cmpuint(dp_query_qp(d, x->qp.qpn).qp_state, ==, PIB_QPS_ERR);
+    g_assert_cmpuint(dp_modify_state(d, x->qp.qpn, PIB_QPS_RESET), ==, PIB_AQ_OK);
+    x->qp.sq_pi = x->qp.rq_pi = 0;
+    wp_qp_rtr(d, x->qp.qpn, qp_access, 4);
+    wp_qp_rts(d, x->qp.qpn, 4);
+}
+
+static void test_dp_wire_flush(void)
+{
+    const uint32_t qp_access = PIB_ACCESS_REMOTE_WRITE | PIB_ACCESS_FLUSH_GLOBAL;
+    const uint32_t global = PIB_FLUSH_GLOBAL;
+    const uint32_t whole = PIB_FLUSH_GLOBAL | PIB_FLUSH_MR << PIB_FETH_SEL_SHIFT;
+    uint64_t before[PIB_CNT_MAX], after[PIB_CNT_MAX];
+    uint8_t ext[20];
+    uint32_t fkey;
+    struct pib_cqe cqe;
+    TestEnd x;
+    WirePkt w;
+    PibDev d;
+    int fd;
+    PeerLink l;
+
+    fd = peer_dev_up(&l, &d);
+    dp_end(&d, &x, PIB_QPT_RC, 16384);
+    fkey = dp_reg_mr(&d, x.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE |
+                     PIB_ACCESS_FLUSH_GLOBAL, x.buf, 4096);
+    wp_dqpn = x.qp.qpn;
+    wp_qp_rtr(&d, x.qp.qpn, qp_access, 4);
+    wp_qp_rts(&d, x.qp.qpn, 4);
+    dp_counters(&d, before);
+
+    /* A range: answered by an empty READ response; its duplicate, the same again. */
+    wire_flush_ext(ext, global, x.buf + 64, fkey, 1024);
+    wp_send(fd, PIB_OP_RC_FLUSH, 100, false, ext, 20, NULL, 0);
+    wp_expect(fd, &w, PIB_OP_RC_RDMA_READ_RESP_ONLY, 100);
+    g_assert_cmphex(w.syndrome & PIB_AETH_TYPE_MASK, ==, PIB_AETH_ACK);
+    g_assert_cmpuint(w.paylen, ==, 0);
+    g_assert_cmpuint(w.msn, ==, 1);
+    wp_send(fd, PIB_OP_RC_FLUSH, 100, false, ext, 20, NULL, 0);
+    wp_expect(fd, &w, PIB_OP_RC_RDMA_READ_RESP_ONLY, 100);
+    g_assert_cmpuint(w.paylen, ==, 0);
+    dp_counters(&d, after);
+    g_assert_cmpuint(after[PIB_CNT_DUPLICATE_REQUESTS] -
+                     before[PIB_CNT_DUPLICATE_REQUESTS], ==, 1);
+
+    /* The whole MR, whatever the RETH says; a zero-length range at the MR's end. */
+    wire_flush_ext(ext, whole, 0, fkey, 0xffffffff);
+    wp_send(fd, PIB_OP_RC_FLUSH, 101, false, ext, 20, NULL, 0);
+    wp_expect(fd, &w, PIB_OP_RC_RDMA_READ_RESP_ONLY, 101);
+    g_assert_cmpuint(w.paylen, ==, 0);
+    wire_flush_ext(ext, global, x.buf + 4096, fkey, 0);
+    wp_send(fd, PIB_OP_RC_FLUSH, 102, false, ext, 20, NULL, 0);
+    wp_expect(fd, &w, PIB_OP_RC_RDMA_READ_RESP_ONLY, 102);
+    g_assert_cmpuint(w.msn, ==, 3);
+    wp_expect_nothing(fd);
+    g_assert_cmpuint(dp_query_qp(&d, x.qp.qpn).qp_state, ==, PIB_QPS_RTS);
+
+    /* What the responder refuses (each time from PSN 100 on a fresh QP). */
+    g_assert_cmpuint(dp_modify_state(&d, x.qp.qpn, PIB_QPS_RESET), ==, PIB_AQ_OK);
+    wp_qp_rtr(&d, x.qp.qpn, qp_access, 4);
+    wp_qp_rts(&d, x.qp.qpn, 4);
+    wire_flush_ext(ext, global | 1u << 6, x.buf, fkey, 64);         /* reserved bit */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_INVALID_REQ);
+    wire_flush_ext(ext, 0, x.buf, fkey, 64);                        /* no placement */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_INVALID_REQ);
+    wire_flush_ext(ext, PIB_FLUSH_GLOBAL | 2u << PIB_FETH_SEL_SHIFT, x.buf, fkey, 64);
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_INVALID_REQ);
+    wire_flush_ext(ext, PIB_FLUSH_PERSISTENT, x.buf, fkey, 64);     /* no persistence */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_REM_ACCESS_ERR);
+    wire_flush_ext(ext, global, x.buf, x.key, 64);                  /* MR without it */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_REM_ACCESS_ERR);
+    wire_flush_ext(ext, global, x.buf, x.key, 0);                   /* even empty */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_REM_ACCESS_ERR);
+    wire_flush_ext(ext, global, x.buf + 4000, fkey, 200);           /* past the MR */
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_REM_ACCESS_ERR);
+    wire_flush_ext(ext, global, x.buf, fkey, 64);                   /* QP without it */
+    g_assert_cmpuint(dp_modify_state(&d, x.qp.qpn, PIB_QPS_RESET), ==, PIB_AQ_OK);
+    wp_qp_rtr(&d, x.qp.qpn, PIB_ACCESS_REMOTE_WRITE, 4);
+    wp_qp_rts(&d, x.qp.qpn, 4);
+    wire_flush_refused(&d, fd, &x, ext, qp_access, PIB_NAK_REM_ACCESS_ERR);
+
+    /*
+     * The device as requester: the FLUSH goes out as the WQE says, with no ACK request; an
+     * ACK does not complete it, the empty READ response does.
+     */
+    dp_post_send(&d, &x.qp, PIB_WQE_FLUSH, PIB_WQE_F_SIGNALED, 0x30, NULL, 0,
+                 0x12340000, 0xbeef);
+    /* dp_post_send() wrote imm_inv 0 and compare_add 0: a WQE with no placement type. */
+    dp_expect(&d, &x.scq, 0x30, PIB_WC_LOC_QP_OP_ERR, PIB_CQE_FLUSH, NULL);
+    g_assert_cmpuint(dp_modify_state(&d, x.qp.qpn, PIB_QPS_RESET), ==, PIB_AQ_OK);
+    x.qp.sq_pi = x.qp.rq_pi = 0;
+    wp_qp_rtr(&d, x.qp.qpn, qp_access, 4);
+    wp_qp_rts(&d, x.qp.qpn, 4);
+    {
+        struct pib_send_wqe wqe = {
+            .opcode = PIB_WQE_FLUSH, .flags = PIB_WQE_F_SIGNALED,
+            .wr_id = cpu_to_le64(0x31), .remote_addr = cpu_to_le64(0x12340000),
+            .rkey = cpu_to_le32(0xbeef), .compare_add = cpu_to_le64(4096),
+            .imm_inv = cpu_to_le32(PIB_FLUSH_GLOBAL),
+        };
+
+        dp_post_send_raw(&d, &x.qp, &wqe, NULL, 0, true);
+    }
+    wp_expect(fd, &w, PIB_OP_RC_FLUSH, 500);
+    g_assert_false(w.ackreq);
+    g_assert_cmphex(w.feth, ==, PIB_FLUSH_GLOBAL);
+    g_assert_cmphex(w.va, ==, 0x12340000);
+    g_assert_cmphex(w.rkey, ==, 0xbeef);
+    g_assert_cmpuint(w.dmalen, ==, 4096);
+    wp_ack(fd, 500, PIB_AETH_ACK | 0x1f);
+    dp_expect_none(&d, &x.scq);
+    wp_send(fd, PIB_OP_RC_RDMA_READ_RESP_ONLY, 500, false, "\x1f\0\0\1", 4, NULL, 0);
+    dp_expect(&d, &x.scq, 0x31, PIB_WC_SUCCESS, PIB_CQE_FLUSH, &cqe);
+    g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 0);
+
+    g_assert_cmpuint(dp_err_count(&d), ==, 1);      /* the WQE with no placement type */
+    close(fd);
+    pib_close(&d);
+    peer_shutdown(&l);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
 
     qtest_add_func("/pib/data/wire", test_dp_wire);
     qtest_add_func("/pib/data/xrc", test_dp_xrc);
+    qtest_add_func("/pib/data/wire-flush", test_dp_wire_flush);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
 
     return g_test_run();
