@@ -12,6 +12,8 @@
 #   make mutate   does the suite catch one-line bugs?  tests/mutate/mutations.txt, one by one
 #   make soak     the fault and RC tests in a loop (SOAK_COUNT, SOAK_SECONDS, SOAK_TESTS), after
 #                 a guest-less soak of SOAK_CUTS link cuts (tests/soak.sh)
+#   make soak-migrate  a guest moved SOAK_MOVES times (default 30) under an NVMe fio
+#                 verify job (SOAK_IO=rdma, or tcp); a row in bench/results/soak-migrate.csv
 #   make fuzz     the link and MMIO fuzzers for FUZZ_SECONDS (default 600)
 #   make bench    pib against Soft-RoCE and the link's host ceiling: bench/results/<date>-<host>.{csv,md}
 #                 (commit them), logs in build/bench/; guests under PIB_GUEST_LOCK
@@ -39,7 +41,7 @@ export PIB_STACK ?= bookworm
 # Debian's kernel ABI (6.1.0-NN) moves with point releases: resolve it once per make run.
 export PIB_KERNEL_ABI ?= $(shell PIB_STACK=$(PIB_STACK) bash mk/fetch.sh kernel-abi 2>/dev/null)
 
-.PHONY: lab labs all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak fuzz bench packages debian-image clean
+.PHONY: lab labs all deps qemu driver provider guest-tests ktest image demo test qtest provider-test e2e test-robust mutate hostile soak soak-migrate fuzz bench packages debian-image clean
 
 all: image qemu
 
@@ -102,6 +104,14 @@ test: all hostile debian-image
 FUZZ_SECONDS ?= 600
 soak: all hostile
 	@bash tests/soak.sh
+
+# Live migration again and again under NVMe I/O (SOAK_IO=tcp: over virtio-net, a control); the
+# result row goes to bench/results/soak-migrate.csv, the data docs/explanation/migration.md quotes.
+SOAK_IO ?= rdma
+SOAK_MOVES ?= 30
+soak-migrate: all
+	@flock $${PIB_GUEST_LOCK:-/tmp/pib-guest.lock} bash tests/soak-migrate.sh \
+	  --moves $(SOAK_MOVES) --io $(SOAK_IO) --result bench/results/soak-migrate.csv
 
 fuzz: qemu
 	@[ "$(PIB_STACK)" = bookworm ] || { echo "make fuzz: the fuzzers build on QEMU 7.2 (PIB_STACK=bookworm)"; exit 2; }
