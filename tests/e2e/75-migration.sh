@@ -11,13 +11,16 @@
 #     of node 1: both exit 0, all 2000 pings printed;
 #   - the ports never left ACTIVE: neither node's link_downs hw_counter moved, each move is one
 #     link_recoveries on both nodes (the same port came back on the new cable, include/
-#     pib_link.h "Moving"), the LIDs are the ones the SM gave before;
+#     pib_link.h "Moving"), the LIDs are the ones the SM gave before, and the SM's log (node 0's
+#     opensm, which logs every port change at its level 0x02) shows no port change: no link
+#     state change trap, no port discovered or dropped, no GID in or out of service; and
+#     ibv_asyncwatch in each guest, running through all the moves, saw no port event;
 #   - IPoIB: node 0 pings node 1 every 0.1 s across a move of node 1, and the replies go on
 #     after it (what the gap lost is reported: UD does not retry);
 #   - NVMe over RDMA: fio's verify job on node 0 against node 1's nvmet-rdma target, across a
 #     move of node 1, the target: fio exits 0 with every block checked and no I/O error;
 #   - the downtime QEMU measured is reported for each move (not asserted: a benchmark figure).
-# e2e-checks: 68
+# e2e-checks: 77
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -27,7 +30,30 @@ switched_up --nodes 2
 lids() { echo "$(port_lid 0) $(port_lid 1)"; }
 port_lid() { on "$1" cat /sys/class/infiniband/pib_0/ports/1/lid; }
 counts() { echo "$(hw_counter "$1" link_downs) $(hw_counter "$1" link_recoveries)"; }
+# The port changes opensm logged so far: what a port that goes down and comes back makes it log.
+# A peer port reset in a pair (ibportstate LID 1 reset, as 52-link-bounce does): "SM port is
+# down", "Entering DISCOVERING state", the GID out of service, "drop_mgr_remove_port: Removed
+# port", then "SM port is up"; a cable cut behind a switch: a trap 128 "Link state change",
+# "Discovered new port", GID in service.
+sm_port_changes() {
+  grep -cE 'SM port is|DISCOVERING|GID (in|out of) service|Removed port|drop_mgr|Link state change|Discovered new port' \
+    "$PIBVM_DIR/node0.opensm.log"
+}
 lids0=$(lids)
+
+# The guests' own view: ibv_asyncwatch on each node, from before the first move to the last,
+# must see no port event (PORT_ERR, PORT_ACTIVE, LID_CHANGE, SM_CHANGE, ...): ib_core would have
+# delivered one for any change of the port.  It runs through every move (its node's too).
+declare -a aw awpid
+for n in 0 1; do
+  aw[$n]=$(mktemp)
+  "$PIBVM" exec "$n" --timeout 3000 -- ibv_asyncwatch -d pib_0 >"${aw[$n]}" 2>&1 &
+  awpid[$n]=$!
+done
+# (Its output comes back only when it ends: wait for the process itself.)
+for n in 0 1; do
+  for ((i = 0; i < 600; i++)); do on "$n" pidof ibv_asyncwatch >/dev/null && break; sleep 0.1; done
+done
 
 # migrate_during N LOG: move node N once node 1 has sent 1000 packets more than now; the
 # downtime goes to the log.
@@ -39,6 +65,7 @@ migrate_during() {
     sleep 0.1
   done
   check "node 1 is sending before node $n moves" test "$(hw_counter 1 tx_packets)" -gt $((tx0 + 1000))
+  sm_before=$(sm_port_changes)
   out=$("$PIBVM" migrate "$n" 2>&1)
   check "pibvm migrate $n" test $? -eq 0
   echo "$out"
@@ -57,6 +84,8 @@ moved() {
       test "$(hw_counter $m link_recoveries)" -eq $((r + 1))
   done
   check "the LIDs are the SM's first ones ($lids0)" test "$(lids)" = "$lids0"
+  check "the SM logged no port change across node $n's move ($sm_before before, $(sm_port_changes) after)" \
+    test "$(sm_port_changes)" -eq "$sm_before"
 }
 
 downtimes=$(mktemp)
@@ -168,6 +197,16 @@ rm -f "$flog"
 moved 1 "$c0" "$c1"
 check "node 0: nvme disconnect" on_t 0 120 nvme disconnect -n "$NQN"
 check "node 1: pib-nvmet down" on_t 1 120 pib-nvmet down
+
+for n in 0 1; do
+  on "$n" sh -c 'kill $(pidof ibv_asyncwatch)' >/dev/null 2>&1
+  wait "${awpid[$n]}"
+  echo "--- ibv_asyncwatch on node $n"; cat "${aw[$n]}"
+  check "node $n: ibv_asyncwatch watched pib_0 through the moves" grep -q '^pib_0: async event FD' "${aw[$n]}"
+  check "node $n: no port event in the guest across the moves" \
+    bash -c '! grep -q "event_type" "$1"' _ "${aw[$n]}"
+  rm -f "${aw[$n]}"
+done
 
 echo "--- downtime QEMU measured per move"; cat "$downtimes"; rm -f "$downtimes"
 finish
