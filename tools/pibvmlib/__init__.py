@@ -88,4 +88,6 @@ The package (tools/pibvm is its entry point: the command line, nothing else):
     mgmt.py       the daemons: the management-network hub and the guest-agent relays
     agent.py      the guest agent (QGA) and QMP clients; running a command in a guest
     commands.py   up, down, kill, status, exec, console, sm, ipoib, guid
+    migrate.py    migrate: a running node into a new QEMU process (live migration)
+    snapshot.py   snapshot save, snapshot load: every node of a run at one moment
 """

@@ -1,0 +1,145 @@
+"""`pibvm snapshot save NAME` and `pibvm snapshot load NAME`: the whole fabric of a run saved at
+one moment, and put back to it, any number of times (docs/explanation/migration.md).
+
+A snapshot is a directory, <run>/snapshots/NAME/, with one QEMU migration stream per node
+(node<N>.vmstate: the machine, its RAM and its pib-hca, QPs open) and the run's state.json.
+
+save: every node is stopped (QMP `stop`, one after the other: the first ones' links hold what
+      the others still send), each stopped machine is migrated into its file (`exec:cat`), then
+      every node runs on (`cont`).  A node that runs on where it was withdraws the notice
+      "I may move" its device gave its peer when the migration started.
+load: every node's QEMU is replaced by a new one that loads its file (`-incoming exec:cat`,
+      `-S`: it stays stopped once loaded); once every node is loaded, all run at once.  Each
+      loaded port holds its state until the same peer greets it on the new cable, with the
+      tokens both saved (include/pib_link.h, "Moving"), so the ports stay ACTIVE, and RC QPs
+      resend what the snapshot's moment had in flight.  The guests' agents come back as they
+      were: a command they ran at the save runs again from there.
+
+Not yet: a fabric with switches (pib-switch is not migratable), a --data-net run, TCP cables."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from .agent import qga_ready
+from .config import die, node_pid, path, say, wait_gone
+from .mgmt import start_relay
+from .migrate import wait_migration
+from .qemu import qemu_args
+from .qmp import Qmp
+from .topology import switched
+
+# What makes the machines: a stream loads only into the machine it was saved from.
+MACHINE_KEYS = ("nodes", "mem", "accel", "pib", "initrd", "overlay", "image", "node_base",
+                "sm", "static_lids", "no_driver")
+
+
+def snapshot_dir(name):
+    if not name or "/" in name or name.startswith("."):
+        die(f"snapshot: '{name}' is not a snapshot name (no '/', not starting with '.')")
+    return path(os.path.join("snapshots", name))
+
+
+def fabric_nodes(state, what):
+    """The run's nodes, all running; a fabric pibvm cannot snapshot is refused."""
+    if switched(state):
+        die(f"snapshot {what}: a fabric with switches cannot be saved yet (pib-switch is not "
+            "migratable)")
+    if state.get("data_net"):
+        die(f"snapshot {what}: a run with --data-net cannot be saved (QEMU 7.2's stream netdev "
+            "does not redial)")
+    if state.get("link_listen") or state.get("link_connect"):
+        die(f"snapshot {what}: a node with a TCP cable is not supported yet")
+    if state.get("disks") or state.get("image") == "debian":
+        die(f"snapshot {what}: a node with a disk cannot be saved (a stream holds the RAM, "
+            "not the disk, which goes on changing)")
+    nodes = list(range(state["nodes"]))
+    down = [n for n in nodes if not node_pid(n)]
+    if down and what == "save":
+        die(f"snapshot save: node{down[0]} is not running")
+    return nodes
+
+
+def cmd_snapshot_save(args, state):
+    """Stop every node, save each into <run>/snapshots/NAME/, and let them run on."""
+    nodes = fabric_nodes(state, "save")
+    d = snapshot_dir(args.name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    qmps = {n: Qmp(path(f"node{n}.qmp")) for n in nodes}
+    t0 = time.monotonic()
+    for n in nodes:
+        qmps[n].cmd("stop")
+    try:
+        for n in nodes:
+            f = os.path.join(d, f"node{n}.vmstate")
+            qmps[n].cmd("migrate", {"uri": f"exec:cat > '{f}'"})
+            r = wait_migration(qmps[n], args.timeout)
+            if r["status"] != "completed":
+                die(f"snapshot save: node{n}: {r['status']}: {r.get('error-desc', '')}")
+            say(f"node{n}: saved, {os.path.getsize(f) >> 20} MiB")
+    finally:
+        for n in nodes:
+            qmps[n].cmd("cont")
+            qmps[n].close()
+    with open(path("state.json")) as src, open(os.path.join(d, "state.json"), "w") as dst:
+        dst.write(src.read())
+    say(f"snapshot {args.name}: {len(nodes)} nodes stopped for "
+        f"{time.monotonic() - t0:.1f} s, saved in {d}")
+    return 0
+
+
+def cmd_snapshot_load(args, state):
+    """Put every node back to the moment snapshot NAME was taken."""
+    nodes = fabric_nodes(state, "load")
+    d = snapshot_dir(args.name)
+    try:
+        with open(os.path.join(d, "state.json")) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        die(f"snapshot load: no snapshot '{args.name}' in {path('snapshots')}")
+    # The machines must be the ones the streams were saved from.
+    for k in MACHINE_KEYS:
+        if saved.get(k) != state.get(k):
+            die(f"snapshot load: the run's {k} ({state.get(k)}) is not the snapshot's "
+                f"({saved.get(k)}): `pibvm up` a run like the one saved")
+    for n in nodes:
+        if not os.path.exists(os.path.join(d, f"node{n}.vmstate")):
+            die(f"snapshot load: {d} has no stream for node{n}")
+    # The running machines go (as `pibvm kill` would end them: what they did since is dropped).
+    for n in nodes:
+        pid = node_pid(n)
+        if pid:
+            os.kill(pid, 9)
+            if not wait_gone(pid, 30):
+                die(f"node{n}: QEMU pid {pid} did not end")
+    t0 = time.monotonic()
+    for n in nodes:
+        for f in (f"node{n}.pid", f"node{n}.agent"):
+            try:
+                os.unlink(path(f))
+            except FileNotFoundError:
+                pass
+        f = os.path.join(d, f"node{n}.vmstate")
+        argv = qemu_args(n, state) + ["-S", "-incoming", f"exec:cat '{f}'"]
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if r.returncode != 0:
+            die(f"node{n}: QEMU failed to start (exit {r.returncode}):\n{r.stderr.strip()}")
+    qmps = {n: Qmp(path(f"node{n}.qmp")) for n in nodes}
+    for n in nodes:
+        r = wait_migration(qmps[n], args.timeout)
+        if r["status"] != "completed":
+            die(f"snapshot load: node{n}: {r['status']}: {r.get('error-desc', '')} "
+                f"(see node{n}.qemu.log)")
+    for n in nodes:
+        qmps[n].cmd("cont")
+        qmps[n].close()
+    for n in nodes:
+        start_relay(n)
+        if not qga_ready(n, 60):
+            say(f"node{n}: its guest agent does not answer after the load")
+    say(f"snapshot {args.name}: {len(nodes)} nodes loaded and running in "
+        f"{time.monotonic() - t0:.1f} s")
+    return 0
