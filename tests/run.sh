@@ -160,6 +160,7 @@ run_e2e() {
     # The log is written by the script itself and followed to the terminal until it exits, so
     # that it is whole when its count is read (a tee behind a pipe or a process substitution
     # could still be writing, or be held open by something the script left running).
+    : > "$log_dir/$name.log"    # there before tail looks for it
     timeout -k 120 "${limit:-1200}" bash "$t" > "$log_dir/$name.log" 2>&1 &
     pid=$!
     tail --pid="$pid" -n +1 -f "$log_dir/$name.log"
