@@ -25,7 +25,7 @@ import time
 
 from .agent import qga_ready
 from .config import die, node_pid, path, say, wait_gone
-from .mgmt import start_relay
+from .mgmt import start_hub, start_relay
 from .migrate import wait_migration
 from .qemu import qemu_args
 from .qmp import Qmp
@@ -116,6 +116,7 @@ def cmd_snapshot_load(args, state):
             if not wait_gone(pid, 30):
                 die(f"node{n}: QEMU pid {pid} did not end")
     t0 = time.monotonic()
+    start_hub(len(nodes))       # (a run brought down since keeps its state: the hub went)
     for n in nodes:
         for f in (f"node{n}.pid", f"node{n}.agent"):
             try:
