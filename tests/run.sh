@@ -168,7 +168,11 @@ run_e2e() {
     # The script's own count against its header (tests/e2e/lib.sh, finish).
     want=$(sed -n 's/^# e2e-checks: \([0-9][0-9]*\)$/\1/p' "$t" | head -n 1)
     made=$(sed -n 's/^e2e checks: \([0-9][0-9]*\) made.*/\1/p' "$log_dir/$name.log" | tail -n 1)
-    if [ $rc -eq 0 ] && [ -z "$want" ]; then
+    if [ $rc -eq 0 ] && grep -q '^E2E-SKIP ' "$log_dir/$name.log"; then
+      # The script said why it cannot run here (tests/e2e/lib.sh, skip_script).
+      skip=$((skip + 1)); skips+=("$name: $(sed -n 's/^E2E-SKIP //p' "$log_dir/$name.log" | head -n 1)")
+      echo "SKIP $name"; continue
+    elif [ $rc -eq 0 ] && [ -z "$want" ]; then
       rc=98; echo "$name has no '# e2e-checks: N' header line"
     elif [ $rc -eq 0 ] && [ "${made:-0}" -lt "$want" ]; then
       rc=97; echo "$name made ${made:-no} checks, fewer than the $want its header names"

@@ -45,6 +45,10 @@ PY
 # field TEXT KEY: the value after "KEY:" in ibv_devinfo-style output (first match).
 field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
+# skip_script REASON: this script cannot run here (REASON says why, and what would let it);
+# tests/run.sh counts it as skipped, prints the reason, and holds no check count against it.
+skip_script() { echo "E2E-SKIP $1"; exit 0; }
+
 # finish: the verdict, and the count tests/run.sh holds against the script's "# e2e-checks: N".
 finish() {
   echo "e2e checks: $nchecks made, $nfail failed"

@@ -73,7 +73,8 @@ default: QEMU 7.2, Linux 6.1), build/trixie/ for trixie (QEMU 10.0, Linux 6.12);
 directory is <outputs>/vm.
 
 Developer knobs (environment): PIBVM_DIR (run directory), PIBVM_QEMU (QEMU binary, default
-<outputs>/qemu-system-x86_64), PIBVM_NO_PIB=1 (boot without the pib-hca device, for a QEMU built
+<outputs>/qemu-system-x86_64; for `pibvm migrate`, the destination's), PIBVM_MACHINE (machine
+type, default q35; pc-q35-7.2 lets a guest move between QEMU 7.2 and 10.0), PIBVM_NO_PIB=1 (boot without the pib-hca device, for a QEMU built
 without it), PIBVM_TRACE=PATTERN[,PATTERN...] (enable QEMU trace points, e.g. 'pib_*', into
 node<N>.qemu.log), PIBVM_PIB_PROPS=,name=value... (more pib-hca properties for every node, e.g.
 ',link-doorbell=off').

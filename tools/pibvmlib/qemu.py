@@ -146,7 +146,8 @@ def qemu_args(n, state, sfx=""):
     """Node N's QEMU.  SFX is added to the names of what it binds (its pidfile, QMP, console,
     guest-agent and hub sockets, a cable it serves): `pibvm migrate` starts the new QEMU with a
     suffix while the old one still holds the names (migrate.py)."""
-    args = [QEMU, "-name", f"node{n}", "-M", "q35", "-accel", state["accel"],
+    args = [QEMU, "-name", f"node{n}", "-M", os.environ.get("PIBVM_MACHINE", "q35"),
+            "-accel", state["accel"],
             "-m", str(state["mem"]), "-smp", "1", "-nodefaults", "-no-user-config",
             "-display", "none", *FIRMWARE, *boot_args(n, state),
             "-daemonize", "-pidfile", path(f"node{n}.pid") + sfx,
