@@ -28,7 +28,7 @@ import time
 from .agent import qga_ready
 from .config import die, node_pid, path, say, wait_gone
 from .mgmt import start_relay
-from .qemu import link_socket, qemu_args, qemu_version
+from .qemu import link_socket, qemu_args
 from .qmp import Qmp
 from .topology import peer_of, switched
 
@@ -55,12 +55,16 @@ def redial_peer(n, state):
     peer = peer_of(n, state["nodes"])
     if switched(state) or peer is None or n > peer or not node_pid(peer):
         return
-    redial = ({"reconnect-ms": 1000} if qemu_version() >= (9, 2) else {"reconnect": 1})
-    backend = {"type": "socket", "data": {
-        "addr": {"type": "unix", "data": {"path": link_socket(n, peer)}},
-        "server": False, **redial}}
     try:
         q = Qmp(path(f"node{peer}.qmp"))
+        # The option is the peer QEMU's to understand, which may be another version than the
+        # destination's (a move between the stacks' QEMUs, PIBVM_QEMU).
+        v = q.cmd("query-version")["qemu"]
+        redial = ({"reconnect-ms": 1000} if (v["major"], v["minor"]) >= (9, 2) else
+                  {"reconnect": 1})
+        backend = {"type": "socket", "data": {
+            "addr": {"type": "unix", "data": {"path": link_socket(n, peer)}},
+            "server": False, **redial}}
         q.cmd("chardev-change", {"id": "pib0", "backend": backend})
         q.close()
     except OSError as e:
