@@ -209,7 +209,10 @@ PIB_STATIC_ASSERT(sizeof(struct pib_regs) == 4 * (0 PIB_REGS(PIB_REG_COUNT_ONE))
 	                       /* the QP also goes to ERROR                                  */ \
 	X(UAR_DB_RANGE,    11) /* SQ/RQ/SRQ doorbell producer index more than depth ahead    */ \
 	                       /* of the device's consumer index, or moving backwards; CQ    */ \
-	                       /* doorbell consumer index past the producer                  */
+	                       /* doorbell consumer index past the producer                  */ \
+	X(DBREC_RANGE,     12) /* RQ/SRQ doorbell record (struct pib_recv_dbrec) producer    */ \
+	                       /* index more than depth ahead of the device's consumer       */ \
+	                       /* index, or moving backwards: the record is not believed     */
 
 #define PIB_GERR_ENUM_ENTRY(id, value) PIB_GERR_##id = value,
 enum pib_guest_error {
@@ -501,6 +504,8 @@ struct pib_cmd_create_cq {
  * the XRCD and the CQ: DEALLOC_XRCD and DESTROY_CQ say BUSY meanwhile.  A plain SRQ has
  * xrcd and cqn 0. */
 #define PIB_SRQ_F_XRC          (1u << 0)
+#define PIB_SRQ_F_DBREC        (1u << 1)  /* a doorbell record: npages (and MODIFY_SRQ's)  */
+                                          /* is pib_recv_ring_pages(.., true) (pib_wqe.h)  */
 struct pib_cmd_create_srq {
 	pib_u32 pdn;
 	pib_u32 depth;          /* power of two, 1..max_srq_wr                                 */
@@ -522,8 +527,10 @@ struct pib_cmd_create_srq {
  * listed at pbl_addr.  Indices carry on: WQE i is in slot i % max_wr of the new ring, and the
  * driver, which wrote them, writes the WQEs posted but not yet taken into their new slots before
  * the command; the device takes from the new ring once the command completes, and never reads
- * the old one again.  max_wr must hold the WQEs posted and not yet taken, and the limit (if
- * armed) must stay below it, else BAD_PARAM and nothing changes.  Both bits may come together.
+ * the old one again.  An SRQ with a doorbell record (PIB_SRQ_F_DBREC) has one on the new ring
+ * too (npages counts its page), where the driver has written the producer index.  max_wr must
+ * hold the WQEs posted and not yet taken, and the limit (if armed) must stay below it, else
+ * BAD_PARAM and nothing changes.  Both bits may come together.
  */
 #define PIB_SRQ_ATTR_MAX_WR    (1u << 0)
 #define PIB_SRQ_ATTR_LIMIT     (1u << 1)
@@ -789,6 +796,8 @@ static inline bool pib_qp_type_is_reliable(pib_u32 type)
 
 #define PIB_QPC_F_SQ_SIG_ALL   (1u << 0)  /* every send WQE completes, signalled or not    */
 #define PIB_QPC_F_NO_RQ        (1u << 1)  /* the QP has no RQ (it uses an SRQ, or none)     */
+#define PIB_QPC_F_RQ_DBREC     (1u << 2)  /* the RQ has a doorbell record: rq_npages is    */
+                                          /* pib_recv_ring_pages(.., true) (pib_wqe.h)     */
 #define PIB_SRQN_NONE          0xffffffffu
 /*
  * CREATE_QP.  An XRC_INI QP has a PD, a send CQ and an SQ, no receive side: PIB_QPC_F_NO_RQ,
@@ -1027,6 +1036,9 @@ enum pib_counter {
 #define PIB_DEV_CAP_XRC            (1u << 12) /* XRC domains, XRC SRQs, XRC_INI/TGT QPs     */
 #define PIB_DEV_CAP_FLUSH          (1u << 13) /* RC RDMA FLUSH to global visibility         */
                                               /* (PIB_WQE_FLUSH, PIB_ACCESS_FLUSH_GLOBAL)   */
+#define PIB_DEV_CAP_RECV_DBREC     (1u << 14) /* receive doorbell records: RQs and SRQs     */
+                                              /* posted to without an MMIO write           */
+                                              /* (struct pib_recv_dbrec, pib_wqe.h)         */
 
 /*
  * Device limits that every layer must agree on (QUERY_DEVICE reports them too).  The rings live

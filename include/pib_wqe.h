@@ -292,6 +292,38 @@ static inline pib_u32 pib_ring_pages(pib_u32 depth, pib_u32 stride_log)
 	return (pib_u32)((((pib_u64)depth << stride_log) + PIB_PAGE_SIZE - 1) >> PIB_PAGE_SHIFT);
 }
 
+/*
+ * The receive doorbell record (PIB_DEV_CAP_RECV_DBREC): an RQ created with PIB_QPC_F_RQ_DBREC,
+ * or an SRQ with PIB_SRQ_F_DBREC, lists one page more than its slots need, and this record
+ * starts that page.  It replaces the RQ_DB and SRQ_DB doorbells, and their MMIO write (an exit
+ * from the guest), on the receive path, as mlx5's RQ doorbell record does:
+ *
+ * - The consumer writes the WQEs into their slots, a write barrier, then the new producer index
+ *   into pi.  That is all a post_recv does.
+ * - The device reads pi when a message needs a WQE and it has taken every one it knew of, and,
+ *   on an SRQ armed for the limit event, before it judges the limit.  A pi more than depth ahead
+ *   of the WQEs the device took, or behind what it knew, is not believed: counted as
+ *   PIB_GERR_DBREC_RANGE, and the device goes on with what it knew.
+ * - A QP in ERR takes no receives but flushes those posted, and only a doorbell tells it of
+ *   new ones.  Entering ERR, the device sets PIB_DBREC_F_RING in flags, then reads pi and flushes
+ *   up to it; a consumer that, after writing pi and a full barrier, reads PIB_DBREC_F_RING rings
+ *   the RQ doorbell too (the record is still written).  Each side writes its word before it
+ *   reads the other's, so at least one sees the other's write: no receive goes unflushed.
+ * - Entering RESET, the device zeroes the record, as the RQ's indices start over at 0.
+ * The RQ_DB and SRQ_DB doorbells still work on a ring with a record: each moves pi forward.
+ */
+struct pib_recv_dbrec {
+	pib_u32 pi;             /* the consumer's: producer index of the RQ or SRQ            */
+	pib_u32 flags;          /* the device's: PIB_DBREC_F_*                                 */
+};
+#define PIB_DBREC_F_RING       (1u << 0)  /* the QP is in ERR: ring the RQ doorbell too     */
+
+/* Pages of a receive ring (RQ or SRQ): its slots, then the record's page if it has one. */
+static inline pib_u32 pib_recv_ring_pages(pib_u32 depth, pib_u32 stride_log, bool dbrec)
+{
+	return pib_ring_pages(depth, stride_log) + (dbrec ? 1 : 0);
+}
+
 /* The CQE stride of a CQ created with these PIB_CQ_F_* flags (CREATE_CQ, pib_hw.h). */
 static inline pib_u32 pib_cqe_stride_log(pib_u32 cq_flags)
 {

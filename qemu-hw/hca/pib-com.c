@@ -48,7 +48,7 @@
                          PIB_DEV_CAP_MEM_WINDOW | PIB_DEV_CAP_MEM_MGT_EXT | \
                          PIB_DEV_CAP_RESIZE | PIB_DEV_CAP_CLOCK | \
                          PIB_DEV_CAP_ATOMIC_WRITE | PIB_DEV_CAP_XRC | \
-                         PIB_DEV_CAP_FLUSH)
+                         PIB_DEV_CAP_FLUSH | PIB_DEV_CAP_RECV_DBREC)
 
 /*
  * Names for traces, from the lists in include/pib_hw.h
@@ -294,7 +294,8 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         /* An AH is the consumer's: the provider's or the driver's memory, never the device's. */
         .max_ah              = cpu_to_le32(INT32_MAX),
         .max_inline_data     = cpu_to_le32(PIB_MAX_INLINE_DATA),
-        .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS),
+        .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS &
+                                           ~(s->recv_dbrec ? 0 : PIB_DEV_CAP_RECV_DBREC)),
         .max_pkeys           = cpu_to_le16(PIB_PKEY_TBL_LEN),
         .local_ca_ack_delay  = 15,
         .phys_port_cnt       = PIB_NUM_PORTS,

@@ -209,6 +209,7 @@ struct PibState {
     /* qdev properties */
     uint64_t node_guid;     /* 0 at realize: see pib_derive_node_guid() */
     uint16_t prop_lid;
+    bool recv_dbrec;        /* recv-dbrec: receive doorbell records offered */
 
     /*
      * The machine stopped (pib-vmstate.c): the link reads nothing and the bottom halves
@@ -460,6 +461,9 @@ extern const MemoryRegionOps pib_uar_ops;
 void pib_qp_doorbell(PibState *s, PibQp *qp, bool sq, uint32_t page,
                      uint64_t data);
 void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data);
+void pib_dbrec_read(PibState *s, uint64_t dbrec, uint32_t depth, uint32_t ci,
+                    uint32_t *pi, const char *ring, uint32_t num);
+void pib_dbrec_set_flags(PibState *s, uint64_t dbrec, uint32_t flags);
 void pib_qp_schedule(PibQp *qp);
 void pib_qp_kick_waiters(PibState *s);
 void pib_work_run(PibState *s);

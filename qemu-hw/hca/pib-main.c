@@ -718,6 +718,7 @@ static void pib_qdev_reset(DeviceState *dev)
 static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibState, node_guid, 0),
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
+    DEFINE_PROP_BOOL("recv-dbrec", PibState, recv_dbrec, true),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, true),

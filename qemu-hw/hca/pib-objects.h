@@ -189,6 +189,7 @@ typedef struct PibWq {
     uint32_t pi;            /* producer index from the last doorbell */
     uint32_t ci;            /* WQEs the device has completed */
     uint32_t max_sge;       /* what a slot holds, at most PIB_MAX_SGE */
+    uint64_t dbrec;         /* an RQ's doorbell record (guest address), 0: none */
 } PibWq;
 
 /* A scatter/gather element, host order. */
@@ -259,8 +260,9 @@ typedef struct PibSrq {
     uint32_t pdn;
     PibRing ring;
     uint32_t max_sge;
-    uint32_t pi;            /* producer index from the last doorbell */
+    uint32_t pi;            /* producer index from the last doorbell or record */
     uint32_t ci;            /* WQEs taken by QPs */
+    uint64_t dbrec;         /* its doorbell record (guest address), 0: none */
     uint32_t limit;         /* > 0: SRQ_LIMIT armed */
     uint32_t refcnt;        /* QPs using it: DESTROY_SRQ says BUSY */
     uint32_t xrcd;          /* an XRC SRQ: its domain; 0: a plain SRQ */

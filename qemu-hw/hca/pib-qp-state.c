@@ -419,6 +419,12 @@ static void pib_qp_enter(PibQp *qp, uint8_t next)
          */
         qp->sq.pi = qp->sq.ci = 0;
         qp->rq.pi = qp->rq.ci = 0;
+        if (qp->rq.dbrec) {     /* the record too: pi 0, no RING */
+            static const struct pib_recv_dbrec zero;
+
+            pib_dma_write(qp->s, qp->rq.dbrec, &zero, sizeof(zero),
+                          "doorbell record");
+        }
         pib_qp_reset_engines(qp);
         qp->req.psn = qp->req.psn_max = qp->comp.psn = qp->sq_psn;
         break;

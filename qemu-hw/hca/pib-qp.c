@@ -45,7 +45,7 @@ bool pib_qp_is_connected(const PibQp *qp)
  * Creating and destroying QPs
  */
 
-#define PIB_QPC_F_ALL   (PIB_QPC_F_SQ_SIG_ALL | PIB_QPC_F_NO_RQ)
+#define PIB_QPC_F_ALL   (PIB_QPC_F_SQ_SIG_ALL | PIB_QPC_F_NO_RQ | PIB_QPC_F_RQ_DBREC)
 
 /*
  * A QPN for a new QP of this type: QP0 and QP1 for the special QPs (one each), else the
@@ -179,7 +179,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t pdn, scqn, rcqn, sq_depth, rq_depth, max_inline, uar;
     uint32_t sq_npages, rq_npages, qpn, srqn;
     uint64_t *sq_pages = NULL, *rq_pages = NULL;
-    bool no_rq;
+    bool no_rq, dbrec;
     PibPd *pd;
     PibCq *scq, *rcq;
     PibSrq *srq = NULL;
@@ -199,6 +199,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
     sq_npages = le32_to_cpu(c.sq_npages);
     rq_npages = le32_to_cpu(c.rq_npages);
     no_rq = c.flags & PIB_QPC_F_NO_RQ;
+    dbrec = c.flags & PIB_QPC_F_RQ_DBREC;
 
     switch (c.type) {
     case PIB_QPT_RC:
@@ -232,9 +233,9 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
                               !pd ? pdn : !scq ? scqn : rcqn,
                               PIB_AQ_BAD_RESOURCE);
     }
-    if (c.flags & ~PIB_QPC_F_ALL) {
-        return pib_cmd_reject("CREATE_QP", "unknown flags", c.flags,
-                              PIB_AQ_BAD_PARAM);
+    if (c.flags & ~PIB_QPC_F_ALL || (dbrec && (no_rq || !s->recv_dbrec))) {
+        return pib_cmd_reject("CREATE_QP", "unknown flags, or a record without an RQ or off",
+                              c.flags, PIB_AQ_BAD_PARAM);
     }
     srqn = le32_to_cpu(c.srqn);
     if (srqn != PIB_SRQN_NONE) {
@@ -275,7 +276,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
                               PIB_AQ_BAD_PARAM);
     }
     if (sq_npages != pib_ring_pages(sq_depth, c.sq_stride_log) ||
-        rq_npages != (no_rq ? 0 : pib_ring_pages(rq_depth, c.rq_stride_log))) {
+        rq_npages != (no_rq ? 0 : pib_recv_ring_pages(rq_depth, c.rq_stride_log, dbrec))) {
         return pib_cmd_reject("CREATE_QP", "page counts do not match the rings",
                               (uint64_t)sq_npages << 32 | rq_npages,
                               PIB_AQ_BAD_PARAM);
@@ -322,6 +323,7 @@ uint8_t pib_cmd_create_qp(PibState *s, const struct pib_admin_cmd *cmd,
         .npages = rq_npages, .pages = rq_pages,
     };
     qp->rq.max_sge = no_rq ? 0 : pib_recv_max_sge(c.rq_stride_log);
+    qp->rq.dbrec = dbrec ? rq_pages[rq_npages - 1] : 0;
     if (qp->type == PIB_QPT_GSI) {
         qp->qkey = PIB_GSI_QKEY;
     } else if (qp->type == PIB_QPT_SMI) {

@@ -152,6 +152,19 @@ void pib_resp_reset(PibQp *qp)
 }
 
 /*
+ * Is a receive WQE posted to the RQ?  Once the device has taken all it knew
+ * of, a ring with a doorbell record says in the record whether there are more.
+ */
+static bool pib_rq_posted(PibQp *qp)
+{
+    if (qp->rq.ci == qp->rq.pi) {
+        pib_dbrec_read(qp->s, qp->rq.dbrec, qp->rq.ring.depth, qp->rq.ci,
+                       &qp->rq.pi, "RQ", qp->qpn);
+    }
+    return qp->rq.ci != qp->rq.pi;
+}
+
+/*
  * The receive WQE for this message: the one at the RQ's consumer index, or
  * the next one taken from the SRQ.  False if there is none.  A malformed one
  * is returned too, with c->rq_status set: it completes in error.
@@ -168,7 +181,7 @@ static bool pib_resp_get_rwqe(PibRespCtx *c)
         if (!pib_srq_take(qp, c->srq, &r->rwqe, &c->rq_status)) {
             return false;
         }
-    } else if (qp->no_rq || qp->rq.ci == qp->rq.pi) {
+    } else if (qp->no_rq || !pib_rq_posted(qp)) {
         return false;
     } else {
         pib_rq_fetch(qp, qp->rq.ci, &r->rwqe, &c->rq_status);

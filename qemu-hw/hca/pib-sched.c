@@ -259,6 +259,51 @@ void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data)
 }
 
 /*
+ * Receive doorbell records (struct pib_recv_dbrec, pib_wqe.h): the producer
+ * index an RQ's or SRQ's consumer wrote in memory instead of ringing.
+ */
+
+/*
+ * Read the record at dbrec (0: the ring has none, nothing to do) into *pi,
+ * if it is an index to believe: at most depth ahead of ci, not behind *pi.
+ * ring and num name the ring ("RQ" and a QPN, "SRQ" and an SRQN).
+ */
+void pib_dbrec_read(PibState *s, uint64_t dbrec, uint32_t depth, uint32_t ci,
+                    uint32_t *pi, const char *ring, uint32_t num)
+{
+    uint32_t rec;
+
+    if (!dbrec || !pib_dma_read(s, dbrec + offsetof(struct pib_recv_dbrec, pi),
+                                &rec, sizeof(rec), "doorbell record")) {
+        return;
+    }
+    rec = le32_to_cpu(rec);
+    if (rec == *pi) {
+        return;
+    }
+    if (rec - ci > depth || rec - ci < *pi - ci) {
+        PIB_GUEST_ERR(s, PIB_GERR_DBREC_RANGE, pib_ub_dbrec_range,
+                      "%s %" PRIu32 " doorbell record producer index %" PRIu32
+                      " (previous %" PRIu32 ", consumer %" PRIu32
+                      ", depth %" PRIu32 ")", ring, num, rec, *pi, ci, depth);
+        return;
+    }
+    trace_pib_dbrec(ring, num, rec, ci);
+    *pi = rec;
+}
+
+/* Write the device's flags word of a record (PIB_DBREC_F_*). */
+void pib_dbrec_set_flags(PibState *s, uint64_t dbrec, uint32_t flags)
+{
+    uint32_t val = cpu_to_le32(flags);
+
+    if (dbrec) {
+        pib_dma_write(s, dbrec + offsetof(struct pib_recv_dbrec, flags), &val,
+                      sizeof(val), "doorbell record flags");
+    }
+}
+
+/*
  * The run list
  */
 

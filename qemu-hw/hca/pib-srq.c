@@ -37,6 +37,13 @@ static bool pib_srq_depth_ok(uint32_t depth)
     return depth >= 1 && depth <= PIB_MAX_SRQ_WR && is_power_of_2(depth);
 }
 
+/* The producer index in the SRQ's doorbell record, if it has one (pib_wqe.h). */
+static void pib_srq_refresh(PibState *s, PibSrq *srq)
+{
+    pib_dbrec_read(s, srq->dbrec, srq->ring.depth, srq->ci, &srq->pi, "SRQ",
+                   srq->srqn);
+}
+
 /*
  * CREATE_SRQ: a ring of depth receive WQEs of 2^stride_log bytes on the
  * pages of the page list; the limit, if armed, below the depth.
@@ -53,6 +60,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     uint32_t xrcdn = le32_to_cpu(in->xrcd);
     uint32_t cqn = le32_to_cpu(in->cqn);
     bool xrc = in->flags & PIB_SRQ_F_XRC;
+    bool dbrec = in->flags & PIB_SRQ_F_DBREC;
     PibPd *pd = pib_pd_lookup(s, pdn);
     PibXrcd *xrcd = NULL;
     PibCq *cq = NULL;
@@ -65,7 +73,8 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "no such PD", pdn,
                               PIB_AQ_BAD_RESOURCE);
     }
-    if (in->flags & ~PIB_SRQ_F_XRC || in->rsvd0[0] || in->rsvd0[1] ||
+    if (in->flags & ~(PIB_SRQ_F_XRC | PIB_SRQ_F_DBREC) || (dbrec && !s->recv_dbrec) ||
+        in->rsvd0[0] || in->rsvd0[1] ||
         (!xrc && (xrcdn || cqn))) {
         return pib_cmd_reject("CREATE_SRQ", "unknown flags or fields", in->flags,
                               PIB_AQ_BAD_PARAM);
@@ -91,7 +100,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("CREATE_SRQ", "limit not below depth", limit,
                               PIB_AQ_BAD_PARAM);
     }
-    if (npages != pib_ring_pages(depth, in->stride_log)) {
+    if (npages != pib_recv_ring_pages(depth, in->stride_log, dbrec)) {
         return pib_cmd_reject("CREATE_SRQ", "npages does not match the ring",
                               npages, PIB_AQ_BAD_PARAM);
     }
@@ -120,6 +129,7 @@ uint8_t pib_cmd_create_srq(PibState *s, const struct pib_admin_cmd *cmd,
     };
     srq->max_sge = pib_recv_max_sge(in->stride_log);
     srq->limit = limit;
+    srq->dbrec = dbrec ? pages[npages - 1] : 0;
     if (xrc) {
         srq->xrcd = xrcdn;
         srq->cq = cq;
@@ -162,6 +172,8 @@ uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
         return pib_cmd_reject("MODIFY_SRQ", "unknown attributes", mask,
                               PIB_AQ_BAD_PARAM);
     }
+    /* What is posted now: the WQEs not taken must fit a new ring. */
+    pib_srq_refresh(s, srq);
     if (!(mask & PIB_SRQ_ATTR_MAX_WR)) {
         depth = srq->ring.depth;
     } else if (!pib_srq_depth_ok(depth)) {
@@ -170,7 +182,8 @@ uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
     } else if (srq->pi - srq->ci > depth) {
         return pib_cmd_reject("MODIFY_SRQ", "WQEs not taken do not fit",
                               srq->pi - srq->ci, PIB_AQ_BAD_PARAM);
-    } else if (npages != pib_ring_pages(depth, srq->ring.stride_log)) {
+    } else if (npages != pib_recv_ring_pages(depth, srq->ring.stride_log,
+                                             srq->dbrec != 0)) {
         return pib_cmd_reject("MODIFY_SRQ", "npages does not match the ring",
                               npages, PIB_AQ_BAD_PARAM);
     }
@@ -192,6 +205,9 @@ uint8_t pib_cmd_modify_srq(PibState *s, const struct pib_admin_cmd *cmd,
         srq->ring.pages = pages;
         srq->ring.npages = npages;
         srq->ring.depth = depth;
+        if (srq->dbrec) {   /* the consumer wrote its index there already */
+            srq->dbrec = pages[npages - 1];
+        }
     }
     if (mask & PIB_SRQ_ATTR_LIMIT) {
         srq->limit = limit;
@@ -285,11 +301,17 @@ uint8_t pib_cmd_destroy_srq(PibState *s, const struct pib_admin_cmd *cmd,
 bool pib_srq_take(PibQp *qp, PibSrq *srq, PibRecvWqe *w, uint8_t *status)
 {
     if (srq->ci == srq->pi) {
+        pib_srq_refresh(qp->s, srq);
+    }
+    if (srq->ci == srq->pi) {
         return false;
     }
     pib_recv_fetch(qp, &srq->ring, srq->max_sge, "SRQ", srq->ci, w, status);
     w->pdn = srq->pdn;
     srq->ci++;
+    if (srq->limit) {
+        pib_srq_refresh(qp->s, srq);    /* judge the limit on what is posted now */
+    }
     if (srq->limit && srq->pi - srq->ci < srq->limit) {
         trace_pib_srq_limit(srq->srqn, 0, srq->pi - srq->ci);
         srq->limit = 0;

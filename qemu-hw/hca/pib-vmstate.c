@@ -280,10 +280,31 @@ static const VMStateDescription vmstate_pib_srq_tmp = {
     },
 };
 
+/* A receive ring's doorbell record, as a subsection: a stream without it loads as before. */
+static bool pib_srq_dbrec_needed(void *opaque)
+{
+    return ((PibSrq *)opaque)->dbrec != 0;
+}
+
+static const VMStateDescription vmstate_pib_srq_dbrec = {
+    .name = "pib-srq/dbrec",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = pib_srq_dbrec_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(dbrec, PibSrq),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 static const VMStateDescription vmstate_pib_srq = {
     .name = "pib-srq",
     .version_id = 1,
     .minimum_version_id = 1,
+    .subsections = (const VMStateDescription *[]) {
+        &vmstate_pib_srq_dbrec,
+        NULL
+    },
     .fields = (const VMStateField[]) {
         VMSTATE_UINT32(srqn, PibSrq),
         VMSTATE_UINT32(uar, PibSrq),
@@ -303,10 +324,30 @@ static const VMStateDescription vmstate_pib_srq = {
  * QPs
  */
 
+static bool pib_wq_dbrec_needed(void *opaque)
+{
+    return ((PibWq *)opaque)->dbrec != 0;
+}
+
+static const VMStateDescription vmstate_pib_wq_dbrec = {
+    .name = "pib-wq/dbrec",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = pib_wq_dbrec_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT64(dbrec, PibWq),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 static const VMStateDescription vmstate_pib_wq = {
     .name = "pib-wq",
     .version_id = 1,
     .minimum_version_id = 1,
+    .subsections = (const VMStateDescription *[]) {
+        &vmstate_pib_wq_dbrec,
+        NULL
+    },
     .fields = (const VMStateField[]) {
         VMSTATE_STRUCT(ring, PibWq, 1, vmstate_pib_ring, PibRing),
         VMSTATE_UINT32(pi, PibWq),
@@ -877,6 +918,15 @@ PIB_TABLE_INFO(cq);
 
 /* SRQs */
 
+/* A receive ring's doorbell record, if any, starts the page after its slots (pib_wqe.h). */
+static bool pib_mig_dbrec_check(const PibRing *r, uint64_t dbrec, const char *what)
+{
+    PIB_LOAD_CHECK(!dbrec || (r->depth &&
+                              r->npages == pib_recv_ring_pages(r->depth, r->stride_log, true) &&
+                              dbrec == r->pages[r->npages - 1]), what, dbrec);
+    return true;
+}
+
 static bool pib_mig_srq_check(PibState *s, void *obj, uint32_t n)
 {
     PibSrq *srq = obj;
@@ -889,6 +939,9 @@ static bool pib_mig_srq_check(PibState *s, void *obj, uint32_t n)
                                                      sizeof(struct pib_recv_wqe)),
                    "SRQ SGEs", srq->max_sge);
     PIB_LOAD_CHECK(!srq->xrcd == !srq->cq, "XRC SRQ's CQ", srq->xrcd);
+    if (!pib_mig_dbrec_check(&srq->ring, srq->dbrec, "SRQ doorbell record")) {
+        return false;
+    }
     if (!pib_load_pd_ref(s, srq->pdn, "SRQ's PD") ||
         !pib_load_xrcd_ref(s, srq->xrcd, "SRQ's XRCD")) {
         return false;
@@ -952,6 +1005,9 @@ static bool pib_qp_state_ok(uint8_t state)
 /* A QP's work queue: within the device's limits, its SGEs within its slots. */
 static bool pib_mig_wq_check(const PibWq *wq, uint32_t stride_min, uint32_t hdr, const char *what)
 {
+    if (!pib_mig_dbrec_check(&wq->ring, wq->dbrec, what)) {
+        return false;
+    }
     if (wq->ring.depth == 0) {
         PIB_LOAD_CHECK(wq->max_sge == 0, what, wq->max_sge);
         return true;
@@ -978,6 +1034,7 @@ static bool pib_mig_qp_check(PibState *s, void *obj, uint32_t n)
         !pib_mig_wq_check(&qp->rq, PIB_RQ_STRIDE_LOG_MIN, sizeof(struct pib_recv_wqe), "QP RQ")) {
         return false;
     }
+    PIB_LOAD_CHECK(qp->sq.dbrec == 0, "SQ doorbell record", qp->sq.dbrec);
     PIB_LOAD_CHECK(qp->max_inline <= PIB_MAX_INLINE_DATA, "QP inline", qp->max_inline);
     PIB_LOAD_CHECK(qp->path_mtu >= 1 && qp->path_mtu <= PIB_PORT_MTU_ENUM, "QP path MTU",
                    qp->path_mtu);

@@ -332,6 +332,17 @@ void pib_qp_flush(PibQp *qp)
     struct pib_cqe cqe;
     uint64_t wr_id;
 
+    /*
+     * In ERR only a doorbell tells of new receives: ask the consumer for
+     * one, then flush what the record had by then (pib_wqe.h says why none
+     * is missed).  The barrier orders our write before our read.
+     */
+    if (qp->rq.dbrec && qp->state == PIB_QPS_ERR) {
+        pib_dbrec_set_flags(qp->s, qp->rq.dbrec, PIB_DBREC_F_RING);
+        smp_mb();
+        pib_dbrec_read(qp->s, qp->rq.dbrec, qp->rq.ring.depth, qp->rq.ci,
+                       &qp->rq.pi, "RQ", qp->qpn);
+    }
     if (qp->sq.pi != qp->sq.ci || qp->rq.pi != qp->rq.ci) {
         trace_pib_qp_flush(qp->qpn, qp->sq.pi - qp->sq.ci,
                            qp->rq.pi - qp->rq.ci);

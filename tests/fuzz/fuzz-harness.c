@@ -445,6 +445,18 @@ void fz_post_recv(FzTarget t, unsigned n, uint8_t kind)
             break;
         }
     }
+    /*
+     * A ring with a record: the index goes there, and kind bit 3 leaves the
+     * doorbell out; bit 4 makes the record lie (ahead, behind, or wrapped).
+     */
+    if (ring->dbrec) {
+        uint32_t rec = (kind & 0x10) ? pi + (uint32_t)(kind >> 5) * 0x3fffffffu - 2 : pi;
+
+        stl_le_p(fz_ram_ptr(ring->dbrec, 4), rec);
+        if (kind & 0x08) {
+            return;
+        }
+    }
     if (on_srq) {
         uar_write(PIB_UAR_SRQ_DB, srqn, pi);
     } else {
@@ -732,8 +744,13 @@ static void fz_layout(void)
             pbl[0] = cpu_to_le64(FZ_OUTSIDE_RAM);
         }
     }
+    /*
+     * The SRQ, RC's and UC's RQs have doorbell records (pib_wqe.h); UD's not.
+     * The record's page follows the ring's: the device writes its flags there.
+     */
     fz.srq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SRQ_DEPTH, 6 };
-    fz.srq_pbl = fz_pbl(fz.srq.base, 1);
+    fz.srq.dbrec = fz_ram_alloc(1, FZ_PG_DEVICE);
+    fz.srq_pbl = fz_pbl(fz.srq.base, 2);
     fz.xsrq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_SRQ_DEPTH, 6 };
     fz.xsrq_pbl = fz_pbl(fz.xsrq.base, 1);
     for (t = 0; t < T__MAX; t++) {
@@ -743,9 +760,12 @@ static void fz_layout(void)
                            FZ_SQ_STRIDE };
         q->sq_pbl = fz_pbl(q->sq.base, 1);
         if (t != T_RC_SRQ) {
+            bool rec = t == T_RC || t == T_UC;
+
             q->rq = (FzRing) { fz_ram_alloc(1, FZ_PG_DRIVER), FZ_RQ_DEPTH,
                                FZ_RQ_STRIDE };
-            q->rq_pbl = fz_pbl(q->rq.base, 1);
+            q->rq.dbrec = rec ? fz_ram_alloc(1, FZ_PG_DEVICE) : 0;
+            q->rq_pbl = fz_pbl(q->rq.base, 1 + rec);
         }
     }
 }
@@ -762,6 +782,7 @@ bool fz_create_qp(FzTarget t)
         .pdn = cpu_to_le32(fz.pd),
         .type = types[t],
         .flags = (srq ? PIB_QPC_F_NO_RQ : 0) |
+                 (q->rq.dbrec ? PIB_QPC_F_RQ_DBREC : 0) |
                  ((fz.cfg.flags2 & FZ_CFG2_SIG_ALL) ? PIB_QPC_F_SQ_SIG_ALL : 0),
         .sq_stride_log = FZ_SQ_STRIDE,
         .rq_stride_log = srq ? 0 : FZ_RQ_STRIDE,
@@ -773,7 +794,7 @@ bool fz_create_qp(FzTarget t)
         .max_inline = cpu_to_le32(64),
         .uar = cpu_to_le32(fz.uar),
         .sq_npages = cpu_to_le32(1),
-        .rq_npages = cpu_to_le32(srq ? 0 : 1),
+        .rq_npages = cpu_to_le32(srq ? 0 : q->rq.dbrec ? 2 : 1),
         .sq_pbl_addr = cpu_to_le64(q->sq_pbl),
         .rq_pbl_addr = cpu_to_le64(q->rq_pbl),
     };
@@ -872,9 +893,10 @@ void fz_objects(void)
         .pdn = cpu_to_le32(fz.pd),
         .depth = cpu_to_le32(FZ_SRQ_DEPTH),
         .stride_log = 6,
+        .flags = PIB_SRQ_F_DBREC,
         .limit = cpu_to_le32(4),
         .uar = cpu_to_le32(fz.uar),
-        .npages = cpu_to_le32(1),
+        .npages = cpu_to_le32(2),
         .pbl_addr = cpu_to_le64(fz.srq_pbl),
     };
     fz.srqn = fz_admin_must(&cmd, "CREATE_SRQ");
@@ -1002,6 +1024,7 @@ void fz_setup(FzConfig cfg)
     fz.s->node_guid = FZ_NODE_GUID;
     fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
     fz.s->link.direct = true;           /* the properties' defaults */
+    fz.s->recv_dbrec = true;
     fz.s->link.sndbuf = PIB_LINK_SNDBUF;    /* (a unix socket's only: not here) */
     fz.s->link.credits = (const OnOffAuto[4]) {    /* FZ_CFG3_CREDITS_MASK */
         ON_OFF_AUTO_AUTO, ON_OFF_AUTO_AUTO, ON_OFF_AUTO_ON, ON_OFF_AUTO_OFF,

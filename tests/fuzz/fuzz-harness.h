@@ -86,6 +86,7 @@ typedef struct FzRing {
     uint64_t base;          /* contiguous pages */
     uint32_t depth;
     uint32_t stride_log;
+    uint64_t dbrec;         /* receive rings: the doorbell record, 0: none */
 } FzRing;
 
 typedef struct FzQp {
@@ -245,7 +246,9 @@ bool fz_create_qp(FzTarget t);
 PibQp *fz_pibqp(FzTarget t);
 /*
  * Post up to n receive WQEs on t's RQ, its SRQ, or with t == T__MAX the XRC
- * SRQ, and ring the doorbell; kind picks good and bad ones (fuzz-harness.c).
+ * SRQ, and ring the doorbell; kind picks good and bad ones (fuzz-harness.c),
+ * and, on a ring with a doorbell record, whether the record alone announces
+ * them and whether it lies.
  */
 void fz_post_recv(FzTarget t, unsigned n, uint8_t kind);
 /* Post the send WQE r describes and ring the SQ doorbell. */

@@ -56,7 +56,8 @@ static void test_dp_objects(void)
                     PIB_DEV_CAP_RC_RNR_NAK_GEN | PIB_DEV_CAP_MEM_WINDOW |
                     PIB_DEV_CAP_MEM_MGT_EXT | PIB_DEV_CAP_RESIZE |
                     PIB_DEV_CAP_CLOCK | PIB_DEV_CAP_ATOMIC_WRITE |
-                    PIB_DEV_CAP_XRC | PIB_DEV_CAP_FLUSH);
+                    PIB_DEV_CAP_XRC | PIB_DEV_CAP_FLUSH |
+                    PIB_DEV_CAP_RECV_DBREC);
     g_assert_cmpuint(le32_to_cpu(dev_attr.clock_khz), ==, PIB_CLOCK_KHZ);
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_fast_reg_pages), ==,
                      PIB_MAX_FAST_REG_PAGES);
@@ -1203,6 +1204,26 @@ static void test_dp_cq_timestamp(void)
     dp_pair_down(&p);
 }
 
+/* CREATE_SRQ of 4 receives of 32 bytes on the npages pages at ring. */
+static struct pib_admin_cmd dp_srq4_cmd(PibDev *d, uint32_t pdn, uint64_t ring,
+                                        uint32_t npages, uint8_t flags,
+                                        uint32_t limit)
+{
+    return (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_CREATE_SRQ,
+        .in.create_srq = {
+            .pdn = cpu_to_le32(pdn),
+            .depth = cpu_to_le32(4),
+            .stride_log = 5,
+            .flags = flags,
+            .limit = cpu_to_le32(limit),
+            .uar = cpu_to_le32(DP_UAR),
+            .npages = cpu_to_le32(npages),
+            .pbl_addr = cpu_to_le64(dp_pbl(d, ring, npages)),
+        },
+    };
+}
+
 /*
  * MODIFY_SRQ's MAX_WR: the SRQ takes WQEs from the new ring at their own
  * indices (the driver copied the ones not yet taken), never from the old one
@@ -1225,17 +1246,7 @@ static void test_dp_srq_resize(void)
     dp_end(&p.b, &y, PIB_QPT_RC, 16384);
     ring = dp_alloc(&p.b, 4096);
     ring2 = dp_alloc(&p.b, 4096);
-    cmd = (struct pib_admin_cmd) {
-        .opcode = PIB_CMD_CREATE_SRQ,
-        .in.create_srq = {
-            .pdn = cpu_to_le32(y.pdn),
-            .depth = cpu_to_le32(4),
-            .stride_log = 5,
-            .uar = cpu_to_le32(DP_UAR),
-            .npages = cpu_to_le32(1),
-            .pbl_addr = cpu_to_le64(dp_pbl(&p.b, ring, 1)),
-        },
-    };
+    cmd = dp_srq4_cmd(&p.b, y.pdn, ring, 1, 0, 0);
     g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
     srqn = le32_to_cpu(acqe.result0);
     g_assert_cmpuint(dp_create_qp_ex(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &y.rcq,
@@ -1320,6 +1331,181 @@ static void test_dp_srq_resize(void)
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, q.qpn), ==,
                      PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_SRQ, srqn), ==,
+                     PIB_AQ_OK);
+    dp_pair_down(&p);
+}
+
+/* Write receive WQE i (one SGE) into slot i of a 32-byte-stride SRQ ring. */
+static void dp_srq_slot(PibDev *d, uint64_t ring, uint32_t depth, uint32_t i,
+                        uint64_t wr_id, struct pib_sge sge)
+{
+    struct pib_recv_wqe rw = { .wr_id = cpu_to_le64(wr_id), .num_sge = 1 };
+
+    qtest_memwrite(qts(d), ring + (i % depth) * 32, &rw, sizeof(rw));
+    qtest_memwrite(qts(d), ring + (i % depth) * 32 + 16, &sge, sizeof(sge));
+}
+
+/* The SRQ's limit as QUERY_SRQ reports it: 0 once the limit event fired. */
+static uint32_t dp_srq_limit(PibDev *d, uint32_t srqn)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_QUERY_SRQ, .in.obj.num = cpu_to_le32(srqn),
+    };
+    struct pib_admin_cqe acqe;
+
+    g_assert_cmpuint(pib_cmd(d, &cmd, &acqe), ==, PIB_AQ_OK);
+    return le32_to_cpu(acqe.result0);
+}
+
+/*
+ * Receive doorbell records (struct pib_recv_dbrec, pib_wqe.h).  An RQ and an
+ * SRQ posted to through their records alone, never a doorbell; a record the
+ * device must not believe; a QP in ERR, which asks for doorbells and flushes
+ * what the record and they announce; RESET, which zeroes the record; an SRQ
+ * whose limit is judged on what its record says is posted.
+ */
+static void test_dp_recv_dbrec(void)
+{
+    TestPair p;
+    TestEnd x, y, x2;
+    TestQp q, qs;
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe acqe;
+    struct pib_sge sge, rsge;
+    struct pib_cqe cqe;
+    uint64_t ring, srec;
+    uint32_t errs, srqn, i;
+
+    dp_pair_up(&p);
+    dp_end(&p.a, &x, PIB_QPT_RC, 4096);
+    dp_end(&p.b, &y, PIB_QPT_RC, 16384);
+    /* A record needs an RQ. */
+    g_assert_cmpuint(dp_create_qp_flags(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &y.rcq,
+                                        16, 0, DP_UAR, PIB_SRQN_NONE,
+                                        PIB_QPC_F_RQ_DBREC, &q), ==,
+                     PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_create_qp_flags(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &y.rcq,
+                                        16, 16, DP_UAR, PIB_SRQN_NONE,
+                                        PIB_QPC_F_RQ_DBREC, &q), ==, PIB_AQ_OK);
+    dp_connect(&p.a, &x.qp, 2, q.qpn);
+    dp_connect(&p.b, &q, 1, x.qp.qpn);
+
+    /* Three receives announced in the record only: three SENDs land. */
+    for (i = 0; i < 3; i++) {
+        rsge = dp_sge(y.buf + i * 1024, 1024, y.key);
+        dp_post_recv(&p.b, &q, 0x50 + i, &rsge, 1);
+    }
+    sge = dp_sge(x.buf, 100, x.key);
+    for (i = 0; i < 3; i++) {
+        dp_fill(&p.a, x.buf, 100, i);
+        dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x1 + i,
+                     &sge, 1, 0, 0);
+        dp_expect(&p.a, &x.scq, 0x1 + i, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+        dp_expect(&p.b, &y.rcq, 0x50 + i, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+        dp_assert_same(&p.a, x.buf, &p.b, y.buf + i * 1024, 100);
+    }
+
+    /*
+     * A record 17 ahead of the WQEs taken (depth 16) is not believed: the
+     * SEND finds no receive, is RNR NAKed, and the record is counted.  Once
+     * the record is right, the retried SEND lands.
+     */
+    errs = rd(&p.b, PIB_REG_ERR_COUNT);
+    qtest_writel(qts(&p.b), q.dbrec, 3 + 17);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x9, &sge, 1,
+                 0, 0);
+    for (i = 0; rd(&p.b, PIB_REG_ERR_COUNT) == errs; i++) {
+        g_assert_cmpuint(i, <, TIMEOUT_US / 1000);      /* hang guard */
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(rd(&p.b, PIB_REG_ERR_LAST), ==, PIB_GERR_DBREC_RANGE);
+    dp_expect_none(&p.b, &y.rcq);
+    rsge = dp_sge(y.buf, 1024, y.key);
+    dp_post_recv(&p.b, &q, 0x53, &rsge, 1);
+    dp_step_until_cqe(&p.a, &x.scq, &cqe, 1000 * 1000, 500);
+    g_assert_cmphex(le64_to_cpu(cqe.wr_id), ==, 0x9);
+    g_assert_cmpuint(cqe.status, ==, PIB_WC_SUCCESS);
+    dp_expect(&p.b, &y.rcq, 0x53, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+
+    /*
+     * ERR: the device sets RING and flushes what the record had; a receive
+     * posted after that comes with a doorbell (dp_post_recv reads RING) and
+     * is flushed too.
+     */
+    dp_post_recv(&p.b, &q, 0x60, &rsge, 1);
+    g_assert_cmpuint(dp_modify_state(&p.b, q.qpn, PIB_QPS_ERR), ==, PIB_AQ_OK);
+    g_assert_cmphex(qtest_readl(qts(&p.b), q.dbrec + 4), ==, PIB_DBREC_F_RING);
+    dp_expect(&p.b, &y.rcq, 0x60, PIB_WC_WR_FLUSH_ERR, PIB_CQE_RECV, NULL);
+    dp_post_recv(&p.b, &q, 0x61, &rsge, 1);
+    dp_expect(&p.b, &y.rcq, 0x61, PIB_WC_WR_FLUSH_ERR, PIB_CQE_RECV, NULL);
+
+    /* RESET zeroes the record; the indices start over at 0. */
+    g_assert_cmpuint(dp_modify_state(&p.b, q.qpn, PIB_QPS_RESET), ==,
+                     PIB_AQ_OK);
+    g_assert_cmphex(qtest_readl(qts(&p.b), q.dbrec), ==, 0);
+    g_assert_cmphex(qtest_readl(qts(&p.b), q.dbrec + 4), ==, 0);
+    g_assert_cmpuint(dp_modify_state(&p.a, x.qp.qpn, PIB_QPS_RESET), ==,
+                     PIB_AQ_OK);
+    x.qp.sq_pi = x.qp.rq_pi = q.sq_pi = q.rq_pi = 0;
+    dp_connect(&p.a, &x.qp, 2, q.qpn);
+    dp_connect(&p.b, &q, 1, x.qp.qpn);
+    dp_post_recv(&p.b, &q, 0x70, &rsge, 1);
+    dp_fill(&p.a, x.buf, 100, 7);
+    dp_post_send(&p.a, &x.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x10, &sge, 1,
+                 0, 0);
+    dp_expect(&p.a, &x.scq, 0x10, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&p.b, &y.rcq, 0x70, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+    g_assert_cmpuint(le16_to_cpu(cqe.wqe_index), ==, 0);
+    dp_assert_same(&p.a, x.buf, &p.b, y.buf, 100);
+
+    /* An SRQ of 4 with a record: its page after the ring, else refused. */
+    ring = dp_alloc(&p.b, 2 * 4096);
+    srec = ring + 4096;
+    cmd = dp_srq4_cmd(&p.b, y.pdn, ring, 2, PIB_SRQ_F_DBREC, 1);
+    cmd.in.create_srq.npages = cpu_to_le32(1);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    cmd.in.create_srq.npages = cpu_to_le32(2);
+    g_assert_cmpuint(pib_cmd(&p.b, &cmd, &acqe), ==, PIB_AQ_OK);
+    srqn = le32_to_cpu(acqe.result0);
+    g_assert_cmpuint(dp_create_qp_ex(&p.b, PIB_QPT_RC, y.pdn, &y.scq, &y.rcq,
+                                     16, 0, DP_UAR, srqn, &qs), ==, PIB_AQ_OK);
+    dp_end(&p.a, &x2, PIB_QPT_RC, 4096);
+    dp_connect(&p.a, &x2.qp, 2, qs.qpn);
+    dp_connect(&p.b, &qs, 1, x2.qp.qpn);
+
+    /*
+     * Two posted, the limit armed at 1.  After the first take one is left:
+     * no event.  A third, in the record only, before the second take: the
+     * device must count it, so one is still left and the limit stays armed;
+     * the third take leaves none, and the event comes.
+     */
+    for (i = 0; i < 2; i++) {
+        dp_srq_slot(&p.b, ring, 4, i, 0x80 + i, dp_sge(y.buf + i * 1024, 1024,
+                                                       y.key));
+    }
+    qtest_writel(qts(&p.b), srec, 2);
+    sge = dp_sge(x2.buf, 64, x2.key);
+    for (i = 0; i < 3; i++) {
+        if (i == 1) {
+            dp_srq_slot(&p.b, ring, 4, 2, 0x82, dp_sge(y.buf + 2048, 1024,
+                                                       y.key));
+            qtest_writel(qts(&p.b), srec, 3);
+        }
+        dp_post_send(&p.a, &x2.qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, 0x20 + i,
+                     &sge, 1, 0, 0);
+        dp_expect(&p.a, &x2.scq, 0x20 + i, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+        dp_expect(&p.b, &y.rcq, 0x80 + i, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
+        g_assert_cmpuint(le32_to_cpu(cqe.qpn), ==, qs.qpn);
+        g_assert_cmpuint(dp_srq_limit(&p.b, srqn), ==, i < 2 ? 1 : 0);
+    }
+    g_assert_true(dp_aeq_find(&p.b, PIB_AE_SRQ_LIMIT, srqn));
+    g_assert_cmpuint(rd(&p.b, PIB_REG_ERR_LAST), ==, PIB_GERR_DBREC_RANGE);
+
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, qs.qpn), ==,
+                     PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_SRQ, srqn), ==,
+                     PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&p.b, PIB_CMD_DESTROY_QP, q.qpn), ==,
                      PIB_AQ_OK);
     dp_pair_down(&p);
 }
@@ -1487,6 +1673,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/cq-overflow", test_dp_cq_overflow);
     qtest_add_func("/pib/data/srq", test_dp_srq);
     qtest_add_func("/pib/data/srq-resize", test_dp_srq_resize);
+    qtest_add_func("/pib/data/recv-dbrec", test_dp_recv_dbrec);
     qtest_add_func("/pib/data/cq-resize", test_dp_cq_resize);
     qtest_add_func("/pib/data/cq-timestamp", test_dp_cq_timestamp);
     qtest_add_func("/pib/data/cq-moderation", test_dp_cq_moderation);

@@ -171,12 +171,12 @@ static void mig_load(Mig *m)
     g_free(src.dir);
 }
 
-/* An SRQ of 8 one-SGE receives on y's PD, and an RC QP on it. */
+/* An SRQ of 8 one-SGE receives on y's PD, with a doorbell record, and an RC QP on it. */
 static void mig_srq(Mig *m)
 {
     struct pib_admin_cmd cmd;
     struct pib_admin_cqe acqe;
-    uint64_t ring = dp_alloc(&m->p.b, 4096);
+    uint64_t ring = dp_alloc(&m->p.b, 2 * 4096);
 
     cmd = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_CREATE_SRQ,
@@ -184,9 +184,10 @@ static void mig_srq(Mig *m)
             .pdn = cpu_to_le32(m->y.pdn),
             .depth = cpu_to_le32(8),
             .stride_log = 6,
+            .flags = PIB_SRQ_F_DBREC,
             .uar = cpu_to_le32(DP_UAR),
-            .npages = cpu_to_le32(1),
-            .pbl_addr = cpu_to_le64(dp_pbl(&m->p.b, ring, 1)),
+            .npages = cpu_to_le32(2),
+            .pbl_addr = cpu_to_le64(dp_pbl(&m->p.b, ring, 2)),
         },
     };
     g_assert_cmpuint(pib_cmd(&m->p.b, &cmd, &acqe), ==, PIB_AQ_OK);
@@ -256,6 +257,11 @@ static void mig_setup(Mig *m)
     dp_end(&m->p.a, &m->x, PIB_QPT_RC, 16384);
     dp_end(&m->p.b, &m->y, PIB_QPT_RC, 16384);
     dp_end(&m->p.a, &m->u, PIB_QPT_UD, 4096);
+    /* y's RQ has a doorbell record: the receive posted after the load is announced there alone. */
+    g_assert_cmpuint(dp_obj_cmd(&m->p.b, PIB_CMD_DESTROY_QP, m->y.qp.qpn), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_create_qp_flags(&m->p.b, PIB_QPT_RC, m->y.pdn, &m->y.scq, &m->y.rcq,
+                                        16, 16, DP_UAR, PIB_SRQN_NONE, PIB_QPC_F_RQ_DBREC,
+                                        &m->y.qp), ==, PIB_AQ_OK);
     dp_link_ends(&m->x, 1, &m->y, 2);
     dp_ud_ready(&m->p.a, &m->u.qp, 0x11111111);
     m->mw_mr = dp_reg_mr(&m->p.b, m->y.pdn, PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_MW_BIND,

@@ -631,10 +631,11 @@ void dp_create_cq(PibDev *d, uint32_t depth, TestCq *cq)
  * A QP with room for 12 SGEs (or 192 inline bytes) per send WQE and 3 per
  * receive WQE; on an SRQ (srqn != ~0) it has no RQ.
  */
-uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
-                        TestCq *scq, TestCq *rcq, uint32_t sq_depth,
-                        uint32_t rq_depth, uint32_t uar, uint32_t srqn,
-                        TestQp *qp)
+/* CREATE_QP with PIB_QPC_F_* flags (an RQ's doorbell record: one more page). */
+uint8_t dp_create_qp_flags(PibDev *d, uint8_t type, uint32_t pdn,
+                           TestCq *scq, TestCq *rcq, uint32_t sq_depth,
+                           uint32_t rq_depth, uint32_t uar, uint32_t srqn,
+                           uint8_t flags, TestQp *qp)
 {
     struct pib_qp_create c;
     struct pib_admin_cmd cmd;
@@ -651,13 +652,17 @@ uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
     qp->sq_stride_log = 8;      /* 64 + 4 * 16 = 128 <= 256 */
     qp->rq_stride_log = 6;      /* 16 + 3 * 16 = 64 */
     sq_pages = DIV_ROUND_UP(sq_depth << qp->sq_stride_log, 4096);
-    rq_pages = DIV_ROUND_UP(rq_depth << qp->rq_stride_log, 4096);
+    rq_pages = pib_recv_ring_pages(rq_depth, qp->rq_stride_log,
+                                   flags & PIB_QPC_F_RQ_DBREC);
     qp->sq = dp_alloc(d, sq_pages * 4096);
     qp->rq = dp_alloc(d, MAX(rq_pages, 1) * 4096);
+    if (flags & PIB_QPC_F_RQ_DBREC) {
+        qp->dbrec = qp->rq + (uint64_t)(rq_pages - 1) * 4096;
+    }
     c = (struct pib_qp_create) {
         .pdn = cpu_to_le32(pdn),
         .type = type,
-        .flags = rq_depth ? 0 : PIB_QPC_F_NO_RQ,
+        .flags = flags | (rq_depth ? 0 : PIB_QPC_F_NO_RQ),
         .sq_stride_log = qp->sq_stride_log,
         .rq_stride_log = qp->rq_stride_log,
         .send_cqn = cpu_to_le32(scq->cqn),
@@ -680,6 +685,15 @@ uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
     status = pib_cmd(d, &cmd, &cqe);
     qp->qpn = le32_to_cpu(cqe.result0);
     return status;
+}
+
+uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
+                        TestCq *scq, TestCq *rcq, uint32_t sq_depth,
+                        uint32_t rq_depth, uint32_t uar, uint32_t srqn,
+                        TestQp *qp)
+{
+    return dp_create_qp_flags(d, type, pdn, scq, rcq, sq_depth, rq_depth, uar,
+                              srqn, 0, qp);
 }
 
 uint8_t dp_create_qp_status(PibDev *d, uint8_t type, uint32_t pdn,
@@ -828,7 +842,11 @@ struct pib_sge dp_sge(uint64_t addr, uint32_t len, uint32_t lkey)
     };
 }
 
-/* Write a receive WQE in the next RQ slot; ring the RQ doorbell. */
+/*
+ * Write a receive WQE in the next RQ slot; tell the device as a driver does:
+ * the RQ's doorbell record if it has one (and the doorbell too only while the
+ * record's RING flag asks for it), else the RQ doorbell.
+ */
 void dp_post_recv(PibDev *d, TestQp *qp, uint64_t wr_id,
                   const struct pib_sge *sge, int nsge)
 {
@@ -842,6 +860,15 @@ void dp_post_recv(PibDev *d, TestQp *qp, uint64_t wr_id,
     qtest_memwrite(qts(d), slot, &wqe, sizeof(wqe));
     qtest_memwrite(qts(d), slot + sizeof(wqe), sge, nsge * sizeof(*sge));
     qp->rq_pi++;
+    if (qp->dbrec) {
+        qtest_writel(qts(d), qp->dbrec + offsetof(struct pib_recv_dbrec, pi),
+                     qp->rq_pi);
+        if (!(qtest_readl(qts(d), qp->dbrec +
+                          offsetof(struct pib_recv_dbrec, flags)) &
+              PIB_DBREC_F_RING)) {
+            return;
+        }
+    }
     dp_doorbell(d, qp->uar, PIB_UAR_RQ_DB, qp->qpn, qp->rq_pi);
 }
 

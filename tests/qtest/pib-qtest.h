@@ -189,6 +189,7 @@ typedef struct TestQp {
     uint32_t sq_depth, rq_depth;
     uint32_t sq_stride_log, rq_stride_log;
     uint32_t sq_pi, rq_pi;
+    uint64_t dbrec;         /* the RQ's doorbell record (PIB_QPC_F_RQ_DBREC), 0: none */
 } TestQp;
 
 /* Two HCAs on one link (LIDs 1 and 2, QOM ids pa and pb), a CEQ each. */
@@ -240,6 +241,10 @@ uint8_t dp_create_qp_ex(PibDev *d, uint8_t type, uint32_t pdn,
                         TestCq *scq, TestCq *rcq, uint32_t sq_depth,
                         uint32_t rq_depth, uint32_t uar, uint32_t srqn,
                         TestQp *qp);
+uint8_t dp_create_qp_flags(PibDev *d, uint8_t type, uint32_t pdn,
+                           TestCq *scq, TestCq *rcq, uint32_t sq_depth,
+                           uint32_t rq_depth, uint32_t uar, uint32_t srqn,
+                           uint8_t flags, TestQp *qp);
 uint8_t dp_create_qp_status(PibDev *d, uint8_t type, uint32_t pdn,
                             TestCq *scq, TestCq *rcq, uint32_t sq_depth,
                             uint32_t rq_depth, uint32_t uar, TestQp *qp);
