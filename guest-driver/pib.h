@@ -212,6 +212,8 @@ struct pib_wq {
 	u32 max_sge;                    /* SGEs a slot holds (and the device allows) */
 	u32 pi;
 	u32 ci;
+	bool has_dbrec;                 /* an RQ or SRQ with a doorbell record (pib_wqe.h) */
+	struct pib_recv_dbrec *dbrec;   /* a kernel ring's: in buf, after the slots */
 };
 
 struct pib_qp {
@@ -330,6 +332,12 @@ static inline void pib_ring_doorbell(struct pib_dev *dev, enum pib_uar_offset of
 	writeq((u64)index << PIB_DB_INDEX_SHIFT | obj_flags, dev->uar0 + offset);
 }
 
+/* Does the device read receive doorbell records (struct pib_recv_dbrec, pib_wqe.h)? */
+static inline bool pib_dev_recv_dbrec(const struct pib_dev *dev)
+{
+	return dev->attr.device_cap_flags & PIB_DEV_CAP_RECV_DBREC;
+}
+
 /* pib_main.c */
 void pib_sync_events(struct pib_dev *dev);
 
@@ -443,7 +451,7 @@ int pib_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		  const struct ib_recv_wr **bad_wr);
 void pib_qp_retire(struct pib_qp *qp, const struct pib_cqe *cqe);
 bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
-		   u32 slot_bytes, u64 addr, u32 size);
+		   u32 slot_bytes, bool dbrec, u64 addr, u32 size);
 int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 size,
 		     struct pib_pbl *pbl);
 int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,

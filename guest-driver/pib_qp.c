@@ -160,13 +160,16 @@ static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *at
 	err = ib_copy_from_udata(req, udata, sizeof(*req));
 	if (err)
 		return err;
-	if (req->comp_mask || req->reserved_06) {
+	if (req->comp_mask & ~PIB_IBV_CREATE_QP_MASK_RQ_DBREC || req->reserved_06 ||
+	    (req->comp_mask & PIB_IBV_CREATE_QP_MASK_RQ_DBREC &&
+	     (!pib_dev_recv_dbrec(dev) || attr->srq || attr->qp_type == IB_QPT_XRC_INI))) {
 		ibdev_dbg(ibdev, "create_qp: comp_mask %#x not supported\n", req->comp_mask);
 		return -EOPNOTSUPP;
 	}
 	if (!pib_wq_req_ok(dev->max_qp_wr, req->sq_depth, req->sq_stride_log,
 			   PIB_SQ_STRIDE_LOG_MIN, attr->cap.max_send_wr,
-			   pib_qp_sq_slot_bytes(&attr->cap), req->sq_buf_addr, req->sq_buf_size)) {
+			   pib_qp_sq_slot_bytes(&attr->cap), false, req->sq_buf_addr,
+			   req->sq_buf_size)) {
 		ibdev_dbg(ibdev, "create_qp: bad SQ: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->sq_depth, req->sq_stride_log, req->sq_buf_addr, req->sq_buf_size);
 		return -EINVAL;
@@ -181,6 +184,7 @@ static int pib_qp_user_req(struct pib_dev *dev, const struct ib_qp_init_attr *at
 	    !pib_wq_req_ok(dev->max_qp_wr, req->rq_depth, req->rq_stride_log,
 			   PIB_RQ_STRIDE_LOG_MIN, attr->cap.max_recv_wr,
 			   pib_recv_slot_bytes(attr->cap.max_recv_sge),
+			   req->comp_mask & PIB_IBV_CREATE_QP_MASK_RQ_DBREC,
 			   req->rq_buf_addr, req->rq_buf_size)) {
 		ibdev_dbg(ibdev, "create_qp: bad RQ: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->rq_depth, req->rq_stride_log, req->rq_buf_addr, req->rq_buf_size);
@@ -213,6 +217,7 @@ static int pib_qp_init_user(struct pib_dev *dev, struct pib_qp *qp,
 	qp->sq.stride_log = req.sq_stride_log;
 	qp->rq.depth = req.rq_depth;
 	qp->rq.stride_log = req.rq_stride_log;
+	qp->rq.has_dbrec = req.comp_mask & PIB_IBV_CREATE_QP_MASK_RQ_DBREC;
 
 	err = pib_wq_init_user(dev, &qp->sq_umem, req.sq_buf_addr, req.sq_buf_size, sq_pbl);
 	if (err)
@@ -244,6 +249,7 @@ static int pib_qp_init_kernel(struct pib_dev *dev, struct pib_qp *qp,
 		return err;
 	if (attr->srq)
 		return 0;
+	qp->rq.has_dbrec = pib_dev_recv_dbrec(dev);
 	err = pib_wq_init_kernel(dev, &qp->rq, cap->max_recv_wr,
 				 pib_recv_slot_bytes(cap->max_recv_sge), PIB_RQ_STRIDE_LOG_MIN,
 				 dev->max_qp_wr, rq_pbl);
@@ -346,6 +352,8 @@ int pib_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init_attr,
 	}
 	if (init_attr->qp_type == IB_QPT_XRC_INI)
 		in.flags |= PIB_QPC_F_NO_RQ;
+	if (qp->rq.has_dbrec)
+		in.flags |= PIB_QPC_F_RQ_DBREC;
 	in.sq_depth = qp->sq.depth;
 	in.rq_depth = qp->rq.depth;
 	in.max_inline = qp->max_inline;

@@ -67,12 +67,15 @@ static int pib_srq_user_req(struct pib_dev *dev, const struct ib_srq_attr *attr,
 	err = ib_copy_from_udata(req, udata, sizeof(*req));
 	if (err)
 		return err;
-	if (req->comp_mask || memchr_inv(req->reserved_05, 0, sizeof(req->reserved_05))) {
+	if (req->comp_mask & ~PIB_IBV_CREATE_SRQ_MASK_DBREC ||
+	    (req->comp_mask & PIB_IBV_CREATE_SRQ_MASK_DBREC && !pib_dev_recv_dbrec(dev)) ||
+	    memchr_inv(req->reserved_05, 0, sizeof(req->reserved_05))) {
 		ibdev_dbg(ibdev, "create_srq: comp_mask %#x not supported\n", req->comp_mask);
 		return -EOPNOTSUPP;
 	}
 	if (!pib_wq_req_ok(dev->max_srq_wr, req->depth, req->stride_log, PIB_RQ_STRIDE_LOG_MIN,
-			   attr->max_wr, pib_recv_slot_bytes(attr->max_sge), req->buf_addr,
+			   attr->max_wr, pib_recv_slot_bytes(attr->max_sge),
+			   req->comp_mask & PIB_IBV_CREATE_SRQ_MASK_DBREC, req->buf_addr,
 			   req->buf_size)) {
 		ibdev_dbg(ibdev, "create_srq: bad ring: depth %u stride 2^%u ring %#llx size %u\n",
 			  req->depth, req->stride_log, req->buf_addr, req->buf_size);
@@ -95,6 +98,7 @@ static int pib_srq_init_user(struct pib_dev *dev, struct pib_srq *srq,
 	srq->user = true;
 	srq->wq.depth = req.depth;
 	srq->wq.stride_log = req.stride_log;
+	srq->wq.has_dbrec = req.comp_mask & PIB_IBV_CREATE_SRQ_MASK_DBREC;
 	/* On failure the caller's pib_srq_fini() unpins what was pinned. */
 	return pib_wq_init_user(dev, &srq->umem, req.buf_addr, req.buf_size, pbl);
 }
@@ -138,6 +142,7 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 		err = pib_srq_init_user(dev, srq, attr, udata, &pbl);
 		in.uar = rdma_udata_to_drv_context(udata, struct pib_ucontext, ibucontext)->uar;
 	} else {
+		srq->wq.has_dbrec = pib_dev_recv_dbrec(dev);
 		err = pib_wq_init_kernel(dev, &srq->wq, attr->max_wr,
 					 pib_recv_slot_bytes(attr->max_sge),
 					 PIB_RQ_STRIDE_LOG_MIN, dev->max_srq_wr, &pbl);
@@ -161,8 +166,10 @@ int pib_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init_attr,
 	in.limit = attr->srq_limit;
 	in.npages = pbl.npages;
 	in.pbl_addr = pbl.dma;
+	if (srq->wq.has_dbrec)
+		in.flags |= PIB_SRQ_F_DBREC;
 	if (init_attr->srq_type == IB_SRQT_XRC) {
-		in.flags = PIB_SRQ_F_XRC;
+		in.flags |= PIB_SRQ_F_XRC;
 		in.xrcd = to_pxrcd(init_attr->ext.xrc.xrcd)->xrcdn;
 		in.cqn = to_pcq(init_attr->ext.cq)->cqn;
 	}
@@ -256,7 +263,8 @@ static int pib_srq_resize_req(struct pib_dev *dev, struct pib_srq *srq, u32 max_
 	if (req.comp_mask || req.reserved_14)
 		return -EOPNOTSUPP;
 	if (!pib_wq_req_ok(dev->max_srq_wr, req.depth, srq->wq.stride_log,
-			   PIB_RQ_STRIDE_LOG_MIN, max_wr, 0, req.buf_addr, req.buf_size)) {
+			   PIB_RQ_STRIDE_LOG_MIN, max_wr, 0, srq->wq.has_dbrec, req.buf_addr,
+			   req.buf_size)) {
 		ibdev_dbg(&dev->ibdev, "modify_srq: bad ring: depth %u ring %#llx size %u\n",
 			  req.depth, req.buf_addr, req.buf_size);
 		return -EINVAL;

@@ -373,6 +373,9 @@ void pib_ucontext_resp(struct pib_ucontext *uctx, struct pib_ibv_alloc_ucontext_
 	resp->uar_index = uctx->uar;
 	resp->uar_mmap_key = rdma_user_mmap_get_offset(uctx->uar_mmap);
 	resp->uar_size = PIB_UAR_PAGE_SIZE;
+	resp->comp_mask |= PIB_IBV_UCTX_RESP_MASK_FLAGS;
+	if (pib_dev_recv_dbrec(to_pdev(uctx->ibucontext.device)))
+		resp->flags |= PIB_IBV_UCTX_F_RECV_DBREC;
 }
 
 int pib_alloc_ucontext(struct ib_ucontext *ibucontext, struct ib_udata *udata)

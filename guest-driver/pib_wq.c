@@ -22,24 +22,27 @@
  * Rings
  * ------------------------------------------------------------------------------------------ */
 
+/* The slots, then the doorbell record's page if the ring has one. */
 static size_t pib_wq_ring_size(const struct pib_wq *wq)
 {
-	return (size_t)pib_ring_pages(wq->depth, wq->stride_log) << PIB_PAGE_SHIFT;
+	return (size_t)pib_recv_ring_pages(wq->depth, wq->stride_log, wq->has_dbrec) <<
+	       PIB_PAGE_SHIFT;
 }
 
 /*
  * One ring of the provider's request: a power-of-two depth within the device's limit and at
  * least the WRs asked for, a stride in range and large enough for the slot, and a page
- * aligned buffer of exactly depth slots rounded up to a page.
+ * aligned buffer of exactly depth slots rounded up to a page (and the page of a doorbell
+ * record, with dbrec).
  */
 bool pib_wq_req_ok(u32 max_depth, u32 depth, u32 stride_log, u32 min_log, u32 want_wr,
-		   u32 slot_bytes, u64 addr, u32 size)
+		   u32 slot_bytes, bool dbrec, u64 addr, u32 size)
 {
 	return is_power_of_2(depth) && depth <= max_depth && depth >= want_wr &&
 	       stride_log >= min_log && stride_log <= PIB_STRIDE_LOG_MAX &&
 	       (1u << stride_log) >= slot_bytes &&
 	       addr && IS_ALIGNED(addr, PIB_PAGE_SIZE) &&
-	       size == (u64)pib_ring_pages(depth, stride_log) << PIB_PAGE_SHIFT;
+	       size == (u64)pib_recv_ring_pages(depth, stride_log, dbrec) << PIB_PAGE_SHIFT;
 }
 
 /* Pin one user ring (the device only reads WQEs) and list its pages. */
@@ -56,7 +59,10 @@ int pib_wq_init_user(struct pib_dev *dev, struct ib_umem **umem, u64 addr, u32 s
 	return pib_pbl_from_umem(dev, *umem, size / PIB_PAGE_SIZE, pbl);
 }
 
-/* A kernel ring, sized as the provider sizes its own (guest-provider/qp.c). */
+/*
+ * A kernel ring, sized as the provider sizes its own (guest-provider/qp.c), with a doorbell
+ * record after the slots if the caller set has_dbrec.
+ */
 int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_bytes,
 		       u32 min_log, u32 max_depth, struct pib_pbl *pbl)
 {
@@ -71,9 +77,14 @@ int pib_wq_init_kernel(struct pib_dev *dev, struct pib_wq *wq, u32 wr, u32 slot_
 	if (err)
 		return err;
 	err = pib_pbl_from_dma_buf(dev, &wq->buf, pbl);
-	if (err)
+	if (err) {
 		pib_dma_buf_free(dev, &wq->buf);
-	return err;
+		return err;
+	}
+	if (wq->has_dbrec)
+		wq->dbrec = wq->buf.va +
+			    ((size_t)pib_ring_pages(wq->depth, wq->stride_log) << PIB_PAGE_SHIFT);
+	return 0;
 }
 
 /* The datagram QPs: a send WQE names its destination (the UD fields), a receive completion
@@ -415,6 +426,25 @@ int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
  * Receive WQEs into a kernel RQ or SRQ (the same format), then one doorbell for the list on
  * UAR page 0: doorbell and obj say which queue.
  */
+/*
+ * Tell the device of receive WQEs up to pi.  A ring with a doorbell record has it written
+ * there, which costs no exit from the guest: the device reads it when it needs a WQE.  Only
+ * if the device asks for a doorbell too (a QP in ERR, which flushes; pib_wqe.h) is it rung.
+ * The barriers: the WQEs before the index, the index before reading the device's flags.
+ */
+static void pib_wq_recv_publish(struct pib_dev *dev, struct pib_wq *wq,
+				enum pib_uar_offset doorbell, u32 obj, u32 pi)
+{
+	if (wq->dbrec) {
+		dma_wmb();
+		WRITE_ONCE(wq->dbrec->pi, pi);
+		mb();
+		if (!(READ_ONCE(wq->dbrec->flags) & PIB_DBREC_F_RING))
+			return;
+	}
+	pib_ring_doorbell(dev, doorbell, obj, pi);
+}
+
 int pib_wq_post_recv(struct pib_dev *dev, struct pib_wq *wq, enum pib_uar_offset doorbell,
 		     u32 obj, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad_wr)
 {
@@ -447,7 +477,7 @@ int pib_wq_post_recv(struct pib_dev *dev, struct pib_wq *wq, enum pib_uar_offset
 
 	if (pi != first) {
 		WRITE_ONCE(wq->pi, pi);
-		pib_ring_doorbell(dev, doorbell, obj, pi);
+		pib_wq_recv_publish(dev, wq, doorbell, obj, pi);
 	}
 	spin_unlock_irqrestore(&wq->lock, flags);
 

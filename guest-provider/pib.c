@@ -107,7 +107,9 @@ static struct verbs_context *pib_context_fail(struct pib_context *ctx, int err)
 static struct verbs_context *pib_set_context(struct pib_context *ctx, int cmd_fd,
 					     uint32_t uar_index,
 					     uint64_t uar_mmap_key,
-					     uint32_t uar_size)
+					     uint32_t uar_size,
+					     uint32_t comp_mask,
+					     uint32_t flags)
 {
 	uint32_t max_qp;
 	int err;
@@ -119,6 +121,8 @@ static struct verbs_context *pib_set_context(struct pib_context *ctx, int cmd_fd
 	}
 
 	/* Doorbells are written, the clock registers read (pib_hw.h). */
+	ctx->recv_dbrec = (comp_mask & PIB_IBV_UCTX_RESP_MASK_FLAGS) &&
+			  (flags & PIB_IBV_UCTX_F_RECV_DBREC);
 	ctx->uar_size = uar_size;
 	ctx->uar = mmap(NULL, ctx->uar_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			cmd_fd, uar_mmap_key);
@@ -176,7 +180,7 @@ static struct verbs_context *pib_alloc_context(struct ibv_device *vdev,
 		return pib_context_fail(ctx, err);
 	}
 	return pib_set_context(ctx, cmd_fd, resp.uar_index, resp.uar_mmap_key,
-			       resp.uar_size);
+			       resp.uar_size, resp.comp_mask, resp.flags);
 }
 
 /*
@@ -208,7 +212,7 @@ static struct verbs_context *pib_import_context(struct ibv_device *vdev,
 		return pib_context_fail(ctx, err);
 	}
 	return pib_set_context(ctx, cmd_fd, resp.uar_index, resp.uar_mmap_key,
-			       resp.uar_size);
+			       resp.uar_size, resp.comp_mask, resp.flags);
 }
 
 static void pib_free_context(struct ibv_context *ibvctx)

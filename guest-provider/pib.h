@@ -79,6 +79,7 @@ struct pib_context {
 	void *uar;
 	size_t uar_size;
 	bool clock;			/* the device has its clock (hca_core_clock) */
+	bool recv_dbrec;		/* RQs and SRQs get doorbell records */
 
 	/* Device limits (QUERY_DEVICE at open), checked before any command. */
 	uint32_t max_qp_wr;
@@ -194,6 +195,13 @@ struct pib_wq {
 	uint32_t max_sge;		/* SGEs a slot holds (and the device allows) */
 	_Atomic(uint32_t) pi;		/* written by the poster, read by poll_cq */
 	_Atomic(uint32_t) ci;		/* written by poll_cq, read by the poster */
+	/*
+	 * An RQ's or SRQ's doorbell record (pib_wqe.h), after the slots in
+	 * buf, if has_dbrec was set before pib_wq_init: post_recv writes its
+	 * producer index there instead of ringing.
+	 */
+	bool has_dbrec;
+	struct pib_recv_dbrec *dbrec;
 };
 
 /*
@@ -331,6 +339,14 @@ void pib_sq_publish(struct pib_context *ctx, struct pib_qp *qp,
 
 /* Work queue rings, shared by QPs and SRQs (wq.c). */
 int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type);
+
+/* The doorbell record of a receive ring at buf: the page after its slots. */
+static inline struct pib_recv_dbrec *pib_wq_dbrec_of(void *buf, uint32_t depth,
+						     uint32_t stride_log)
+{
+	return (struct pib_recv_dbrec *)((uint8_t *)buf +
+		((size_t)pib_ring_pages(depth, stride_log) << PIB_PAGE_SHIFT));
+}
 void pib_wq_fini(struct pib_wq *wq);
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 		     enum pib_uar_offset db, uint32_t obj,

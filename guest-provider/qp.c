@@ -357,9 +357,12 @@ struct ibv_qp *pib_create_qp_ex(struct ibv_context *ibvctx,
 	err = pib_wq_init(&qp->sq, attr->pd, PIB_RES_TYPE_SQ);
 	if (err)
 		goto err_free_qp;
+	qp->rq.has_dbrec = ctx->recv_dbrec && qp->rq.depth;
 	err = pib_wq_init(&qp->rq, attr->pd, PIB_RES_TYPE_RQ);
 	if (err)
 		goto err_fini_sq;
+	if (qp->rq.has_dbrec)
+		cmd.comp_mask |= PIB_IBV_CREATE_QP_MASK_RQ_DBREC;
 
 	cmd.sq_stride_log = qp->sq.stride_log;
 	cmd.rq_stride_log = qp->rq.stride_log;

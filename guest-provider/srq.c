@@ -130,9 +130,12 @@ static struct ibv_srq *pib_srq_create(struct ibv_context *ibvctx,
 	err = pib_srq_size(ctx, &attr->attr, &srq->wq);
 	if (err)
 		goto err_free_srq;
+	srq->wq.has_dbrec = ctx->recv_dbrec;
 	err = pib_wq_init(&srq->wq, attr->pd, PIB_RES_TYPE_SRQ);
 	if (err)
 		goto err_free_srq;
+	if (srq->wq.has_dbrec)
+		req->comp_mask |= PIB_IBV_CREATE_SRQ_MASK_DBREC;
 
 	/* max_wr, max_sge and srq_limit travel in the core command. */
 	req->stride_log = srq->wq.stride_log;
@@ -276,7 +279,8 @@ static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
 	depth = pib_srq_depth(ctx, attr->max_wr);
 	if (!depth || ((attr_mask & IBV_SRQ_LIMIT) && attr->srq_limit >= depth))
 		return EINVAL;
-	size = (size_t)pib_ring_pages(depth, wq->stride_log) << PIB_PAGE_SHIFT;
+	size = (size_t)pib_recv_ring_pages(depth, wq->stride_log, wq->has_dbrec)
+	       << PIB_PAGE_SHIFT;
 	buf = pib_alloc_ring(&src, size);
 	if (!buf)
 		return errno;
@@ -291,6 +295,9 @@ static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
 	for (; i != pi; i++)
 		memcpy((uint8_t *)buf + (i & (depth - 1)) * stride,
 		       (uint8_t *)wq->buf + (i & (wq->depth - 1)) * stride, stride);
+	/* The device reads the new ring's record from the command on. */
+	if (wq->has_dbrec)
+		pib_wq_dbrec_of(buf, depth, wq->stride_log)->pi = htole32(pi);
 	cmd.depth = depth;
 	cmd.buf_addr = (uintptr_t)buf;
 	cmd.buf_size = size;
@@ -304,6 +311,8 @@ static int pib_srq_resize(struct pib_srq *srq, struct ibv_srq_attr *attr,
 
 		wq->buf = buf;
 		wq->buf_size = size;
+		if (wq->has_dbrec)
+			wq->dbrec = pib_wq_dbrec_of(buf, depth, wq->stride_log);
 		wq->src = src;
 		wq->depth = depth;
 		buf = old_buf;

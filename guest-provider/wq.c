@@ -46,14 +46,16 @@ int pib_wq_init(struct pib_wq *wq, struct ibv_pd *pd, uint64_t res_type)
 	if (!wq->depth)
 		return 0;
 
-	wq->buf_size = (size_t)pib_ring_pages(wq->depth, wq->stride_log)
-		       << PIB_PAGE_SHIFT;
+	wq->buf_size = (size_t)pib_recv_ring_pages(wq->depth, wq->stride_log,
+						   wq->has_dbrec) << PIB_PAGE_SHIFT;
 	wq->buf = pib_alloc_ring(&wq->src, wq->buf_size);
 	if (!wq->buf) {
 		err = errno;
 		pthread_spin_destroy(&wq->lock);
 		return err;
 	}
+	if (wq->has_dbrec)
+		wq->dbrec = pib_wq_dbrec_of(wq->buf, wq->depth, wq->stride_log);
 	return 0;
 }
 
@@ -421,8 +423,33 @@ int pib_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
 }
 
 /*
- * Post receive WQEs to an RQ or an SRQ (wq) and ring its doorbell (db, for
- * object obj, the QPN or SRQN): a 16-byte header and the SGEs per slot.
+ * Tell the device of receive WQEs up to pi.  A ring with a doorbell record
+ * has it written there, which costs no exit from the guest: the device reads
+ * it when it needs a WQE (pib_wqe.h).  The doorbell is rung only if the device
+ * asks for it too (a QP in ERR, which flushes what is posted).  The fences:
+ * the WQEs before the index, the index before reading the device's flags.
+ */
+static void pib_wq_recv_publish(struct pib_context *ctx, struct pib_wq *wq,
+				enum pib_uar_offset db, uint32_t obj,
+				uint32_t pi)
+{
+	udma_to_device_barrier();
+	if (wq->dbrec) {
+		atomic_store_explicit((_Atomic(uint32_t) *)&wq->dbrec->pi,
+				      htole32(pi), memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!(le32toh(atomic_load_explicit(
+			      (_Atomic(uint32_t) *)&wq->dbrec->flags,
+			      memory_order_relaxed)) & PIB_DBREC_F_RING))
+			return;
+	}
+	pib_ring_doorbell(ctx, db, obj, pi);
+}
+
+/*
+ * Post receive WQEs to an RQ or an SRQ (wq) and tell the device (its record,
+ * or doorbell db for object obj, the QPN or SRQN): a 16-byte header and the
+ * SGEs per slot.
  */
 int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 		     enum pib_uar_offset db, uint32_t obj,
@@ -457,9 +484,8 @@ int pib_wq_post_recv(struct pib_context *ctx, struct pib_wq *wq,
 
 	if (pi != first) {
 		atomic_store_explicit(&wq->pi, pi, memory_order_relaxed);
-		/* As in post_send: WQEs first, then one doorbell for all. */
-		udma_to_device_barrier();
-		pib_ring_doorbell(ctx, db, obj, pi);
+		/* As in post_send: WQEs first, then one record or doorbell. */
+		pib_wq_recv_publish(ctx, wq, db, obj, pi);
 	}
 	pthread_spin_unlock(&wq->lock);
 

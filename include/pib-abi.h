@@ -14,12 +14,19 @@
 
 #define PIB_UVERBS_ABI_VERSION 1
 
+/*
+ * PIB_IBV_UCTX_F_RECV_DBREC: the device reads receive doorbell records (struct pib_recv_dbrec
+ * in pib_wqe.h, PIB_DEV_CAP_RECV_DBREC): a QP's RQ or an SRQ may be created with one, by the
+ * comp_mask bits below, and posted to without a doorbell.
+ */
+#define PIB_IBV_UCTX_RESP_MASK_FLAGS   (1u << 0)  /* comp_mask: flags is meant             */
+#define PIB_IBV_UCTX_F_RECV_DBREC      (1u << 0)
 struct pib_ibv_alloc_ucontext_resp {
 	__u32 comp_mask;
 	__u32 uar_index;        /* this context's UAR page in BAR2                            */
 	__aligned_u64 uar_mmap_key; /* mmap(offset = key) maps the UAR page, non-cached        */
 	__u32 uar_size;         /* bytes to map                                                */
-	__u32 reserved_20;
+	__u32 flags;            /* PIB_IBV_UCTX_F_*, with PIB_IBV_UCTX_RESP_MASK_FLAGS         */
 };
 
 /*
@@ -98,8 +105,11 @@ struct pib_ibv_resize_cq_resp {
 
 /*
  * QP: the provider sizes and allocates the SQ and RQ rings (page aligned; the RQ is absent
- * for a QP on an SRQ) and passes them here.  Strides are log2 of the WQE slot size.
+ * for a QP on an SRQ) and passes them here.  Strides are log2 of the WQE slot size.  With
+ * PIB_IBV_CREATE_QP_MASK_RQ_DBREC (only where the context has PIB_IBV_UCTX_F_RECV_DBREC) the
+ * RQ ring is followed by one more page, which starts with its doorbell record.
  */
+#define PIB_IBV_CREATE_QP_MASK_RQ_DBREC (1u << 0)
 struct pib_ibv_create_qp {
 	__u32 comp_mask;
 	__u8  sq_stride_log;    /* 6..12                                                       */
@@ -110,7 +120,7 @@ struct pib_ibv_create_qp {
 	__u32 sq_depth;         /* power of two                                                */
 	__u32 rq_depth;         /* power of two, 0 without an RQ                               */
 	__u32 sq_buf_size;      /* sq_depth << sq_stride_log, page aligned                     */
-	__u32 rq_buf_size;
+	__u32 rq_buf_size;      /* the same, plus the record's page with RQ_DBREC              */
 };
 
 struct pib_ibv_create_qp_resp {
@@ -120,7 +130,11 @@ struct pib_ibv_create_qp_resp {
 	__u32 reserved_0c;
 };
 
-/* SRQ: the provider allocates the ring (depth << stride_log bytes, page aligned). */
+/*
+ * SRQ: the provider allocates the ring (depth << stride_log bytes, page aligned), and with
+ * PIB_IBV_CREATE_SRQ_MASK_DBREC (as the QP's RQ_DBREC) one more page for its doorbell record.
+ */
+#define PIB_IBV_CREATE_SRQ_MASK_DBREC   (1u << 0)
 struct pib_ibv_create_srq {
 	__u32 comp_mask;
 	__u8  stride_log;       /* 4..12                                                       */
@@ -138,13 +152,14 @@ struct pib_ibv_create_srq_resp {
 /*
  * MODIFY_SRQ with IB_SRQ_MAX_WR: the new ring (same stride), into which the provider has
  * already copied the WQEs posted and not yet completed, each at its index (slot i % depth);
- * without IB_SRQ_MAX_WR the request is empty (all zero).
+ * without IB_SRQ_MAX_WR the request is empty (all zero).  An SRQ with a doorbell record has
+ * one in the new ring too (one more page), where the provider has written its producer index.
  */
 struct pib_ibv_modify_srq {
 	__u32 comp_mask;
 	__u32 depth;            /* power of two                                                */
 	__aligned_u64 buf_addr;
-	__u32 buf_size;         /* depth << stride_log, page aligned                           */
+	__u32 buf_size;         /* depth << stride_log, page aligned (+ the record's page)     */
 	__u32 reserved_14;
 };
 

@@ -149,11 +149,15 @@ int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *vqp,
 	CHECK_EQ(c->sq_buf_size, align((size_t)c->sq_depth << c->sq_stride_log,
 				       PIB_PAGE_SIZE));
 	CHECK(c->sq_stride_log >= 6 && c->sq_stride_log <= 12);
+	/* The driver takes the record bit only with an RQ (pib_qp_user_req). */
+	CHECK_EQ(c->comp_mask & ~PIB_IBV_CREATE_QP_MASK_RQ_DBREC, 0);
+	CHECK(c->rq_depth || !c->comp_mask);
 	if (c->rq_depth) {
 		CHECK_EQ(c->rq_buf_addr % PIB_PAGE_SIZE, 0);
 		CHECK_EQ(c->rq_buf_size,
 			 align((size_t)c->rq_depth << c->rq_stride_log,
-			       PIB_PAGE_SIZE));
+			       PIB_PAGE_SIZE) +
+			 (c->comp_mask ? PIB_PAGE_SIZE : 0));
 		CHECK(c->rq_stride_log >= 4 && c->rq_stride_log <= 12);
 	}
 
@@ -215,8 +219,10 @@ int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
 	CHECK_EQ(c->depth & (c->depth - 1), 0);
 	CHECK(c->depth >= 1 && c->depth <= PIB_MAX_SRQ_WR);
 	CHECK(c->stride_log >= 4 && c->stride_log <= 12);
+	CHECK_EQ(c->comp_mask & ~PIB_IBV_CREATE_SRQ_MASK_DBREC, 0);
 	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log,
-				    PIB_PAGE_SIZE));
+				    PIB_PAGE_SIZE) +
+		 (c->comp_mask ? PIB_PAGE_SIZE : 0));
 	CHECK(attr->attr.srq_limit < c->depth);
 
 	srq->context = pd->context;
@@ -243,7 +249,8 @@ int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
 	CHECK_EQ(attr_ex->srq_type, IBV_SRQT_XRC);
 	CHECK(attr_ex->pd && attr_ex->xrcd && attr_ex->cq);
 	CHECK_EQ(c->buf_addr % PIB_PAGE_SIZE, 0);
-	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log, PIB_PAGE_SIZE));
+	CHECK_EQ(c->buf_size, align((size_t)c->depth << c->stride_log, PIB_PAGE_SIZE) +
+		 (c->comp_mask & PIB_IBV_CREATE_SRQ_MASK_DBREC ? PIB_PAGE_SIZE : 0));
 	srq->srq.context = context;
 	srq->srq.pd = attr_ex->pd;
 	srq->srq_type = IBV_SRQT_XRC;
@@ -1966,6 +1973,99 @@ static void test_parent_domain(struct pib_context *ctx, struct ibv_pd *pd)
  * cannot hold them fails and changes nothing.  Resizing an SRQ: the WQEs not
  * yet retired are copied to their slots in the new ring before the command.
  */
+/*
+ * Receive doorbell records (PIB_IBV_UCTX_F_RECV_DBREC): the RQ's and the SRQ's
+ * rings get one more page, whose record post_recv writes instead of ringing;
+ * the doorbell is rung too only while the device asks for it (RING, set when
+ * the QP enters ERR).  A resized SRQ has the index in its new ring's record.
+ */
+static void test_recv_dbrec(struct pib_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 8, NULL, 0);
+	struct ibv_qp_init_attr attr = {
+		.send_cq = ibvcq, .recv_cq = ibvcq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 8, .max_recv_sge = 1 },
+	};
+	struct ibv_srq_init_attr sattr = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_sge sge = { .addr = 0x1000, .length = 8, .lkey = 1 };
+	struct ibv_recv_wr rwr[3], *rbad;
+	struct ibv_srq_attr mattr = { .max_wr = 16 };
+	struct pib_recv_dbrec *rec;
+	struct ibv_qp *ibvqp, *ibvsqp;
+	struct ibv_srq *ibvsrq;
+	struct pib_qp *qp;
+	struct pib_srq *srq;
+	uint32_t qpn, i;
+
+	memset(rwr, 0, sizeof(rwr));
+	for (i = 0; i < 3; i++) {
+		rwr[i].wr_id = 0x70 + i;
+		rwr[i].sg_list = &sge;
+		rwr[i].num_sge = 1;
+		rwr[i].next = i < 2 ? &rwr[i + 1] : NULL;
+	}
+	ctx->recv_dbrec = true;
+
+	/* The RQ: the record's page after the slots, announced to the kernel. */
+	ibvqp = pib_create_qp(pd, &attr);
+	CHECK(ibvqp);
+	qp = to_pib_qp(ibvqp);
+	qpn = ibvqp->qp_num;
+	CHECK_EQ(last_create_qp.comp_mask, PIB_IBV_CREATE_QP_MASK_RQ_DBREC);
+	CHECK_EQ(qp->rq.buf_size, (size_t)2 * PIB_PAGE_SIZE);	/* 8 x 32 B, the record */
+	rec = qp->rq.dbrec;
+	CHECK(rec == (void *)((uint8_t *)qp->rq.buf + PIB_PAGE_SIZE));
+	/* The SQ has none. */
+	CHECK(!qp->sq.dbrec);
+
+	/* Posting writes the record, and no doorbell. */
+	memset(ctx->uar, 0, PIB_UAR_PAGE_SIZE);
+	CHECK_EQ(pib_post_recv(ibvqp, rwr, &rbad), 0);
+	CHECK_EQ(le32toh(rec->pi), 3);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_RQ_DB), 0);
+	CHECK_EQ(le64toh(rq_wqe(qp, 2)->wr_id), 0x72);
+	/* The device asks for doorbells (the QP went to ERR): both. */
+	rec->flags = htole32(PIB_DBREC_F_RING);
+	rwr[0].next = NULL;
+	CHECK_EQ(pib_post_recv(ibvqp, rwr, &rbad), 0);
+	CHECK_EQ(le32toh(rec->pi), 4);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_RQ_DB), (uint64_t)4 << 32 | qpn);
+	rwr[0].next = &rwr[1];
+
+	/* A QP on an SRQ has no RQ, so no record either. */
+	ibvsrq = pib_create_srq(pd, &sattr);
+	CHECK(ibvsrq);
+	srq = to_pib_srq(ibvsrq);
+	CHECK_EQ(last_create_srq.comp_mask, PIB_IBV_CREATE_SRQ_MASK_DBREC);
+	attr.srq = ibvsrq;
+	ibvsqp = pib_create_qp(pd, &attr);
+	CHECK(ibvsqp);
+	CHECK_EQ(last_create_qp.comp_mask, 0);
+	CHECK(!to_pib_qp(ibvsqp)->rq.dbrec);
+
+	/* The SRQ: its record, no doorbell. */
+	CHECK(srq->wq.dbrec == (void *)((uint8_t *)srq->wq.buf + PIB_PAGE_SIZE));
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), 0);
+	CHECK_EQ(le32toh(srq->wq.dbrec->pi), 3);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), 0);
+	/* Resized: the new ring has a record too, with the index in it. */
+	CHECK_EQ(pib_modify_srq(ibvsrq, &mattr, IBV_SRQ_MAX_WR), 0);
+	CHECK_EQ(last_modify_srq.buf_size, (uint32_t)2 * PIB_PAGE_SIZE);
+	CHECK(srq->wq.depth >= 16 && srq->wq.depth <= 64);	/* 2 pages: the slots, the record */
+	CHECK(srq->wq.dbrec == (void *)((uint8_t *)srq->wq.buf + PIB_PAGE_SIZE));
+	CHECK_EQ(le32toh(srq->wq.dbrec->pi), 3);
+	rwr[0].next = NULL;
+	CHECK_EQ(pib_post_srq_recv(ibvsrq, rwr, &rbad), 0);
+	CHECK_EQ(le32toh(srq->wq.dbrec->pi), 4);
+	CHECK_EQ(uar_read(ctx, PIB_UAR_SRQ_DB), 0);
+
+	CHECK_EQ(pib_destroy_qp(ibvsqp), 0);
+	CHECK_EQ(pib_destroy_qp(ibvqp), 0);
+	CHECK_EQ(pib_destroy_srq(ibvsrq), 0);
+	CHECK_EQ(pib_destroy_cq(ibvcq), 0);
+	ctx->recv_dbrec = false;
+}
+
 static void test_resize(struct pib_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_cq *ibvcq = pib_create_cq(&ctx->ibvctx.context, 6, NULL, 0);
@@ -2280,6 +2380,7 @@ int main(void)
 	CHECK_EQ(destroy_qp_calls, 13);
 	test_parent_domain(ctx, pd);
 	test_resize(ctx, pd);
+	test_recv_dbrec(ctx, pd);
 	test_qp_reset(ctx, pd);
 	test_xrc(ctx, pd);
 	test_clock(ctx, pd);
