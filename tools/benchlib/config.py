@@ -52,7 +52,8 @@ BW_TESTS = ("ib_write_bw", "ib_read_bw", "ib_send_bw")
 # ib_write_bw variants at VARIANT_SIZE: {name in the CSV: extra perftest options}.
 BW_VARIANTS = {"ib_write_bw_q8": ["-q", "8"], "ib_write_bw_bidir": ["-b"]}
 VARIANT_SIZE = 65536
-LAT_TESTS = {"ib_send_lat": (2, 4096), "ib_write_lat": (2, 4096), "ib_atomic_lat": (8,)}
+LAT_TESTS = {"ib_send_lat": (2, 4096), "ib_write_lat": (2, 4096), "ib_read_lat": (2, 4096),
+             "ib_atomic_lat": (8,)}
 MSGRATE_SIZE = 64
 FULL_SIZES = (64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
 QUICK_SIZES = (64, 4096, 65536, 1048576)

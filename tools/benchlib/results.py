@@ -184,6 +184,11 @@ def goal_checks(fig):
     check("pib ib_send_lat at 2 B <= 0.2x rxe", ("ib_send_lat", 2), "<=", 0.2, "rxe")
     check("pib ib_write_bw at 1 MiB >= 50% of the link's ceiling", ("ib_write_bw", 1048576),
           ">=", 0.5, "ceiling")
+    # Past the socket (issue 39): message rate and the latencies of READ and atomics.
+    check("pib ib_send_bw message rate at 64 B >= 20x rxe", ("ib_send_bw_msgrate", 64), ">=",
+          20, "rxe")
+    check("pib ib_read_lat at 2 B <= 0.1x rxe", ("ib_read_lat", 2), "<=", 0.1, "rxe")
+    check("pib ib_atomic_lat at 8 B <= 0.1x rxe", ("ib_atomic_lat", 8), "<=", 0.1, "rxe")
     return checks
 
 
