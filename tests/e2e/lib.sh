@@ -114,7 +114,9 @@ run_pair() {
   shift
   cli=("$@")
   slog=$(mktemp) clog=$(mktemp)
-  "$PIBVM" exec "$sn" -- "${srv[@]}" >"$slog" 2>&1 &
+  # A server whose client never reached it (refused, or failed before connecting) would wait
+  # for ever: the hang guard ends it, generously after any client's run.
+  "$PIBVM" exec "$sn" --timeout 900 -- "${srv[@]}" >"$slog" 2>&1 &
   spid=$!
   if "$wait" "$sn" "$port"; then
     "$PIBVM" exec "$cn" -- "${cli[@]}" >"$clog" 2>&1; crc=$?

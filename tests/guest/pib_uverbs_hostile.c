@@ -331,7 +331,13 @@ int main(int argc, char **argv)
 	QP(-EINVAL, "SQ buf_size off by a page", IB_UVERBS_QPT_RC, 16, 1, q.sq_buf_size += 4096);
 	QP(-EINVAL, "RQ buf unaligned", IB_UVERBS_QPT_RC, 16, 1, q.rq_buf_addr += 64);
 	QP(-EFAULT, "SQ buf unmapped", IB_UVERBS_QPT_RC, 16, 1, q.sq_buf_addr = 0x10000);
-	QP(-EOPNOTSUPP, "comp_mask 1", IB_UVERBS_QPT_RC, 16, 1, q.comp_mask = 1);
+	QP(-EOPNOTSUPP, "comp_mask 2", IB_UVERBS_QPT_RC, 16, 1, q.comp_mask = 2);
+	/* An RQ doorbell record (the device has them): one more page in the RQ's buffer. */
+	QP(-EINVAL, "RQ_DBREC without the record's page", IB_UVERBS_QPT_RC, 16, 1,
+	   q.comp_mask = PIB_IBV_CREATE_QP_MASK_RQ_DBREC);
+	QP(0, "RQ_DBREC with the record's page", IB_UVERBS_QPT_RC, 16, 1,
+	   q.comp_mask = PIB_IBV_CREATE_QP_MASK_RQ_DBREC; q.rq_buf_size += 4096;
+	   q.rq_buf_addr = (uintptr_t)ring(q.rq_buf_size));
 	QP(-EOPNOTSUPP, "reserved_06 set", IB_UVERBS_QPT_RC, 16, 1, q.reserved_06 = 1);
 	QP(-EINVAL, "17 SGEs", IB_UVERBS_QPT_RC, 16, 17, (void)0);
 	QP(-EINVAL, "max_qp_wr + 1 WRs", IB_UVERBS_QPT_RC, PIB_MAX_QP_WR + 1, 1, (void)0);
