@@ -423,10 +423,6 @@ int pib_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 }
 
 /*
- * Receive WQEs into a kernel RQ or SRQ (the same format), then one doorbell for the list on
- * UAR page 0: doorbell and obj say which queue.
- */
-/*
  * Tell the device of receive WQEs up to pi.  A ring with a doorbell record has it written
  * there, which costs no exit from the guest: the device reads it when it needs a WQE.  Only
  * if the device asks for a doorbell too (a QP in ERR, which flushes; pib_wqe.h) is it rung.
@@ -445,6 +441,11 @@ static void pib_wq_recv_publish(struct pib_dev *dev, struct pib_wq *wq,
 	pib_ring_doorbell(dev, doorbell, obj, pi);
 }
 
+/*
+ * Receive WQEs into a kernel RQ or SRQ (the same format), then the ring's doorbell record or
+ * one doorbell for the list on UAR page 0 (pib_wq_recv_publish()): doorbell and obj say which
+ * queue.
+ */
 int pib_wq_post_recv(struct pib_dev *dev, struct pib_wq *wq, enum pib_uar_offset doorbell,
 		     u32 obj, const struct ib_recv_wr *wr, const struct ib_recv_wr **bad_wr)
 {

@@ -463,6 +463,7 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool sq, uint32_t page,
 void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data);
 void pib_dbrec_read(PibState *s, uint64_t dbrec, uint32_t depth, uint32_t ci,
                     uint32_t *pi, const char *ring, uint32_t num);
+void pib_rq_refresh(PibQp *qp);
 void pib_dbrec_set_flags(PibState *s, uint64_t dbrec, uint32_t flags);
 void pib_qp_schedule(PibQp *qp);
 void pib_qp_kick_waiters(PibState *s);

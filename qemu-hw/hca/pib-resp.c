@@ -158,8 +158,7 @@ void pib_resp_reset(PibQp *qp)
 static bool pib_rq_posted(PibQp *qp)
 {
     if (qp->rq.ci == qp->rq.pi) {
-        pib_dbrec_read(qp->s, qp->rq.dbrec, qp->rq.ring.depth, qp->rq.ci,
-                       &qp->rq.pi, "RQ", qp->qpn);
+        pib_rq_refresh(qp);
     }
     return qp->rq.ci != qp->rq.pi;
 }

@@ -175,6 +175,16 @@ const MemoryRegionOps pib_uar_ops = {
  * SQ, RQ and SRQ doorbells (from the UAR page the object was created on)
  */
 
+/*
+ * A new producer index for a ring of depth slots whose consumer is at ci and
+ * whose producer was at prev, from a doorbell or a doorbell record: at most
+ * depth WQEs outstanding, and the index never moves back.
+ */
+static bool pib_pi_ok(uint32_t pi, uint32_t prev, uint32_t ci, uint32_t depth)
+{
+    return pi - ci <= depth && pi - ci >= prev - ci;
+}
+
 void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
                      uint64_t data)
 {
@@ -189,8 +199,7 @@ void pib_qp_doorbell(PibState *s, PibQp *qp, bool is_sq, uint32_t page,
                       page, "RQ_DB", qp->qpn, pi);
         return;
     }
-    /* At most depth WQEs outstanding, and the index never moves back. */
-    if (pi - wq->ci > wq->ring.depth || pi - wq->ci < wq->pi - wq->ci) {
+    if (!pib_pi_ok(pi, wq->pi, wq->ci, wq->ring.depth)) {
         PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_RANGE, pib_ub_wq_db_range,
                       "QP %" PRIu32 " %s producer index %" PRIu32
                       " (previous %" PRIu32 ", consumer %" PRIu32
@@ -246,7 +255,7 @@ void pib_srq_doorbell(PibState *s, PibSrq *srq, uint32_t page, uint64_t data)
 {
     uint32_t pi = data >> PIB_DB_INDEX_SHIFT;
 
-    if (pi - srq->ci > srq->ring.depth || pi - srq->ci < srq->pi - srq->ci) {
+    if (!pib_pi_ok(pi, srq->pi, srq->ci, srq->ring.depth)) {
         PIB_GUEST_ERR(s, PIB_GERR_UAR_DB_RANGE, pib_ub_srq_db_range,
                       "SRQ %" PRIu32 " producer index %" PRIu32
                       " (previous %" PRIu32 ", consumer %" PRIu32
@@ -281,7 +290,7 @@ void pib_dbrec_read(PibState *s, uint64_t dbrec, uint32_t depth, uint32_t ci,
     if (rec == *pi) {
         return;
     }
-    if (rec - ci > depth || rec - ci < *pi - ci) {
+    if (!pib_pi_ok(rec, *pi, ci, depth)) {
         PIB_GUEST_ERR(s, PIB_GERR_DBREC_RANGE, pib_ub_dbrec_range,
                       "%s %" PRIu32 " doorbell record producer index %" PRIu32
                       " (previous %" PRIu32 ", consumer %" PRIu32
@@ -290,6 +299,13 @@ void pib_dbrec_read(PibState *s, uint64_t dbrec, uint32_t depth, uint32_t ci,
     }
     trace_pib_dbrec(ring, num, rec, ci);
     *pi = rec;
+}
+
+/* The producer index in the RQ's doorbell record, if it has one. */
+void pib_rq_refresh(PibQp *qp)
+{
+    pib_dbrec_read(qp->s, qp->rq.dbrec, qp->rq.ring.depth, qp->rq.ci, &qp->rq.pi,
+                   "RQ", qp->qpn);
 }
 
 /* Write the device's flags word of a record (PIB_DBREC_F_*). */

@@ -340,8 +340,7 @@ void pib_qp_flush(PibQp *qp)
     if (qp->rq.dbrec && qp->state == PIB_QPS_ERR) {
         pib_dbrec_set_flags(qp->s, qp->rq.dbrec, PIB_DBREC_F_RING);
         smp_mb();
-        pib_dbrec_read(qp->s, qp->rq.dbrec, qp->rq.ring.depth, qp->rq.ci,
-                       &qp->rq.pi, "RQ", qp->qpn);
+        pib_rq_refresh(qp);
     }
     if (qp->sq.pi != qp->sq.ci || qp->rq.pi != qp->rq.ci) {
         trace_pib_qp_flush(qp->qpn, qp->sq.pi - qp->sq.ci,
