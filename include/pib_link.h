@@ -38,8 +38,9 @@
  * flow-controlled and the link never drops a data packet for lack of buffer.  (Between two CAs
  * nothing drops anyway, a CA stops reading rather than drop, and IBTA's 128 KiB window costs a
  * link whose round trip is a main loop's about half its bulk bandwidth: so two CAs run credits
- * only when one asks, docs/reference/hardware.md "Credits".)  VL15 (SMPs) is not flow-controlled.  Each receiver has PIB_LINK_VL_BLOCKS blocks of
- * PIB_LINK_BLOCK bytes per data VL; a packet takes ceil(its LRH length in bytes / 64) blocks.
+ * only when one asks, docs/reference/hardware.md "Credits".)  VL15 (SMPs) is not
+ * flow-controlled.  Each receiver has PIB_LINK_VL_BLOCKS blocks of PIB_LINK_BLOCK bytes per
+ * data VL; a packet takes ceil(its LRH length in bytes / 64) blocks.
  * FLOW frames carry IBTA flow-control packets (struct pib_link_fc), one per VL, and both
  * directions of a VL ride in each: FCTBS is the sender's Total Blocks Sent on that VL, modulo
  * 4096; FCCL the Credit Limit its receiver grants, modulo 4096.
@@ -49,8 +50,13 @@
  *     packet, adds n for each packet, and grants FCCL = ABR + the VL's free blocks (at most
  *     2048) modulo 4096;
  *   - each side sends a FLOW frame for every VL as soon as both HELLOs are in (no data moves
- *     before it: the credit limit starts at 0), and again whenever its receiver freed blocks
- *     (a packet left its buffer: consumed by the HCA, or sent on by a switch).
+ *     before it: the credit limit starts at 0), again whenever its receiver freed blocks
+ *     (a packet left its buffer: consumed by the HCA, or sent on by a switch), and whenever
+ *     its transmitter runs out of credit (its FCTBS then lets the peer's receiver count what
+ *     it dropped, which would otherwise be credit lost for good);
+ *   - no side sends a data packet on a stream before both HELLOs are in, with or without
+ *     credits: until then it does not know whether they run (a port that kept its state
+ *     across a move, below, has data to send at once).
  * A data packet that arrives with no buffer left on its VL (the peer ignored its credits) is
  * dropped and counted (PortCounters:ExcessiveBufferOverrunErrors).  A FLOW frame that is not a
  * whole number of entries means framing is lost.  Unknown Op values and VL15 entries are

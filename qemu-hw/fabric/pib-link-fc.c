@@ -214,9 +214,9 @@ void pib_link_fc_purge(PibLink *l)
         l->vl[i].qlen = 0;
     }
     timer_del(l->hoq_timer);
-    if (l->fc_wait_since) {
+    if (l->fc_waiting) {
         l->fc_wait_ns += qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since;
-        l->fc_wait_since = 0;
+        l->fc_waiting = false;
     }
 }
 
@@ -228,6 +228,7 @@ void pib_link_fc_reset(PibLink *l)
     pib_link_fc_purge(l);
     l->fc = false;
     l->fc_offered = l->fc_peer = 0;
+    l->fc_hello_tx = l->fc_hello_rx = l->fc_decided = false;
     l->arb_idx[0] = l->arb_idx[1] = 0;
     l->arb_left[0] = l->arb_left[1] = 0;
     l->arb_high_bytes = 0;
@@ -246,16 +247,47 @@ uint32_t pib_link_fc_flags(const PibLink *l)
 }
 
 /*
+ * Without credits on this stream, the data that waited for the HELLOs goes as it came, VL by
+ * VL (their order within a VL kept).
+ */
+static void fc_release_waiting(PibLink *l)
+{
+    PibPacket *p;
+    int i;
+
+    for (i = 0; i < PIB_LINK_DATA_VLS; i++) {
+        while ((p = QSIMPLEQ_FIRST(&l->vl[i].q))) {
+            QSIMPLEQ_REMOVE_HEAD(&l->vl[i].q, next);
+            QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
+            l->txq_ready++;
+        }
+        l->vl[i].qlen = 0;
+    }
+    timer_del(l->hoq_timer);
+    pib_link_tx_flush(l);
+}
+
+/*
  * Once both HELLOs are in (ours sent, the peer's come): credits run if both sides run them and
  * one is a switch or wants them between CAs too.  Both ends decide alike from the same two
  * HELLOs.  Our FLOW frame must follow our HELLO, which is why this waits for both.
+ *
+ * Data the owner sends before then waits in the VL queues (pib_link_fc_data): sent without
+ * credits to a receiver that counts them, it would be counted there and not here, and the
+ * limit the receiver granted before it held them would let us overrun it, each packet it
+ * dropped a credit lost for good.  A port that held its state across a move (pib-link-move.c)
+ * sends data as soon as its machine runs, before the peer's HELLO is read.
  */
 void pib_link_fc_maybe_start(PibLink *l)
 {
     uint32_t both = l->fc_offered & l->fc_peer, any = l->fc_offered | l->fc_peer;
 
-    if (l->fc || !l->fc_offered || !(both & PIB_HELLO_F_CREDITS) ||
-        !(any & (PIB_HELLO_F_SWITCH | PIB_HELLO_F_CREDITS_ON))) {
+    if (l->fc_decided || !l->fc_hello_tx || !l->fc_hello_rx) {
+        return;
+    }
+    l->fc_decided = true;
+    if (!(both & PIB_HELLO_F_CREDITS) || !(any & (PIB_HELLO_F_SWITCH | PIB_HELLO_F_CREDITS_ON))) {
+        fc_release_waiting(l);
         return;
     }
     l->fc = true;
@@ -373,6 +405,9 @@ void pib_link_fc_pump(PibLink *l)
     uint16_t n;
     int t, v;
 
+    if (!l->fc) {
+        return;                 /* the HELLOs have not decided yet: the data waits */
+    }
     while (l->txq_ready < PIB_LINK_FC_READY && (v = fc_pick(l, &t)) >= 0) {
         p = QSIMPLEQ_FIRST(&l->vl[v].q);
         n = fc_blocks(pib_packet_ib_len(p));
@@ -396,12 +431,22 @@ void pib_link_fc_pump(PibLink *l)
     if (waiting && l->hoq) {
         fc_hoq_check(l);            /* a head waits: it has a lifetime */
     }
-    if (waiting && !l->fc_wait_since) {
+    if (waiting && !l->fc_waiting) {
+        l->fc_waiting = true;
         l->fc_wait_since = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
         trace_pib_link_fc_wait(l->id, v, l->vl[v].fctbs, l->vl[v].fccl, l->vl[v].qlen);
-    } else if (!waiting && l->fc_wait_since) {
+        /*
+         * Out of credit: our FCTBS to the peer, whose receiver sets its ABR to it (IBTA
+         * 7.9.4.3).  A packet it dropped (sent beyond a limit it granted) is then counted
+         * there too; without this its credit would be lost for good, and a link that lost a
+         * window's worth would wait for ever.  IBTA has the transmitter send FLOW packets
+         * periodically for the same reason; once per wait is enough here.  (The FLOW frame's
+         * flush comes back here: fc_waiting is set, so it sends no other.)
+         */
+        fc_send(l, true);       /* (our FCTBS) */
+    } else if (!waiting && l->fc_waiting) {
         l->fc_wait_ns += qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since;
-        l->fc_wait_since = 0;
+        l->fc_waiting = false;
     }
 }
 
@@ -537,6 +582,6 @@ void pib_link_fc_set_hold(PibLink *l, bool hold)
 /* PortXmitWait's time: waited so far, and the wait going on now. */
 uint64_t pib_link_xmit_wait_ns(const PibLink *l)
 {
-    return l->fc_wait_ns + (l->fc_wait_since ?
+    return l->fc_wait_ns + (l->fc_waiting ?
                             qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - l->fc_wait_since : 0);
 }

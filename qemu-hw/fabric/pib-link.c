@@ -121,6 +121,7 @@ static void pib_link_send_hello(PibLink *l)
                       sizeof(h));
     pib_link_enqueue(l, p);
     l->fc_offered = pib_link_fc_flags(l);
+    l->fc_hello_tx = true;
     pib_link_fc_maybe_start(l);     /* if the peer's HELLO came first: credits after ours */
     pib_link_tx_flush(l);
 }
@@ -379,6 +380,7 @@ static void pib_link_rx_hello(PibLink *l)
      * a port that has not sent its HELLO yet (DISABLED) starts them when it does.
      */
     l->fc_peer = be32_to_cpu(h.flags_be);
+    l->fc_hello_rx = true;
     pib_link_fc_maybe_start(l);
     if (!pib_link_move_hello(l)) {
         /* Not the port we held ours for: the retraining the owner did not hear, now. */

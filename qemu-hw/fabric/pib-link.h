@@ -241,6 +241,9 @@ struct PibLink {
     bool fc;                /* both HELLOs agreed to it: it runs on this stream */
     uint32_t fc_offered;    /* our HELLO's PIB_HELLO_F_CREDITS* and _SWITCH flags, once sent */
     uint32_t fc_peer;       /* the peer's, once its HELLO came */
+    bool fc_hello_tx;       /* our HELLO went out on this stream */
+    bool fc_hello_rx;       /* the peer's came */
+    bool fc_decided;        /* both did: fc says whether credits run; until then data waits */
     bool fc_hold;           /* inject: our receiver grants no more credit until cleared */
     uint32_t txq_ready;     /* frames in txq itself */
     PibLinkVl vl[PIB_LINK_DATA_VLS];
@@ -264,7 +267,8 @@ struct PibLink {
     int32_t arb_left[2];
     uint32_t arb_high_bytes;
     QEMUBH *fc_bh;          /* our receiver freed blocks: send a FLOW frame */
-    int64_t fc_wait_since;  /* a VL's head packet has lacked credits since (ns), or 0 */
+    bool fc_waiting;        /* a VL's head packet lacks credits, */
+    int64_t fc_wait_since;  /* since (realtime ns) */
     uint64_t fc_wait_ns;    /* PortXmitWait: time spent so, before fc_wait_since */
     uint64_t fc_overruns;   /* data packets dropped: their VL's buffer was full */
     uint64_t fc_frames_rx;  /* FLOW frames received */
@@ -355,11 +359,15 @@ void pib_packet_release(PibPacket *p);
 void pib_link_fc_set_hold(PibLink *l, bool hold);
 void pib_link_fc_hoq_update(PibLink *l);
 uint64_t pib_link_xmit_wait_ns(const PibLink *l);
-/* Does this frame go through a VL queue: a PACKET on a data VL of a flow-controlled link? */
+/*
+ * Does this frame go through a VL queue: a PACKET on a data VL of a flow-controlled link, or of
+ * a stream whose two HELLOs have not both passed yet (whether credits will run is not known, so
+ * data waits for that: pib_link_fc_maybe_start)?
+ */
 static inline bool pib_link_fc_data(const PibLink *l, const PibPacket *p)
 {
-    return l->fc && p->data[1] == PIB_FRAME_PACKET && p->len > PIB_LINK_HDR_LEN &&
-           (p->data[PIB_LINK_HDR_LEN] >> 4) < PIB_LINK_DATA_VLS;
+    return (l->fc || !l->fc_decided) && p->data[1] == PIB_FRAME_PACKET &&
+           p->len > PIB_LINK_HDR_LEN && (p->data[PIB_LINK_HDR_LEN] >> 4) < PIB_LINK_DATA_VLS;
 }
 
 /* Around a write from the vCPU thread: ring the peer's doorbell (START, END), if it gave one. */
