@@ -33,6 +33,7 @@
 #include "qemu/bswap.h"
 #include "qemu/guest-random.h"
 #include "qemu/timer.h"
+#include "migration/vmstate.h"
 
 #include "pib-fabric.h"
 #include "../trace.h"
@@ -185,4 +186,46 @@ void pib_link_move_arrived(PibLink *l, uint64_t token, uint64_t peer_guid,
     if (peer_guid && wait_ms) {
         move_recover(l, peer_guid, peer_token, wait_ms);
     }
+}
+
+/*
+ * Migration: what a port's link leaves in the stream, and what it does with it on arrival
+ */
+
+const VMStateDescription vmstate_pib_link_move = {
+    .name = "pib-link-move",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(port_sm, PibLinkMoveSaved),
+        VMSTATE_UINT64(token, PibLinkMoveSaved),
+        VMSTATE_UINT64(peer_guid, PibLinkMoveSaved),
+        VMSTATE_UINT64(peer_token, PibLinkMoveSaved),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
+/* At the save: the owner's port is in state sm. */
+void pib_link_move_save(PibLink *l, PibPortSmState sm, PibLinkMoveSaved *m)
+{
+    m->port_sm = sm;
+    m->token = l->token;
+    m->peer_guid = pib_port_sm_link_up(sm) ? l->peer_port_guid : 0;
+    m->peer_token = l->peer_token;
+}
+
+/*
+ * At the load (m->port_sm checked by the caller, < PIB_PSM__MAX): true if the owner's port
+ * takes its saved state, m->port_sm, and keeps it while the link waits PIB_LINK_MOVE_HOLD_MS
+ * for the old peer; that peer's HELLO brings the link back without a change, and none in time
+ * takes the port down then.  False (a port that was not up, or a peer without a token): the
+ * new link decides, as a new cable would.
+ */
+bool pib_link_move_load(PibLink *l, PibLinkMoveSaved *m)
+{
+    if (!pib_port_sm_link_up(m->port_sm)) {
+        m->peer_guid = 0;
+    }
+    pib_link_move_arrived(l, m->token, m->peer_guid, m->peer_token, PIB_LINK_MOVE_HOLD_MS);
+    return m->peer_guid != 0;
 }

@@ -338,6 +338,31 @@ void pib_link_move_abort(PibLink *l);
 void pib_link_move_announce(PibLink *l, uint32_t wait_ms);
 void pib_link_move_arrived(PibLink *l, uint64_t token, uint64_t peer_guid,
                            uint64_t peer_token, uint32_t wait_ms);
+
+/*
+ * A port's link in a migration stream, for any owner (an HCA's port, each switch port): the
+ * owner's port state at the save and the identities that let the two ports know each other on
+ * the new cable.  Saved with vmstate_pib_link_move (its fields in this order, nothing else: a
+ * stream with them inline reads the same).
+ */
+typedef struct PibLinkMoveSaved {
+    uint32_t port_sm;           /* PibPortSmState at the save */
+    uint64_t token;             /* our token */
+    uint64_t peer_guid;         /* the peer's port GUID; 0: the port was not up */
+    uint64_t peer_token;
+} PibLinkMoveSaved;
+extern const VMStateDescription vmstate_pib_link_move;
+
+/*
+ * How long a moved port holds its state for its old peer when its machine arrives, and how
+ * long its MOVE notice asks the peer to hold its own: the move's downtime, a peer's redial
+ * (pibvm's cables redial every second) and the HELLOs fit well inside; a machine that does not
+ * come back by then is gone, and its ports go down as if its cable were pulled.
+ */
+#define PIB_LINK_MOVE_HOLD_MS   5000
+
+void pib_link_move_save(PibLink *l, PibPortSmState sm, PibLinkMoveSaved *m);
+bool pib_link_move_load(PibLink *l, PibLinkMoveSaved *m);
 void pib_link_rx_pause(PibLink *l, bool paused);
 /*
  * Credits (pib-link-fc.c): the flow-control engine the receive and transmit sides call, and

@@ -260,6 +260,17 @@ const char *pib_smp_attr_name(uint16_t attr);
 
 /* pib-sma-port.c */
 extern const VMStateDescription vmstate_pib_mgmt_port;   /* migration */
+/*
+ * Migration: a field of _state saved as the bytes it holds (wire-format tables, a
+ * NodeDescription), whatever its C type.
+ */
+#define PIB_VMSTATE_BYTES(_state, _field) {                                     \
+    .name = #_field,                                                            \
+    .offset = offsetof(_state, _field),                                         \
+    .size = sizeof(((_state *)0)->_field),                                      \
+    .info = &vmstate_info_buffer,                                               \
+    .flags = VMS_BUFFER,                                                        \
+}
 void pib_mgmt_port_init(PibMgmtNode *n, PibMgmtPort *p, uint8_t num, uint64_t guid);
 void pib_mgmt_port_reset(PibMgmtPort *p);
 void pib_mgmt_port_fini(PibMgmtPort *p);

@@ -266,13 +266,7 @@ static int sma_port_post_load(void *opaque, int version_id)
 }
 
 /* Wire-format bytes (pib_mad.h), kept as they are. */
-#define SMA_VMSTATE_RAW(_field) {                                               \
-    .name = #_field,                                                            \
-    .offset = offsetof(PibMgmtPort, _field),                                    \
-    .size = sizeof(((PibMgmtPort *)0)->_field),                                 \
-    .info = &vmstate_info_buffer,                                               \
-    .flags = VMS_BUFFER,                                                        \
-}
+#define SMA_VMSTATE_RAW(_field) PIB_VMSTATE_BYTES(PibMgmtPort, _field)
 
 /* The alias GUIDs travel only when an SM assigned some: older streams load without them. */
 static bool sma_alias_guids_needed(void *opaque)

@@ -220,10 +220,7 @@ struct PibState {
     /* Migration (pib-vmstate.c): the port's state as the guest knew it, and what is left */
     /* to do when the loaded device first runs. */
     uint64_t mig_node_guid;         /* the device's identity moves with it */
-    uint32_t mig_port_sm;           /* PibPortSmState */
-    uint64_t mig_link_token;        /* the link's token, and its peer's port GUID (0: the */
-    uint64_t mig_peer_guid;         /* port was down) and token */
-    uint64_t mig_peer_token;
+    PibLinkMoveSaved mig_link;      /* the port's state, the link's and its peer's tokens */
     bool mig_announced;             /* we told the peer we may move */
     PibMigNotifier mig_notifier;    /* an outgoing migration starts, or fails */
     bool mig_resume;

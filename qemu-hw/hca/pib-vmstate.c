@@ -23,7 +23,7 @@
  * peer's (include/pib_link.h, "Moving").  The migration's start (and the save again) tells
  * the peer we may move, so that it holds its port when our cable drops; the load makes our
  * port hold its state until the same peer greets the new cable.  Then neither port changes
- * state, and the SM sees nothing.  A peer that does not come back in PIB_MOVE_WAIT_MS takes
+ * state, and the SM sees nothing.  A peer that does not come back in PIB_LINK_MOVE_HOLD_MS takes
  * the port down then (PORT_ERR).  Error injection is an operator's, not the guest's: it is not
  * saved.
  *
@@ -56,14 +56,6 @@
  * CQs) and to charge page lists to the device's MTT budget as they load.
  */
 static PibState *pib_loading;
-
-/*
- * How long the peer holds our port while we move, and we hold ours for the peer when we
- * arrive: the move's downtime, a peer's redial (pibvm's cables redial every second) and the
- * HELLOs fit well inside; a machine that does not come back by then is gone, and its ports
- * go down as if its cable were pulled.
- */
-#define PIB_MOVE_WAIT_MS        5000
 
 static bool pib_load_fail(const char *what, uint64_t val)
 {
@@ -1218,7 +1210,7 @@ static bool pib_queues_ok(PibState *s)
 static void pib_move_announce(PibState *s)
 {
     if (pib_port_link_up(s) && s->link.peer_token) {
-        pib_link_move_announce(&s->link, PIB_MOVE_WAIT_MS);
+        pib_link_move_announce(&s->link, PIB_LINK_MOVE_HOLD_MS);
         s->mig_announced = true;
     }
 }
@@ -1229,10 +1221,7 @@ static int pib_pre_save(void *opaque)
 
     pib_link_sync_counters(s);
     s->mig_node_guid = s->node_guid;
-    s->mig_port_sm = s->port.sm;
-    s->mig_link_token = s->link.token;
-    s->mig_peer_guid = pib_port_link_up(s) ? s->link.peer_port_guid : 0;
-    s->mig_peer_token = s->link.peer_token;
+    pib_link_move_save(&s->link, s->port.sm, &s->mig_link);
     /*
      * The machine may be about to move: the notice again (pib_move_announce).  If it stays (a
      * snapshot, a failed migration), the notice is withdrawn when it runs again.
@@ -1266,7 +1255,7 @@ static int pib_post_load(void *opaque, int version_id)
     }
     pib_set_node_guid(s, s->mig_node_guid);
     if (!pib_queues_ok(s) || !test_bit(0, s->uar_bitmap) ||
-        s->next_qpn >= PIB_MAX_QP || s->mig_port_sm >= PIB_PSM__MAX) {
+        s->next_qpn >= PIB_MAX_QP || s->mig_link.port_sm >= PIB_PSM__MAX) {
         goto bad;
     }
     PIB_TABLE_FOREACH(&s->mws, n, mw) {
@@ -1277,17 +1266,12 @@ static int pib_post_load(void *opaque, int version_id)
     }
     /*
      * The port the guest knew: if it was up, it stays so while the link waits for the old peer
-     * (its token saved with us); that peer's HELLO brings the link back without a change, and
-     * no HELLO in time takes the port down then.  If it was down, the new link decides.
+     * (its token saved with us); if it was down, the new link decides (pib_link_move_load).
      */
-    if (pib_port_sm_link_up(s->mig_port_sm) && s->mig_peer_guid) {
-        s->port.sm = s->mig_port_sm;
+    if (pib_link_move_load(&s->link, &s->mig_link)) {
+        s->port.sm = s->mig_link.port_sm;
         s->regs.link_state = PIB_LINK_UP;
-    } else {
-        s->mig_peer_guid = 0;
     }
-    pib_link_move_arrived(&s->link, s->mig_link_token, s->mig_peer_guid, s->mig_peer_token,
-                          PIB_MOVE_WAIT_MS);
     /* The link's time spent waiting goes on from the saved count. */
     s->xmit_wait_base_ns = pib_link_xmit_wait_ns(&s->link) -
                            s->counters[PIB_CNT_XMIT_WAIT_US] * SCALE_US;
@@ -1349,20 +1333,11 @@ const VMStateDescription pib_vmstate = {
                              PibMcastGroup),
         VMSTATE_VALIDATE("multicast groups", pib_mcast_loaded_ok),
         VMSTATE_UINT64(mig_node_guid, PibState),
-        VMSTATE_UINT32(mig_port_sm, PibState),
-        VMSTATE_UINT64(mig_link_token, PibState),
-        VMSTATE_UINT64(mig_peer_guid, PibState),
-        VMSTATE_UINT64(mig_peer_token, PibState),
+        VMSTATE_STRUCT(mig_link, PibState, 1, vmstate_pib_link_move, PibLinkMoveSaved),
         VMSTATE_BOOL(port.disabled, PibState),
         VMSTATE_UINT32(port.link_downs, PibState),
         VMSTATE_STRUCT(port.mgmt, PibState, 1, vmstate_pib_mgmt_port, PibMgmtPort),
-        {   /* NodeDescription as SET_NODE_DESC set it: bytes */
-            .name = "node_desc",
-            .offset = offsetof(PibState, mgmt.node_desc),
-            .size = sizeof(((PibState *)0)->mgmt.node_desc),
-            .info = &vmstate_info_buffer,
-            .flags = VMS_BUFFER,
-        },
+        PIB_VMSTATE_BYTES(PibState, mgmt.node_desc),   /* as SET_NODE_DESC set it */
         VMSTATE_UINT64(mgmt.next_tid, PibState),
         {
             .name = "rxq",
@@ -1384,8 +1359,8 @@ const VMStateDescription pib_vmstate = {
  * the save, it could wait behind a socket full of data that the stopped source never sends
  * before it quits (a busy RC sender's), and the peer would see the old cable close without it:
  * a link down.  The save sends it again (pib_pre_save), which renews the peer's wait for a
- * migration that took longer than PIB_MOVE_WAIT_MS.  A migration that fails while the machine
- * still runs withdraws it; one that fails after the stop, when the machine runs again.
+ * migration that took longer than PIB_LINK_MOVE_HOLD_MS.  A migration that fails while the
+ * machine still runs withdraws it; one that fails after the stop, when the machine runs again.
  */
 static void pib_migration_failed(PibState *s)
 {
@@ -1449,7 +1424,7 @@ static void pib_vm_state_change(void *opaque, bool running, RunState state)
          * save), and the CQs on the event list raise theirs.
          */
         s->mig_resume = false;
-        trace_pib_vmstate_resume(pib_port_sm_names[s->mig_port_sm],
+        trace_pib_vmstate_resume(pib_port_sm_names[s->mig_link.port_sm],
                                  pib_port_sm_names[s->port.sm]);
         PIB_TABLE_FOREACH(&s->qps, n, qp) {
             pib_qp_schedule(qp);
