@@ -197,6 +197,15 @@ typedef struct PibMgmtSwitch {
     uint8_t sl2vl[PIB_SW_MAX_PORTS + 1][PIB_SW_MAX_PORTS + 1][PIB_SL2VL_BYTES];
 } PibMgmtSwitch;
 
+/*
+ * The MFT bits that name ports of a switch with nports external ports: port 0 (bit 0) and
+ * ports 1 .. nports, as far as an entry's 32 bits (two PortMask positions) reach.
+ */
+static inline uint32_t pib_mgmt_mft_ports(unsigned nports)
+{
+    return nports >= 31 ? UINT32_MAX : (2u << nports) - 1;
+}
+
 /* The data VLs an OperationalVLs (or VLCap) encoding names: 1, 2, 4, 8 or 15; 0 for none. */
 static inline unsigned pib_mgmt_vls(uint8_t enc)
 {

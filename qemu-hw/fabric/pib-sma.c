@@ -661,7 +661,7 @@ static uint16_t sma_mft(SmaReq *r)
         if (r->set) {
             *e = (*e & ~(0xffffu << shift)) | (uint32_t)lduw_be_p(&data[i]) << shift;
             /* Port 0 is bit 0 of position 0; ports beyond the switch's do not exist. */
-            *e &= (2u << r->n->num_ports) - 1;
+            *e &= pib_mgmt_mft_ports(r->n->num_ports);
         }
         stw_be_p(&data[i], *e >> shift);
     }

@@ -552,7 +552,8 @@ static void sw_mgmt_read_counters(PibMgmtPort *m, PibMgmtCounters *c)
 
     *c = port->ctr;
     if (port->num != 0) {
-        c->xmit_wait = pib_link_xmit_wait_ns(&port->link) / SCALE_US;
+        c->xmit_wait = (pib_link_xmit_wait_ns(&port->link) - port->xmit_wait_base_ns) /
+                       SCALE_US;
     }
 }
 
@@ -632,12 +633,13 @@ static void sw_realize(DeviceState *dev, Error **errp)
         p->link.sndbuf = sw->link_sndbuf;
         p->linked = qemu_chr_fe_backend_connected(&p->link.chr);
     }
-    /* Last: a link may come up at once. */
+    /* Last: a link may come up at once (not while the machine is stopped, -S or -incoming). */
     for (i = 1; i <= sw->nports; i++) {
         if (sw->ports[i].linked) {
             pib_link_attach(&sw->ports[i].link);
         }
     }
+    pib_sw_vmstate_realize(sw);
 }
 
 static void sw_unrealize(DeviceState *dev)
@@ -645,6 +647,7 @@ static void sw_unrealize(DeviceState *dev)
     PibSwitch *sw = PIB_SWITCH(dev);
     int i;
 
+    pib_sw_vmstate_unrealize(sw);
     for (i = 0; i <= sw->nports; i++) {
         PibSwitchPort *p = &sw->ports[i];
 
@@ -695,6 +698,7 @@ static void sw_class_init(ObjectClass *oc, PibClassData data)
     dc->desc = "pib InfiniBand switch";
     dc->realize = sw_realize;
     dc->unrealize = sw_unrealize;
+    dc->vmsd = &vmstate_pib_switch;
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
     device_class_set_props(dc, sw_props);
     for (i = 0; i < PIB_SW_DROP__MAX; i++) {

@@ -8,8 +8,9 @@
  * pib-switch.c is the device: its ports' links, the forwarding pass, the
  * ports as the management agents see them, QOM glue.  pib-switch-mad.c is the
  * switch's own management datagrams: directed-route SMPs hop by hop (IBTA
- * 14.2.2), and the SMPs and GMPs for its own agents.  docs/how-to/switch.md explains
- * the design.
+ * 14.2.2), and the SMPs and GMPs for its own agents.  pib-switch-vmstate.c is the
+ * switch in a migration stream (a fabric snapshot), and while its machine is stopped.
+ * docs/how-to/switch.md explains the design.
  */
 
 #ifndef HW_PIB_SWITCH_H
@@ -61,6 +62,8 @@ typedef struct PibSwitchPort {
     bool disabled;              /* PortPhysicalState DISABLED */
     PibMgmtPort mgmt;
     PibMgmtCounters ctr;        /* what the PMA reports for this port */
+    uint64_t xmit_wait_base_ns; /* the link's credit waits before the load: not ours */
+    PibLinkMoveSaved mig;       /* migration: the port's state and its link's tokens */
 } PibSwitchPort;
 
 struct PibSwitch {
@@ -81,6 +84,11 @@ struct PibSwitch {
     uint32_t unflushed;         /* packets handled since the queues were last written */
     uint64_t drops[PIB_SW_DROP__MAX];
     uint64_t forwarded;
+
+    /* migration (pib-switch-vmstate.c) */
+    uint64_t mig_node_guid;     /* the switch the stream was saved from */
+    uint8_t mig_ports;          /* its ports, port 0 included */
+    VMChangeStateEntry *vm_change;
 };
 
 /* pib-switch.c */
@@ -93,6 +101,11 @@ void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket
                  bool smp, uint16_t dlid);
 void pib_sw_route_unicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, uint16_t dlid,
                           bool smp);
+
+/* pib-switch-vmstate.c */
+extern const VMStateDescription vmstate_pib_switch;
+void pib_sw_vmstate_realize(PibSwitch *sw);
+void pib_sw_vmstate_unrealize(PibSwitch *sw);
 
 /* pib-switch-mad.c */
 void pib_sw_local_gsi(PibSwitch *sw, PibSwitchPort *in, PibPacket *p);

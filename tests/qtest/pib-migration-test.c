@@ -86,27 +86,6 @@ static void mig_view(PibDev *d, uint32_t qpn0, uint32_t qpn1, MigView *v)
     }
 }
 
-static void mig_status_wait(QTestState *qts, const char *want)
-{
-    QDict *rsp, *ret;
-    const char *st;
-    int i;
-
-    for (i = 0; i < MIG_POLLS; i++) {
-        rsp = qtest_qmp(qts, "{ 'execute': 'query-migrate' }");
-        ret = qdict_get_qdict(rsp, "return");
-        st = ret && qdict_haskey(ret, "status") ? qdict_get_str(ret, "status") : "none";
-        if (!strcmp(st, want)) {
-            qobject_unref(rsp);
-            return;
-        }
-        g_assert_cmpstr(st, !=, "failed");
-        qobject_unref(rsp);
-        g_usleep(5000);
-    }
-    g_assert_not_reached();
-}
-
 static void mig_running_wait(QTestState *qts)
 {
     QDict *rsp;
@@ -133,7 +112,7 @@ static void mig_save(Mig *m)
     qtest_qmp_assert_success(m->p.qs->qts,
                              "{ 'execute': 'migrate', 'arguments': { 'uri': %s } }", uri);
     qtest_qmp_eventwait(m->p.qs->qts, "STOP");
-    mig_status_wait(m->p.qs->qts, "completed");
+    pib_migration_wait(m->p.qs->qts, "completed");
 }
 
 /* The destination's PibDev, with the source's test-side state (same BARs, same rings). */

@@ -309,6 +309,29 @@ int peer_connect(const char *path)
     return fd;
 }
 
+#define MIGRATION_POLLS 20000     /* looks at the migration status, 5 ms apart */
+
+void pib_migration_wait(QTestState *qts, const char *want)
+{
+    QDict *rsp, *ret;
+    const char *st;
+    int i;
+
+    for (i = 0; i < MIGRATION_POLLS; i++) {
+        rsp = qtest_qmp(qts, "{ 'execute': 'query-migrate' }");
+        ret = qdict_get_qdict(rsp, "return");
+        st = ret && qdict_haskey(ret, "status") ? qdict_get_str(ret, "status") : "none";
+        if (!strcmp(st, want)) {
+            qobject_unref(rsp);
+            return;
+        }
+        g_assert_cmpstr(st, !=, "failed");
+        qobject_unref(rsp);
+        g_usleep(5000);
+    }
+    g_assert_not_reached();
+}
+
 /* Read exactly len bytes; false on EOF.  Fails the test on timeout. */
 bool peer_read(int fd, void *buf, size_t len)
 {
@@ -352,7 +375,7 @@ uint16_t peer_read_frame(int fd, struct pib_link_hdr *hdr, void *buf,
     return len;
 }
 
-void peer_expect_hello(int fd, uint64_t node_guid)
+uint64_t peer_expect_hello(int fd, uint64_t node_guid)
 {
     struct pib_link_hdr hdr;
     struct pib_link_hello hello;
@@ -366,6 +389,7 @@ void peer_expect_hello(int fd, uint64_t node_guid)
     g_assert_cmpuint(be32_to_cpu(hello.mtu_be), >=, 4096);
     g_assert_cmphex(be64_to_cpu(hello.node_guid_be), ==, node_guid);
     g_assert_cmphex(be64_to_cpu(hello.port_guid_be), ==, node_guid + 1);
+    return be64_to_cpu(hello.token_be);
 }
 
 /* Our HELLO, in three pieces that split the header: the device reassembles */
@@ -376,6 +400,11 @@ void peer_send_hello(int fd)
 
 /* The same with these PIB_HELLO_F_* flags. */
 void peer_send_hello_flags(int fd, uint32_t flags)
+{
+    peer_send_hello_token(fd, flags, 0);
+}
+
+void peer_send_hello_token(int fd, uint32_t flags, uint64_t token)
 {
     uint8_t frame[PIB_LINK_HDR_LEN + sizeof(struct pib_link_hello)];
     struct pib_link_hdr hdr = {
@@ -389,6 +418,7 @@ void peer_send_hello_flags(int fd, uint32_t flags)
         .node_guid_be = cpu_to_be64(PEER_NODE_GUID),
         .port_guid_be = cpu_to_be64(PEER_NODE_GUID + 1),
         .flags_be = cpu_to_be32(flags),
+        .token_be = cpu_to_be64(token),
     };
 
     memcpy(frame, &hdr, sizeof(hdr));

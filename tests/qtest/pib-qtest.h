@@ -135,14 +135,22 @@ void peer_boot(PeerLink *l, uint16_t lid);
 /* qtest_shutdown, then the socket and its directory go. */
 void peer_shutdown(PeerLink *l);
 int peer_connect(const char *path);
+/*
+ * Poll query-migrate until its status is want ("completed"); "failed" fails the test.  A hang
+ * guard on a count of looks, not a time.
+ */
+void pib_migration_wait(QTestState *qts, const char *want);
 bool peer_read(int fd, void *buf, size_t len);
 void peer_write(int fd, const void *buf, size_t len);
 /* One whole frame: its header, then its body into buf; returns its length. */
 uint16_t peer_read_frame(int fd, struct pib_link_hdr *hdr, void *buf,
                          size_t size);
-void peer_expect_hello(int fd, uint64_t node_guid);
+/* The device's HELLO (its node GUID checked); returns the token it carries. */
+uint64_t peer_expect_hello(int fd, uint64_t node_guid);
 void peer_send_hello(int fd);
 void peer_send_hello_flags(int fd, uint32_t flags);
+/* Ours with these flags and token (include/pib_link.h, "Moving"; 0: none). */
+void peer_send_hello_token(int fd, uint32_t flags, uint64_t token);
 uint8_t peer_read_any(int fd, void *buf, size_t size, uint16_t *len, int timeout_ms);
 void peer_send_flow(int fd, uint16_t fctbs, uint16_t fccl, uint16_t fccl_rest);
 void peer_send_packet(int fd, uint16_t len);

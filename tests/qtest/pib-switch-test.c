@@ -54,6 +54,16 @@
  *   /pib/switch/dr-chain    two switches in two QEMU processes joined by a unix socket:
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
+ *   /pib/switch/migration   a switch of its own (-machine none) that the SM programmed (LID,
+ *                           LFT, an MFT entry, ports ACTIVE) is saved to a file (QEMU's
+ *                           migration, as `pibvm snapshot save` does) and loaded into a new
+ *                           QEMU: its HELLOs carry the tokens it had; ports 1 and 2, whose
+ *                           peers come back with theirs, are ACTIVE without the SM (no
+ *                           LinkDowned), port 3's peer comes back as another port and
+ *                           retrains; the tables, the switch's LID and the PMA's counts are the
+ *                           saved ones and a packet is forwarded by them.  Streams with a port
+ *                           state out of range, an MFT entry naming a port the switch lacks,
+ *                           or saved from another switch are refused (the load exits 1)
  */
 
 #include "qemu/osdep.h"
@@ -1459,6 +1469,271 @@ static void test_switch_dr_chain(void)
     g_rmdir(dir);
 }
 
+/*
+ * Migration: a switch saved and loaded (pib-switch-vmstate.c).  This process is the peer on
+ * all three ports and the SM, which speaks from port 1.
+ */
+#define SW_MIG_TOKEN(port)  (0x70c3e9000000000ull + (port))
+#define SW_MIG_MLID         0xc000
+
+static char *sw_mig_args(const char *dir, uint64_t guid, const char *extra)
+{
+    GString *a = g_string_new("-machine none -nodefaults ");
+    int i;
+
+    for (i = 1; i <= 3; i++) {
+        g_string_append_printf(a, "-chardev socket,id=s%d,path=%s/m%d.sock,server=on,wait=off ",
+                               i, dir, i);
+    }
+    g_string_append_printf(a, "-device pib-switch,id=sw0,ports=3,node-guid=0x%" PRIx64
+                           ",port1=s1,port2=s2,port3=s3 %s", guid, extra);
+    return g_string_free(a, false);
+}
+
+/* Dial port `port` of the switch; its HELLO's token in *token.  Ours is the caller's. */
+static int sw_mig_dial(const char *dir, int port, uint64_t *token)
+{
+    g_autofree char *path = g_strdup_printf("%s/m%d.sock", dir, port);
+    int fd = peer_connect(path);
+
+    *token = peer_expect_hello(fd, SW_NODE_GUID);
+    g_assert_cmphex(*token, !=, 0);
+    return fd;
+}
+
+/* The next data packet (not VL15) on fd: its length, LRH onwards in buf. */
+static uint16_t sw_recv_data(int fd, uint8_t *buf, size_t size)
+{
+    struct pib_link_hdr hdr;
+    uint16_t len;
+
+    for (;;) {
+        len = peer_read_frame(fd, &hdr, buf, size);
+        if (hdr.type == PIB_FRAME_PACKET && buf[0] >> 4 != 15) {
+            return len;
+        }
+    }
+}
+
+/* A UD packet into the switch at `in`, to the LID behind `out`. */
+static void sw_mig_send(Sw *in, uint16_t dlid, uint8_t seed)
+{
+    uint8_t payload[64];
+
+    memset(payload, seed, sizeof(payload));
+    sw_send_ud(in, dlid, dlid == 1 ? 2 : 1, false, 0x10, payload, sizeof(payload));
+}
+
+/* ... and out of the switch at `out` (bytes compared). */
+static void sw_mig_expect(Sw *out, uint16_t dlid, uint8_t seed)
+{
+    uint8_t payload[64], buf[PIB_LINK_MAX_PAYLOAD];
+    uint16_t len;
+
+    memset(payload, seed, sizeof(payload));
+    len = sw_recv_data(out->fd, buf, sizeof(buf));
+    g_assert_cmpuint(len, ==, 28 + sizeof(payload));
+    g_assert_cmphex(lduw_be_p(buf + 2), ==, dlid);
+    g_assert_cmpmem(buf + 28, sizeof(payload), payload, sizeof(payload));
+}
+
+/* A UD packet from port 1 to LID 2 crosses to port 2. */
+static void sw_mig_forward(Sw *in, Sw *out, uint8_t seed)
+{
+    sw_mig_send(in, 2, seed);
+    sw_mig_expect(out, 2, seed);
+}
+
+static uint8_t sw_mig_port_state(Sw *sm, uint8_t port)
+{
+    struct pib_smp resp;
+    struct pib_port_info pi;
+
+    g_assert_cmphex(sw_dr_get(sm, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
+    memcpy(&pi, resp.data, sizeof(pi));
+    if (port == 0) {
+        g_assert_cmphex(be16_to_cpu(pi.lid_be), ==, SW_LID);
+    }
+    return pi.speed_state & 0xf;
+}
+
+/* A load of file that must be refused: the incoming QEMU exits with status 1. */
+static void sw_mig_expect_refused(const char *dir, uint64_t guid, const char *file)
+{
+    g_autofree char *args = sw_mig_args(dir, guid, "-incoming defer");
+    QTestState *qts = qtest_init(args);
+    g_autofree char *uri = g_strdup_printf("exec:cat %s", file);
+    int i;
+
+    qtest_set_expected_status(qts, 1);
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate-incoming', "
+                             "'arguments': { 'uri': %s } }", uri);
+    for (i = 0; i < 20000 && qtest_probe_child(qts); i++) {
+        g_usleep(5000);
+    }
+    g_assert_false(qtest_probe_child(qts));
+    qtest_quit(qts);
+}
+
+/* Where pat is in buf, once. */
+static size_t sw_mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, size_t plen)
+{
+    size_t i, at = SIZE_MAX;
+
+    for (i = 0; i + plen <= len; i++) {
+        if (!memcmp(buf + i, pat, plen)) {
+            g_assert_cmpuint(at, ==, SIZE_MAX);
+            at = i;
+        }
+    }
+    g_assert_cmpuint(at, !=, SIZE_MAX);
+    return at;
+}
+
+static void test_switch_migration(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("pib-swmig-XXXXXX", NULL);
+    g_autofree char *args = sw_mig_args(dir, SW_NODE_GUID, "");
+    g_autofree char *args_in = sw_mig_args(dir, SW_NODE_GUID, "-incoming defer");
+    g_autofree char *file = g_build_filename(dir, "sw.vmstate", NULL);
+    g_autofree char *bad = g_build_filename(dir, "bad.vmstate", NULL);
+    g_autofree char *uri = g_strdup_printf("exec:cat > %s", file);
+    g_autofree char *uri_in = g_strdup_printf("exec:cat %s", file);
+    g_autofree uint8_t *stream = NULL;
+    QTestState *qts = qtest_init(args);
+    Sw p[4] = { { 0 } };        /* [1..3]: this process on the switch's ports */
+    uint64_t tok[4], tok_again[4];
+    struct pib_port_counters pc2, pc2_after, pc;
+    struct pib_smp resp;
+    struct pib_switch_info si;
+    uint8_t lft[64], pat[8], buf[PIB_LINK_MAX_PAYLOAD];
+    uint16_t len16;
+    uint16_t mft[PIB_MFT_BLOCK_ENTRIES] = { 0 };
+    gsize len;
+    size_t at;
+    uint32_t state;
+    int i;
+
+    for (i = 1; i <= 3; i++) {
+        p[i].fd = sw_mig_dial(dir, i, &tok[i]);
+        peer_send_hello_token(p[i].fd, 0, SW_MIG_TOKEN(i));
+    }
+    /* The SM's work, from port 1: LIDs 1-3 behind ports 1-3, an MFT entry, ports ACTIVE. */
+    sw_port_state(&p[1], 0, 0, SW_LID);
+    memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
+    lft[1] = 1;
+    lft[2] = 2;
+    lft[3] = 3;
+    lft[SW_LID] = 0;
+    lft[SW_SM_LID] = 1;
+    g_assert_cmphex(sw_dr_set(&p[1], PIB_SMP_ATTR_LFT, 0, lft, sizeof(lft), &resp), ==, 0);
+    g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    si.lft_top_be = cpu_to_be16(SW_SM_LID);
+    g_assert_cmphex(sw_dr_set(&p[1], PIB_SMP_ATTR_SWITCH_INFO, 0, &si, sizeof(si), &resp),
+                    ==, 0);
+    stw_be_p(&mft[0], 1u << 1 | 1u << 2);       /* MLID 0xc000: ports 1 and 2 */
+    g_assert_cmphex(sw_dr_set(&p[1], PIB_SMP_ATTR_MFT, 0, mft, sizeof(mft), &resp), ==, 0);
+    for (i = 1; i <= 3; i++) {
+        sw_port_state(&p[1], i, PIB_PORT_ARMED, 0);
+        sw_port_state(&p[1], i, PIB_PORT_ACTIVE, 0);
+    }
+    sw_mig_forward(&p[1], &p[2], 0x5a);
+    sw_port_counters(&p[1], 2, &pc2);
+    g_assert_cmpuint(be32_to_cpu(pc2.xmit_pkts_be), >=, 1);
+
+    /* The save, as `pibvm snapshot save`: stopped, then into the file. */
+    qtest_qmp_assert_success(qts, "{ 'execute': 'stop' }");
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate', 'arguments': { 'uri': %s } }", uri);
+    pib_migration_wait(qts, "completed");
+    qtest_quit(qts);
+    for (i = 1; i <= 3; i++) {
+        close(p[i].fd);
+    }
+
+    /* The load into a new QEMU, which then runs. */
+    qts = qtest_init(args_in);
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate-incoming', "
+                             "'arguments': { 'uri': %s } }", uri_in);
+    pib_migration_wait(qts, "completed");
+    qtest_qmp_assert_success(qts, "{ 'execute': 'cont' }");
+    /*
+     * Every port greets with the token it had: the cable's identity came in the stream.  Ports
+     * 1 and 2 get their old peers back; port 3 another port (a token it never had).
+     */
+    for (i = 1; i <= 3; i++) {
+        p[i].fd = sw_mig_dial(dir, i, &tok_again[i]);
+        g_assert_cmphex(tok_again[i], ==, tok[i]);
+    }
+    peer_send_hello_token(p[2].fd, 0, SW_MIG_TOKEN(2));
+    /*
+     * Port 1 held ACTIVE, but its peer's HELLO not in yet: data for it waits for that HELLO
+     * (include/pib_link.h, "Credits": whether credits run is not known before), then goes.
+     */
+    sw_mig_send(&p[2], 1, 0x3c);
+    g_assert_cmpuint(peer_read_any(p[1].fd, buf, sizeof(buf), &len16, 300), ==, 0);
+    peer_send_hello_token(p[1].fd, 0, SW_MIG_TOKEN(1));
+    sw_mig_expect(&p[1], 1, 0x3c);
+    peer_send_hello_token(p[3].fd, 0, SW_MIG_TOKEN(3) + 0x100);
+    g_assert_cmpuint(sw_mig_port_state(&p[1], 0), ==, PIB_PORT_ACTIVE);    /* its LID too */
+    g_assert_cmpuint(sw_mig_port_state(&p[1], 1), ==, PIB_PORT_ACTIVE);
+    g_assert_cmpuint(sw_mig_port_state(&p[1], 2), ==, PIB_PORT_ACTIVE);
+    /* (port 3 holds its state until its peer's HELLO is read: a hang guard of looks) */
+    for (i = 0; i < 500 && sw_mig_port_state(&p[1], 3) != PIB_PORT_INIT; i++) {
+        g_usleep(10000);
+    }
+    g_assert_cmpuint(sw_mig_port_state(&p[1], 3), ==, PIB_PORT_INIT);
+    /* The tables as the SM left them, and forwarding by them. */
+    g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_LFT, 0, &resp), ==, 0);
+    g_assert_cmpmem(resp.data, sizeof(lft), lft, sizeof(lft));
+    g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_SWITCH_INFO, 0, &resp), ==, 0);
+    memcpy(&si, resp.data, sizeof(si));
+    g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
+    g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_MFT, 0, &resp), ==, 0);
+    g_assert_cmpmem(resp.data, sizeof(mft), mft, sizeof(mft));
+    sw_mig_forward(&p[1], &p[2], 0xa5);
+    /* The PMA counts on from the save; only port 3 went down. */
+    sw_port_counters(&p[1], 2, &pc2_after);
+    g_assert_cmpuint(be32_to_cpu(pc2_after.xmit_pkts_be), ==, be32_to_cpu(pc2.xmit_pkts_be) + 1);
+    for (i = 1; i <= 3; i++) {
+        sw_port_counters(&p[1], i, &pc);
+        g_assert_cmpuint(pc.link_downed, ==, i == 3 ? 1 : 0);
+    }
+    qtest_quit(qts);
+    for (i = 1; i <= 3; i++) {
+        close(p[i].fd);
+    }
+
+    /* Bad streams. */
+    g_assert_true(g_file_get_contents(file, (char **)&stream, &len, NULL));
+    /* 1. Port 1's state (the be32 before its token) out of range. */
+    stq_be_p(pat, tok[1]);
+    at = sw_mig_find(stream, len, pat, 8);
+    state = ldl_be_p(stream + at - 4);
+    stl_be_p(stream + at - 4, 0xff);
+    g_assert_true(g_file_set_contents(bad, (char *)stream, len, NULL));
+    sw_mig_expect_refused(dir, SW_NODE_GUID, bad);
+    stl_be_p(stream + at - 4, state);
+    /* 2. MLID 0xc000's entry (after the LFT's last unrouted LIDs) naming port 5. */
+    memset(pat, PIB_LFT_NO_PORT, 4);
+    stl_be_p(pat + 4, 1u << 1 | 1u << 2);
+    at = sw_mig_find(stream, len, pat, 8);
+    stl_be_p(stream + at + 4, 1u << 5 | 1u << 1);
+    g_assert_true(g_file_set_contents(bad, (char *)stream, len, NULL));
+    sw_mig_expect_refused(dir, SW_NODE_GUID, bad);
+    /* 3. The good stream, into a switch with another node GUID. */
+    sw_mig_expect_refused(dir, SW_NODE_GUID + 0x100, file);
+
+    g_unlink(bad);
+    g_unlink(file);
+    for (i = 1; i <= 3; i++) {
+        g_autofree char *path = g_strdup_printf("%s/m%d.sock", dir, i);
+
+        g_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1472,5 +1747,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/hoq", test_switch_hoq);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
+    qtest_add_func("/pib/switch/migration", test_switch_migration);
     return g_test_run();
 }
