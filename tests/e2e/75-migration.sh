@@ -58,13 +58,8 @@ done
 # migrate_during N LOG: move node N once node 1 has sent 1000 packets more than now; the
 # downtime goes to the log.
 migrate_during() {
-  local n=$1 tx0 i out
-  tx0=$(hw_counter 1 tx_packets)
-  for ((i = 0; i < 300; i++)); do
-    [ "$(hw_counter 1 tx_packets)" -gt $((tx0 + 1000)) ] && break
-    sleep 0.1
-  done
-  check "node 1 is sending before node $n moves" test "$(hw_counter 1 tx_packets)" -gt $((tx0 + 1000))
+  local n=$1 out
+  check_sending 1 1000 "node $n moves"
   sm_before=$(sm_port_changes)
   out=$("$PIBVM" migrate "$n" 2>&1)
   check "pibvm migrate $n" test $? -eq 0
@@ -131,7 +126,12 @@ rm -f "$slog" "$clog"
 moved 1 "$c0" "$c1"
 
 # replies N: how many echo replies node 0's ping has logged.
-replies() { on 0 sh -c 'grep -c "bytes from" /tmp/mig-ping.log' 2>/dev/null || echo 0; }
+# (grep -c prints 0 and fails when nothing matched: one number either way)
+replies() {
+  local n
+  n=$(on 0 sh -c 'grep -c "bytes from" /tmp/mig-ping.log || true' 2>/dev/null)
+  echo "${n:-0}"
+}
 # until_replies N: wait for ping's Nth reply, polling (a hang guard of 1200 polls, not a budget).
 until_replies() {
   local i

@@ -44,12 +44,7 @@ spid=$!
 check "ib_write_bw: the server listens" wait_listen 0 18515
 "$PIBVM" exec 1 --timeout 300 -- ib_write_bw -d pib_0 -F -D 30 node0 >"$clog" 2>&1 &
 cpid=$!
-tx0=$(hw_counter 1 tx_packets)
-for ((i = 0; i < 300; i++)); do
-  [ "$(hw_counter 1 tx_packets)" -gt $((tx0 + 1000)) ] && break
-  sleep 0.1
-done
-check "node 1 is sending before it moves" test "$(hw_counter 1 tx_packets)" -gt $((tx0 + 1000))
+check_sending 1 1000 "it moves"
 for n in 1 0; do
   for q in "$there" "$here"; do
     ver=$("$q" --version | sed -n '1s/.*version \([0-9.]*\).*/\1/p')

@@ -153,6 +153,19 @@ cm_pair() { local name=$1 port=$2 sn=$3; shift 3; run_pair wait_cm_listen "$sn" 
 # hw_counter NODE NAME: one of pib_0 port 1's device counters (rdma statistic / hw_counters).
 hw_counter() { on "$1" cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$2"; }
 
+# check_sending NODE N WHAT: checks that NODE's port sends N packets more than it had when
+# called (its tx_packets), polled with a hang guard of 300 looks 0.1 s apart: a transfer started
+# in the background is under way (before WHAT: a move, a snapshot).
+check_sending() {
+  local i tx0
+  tx0=$(hw_counter "$1" tx_packets)
+  for ((i = 0; i < 300; i++)); do
+    [ "$(hw_counter "$1" tx_packets)" -gt $((tx0 + $2)) ] && break
+    sleep 0.1
+  done
+  check "node $1 is sending before $3" test "$(hw_counter "$1" tx_packets)" -gt $((tx0 + $2))
+}
+
 # pkey_index NODE PKEY: the index of PKEY (0x8001 ...) in NODE's P_Key table, or nothing.
 pkey_index() {
   on "$1" sh -c "cd /sys/class/infiniband/pib_0/ports/1/pkeys &&

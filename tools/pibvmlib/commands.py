@@ -52,7 +52,8 @@ def start_switches(state):
         start_switch(s, state)
 
 
-def start_switch(s, state):
+def start_switch(s, state, extra=()):
+    """Switch S's QEMU, unless it runs; EXTRA: more arguments (a snapshot's -S -incoming)."""
     if switch_pid(s):
         return
     for p, peer in switch_ports(s, *layout(state)).items():
@@ -62,8 +63,8 @@ def start_switch(s, state):
             os.unlink(switch_socket(s, p))
         except FileNotFoundError:
             pass
-    r = subprocess.run(switch_args(s, state), stdin=subprocess.DEVNULL, capture_output=True,
-                       text=True)
+    r = subprocess.run(switch_args(s, state) + list(extra), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
     if r.returncode != 0:
         die(f"switch{s}: QEMU failed to start (exit {r.returncode}):\n{r.stderr.strip()}")
     say(f"switch{s}: {len(switch_ports(s, *layout(state)))} ports "

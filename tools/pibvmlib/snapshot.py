@@ -2,20 +2,25 @@
 one moment, and put back to it, any number of times (docs/explanation/migration.md).
 
 A snapshot is a directory, <run>/snapshots/NAME/, with one QEMU migration stream per node
-(node<N>.vmstate: the machine, its RAM and its pib-hca, QPs open) and the run's state.json.
+(node<N>.vmstate: the machine, its RAM and its pib-hca, QPs open), one per switch
+(switch<S>.vmstate: its pib-switch, the tables the SM set and its ports' state) and the run's
+state.json.
 
-save: every node is stopped (QMP `stop`, one after the other: the first ones' links hold what
-      the others still send), each stopped machine is migrated into its file (`exec:cat`), then
-      every node runs on (`cont`).  A node that runs on where it was withdraws the notice
-      "I may move" its device gave its peer when the migration started.
-load: every node's QEMU is replaced by a new one that loads its file (`-incoming exec:cat`,
-      `-S`: it stays stopped once loaded); once every node is loaded, all run at once.  Each
-      loaded port holds its state until the same peer greets it on the new cable, with the
-      tokens both saved (include/pib_link.h, "Moving"), so the ports stay ACTIVE, and RC QPs
-      resend what the snapshot's moment had in flight.  The guests' agents come back as they
-      were: a command they ran at the save runs again from there.
+save: every node is stopped, then every switch (QMP `stop`, one after the other: the stopped
+      ones' links hold what the others still send, a stopped switch forwards nothing), each
+      stopped machine is migrated into its file (`exec:cat`), then all run on (`cont`).  A
+      node that runs on where it was withdraws the notice "I may move" its device gave its
+      peer when the migration started.
+load: every switch's and node's QEMU is replaced by a new one that loads its file
+      (`-incoming exec:cat`, `-S`: it stays stopped once loaded), the switches first, whose
+      ports the nodes dial; once all are loaded, all run at once.  Each loaded port holds its
+      state until the same peer greets it on the new cable, with the tokens both saved
+      (include/pib_link.h, "Moving"), so the ports stay ACTIVE, the SM sees no change, and RC
+      QPs resend what the snapshot's moment had in flight (what a switch had queued is lost
+      with it, as a switch's buffers are).  The guests' agents come back as they were: a
+      command they ran at the save runs again from there.
 
-Not yet: a fabric with switches (pib-switch is not migratable), a --data-net run, TCP cables."""
+Not yet: a --data-net run, TCP cables, nodes with disks."""
 
 import json
 import os
@@ -24,16 +29,17 @@ import subprocess
 import time
 
 from .agent import qga_ready
-from .config import die, node_pid, path, say, wait_gone
+from .commands import start_switch
+from .config import die, node_pid, path, say, switch_pid, wait_gone
 from .mgmt import start_hub, start_relay
 from .migrate import wait_migration
 from .qemu import qemu_args
 from .qmp import Qmp
-from .topology import switched
+from .topology import switch_count
 
 # What makes the machines: a stream loads only into the machine it was saved from.
 MACHINE_KEYS = ("nodes", "mem", "accel", "pib", "initrd", "overlay", "image", "node_base",
-                "sm", "static_lids", "no_driver")
+                "sm", "static_lids", "no_driver", "switch", "switches")
 
 
 def snapshot_dir(name):
@@ -43,10 +49,8 @@ def snapshot_dir(name):
 
 
 def fabric_nodes(state, what):
-    """The run's nodes, all running; a fabric pibvm cannot snapshot is refused."""
-    if switched(state):
-        die(f"snapshot {what}: a fabric with switches cannot be saved yet (pib-switch is not "
-            "migratable)")
+    """The run's nodes, all running (and its switches); a fabric pibvm cannot snapshot is
+    refused."""
     if state.get("data_net"):
         die(f"snapshot {what}: a run with --data-net cannot be saved (QEMU 7.2's stream netdev "
             "does not redial)")
@@ -59,7 +63,23 @@ def fabric_nodes(state, what):
     down = [n for n in nodes if not node_pid(n)]
     if down and what == "save":
         die(f"snapshot save: node{down[0]} is not running")
+    down = [s for s in range(switch_count(state)) if not switch_pid(s)]
+    if down and what == "save":
+        die(f"snapshot save: switch{down[0]} is not running (`pibvm restart sw{down[0]}`)")
     return nodes
+
+
+def machines(state):
+    """Every machine of the fabric, as (name, QMP socket): the nodes, then the switches."""
+    return ([(f"node{n}", path(f"node{n}.qmp")) for n in range(state["nodes"])] +
+            [(f"switch{s}", path(f"switch{s}.qmp")) for s in range(switch_count(state))])
+
+
+def machine_count(state):
+    """'2 nodes', '2 nodes and 1 switch': what a snapshot holds, for messages."""
+    n, k = state["nodes"], switch_count(state)
+    what = f"{n} node{'s' * (n != 1)}"
+    return what + (f" and {k} switch{'es' * (k != 1)}" if k else "")
 
 
 def cmd_snapshot_save(args, state):
@@ -68,32 +88,35 @@ def cmd_snapshot_save(args, state):
     d = snapshot_dir(args.name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    qmps = {n: Qmp(path(f"node{n}.qmp")) for n in nodes}
+    qmps = {name: Qmp(sock) for name, sock in machines(state)}
     t0 = time.monotonic()
-    for n in nodes:
-        qmps[n].cmd("stop")
+    for q in qmps.values():
+        q.cmd("stop")
     try:
-        for n in nodes:
-            f = os.path.join(d, f"node{n}.vmstate")
-            qmps[n].cmd("migrate", {"uri": f"exec:cat > '{f}'"})
-            r = wait_migration(qmps[n], args.timeout)
+        for name, q in qmps.items():
+            f = os.path.join(d, f"{name}.vmstate")
+            q.cmd("migrate", {"uri": f"exec:cat > '{f}'"})
+            r = wait_migration(q, args.timeout)
             if r["status"] != "completed":
-                die(f"snapshot save: node{n}: {r['status']}: {r.get('error-desc', '')}")
-            say(f"node{n}: saved, {os.path.getsize(f) >> 20} MiB")
+                die(f"snapshot save: {name}: {r['status']}: {r.get('error-desc', '')}")
+            size = os.path.getsize(f)
+            say(f"{name}: saved, " + (f"{size >> 20} MiB" if size >= 1 << 20 else
+                                      f"{size >> 10} KiB"))
     finally:
-        for n in nodes:
-            qmps[n].cmd("cont")
-            qmps[n].close()
+        for q in qmps.values():
+            q.cmd("cont")
+            q.close()
     with open(path("state.json")) as src, open(os.path.join(d, "state.json"), "w") as dst:
         dst.write(src.read())
-    say(f"snapshot {args.name}: {len(nodes)} nodes stopped for "
+    say(f"snapshot {args.name}: {machine_count(state)} stopped for "
         f"{time.monotonic() - t0:.1f} s, saved in {d}")
     return 0
 
 
 def cmd_snapshot_load(args, state):
-    """Put every node back to the moment snapshot NAME was taken."""
+    """Put every node and switch back to the moment snapshot NAME was taken."""
     nodes = fabric_nodes(state, "load")
+    switches = range(switch_count(state))
     d = snapshot_dir(args.name)
     try:
         with open(os.path.join(d, "state.json")) as f:
@@ -105,17 +128,22 @@ def cmd_snapshot_load(args, state):
         if saved.get(k) != state.get(k):
             die(f"snapshot load: the run's {k} ({state.get(k)}) is not the snapshot's "
                 f"({saved.get(k)}): `pibvm up` a run like the one saved")
-    for n in nodes:
-        if not os.path.exists(os.path.join(d, f"node{n}.vmstate")):
-            die(f"snapshot load: {d} has no stream for node{n}")
+    for name, _ in machines(state):
+        if not os.path.exists(os.path.join(d, f"{name}.vmstate")):
+            die(f"snapshot load: {d} has no stream for {name}")
     # The running machines go (as `pibvm kill` would end them: what they did since is dropped).
-    for n in nodes:
-        pid = node_pid(n)
+    for name, pid in ([(f"node{n}", node_pid(n)) for n in nodes] +
+                      [(f"switch{s}", switch_pid(s)) for s in switches]):
         if pid:
             os.kill(pid, 9)
             if not wait_gone(pid, 30):
-                die(f"node{n}: QEMU pid {pid} did not end")
+                die(f"{name}: QEMU pid {pid} did not end")
     t0 = time.monotonic()
+    # The switches first, in order: their listening ports exist when the nodes (and the next
+    # switch) dial them.
+    for s in switches:
+        start_switch(s, state, ["-S", "-incoming",
+                                f"exec:cat '{os.path.join(d, f'switch{s}.vmstate')}'"])
     start_hub(len(nodes))       # (a run brought down since keeps its state: the hub went)
     for n in nodes:
         for f in (f"node{n}.pid", f"node{n}.agent"):
@@ -128,19 +156,19 @@ def cmd_snapshot_load(args, state):
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if r.returncode != 0:
             die(f"node{n}: QEMU failed to start (exit {r.returncode}):\n{r.stderr.strip()}")
-    qmps = {n: Qmp(path(f"node{n}.qmp")) for n in nodes}
-    for n in nodes:
-        r = wait_migration(qmps[n], args.timeout)
+    qmps = {name: Qmp(sock) for name, sock in machines(state)}
+    for name, q in qmps.items():
+        r = wait_migration(q, args.timeout)
         if r["status"] != "completed":
-            die(f"snapshot load: node{n}: {r['status']}: {r.get('error-desc', '')} "
-                f"(see node{n}.qemu.log)")
-    for n in nodes:
-        qmps[n].cmd("cont")
-        qmps[n].close()
+            die(f"snapshot load: {name}: {r['status']}: {r.get('error-desc', '')} "
+                f"(see {name}.qemu.log)")
+    for q in qmps.values():
+        q.cmd("cont")
+        q.close()
     for n in nodes:
         start_relay(n)
         if not qga_ready(n, 60):
             say(f"node{n}: its guest agent does not answer after the load")
-    say(f"snapshot {args.name}: {len(nodes)} nodes loaded and running in "
+    say(f"snapshot {args.name}: {machine_count(state)} loaded and running in "
         f"{time.monotonic() - t0:.1f} s")
     return 0
