@@ -536,148 +536,34 @@ static void test_mig_refused(void)
 }
 
 /*
- * The mutation fuzzer's QEMU is driven without libqtest, which aborts the test when QEMU goes
- * away: here going away with status 1 is a right answer (the load refused), so every read
- * may see the end of the stream and say so.
- */
-typedef struct MigChild {
-    GPid pid;
-    int qmp, qt;
-} MigChild;
-
-static int mig_accept(int lsock)
-{
-    struct pollfd pfd = { .fd = lsock, .events = POLLIN };
-    int fd;
-
-    g_assert_cmpint(poll(&pfd, 1, 60 * 1000), ==, 1);      /* hang guard */
-    fd = accept(lsock, NULL, NULL);
-    g_assert_cmpint(fd, >=, 0);
-    close(lsock);
-    return fd;
-}
-
-static void mig_child_start(MigChild *c, const char *dir, const char *args)
-{
-    g_autofree char *qt = g_build_filename(dir, "mut.qtest", NULL);
-    g_autofree char *qmp = g_build_filename(dir, "mut.qmp", NULL);
-    g_autofree char *cmd = NULL;
-    g_auto(GStrv) argv = NULL;
-    int lqt, lqmp;
-
-    unlink(qt);
-    unlink(qmp);
-    lqt = qtest_socket_server(qt);
-    lqmp = qtest_socket_server(qmp);
-    cmd = g_strdup_printf("%s -qtest unix:%s -chardev socket,path=%s,id=mon "
-                          "-mon chardev=mon,mode=control -display none -accel qtest %s",
-                          getenv("QTEST_QEMU_BINARY"), qt, qmp, args);
-    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_async(NULL, argv, NULL,
-                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
-                                NULL, NULL, &c->pid, NULL));
-    c->qt = mig_accept(lqt);
-    c->qmp = mig_accept(lqmp);
-}
-
-/* One line from fd, or NULL at the end of the stream (QEMU is gone). */
-static char *mig_readline(int fd)
-{
-    GString *s = g_string_new(NULL);
-    char ch;
-    ssize_t n;
-
-    for (;;) {
-        n = read(fd, &ch, 1);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            g_string_free(s, true);
-            return NULL;
-        }
-        if (ch == '\n') {
-            return g_string_free(s, false);
-        }
-        g_string_append_c(s, ch);
-    }
-}
-
-/* A command, and its answer line (QMP: events skipped); NULL if QEMU went away. */
-static char *mig_ask(int fd, const char *cmd, bool qmp)
-{
-    char *line;
-
-    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
-        return NULL;
-    }
-    while ((line = mig_readline(fd)) && qmp && strstr(line, "\"event\"")) {
-        g_free(line);
-    }
-    return line;
-}
-
-static int mig_child_end(MigChild *c)
-{
-    int status;
-
-    close(c->qt);
-    close(c->qmp);
-    g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
-    g_spawn_close_pid(c->pid);
-    return status;
-}
-
-/*
  * Load one stream: true if QEMU refused it (exit 1), false if it ran it and quit; anything
  * else (a signal, another status, a hang) fails the test.
  */
 static bool mig_try(const Mig *m, const char *dir, const char *file)
 {
-    g_autofree char *mig = g_strdup_printf(
-        "{ 'execute': 'migrate-incoming', 'arguments': { 'uri': 'exec:cat %s' } }\n", file);
-    g_autofree char *greeting = NULL, *ans = NULL;
-    MigChild c;
-    int i, status;
-    bool running = false;
+    PibIncoming c;
+    bool running;
+    int i;
 
-    mig_child_start(&c, dir,
-                    "-M q35 -nodefaults " PIB_FIRMWARE_ARGS " -m 256M "
-                    "-device pib-hca,addr=4.0,id=pa,lid=1 "
-                    "-device pib-hca,addr=5.0,id=pb,lid=2 -incoming defer");
-    greeting = mig_readline(c.qmp);
-    g_assert_nonnull(greeting);
-    g_free(mig_ask(c.qmp, "{ 'execute': 'qmp_capabilities' }\n", true));
-    ans = mig_ask(c.qmp, mig, true);
-    g_assert_nonnull(ans);
-    g_assert_nonnull(strstr(ans, "return"));
-    for (i = 0; i < MIG_POLLS; i++, g_usleep(5000)) {
-        g_autofree char *st = mig_ask(c.qmp, "{ 'execute': 'query-status' }\n", true);
-
-        if (!st || strstr(st, "\"running\": true")) {
-            running = st != NULL;
-            break;
-        }
-    }
-    g_assert_cmpint(i, <, MIG_POLLS);
+    running = pib_incoming_start(&c, dir,
+                                 "-M q35 -nodefaults " PIB_FIRMWARE_ARGS " -m 256M "
+                                 "-device pib-hca,addr=4.0,id=pa,lid=1 "
+                                 "-device pib-hca,addr=5.0,id=pb,lid=2 -incoming defer", file);
     if (running) {
         /* Loaded: let its timers fire and ring its QPs, then it must quit cleanly. */
         for (i = 0; i < 16; i++) {
-            g_autofree char *step = mig_ask(c.qt, "clock_step 10000000\n", false);
+            g_autofree char *step = pib_incoming_qtest(&c, "clock_step 10000000\n");
             g_autofree char *db = g_strdup_printf(
                 "writeq 0x%" PRIx64 " 0x%" PRIx64 "\n", m->p.a.bar2.addr + PIB_UAR_SQ_DB,
                 (uint64_t)(m->x.qp.sq_pi + i % 3) << PIB_DB_INDEX_SHIFT |
                 (i & 1 ? m->x.qp.qpn : m->u.qp.qpn));
-            g_autofree char *rung = mig_ask(c.qt, db, false);
+            g_autofree char *rung = pib_incoming_qtest(&c, db);
 
             g_assert_nonnull(step);
             g_assert_nonnull(rung);
         }
-        g_free(mig_ask(c.qmp, "{ 'execute': 'quit' }\n", true));
     }
-    status = mig_child_end(&c);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), ==, running ? 0 : 1);
+    pib_incoming_end(&c, running);
     return !running;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <poll.h>
+#include <sys/wait.h>
 #include <glib/gstdio.h>
 #include "hw/pci/pci_regs.h"        /* PCI_MSIX_ENTRY_*: dp_msix_to_ram */
 
@@ -330,6 +331,126 @@ void pib_migration_wait(QTestState *qts, const char *want)
         g_usleep(5000);
     }
     g_assert_not_reached();
+}
+
+/*
+ * A QEMU that loads a migration stream which it may refuse, driven without libqtest: libqtest
+ * aborts the test when QEMU goes away, and here going away with status 1 is a right answer,
+ * so every read may see the end of the stream and say so.
+ */
+static int incoming_accept(int lsock)
+{
+    struct pollfd pfd = { .fd = lsock, .events = POLLIN };
+    int fd;
+
+    g_assert_cmpint(poll(&pfd, 1, 60 * 1000), ==, 1);      /* hang guard */
+    fd = accept(lsock, NULL, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    close(lsock);
+    return fd;
+}
+
+/* One line from fd, or NULL at the end of the stream (QEMU is gone). */
+static char *incoming_readline(int fd)
+{
+    GString *s = g_string_new(NULL);
+    char ch;
+    ssize_t n;
+
+    for (;;) {
+        n = read(fd, &ch, 1);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            g_string_free(s, true);
+            return NULL;
+        }
+        if (ch == '\n') {
+            return g_string_free(s, false);
+        }
+        g_string_append_c(s, ch);
+    }
+}
+
+/* A command, and its answer line (QMP: events skipped); NULL if QEMU went away. */
+static char *incoming_ask(int fd, const char *cmd, bool qmp)
+{
+    char *line;
+
+    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
+        return NULL;
+    }
+    while ((line = incoming_readline(fd)) && qmp && strstr(line, "\"event\"")) {
+        g_free(line);
+    }
+    return line;
+}
+
+bool pib_incoming_start(PibIncoming *c, const char *dir, const char *args, const char *file)
+{
+    g_autofree char *qt = g_build_filename(dir, "incoming.qtest", NULL);
+    g_autofree char *qmp = g_build_filename(dir, "incoming.qmp", NULL);
+    g_autofree char *cmd = NULL, *greeting = NULL, *ans = NULL;
+    g_autofree char *mig = g_strdup_printf(
+        "{ 'execute': 'migrate-incoming', 'arguments': { 'uri': 'exec:cat %s' } }\n", file);
+    g_auto(GStrv) argv = NULL;
+    int lqt, lqmp, i;
+
+    unlink(qt);
+    unlink(qmp);
+    lqt = qtest_socket_server(qt);
+    lqmp = qtest_socket_server(qmp);
+    cmd = g_strdup_printf("%s -qtest unix:%s -chardev socket,path=%s,id=mon "
+                          "-mon chardev=mon,mode=control -display none -accel qtest %s",
+                          getenv("QTEST_QEMU_BINARY"), qt, qmp, args);
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async(NULL, argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
+                                NULL, NULL, &c->pid, NULL));
+    c->qt = incoming_accept(lqt);
+    c->qmp = incoming_accept(lqmp);
+    greeting = incoming_readline(c->qmp);
+    g_assert_nonnull(greeting);
+    g_free(incoming_ask(c->qmp, "{ 'execute': 'qmp_capabilities' }\n", true));
+    ans = incoming_ask(c->qmp, mig, true);
+    g_assert_nonnull(ans);
+    g_assert_nonnull(strstr(ans, "return"));
+    for (i = 0; i < MIGRATION_POLLS; i++, g_usleep(5000)) {
+        g_autofree char *st = incoming_ask(c->qmp, "{ 'execute': 'query-status' }\n", true);
+
+        if (!st) {
+            return false;                       /* gone: refused (pib_incoming_end checks) */
+        }
+        if (strstr(st, "\"running\": true")) {
+            return true;
+        }
+        if (strstr(st, "\"status\": \"paused\"")) {
+            /* Loaded from a machine saved while stopped (a snapshot's): it stays so until cont */
+            g_free(incoming_ask(c->qmp, "{ 'execute': 'cont' }\n", true));
+        }
+    }
+    g_assert_not_reached();
+}
+
+char *pib_incoming_qtest(PibIncoming *c, const char *cmd)
+{
+    return incoming_ask(c->qt, cmd, false);
+}
+
+void pib_incoming_end(PibIncoming *c, bool running)
+{
+    int status;
+
+    if (running) {
+        g_free(incoming_ask(c->qmp, "{ 'execute': 'quit' }\n", true));
+    }
+    close(c->qt);
+    close(c->qmp);
+    g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
+    g_spawn_close_pid(c->pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, running ? 0 : 1);
 }
 
 /* Read exactly len bytes; false on EOF.  Fails the test on timeout. */

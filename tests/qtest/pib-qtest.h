@@ -140,6 +140,20 @@ int peer_connect(const char *path);
  * guard on a count of looks, not a time.
  */
 void pib_migration_wait(QTestState *qts, const char *want);
+/*
+ * A QEMU (args, with -incoming defer; its sockets in dir) that loads the stream in file and may
+ * refuse it.  start: true once it runs loaded (a machine saved stopped is sent `cont`), false
+ * if it went away (refused).  qtest: a qtest
+ * command to the running one, its answer (NULL: it went away).  end: quits it if it runs, and
+ * checks its exit status, 0 if it ran, 1 if it refused: a signal or a hang fails the test.
+ */
+typedef struct PibIncoming {
+    GPid pid;
+    int qmp, qt;
+} PibIncoming;
+bool pib_incoming_start(PibIncoming *c, const char *dir, const char *args, const char *file);
+char *pib_incoming_qtest(PibIncoming *c, const char *cmd);
+void pib_incoming_end(PibIncoming *c, bool running);
 bool peer_read(int fd, void *buf, size_t len);
 void peer_write(int fd, const void *buf, size_t len);
 /* One whole frame: its header, then its body into buf; returns its length. */

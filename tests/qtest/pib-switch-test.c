@@ -63,7 +63,9 @@
  *                           retrains; the tables, the switch's LID and the PMA's counts are the
  *                           saved ones and a packet is forwarded by them.  Streams with a port
  *                           state out of range, an MFT entry naming a port the switch lacks,
- *                           or saved from another switch are refused (the load exits 1)
+ *                           or saved from another switch are refused (the load exits 1); 48
+ *                           streams with random changes are each refused or loaded and run
+ *                           (sw_mig_mutate: a fuzzer of the switch's section)
  */
 
 #include "qemu/osdep.h"
@@ -1590,6 +1592,78 @@ static size_t sw_mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, si
     return at;
 }
 
+/*
+ * A fuzzer of the switch's section: PIB_SW_MIG_MUTATIONS streams (48) with 1-4 random changes
+ * each (a bit flipped, a be32 set to 0, to all ones, or one more), from PIB_SW_MIG_SEED.  Each
+ * must be refused (exit 1) or load; a loaded switch runs 16 steps of 10 ms of virtual time (its
+ * timers: traps, HOQLife, the M_Key lease), then must quit cleanly.  The LFT (48 KiB, nearly all
+ * 255, any value valid) is left alone, so that the changes land elsewhere.
+ */
+static void sw_mig_mutate(const char *dir, const char *file)
+{
+    const char *env = getenv("PIB_SW_MIG_MUTATIONS");
+    const char *seed = getenv("PIB_SW_MIG_SEED");
+    int runs = env ? atoi(env) : 48, i, k, refused = 0;
+    GRand *r = g_rand_new_with_seed(seed ? strtoul(seed, NULL, 0) : 0x5eed0002);
+    g_autofree char *args = sw_mig_args(dir, SW_NODE_GUID, "-incoming defer");
+    g_autofree char *bad = g_build_filename(dir, "mut.vmstate", NULL);
+    g_autofree uint8_t *good = NULL, *buf = NULL;
+    const uint8_t *name;
+    size_t start, off, run, skip_at = 0, skip_len = 0;
+    gsize len;
+    PibIncoming c;
+    bool running;
+
+    g_assert_true(g_file_get_contents(file, (char **)&good, &len, NULL));
+    name = memmem(good, len, "pib-switch", strlen("pib-switch"));
+    g_assert_nonnull(name);
+    start = name - good + strlen("pib-switch") + 8;     /* past instance and version ids */
+    for (off = start; off < len; off += run ? run : 1) {
+        for (run = 0; off + run < len && good[off + run] == PIB_LFT_NO_PORT; run++) {
+        }
+        if (run > skip_len) {
+            skip_at = off;
+            skip_len = run;
+        }
+    }
+    g_assert_cmpuint(skip_len, >, 40000);
+    buf = g_malloc(len);
+    for (i = 0; i < runs; i++) {
+        memcpy(buf, good, len);
+        for (k = g_rand_int_range(r, 1, 5); k > 0; k--) {
+            off = start + g_rand_int_range(r, 0, len - start - 4 - skip_len);
+            off += off >= skip_at ? skip_len : 0;
+            switch (g_rand_int_range(r, 0, 4)) {
+            case 0:
+                buf[off] ^= 1u << g_rand_int_range(r, 0, 8);
+                break;
+            case 1:
+                stl_be_p(buf + off, 0);
+                break;
+            case 2:
+                stl_be_p(buf + off, UINT32_MAX);
+                break;
+            default:
+                stl_be_p(buf + off, ldl_be_p(buf + off) + 1);
+                break;
+            }
+        }
+        g_assert_true(g_file_set_contents(bad, (char *)buf, len, NULL));
+        running = pib_incoming_start(&c, dir, args, bad);
+        for (k = 0; running && k < 16; k++) {
+            g_autofree char *step = pib_incoming_qtest(&c, "clock_step 10000000\n");
+
+            g_assert_nonnull(step);
+        }
+        pib_incoming_end(&c, running);
+        refused += !running;
+    }
+    g_test_message("%d mutated switch streams: %d refused, %d loaded and ran", runs, refused,
+                   runs - refused);
+    g_rand_free(r);
+    g_unlink(bad);
+}
+
 static void test_switch_migration(void)
 {
     g_autofree char *dir = g_dir_make_tmp("pib-swmig-XXXXXX", NULL);
@@ -1723,6 +1797,8 @@ static void test_switch_migration(void)
     sw_mig_expect_refused(dir, SW_NODE_GUID, bad);
     /* 3. The good stream, into a switch with another node GUID. */
     sw_mig_expect_refused(dir, SW_NODE_GUID + 0x100, file);
+    /* 4. Streams with random changes: each refused, or loaded and run. */
+    sw_mig_mutate(dir, file);
 
     g_unlink(bad);
     g_unlink(file);
