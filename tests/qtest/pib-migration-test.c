@@ -570,12 +570,13 @@ static bool mig_try(const Mig *m, const char *dir, const char *file)
 static void test_mig_mutate(void)
 {
     const char *env = getenv("PIB_MIG_MUTATIONS");
-    int runs = env ? atoi(env) : 48, i, k, refused = 0;
+    int runs = env ? atoi(env) : 48, i, refused = 0;
     g_autofree uint8_t *good = NULL, *buf = NULL;
     g_autofree char *bad = NULL;
     const char *seed = getenv("PIB_MIG_SEED");
     GRand *r = g_rand_new_with_seed(seed ? strtoul(seed, NULL, 0) : 0x5eed0001);
-    size_t start, end, off, run, skip_at, skip_len;
+    size_t start, end;
+    PibMutator mu;
     gsize len;
     Mig m;
 
@@ -588,37 +589,11 @@ static void test_mig_mutate(void)
      * The MR table's key bytes (65536, nearly all 0: the longest run of zeros) are most of the
      * section, and any value of them is valid: the changes go elsewhere.
      */
-    skip_at = skip_len = 0;
-    for (off = start; off < end; off += run ? run : 1) {
-        for (run = 0; off + run < end && !good[off + run]; run++) {
-        }
-        if (run > skip_len) {
-            skip_at = off;
-            skip_len = run;
-        }
-    }
-    g_assert_cmpuint(skip_len, >, 60000);
+    pib_mutator_init(&mu, r, good, start, end, 0);
+    g_assert_cmpuint(mu.skip_len, >, 60000);
     buf = g_malloc(len);
     for (i = 0; i < runs; i++) {
-        memcpy(buf, good, len);
-        for (k = g_rand_int_range(r, 1, 5); k > 0; k--) {
-            off = start + g_rand_int_range(r, 0, end - start - 4 - skip_len);
-            off += off >= skip_at ? skip_len : 0;
-            switch (g_rand_int_range(r, 0, 4)) {
-            case 0:
-                buf[off] ^= 1u << g_rand_int_range(r, 0, 8);
-                break;
-            case 1:
-                stl_be_p(buf + off, 0);
-                break;
-            case 2:
-                stl_be_p(buf + off, UINT32_MAX);
-                break;
-            default:
-                stl_be_p(buf + off, ldl_be_p(buf + off) + 1);
-                break;
-            }
-        }
+        pib_mutate(&mu, good, buf, len);
         g_assert_true(g_file_set_contents(bad, (char *)buf, len, NULL));
         refused += mig_try(&m, m.p.dir, bad);
     }

@@ -453,6 +453,48 @@ void pib_incoming_end(PibIncoming *c, bool running)
     g_assert_cmpint(WEXITSTATUS(status), ==, running ? 0 : 1);
 }
 
+void pib_mutator_init(PibMutator *m, GRand *r, const uint8_t *good, size_t start, size_t end,
+                      uint8_t filler)
+{
+    size_t off, run;
+
+    *m = (PibMutator) { .r = r, .start = start, .end = end };
+    for (off = start; off < end; off += run ? run : 1) {
+        for (run = 0; off + run < end && good[off + run] == filler; run++) {
+        }
+        if (run > m->skip_len) {
+            m->skip_at = off;
+            m->skip_len = run;
+        }
+    }
+}
+
+void pib_mutate(PibMutator *m, const uint8_t *good, uint8_t *buf, size_t len)
+{
+    size_t off;
+    int k;
+
+    memcpy(buf, good, len);
+    for (k = g_rand_int_range(m->r, 1, 5); k > 0; k--) {
+        off = m->start + g_rand_int_range(m->r, 0, m->end - m->start - 4 - m->skip_len);
+        off += off >= m->skip_at ? m->skip_len : 0;
+        switch (g_rand_int_range(m->r, 0, 4)) {
+        case 0:
+            buf[off] ^= 1u << g_rand_int_range(m->r, 0, 8);
+            break;
+        case 1:
+            stl_be_p(buf + off, 0);
+            break;
+        case 2:
+            stl_be_p(buf + off, UINT32_MAX);
+            break;
+        default:
+            stl_be_p(buf + off, ldl_be_p(buf + off) + 1);
+            break;
+        }
+    }
+}
+
 /* Read exactly len bytes; false on EOF.  Fails the test on timeout. */
 bool peer_read(int fd, void *buf, size_t len)
 {

@@ -151,6 +151,19 @@ typedef struct PibIncoming {
     GPid pid;
     int qmp, qt;
 } PibIncoming;
+/*
+ * The migration fuzzers' changes: pib_mutate() copies good to buf with 1-4 random changes (a
+ * bit flipped, a be32 set to 0, to all ones, or one more) in [start, end), outside the longest
+ * run of the byte `filler` there, skip_len bytes at skip_at (a table any value of which is
+ * valid, which would otherwise take most of the changes).
+ */
+typedef struct PibMutator {
+    GRand *r;
+    size_t start, end, skip_at, skip_len;
+} PibMutator;
+void pib_mutator_init(PibMutator *m, GRand *r, const uint8_t *good, size_t start, size_t end,
+                      uint8_t filler);
+void pib_mutate(PibMutator *m, const uint8_t *good, uint8_t *buf, size_t len);
 bool pib_incoming_start(PibIncoming *c, const char *dir, const char *args, const char *file);
 char *pib_incoming_qtest(PibIncoming *c, const char *cmd);
 void pib_incoming_end(PibIncoming *c, bool running);

@@ -1609,7 +1609,7 @@ static void sw_mig_mutate(const char *dir, const char *file)
     g_autofree char *bad = g_build_filename(dir, "mut.vmstate", NULL);
     g_autofree uint8_t *good = NULL, *buf = NULL;
     const uint8_t *name;
-    size_t start, off, run, skip_at = 0, skip_len = 0;
+    PibMutator mu;
     gsize len;
     PibIncoming c;
     bool running;
@@ -1617,37 +1617,12 @@ static void sw_mig_mutate(const char *dir, const char *file)
     g_assert_true(g_file_get_contents(file, (char **)&good, &len, NULL));
     name = memmem(good, len, "pib-switch", strlen("pib-switch"));
     g_assert_nonnull(name);
-    start = name - good + strlen("pib-switch") + 8;     /* past instance and version ids */
-    for (off = start; off < len; off += run ? run : 1) {
-        for (run = 0; off + run < len && good[off + run] == PIB_LFT_NO_PORT; run++) {
-        }
-        if (run > skip_len) {
-            skip_at = off;
-            skip_len = run;
-        }
-    }
-    g_assert_cmpuint(skip_len, >, 40000);
+    pib_mutator_init(&mu, r, good, name - good + strlen("pib-switch") + 8, len,
+                     PIB_LFT_NO_PORT);                  /* (past the instance and version) */
+    g_assert_cmpuint(mu.skip_len, >, 40000);
     buf = g_malloc(len);
     for (i = 0; i < runs; i++) {
-        memcpy(buf, good, len);
-        for (k = g_rand_int_range(r, 1, 5); k > 0; k--) {
-            off = start + g_rand_int_range(r, 0, len - start - 4 - skip_len);
-            off += off >= skip_at ? skip_len : 0;
-            switch (g_rand_int_range(r, 0, 4)) {
-            case 0:
-                buf[off] ^= 1u << g_rand_int_range(r, 0, 8);
-                break;
-            case 1:
-                stl_be_p(buf + off, 0);
-                break;
-            case 2:
-                stl_be_p(buf + off, UINT32_MAX);
-                break;
-            default:
-                stl_be_p(buf + off, ldl_be_p(buf + off) + 1);
-                break;
-            }
-        }
+        pib_mutate(&mu, good, buf, len);
         g_assert_true(g_file_set_contents(bad, (char *)buf, len, NULL));
         running = pib_incoming_start(&c, dir, args, bad);
         for (k = 0; running && k < 16; k++) {
