@@ -65,7 +65,8 @@ def fabric_nodes(state, what):
         die(f"snapshot save: node{down[0]} is not running")
     down = [s for s in range(switch_count(state)) if not switch_pid(s)]
     if down and what == "save":
-        die(f"snapshot save: switch{down[0]} is not running (`pibvm restart sw{down[0]}`)")
+        die(f"snapshot save: switch{down[0]} is not running (`pibvm up --node sw{down[0]}` "
+            "restarts it)")
     return nodes
 
 
@@ -83,7 +84,7 @@ def machine_count(state):
 
 
 def cmd_snapshot_save(args, state):
-    """Stop every node, save each into <run>/snapshots/NAME/, and let them run on."""
+    """Stop every node and switch, save each into <run>/snapshots/NAME/, and let them run on."""
     nodes = fabric_nodes(state, "save")
     d = snapshot_dir(args.name)
     shutil.rmtree(d, ignore_errors=True)
