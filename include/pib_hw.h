@@ -56,7 +56,8 @@ typedef u64 pib_u64;
 #define PIB_PCI_REVISION            0x01
 #define PIB_PCI_CLASS_INFINIBAND    0x0c06 /* PCI class "Serial bus controller: InfiniBand" */
 
-/* BARs.  BAR0: control registers.  BAR2: UAR (doorbell) pages.  BAR4: MSI-X table and PBA. */
+/* BARs.  BAR0: control registers, then the device memory if the device has some (see "Device
+ * memory" below).  BAR2: UAR (doorbell) pages.  BAR4: MSI-X table and PBA. */
 #define PIB_BAR_REGS                0
 #define PIB_BAR_UAR                 2
 #define PIB_BAR_MSIX                4
@@ -362,7 +363,13 @@ static inline bool pib_ring_owned(pib_u32 phase_bit, pib_u32 idx, pib_u32 depth)
 	X(ALLOC_XRCD,     alloc_xrcd,     0x28) /* result0: XRCD number (1..)                */ \
 	X(DEALLOC_XRCD,   dealloc_xrcd,   0x29) /* in.obj.num: XRCD; BUSY while an SRQ or QP */ \
 	                                        /*     is in it                              */ \
-	X(MODIFY_CQ,      modify_cq,      0x2a) /* in.modify_cq: a CQ's event moderation     */
+	X(MODIFY_CQ,      modify_cq,      0x2a) /* in.modify_cq: a CQ's event moderation     */ \
+	/* Device memory (see "Device memory" below). */                                       \
+	X(ALLOC_DM,       alloc_dm,       0x2b) /* in.alloc_dm; result0: DM number (1..),    */ \
+	                                        /*     result1: its byte offset in the DM    */ \
+	X(DEALLOC_DM,     dealloc_dm,     0x2c) /* in.obj.num: DM; BUSY while an MR is in it */ \
+	X(REG_DM_MR,      reg_dm_mr,      0x2d) /* in.reg_dm_mr: an MR over device memory;   */ \
+	                                        /*     result0: lkey, result1: rkey          */
 
 #define PIB_CMD_ENUM_ENTRY(id, name, opcode) PIB_CMD_##id = opcode,
 enum pib_admin_opcode {
@@ -471,6 +478,46 @@ struct pib_cmd_rereg_mr {
 	pib_u64 length;
 	pib_u64 pbl_addr;
 	pib_u32 npages;
+	pib_u32 rsvd;
+};
+
+/*
+ * Device memory: dm_size bytes of memory on the card (the pib-hca property dm-size; QUERY_DEVICE
+ * reports it as max_dm_size, 0 when the device has none), which the host reaches in BAR0 at
+ * dm_bar_offset and the device reaches without crossing PCIe.  It is ordinary memory to the
+ * host: reads and writes of any size, mapped write-combining into a process (ibv_alloc_dm,
+ * ibv_memcpy_to_dm).  As mlx5's MEMIC, the device owns its allocation:
+ *
+ * ALLOC_DM takes length bytes (1..dm_size) and returns a DM number and the byte offset of its
+ * first byte in the device memory.  An allocation is whole 4 KiB pages (PIB_DM_PAGE_SIZE, so
+ * that each can be mapped into its own process), the lowest free run that fits; its pages read
+ * zero.  A length of 0 or over dm_size is BAD_PARAM; no free run of the pages it needs is
+ * NO_RESOURCES.  DEALLOC_DM frees one; while an MR lies in it, BUSY.
+ *
+ * REG_DM_MR registers [iova, iova + length) onto [offset, offset + length) of DM dm, offset
+ * counted from the DM's first byte; the range must lie in the length ALLOC_DM was given (not
+ * merely its pages); it may be empty (ib_core allows a DM MR of length 0).  The MR then works as
+ * any other: SGEs, RDMA and atomics reach the device memory through its keys, and DEREG_MR
+ * frees it.  REREG_MR refuses it (BAD_PARAM).  No such PD or DM is BAD_RESOURCE.
+ *
+ * dm-size is 0 or a power of two from 4 KiB to PIB_DM_MAX_SIZE.  With device memory BAR0 is
+ * twice dm_size: the registers at 0, the device memory at dm_bar_offset = dm_size.
+ *
+ * The device memory travels with the device in a migration (a RAM block of the device's own).
+ */
+#define PIB_DM_PAGE_SIZE       4096u
+#define PIB_DM_MAX_SIZE        (16u << 20)   /* the largest dm-size                            */
+#define PIB_MAX_DM             1024          /* allocations at once                            */
+struct pib_cmd_alloc_dm {
+	pib_u64 length;         /* bytes, 1..dm_size                                          */
+};
+struct pib_cmd_reg_dm_mr {
+	pib_u32 pdn;
+	pib_u32 access;         /* PIB_ACCESS_*, as REG_MR's                                  */
+	pib_u64 iova;           /* the address the MR's users name byte offset 0 by           */
+	pib_u64 length;         /* 0..the DM's length - offset                                */
+	pib_u64 offset;         /* into the DM                                                */
+	pib_u32 dm;             /* DM number                                                  */
 	pib_u32 rsvd;
 };
 
@@ -653,6 +700,8 @@ struct pib_admin_cmd {
 		struct pib_cmd_resize_cq resize_cq;
 		struct pib_cmd_rereg_mr rereg_mr;
 		struct pib_cmd_modify_cq modify_cq;
+		struct pib_cmd_alloc_dm alloc_dm;
+		struct pib_cmd_reg_dm_mr reg_dm_mr;
 	} in;
 };
 
@@ -906,7 +955,8 @@ struct pib_device_attr {
 	pib_u32 clock_khz;      /* the device clock's frequency (PIB_CLOCK_KHZ)                */
 	pib_u16 max_cq_mod_count;  /* MODIFY_CQ's largest count (PIB_MAX_CQ_MOD_COUNT)         */
 	pib_u16 max_cq_mod_period; /* ... and period, microseconds (PIB_MAX_CQ_MOD_PERIOD)     */
-	pib_u32 rsvd[2];
+	pib_u32 max_dm_size;    /* bytes of device memory (0: none; "Device memory" above)     */
+	pib_u32 dm_bar_offset;  /* where it starts in BAR0                                     */
 };
 
 struct pib_port_attr {

@@ -307,6 +307,8 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         .clock_khz           = cpu_to_le32(PIB_CLOCK_KHZ),
         .max_cq_mod_count    = cpu_to_le16(PIB_MAX_CQ_MOD_COUNT),
         .max_cq_mod_period   = cpu_to_le16(PIB_MAX_CQ_MOD_PERIOD),
+        .max_dm_size         = cpu_to_le32(s->dm_size),
+        .dm_bar_offset       = cpu_to_le32(s->dm_size),
     };
 
     return pib_admin_respond(s, cmd, &a, sizeof(a));

@@ -29,6 +29,7 @@
  *   pib-pd.c      protection domains and XRC domains
  *   pib-mr.c      MRs and memory windows: their commands, key and range
  *                 checks, DMA through MRs
+ *   pib-dm.c      device memory: the BAR0 RAM behind it, ALLOC_DM, DEALLOC_DM
  *   pib-mr-wqe.c  the send queue's memory operations: BIND_MW, REG_MR (fast
  *                 registration), invalidation
  *   pib-cq.c      CQs: their commands, CQE writes, overflow, arming,
@@ -157,7 +158,11 @@ struct PibState {
     PCIDevice parent_obj;
     /*< public >*/
 
-    MemoryRegion regs_mr;   /* BAR0 */
+    MemoryRegion regs_mr;   /* BAR0 (or its first page, with device memory) */
+    MemoryRegion bar0_mr;   /* with device memory: BAR0, the registers and dm_mr */
+    MemoryRegion dm_mr;     /* the device memory (pib-dm.c), RAM */
+    uint32_t dm_size;       /* property dm-size: its bytes, 0 for none */
+    unsigned long *dm_pages;    /* its allocated pages */
     MemoryRegion uar_mr;    /* BAR2 */
 
     struct pib_regs regs;   /* what BAR0 reads return, host byte order */
@@ -177,6 +182,7 @@ struct PibState {
     PibTable srqs;
     PibTable xrcds;
     PibTable qps;           /* QP0, QP1, then PIB_QPN_FIRST .. */
+    PibTable dms;           /* device memory allocations */
     uint32_t next_qpn;                  /* QPNs rotate, so stale ones fail */
     uint32_t mtt_pages;                 /* page list entries in use: MRs', rings' */
 
@@ -371,8 +377,20 @@ static inline PibQp *pib_qp_lookup(PibState *s, uint32_t qpn)
     return pib_table_get(&s->qps, qpn);
 }
 
+static inline PibDm *pib_dm_lookup(PibState *s, uint32_t dm)
+{
+    return pib_table_get(&s->dms, dm);
+}
+
 /* pib-pd.c */
 void pib_pd_reset_all(PibState *s);
+
+/* pib-dm.c: device memory */
+bool pib_dm_realize(PibState *s, Error **errp);
+void pib_dm_unrealize(PibState *s);
+MemoryRegion *pib_dm_bar0(PibState *s);
+bool pib_dm_rw(PibState *s, uint64_t addr, void *buf, uint32_t len, DMADirection dir);
+void pib_dm_reset_all(PibState *s);
 
 /* pib-mr.c: MRs, windows, and memory access through them */
 typedef enum PibMemErr {

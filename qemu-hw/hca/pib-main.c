@@ -394,6 +394,7 @@ void pib_objects_reset(PibState *s)
     pib_srq_reset_all(s);
     pib_cq_reset_all(s);
     pib_mr_reset_all(s);
+    pib_dm_reset_all(s);
     pib_pd_reset_all(s);
     pib_mcast_reset(s);
 }
@@ -650,11 +651,16 @@ static void pib_realize(PCIDevice *pci, Error **errp)
 
     memory_region_init_io(&s->regs_mr, OBJECT(s), &pib_regs_ops, s, "pib-regs",
                           PIB_REGS_SIZE);
-    pci_register_bar(pci, PIB_BAR_REGS, PIB_BAR_TYPE, &s->regs_mr);
+    if (!pib_dm_realize(s, errp)) {
+        pcie_cap_exit(pci);
+        return;
+    }
+    pci_register_bar(pci, PIB_BAR_REGS, PIB_BAR_TYPE, pib_dm_bar0(s));
     memory_region_init_io(&s->uar_mr, OBJECT(s), &pib_uar_ops, s, "pib-uar",
                           PIB_UAR_BAR_SIZE);
     pci_register_bar(pci, PIB_BAR_UAR, PIB_BAR_TYPE, &s->uar_mr);
     if (msix_init_exclusive_bar(pci, PIB_MSIX_VECTORS, PIB_BAR_MSIX, errp)) {
+        pib_dm_unrealize(s);
         pcie_cap_exit(pci);
         return;
     }
@@ -699,6 +705,7 @@ static void pib_exit(PCIDevice *pci)
     pib_inject_unrealize(s);
     pib_port_unrealize(s);
     pib_tables_unrealize(s);
+    pib_dm_unrealize(s);
     g_free(s->uar_bitmap);
     msix_unuse_all_vectors(pci);
     msix_uninit_exclusive_bar(pci);
@@ -719,6 +726,7 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibState, node_guid, 0),
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
     DEFINE_PROP_BOOL("recv-dbrec", PibState, recv_dbrec, true),
+    DEFINE_PROP_UINT32("dm-size", PibState, dm_size, 128 * KiB),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
     DEFINE_PROP_BOOL("link-doorbell", PibState, link.doorbell, true),

@@ -199,6 +199,59 @@ uint8_t pib_cmd_reg_mr(PibState *s, const struct pib_admin_cmd *cmd,
 }
 
 /*
+ * REG_DM_MR: an MR over device memory (pib-dm.c), [offset, offset + length) of a DM, which
+ * must lie in the length the DM was allocated with.  It takes no page list.
+ */
+uint8_t pib_cmd_reg_dm_mr(PibState *s, const struct pib_admin_cmd *cmd,
+                          PibAdminResult *res)
+{
+    const struct pib_cmd_reg_dm_mr *in = &cmd->in.reg_dm_mr;
+    uint32_t pdn = le32_to_cpu(in->pdn);
+    uint32_t access = le32_to_cpu(in->access);
+    uint32_t n = le32_to_cpu(in->dm);
+    uint64_t iova = le64_to_cpu(in->iova);
+    uint64_t length = le64_to_cpu(in->length);
+    uint64_t offset = le64_to_cpu(in->offset);
+    PibPd *pd = pib_pd_lookup(s, pdn);
+    PibDm *dm = pib_dm_lookup(s, n);
+    uint32_t idx;
+    uint8_t status;
+    PibMr *mr;
+
+    if (!pd) {
+        return pib_cmd_reject("REG_DM_MR", "no such PD", pdn, PIB_AQ_BAD_RESOURCE);
+    }
+    if (!dm) {
+        return pib_cmd_reject("REG_DM_MR", "no such DM", n, PIB_AQ_BAD_RESOURCE);
+    }
+    status = pib_mr_check_access("REG_DM_MR", access);
+    if (status != PIB_AQ_OK) {
+        return status;
+    }
+    if (offset > dm->length || length > dm->length - offset) {
+        return pib_cmd_reject("REG_DM_MR", "range outside the DM", offset + length,
+                              PIB_AQ_BAD_PARAM);
+    }
+    if (length > UINT64_MAX - iova) {
+        return pib_cmd_reject("REG_DM_MR", "iova + length wraps", iova, PIB_AQ_BAD_PARAM);
+    }
+    idx = pib_table_alloc(&s->mrs);
+    if (!idx) {
+        return pib_cmd_reject("REG_DM_MR", "table full", PIB_MAX_MR,
+                              PIB_AQ_NO_RESOURCES);
+    }
+    mr = pib_mr_install(s, idx, pd, NULL, 0, res);
+    mr->access = access;
+    mr->iova = iova;
+    mr->length = length;
+    mr->dm = n;
+    mr->dm_addr = dm->start + offset;
+    dm->refcnt++;
+    trace_pib_dm_mr_reg(mr->key, pdn, access, iova, length, n, mr->dm_addr);
+    return PIB_AQ_OK;
+}
+
+/*
  * ALLOC_MR: a fast-registration MR.  It reserves its page list (max_num_sg
  * entries of the MTT budget) now, so that a REG_MR WQE never runs out of
  * room; it is invalid until one registers it.
@@ -266,7 +319,7 @@ uint8_t pib_cmd_rereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
                            PIB_REREG_ACCESS))) {
         return pib_cmd_reject("REREG_MR", "bad mask", mask, PIB_AQ_BAD_PARAM);
     }
-    if (mr->fast_reg || (mr->flags & PIB_MR_F_PHYS)) {
+    if (mr->fast_reg || (mr->flags & PIB_MR_F_PHYS) || mr->dm) {
         return pib_cmd_reject("REREG_MR", "not a registered MR", key,
                               PIB_AQ_BAD_PARAM);
     }
@@ -325,9 +378,13 @@ uint8_t pib_cmd_rereg_mr(PibState *s, const struct pib_admin_cmd *cmd,
 static void pib_mr_free(PibState *s, PibMr *mr)
 {
     PibPd *pd = pib_pd_lookup(s, mr->pdn);
+    PibDm *dm = pib_dm_lookup(s, mr->dm);
 
     if (pd) {
         pd->refcnt--;
+    }
+    if (dm) {
+        dm->refcnt--;
     }
     s->mtt_pages -= mr->max_pages;
     pib_table_set(&s->mrs, mr->key >> 8, NULL);
@@ -599,7 +656,7 @@ PibMemErr pib_flush_check(PibState *s, uint32_t pdn, uint32_t rkey, uint64_t va,
 
 /*
  * Copy between buf and [va, va + len) of a checked MR, page by page through
- * its page list (or 1:1 for a physical MR).
+ * its page list (or 1:1 for a physical MR, or in device memory for a DM's).
  */
 PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
                     uint32_t len, DMADirection dir)
@@ -609,6 +666,10 @@ PibMemErr pib_mr_rw(PibState *s, PibMr *mr, uint64_t va, void *buf,
     uint32_t n;
     bool ok;
 
+    if (mr->dm) {
+        return pib_dm_rw(s, mr->dm_addr + (va - mr->iova), buf, len, dir) ?
+               PIB_MEM_OK : PIB_MEM_DMA;
+    }
     if (mr->flags & PIB_MR_F_PHYS) {
         ok = dir == DMA_DIRECTION_TO_DEVICE ?
              pib_dma_read(s, va, buf, len, "MR") :

@@ -100,7 +100,21 @@ typedef struct PibXrcd {
     uint32_t refcnt;        /* SRQs and QPs in it: DEALLOC_XRCD says BUSY */
 } PibXrcd;
 
-/* An MR: [iova, iova + length) -> the pages of its page list. */
+/*
+ * A device-memory allocation (pib-dm.c): length bytes from byte start of the device memory,
+ * in whole pages.  MRs over it (REG_DM_MR) count in refcnt.
+ */
+typedef struct PibDm {
+    uint32_t dm;
+    uint32_t refcnt;        /* MRs in it: DEALLOC_DM says BUSY */
+    uint64_t start;         /* byte offset in the device memory, page aligned */
+    uint64_t length;        /* as ALLOC_DM was given it */
+} PibDm;
+
+/*
+ * An MR: [iova, iova + length) -> the pages of its page list, or with dm set, the device
+ * memory from byte dm_addr on (REG_DM_MR).
+ */
 typedef struct PibMr {
     uint32_t key;           /* lkey == rkey: index << 8 | key byte */
     uint32_t pdn;
@@ -115,6 +129,8 @@ typedef struct PibMr {
     bool invalid;           /* LOCAL_INV / SEND_WITH_INV, or a fast-reg MR */
                             /* not registered yet: its keys fail */
     uint32_t mw_bound;      /* windows bound to it: DEREG_MR says BUSY */
+    uint32_t dm;            /* REG_DM_MR: the DM it lies in (0: none) */
+    uint64_t dm_addr;       /* ... and where iova is, in bytes of the device memory */
 } PibMr;
 
 /*

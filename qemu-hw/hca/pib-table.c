@@ -6,7 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * One table type serves every object type (PibTable, pib-objects.h): PDs, MRs, memory
- * windows, CQs, SRQs, XRCDs and QPs.  The numbers in a table are the ones the driver names
+ * windows, CQs, SRQs, XRCDs, QPs and device memory allocations.  The numbers in a table are the ones the driver names
  * its objects by, so every number that comes from the guest (an admin command, a WQE, a
  * doorbell, a packet's DQPN) is looked up here, and the range check is in one place.
  */
@@ -43,6 +43,7 @@ void pib_tables_realize(PibState *s)
     pib_table_init(&s->srqs, 1, PIB_MAX_SRQ, false);
     pib_table_init(&s->xrcds, 1, PIB_MAX_XRCD, false);
     pib_table_init(&s->qps, PIB_QPN_SMI, PIB_QPN_LIMIT - 1, false);
+    pib_table_init(&s->dms, 1, PIB_MAX_DM, false);
 }
 
 /* At unrealize, after every object was freed. */
@@ -55,6 +56,7 @@ void pib_tables_unrealize(PibState *s)
     pib_table_fini(&s->srqs);
     pib_table_fini(&s->xrcds);
     pib_table_fini(&s->qps);
+    pib_table_fini(&s->dms);
 }
 
 void *pib_table_get(const PibTable *t, uint32_t n)

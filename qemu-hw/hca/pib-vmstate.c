@@ -156,6 +156,19 @@ static const VMStateDescription vmstate_pib_xrcd = {
     },
 };
 
+/* A device memory allocation; its contents travel as the RAM block "pib-dm" (pib-dm.c). */
+static const VMStateDescription vmstate_pib_dm = {
+    .name = "pib-dm",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(dm, PibDm),
+        VMSTATE_UINT64(start, PibDm),
+        VMSTATE_UINT64(length, PibDm),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 /* MRs: the page list holds max_pages entries (a fast-registration MR's capacity). */
 static bool pib_mr_pages_ok(void *opaque, int version_id)
 {
@@ -182,6 +195,8 @@ static const VMStateDescription vmstate_pib_mr = {
         VMSTATE_VARRAY_UINT32_ALLOC(pages, PibMr, max_pages, 0, vmstate_info_uint64, uint64_t),
         VMSTATE_BOOL(fast_reg, PibMr),
         VMSTATE_BOOL(invalid, PibMr),
+        VMSTATE_UINT32(dm, PibMr),
+        VMSTATE_UINT64(dm_addr, PibMr),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -785,6 +800,32 @@ static bool pib_load_xrcd_ref(PibState *s, uint32_t xrcd, const char *what)
     return true;
 }
 
+/* Device memory allocations: each inside the device memory, clear of the others. */
+static bool pib_mig_dm_check(PibState *s, void *obj, uint32_t n)
+{
+    PibDm *dm = obj;
+    uint64_t npages = DIV_ROUND_UP(dm->length, PIB_DM_PAGE_SIZE);
+    uint64_t first = dm->start / PIB_DM_PAGE_SIZE;
+    uint64_t pages = s->dm_size / PIB_DM_PAGE_SIZE;
+
+    PIB_LOAD_CHECK(dm->dm == n, "DM number", n);
+    PIB_LOAD_CHECK(dm->length && dm->length <= s->dm_size &&
+                   !(dm->start % PIB_DM_PAGE_SIZE) && first < pages &&
+                   npages <= pages - first, "DM range", dm->start);
+    PIB_LOAD_CHECK(find_next_bit(s->dm_pages, first + npages, first) >= first + npages,
+                   "DM overlapping another", dm->start);
+    bitmap_set(s->dm_pages, first, npages);
+    return true;
+}
+
+static const PibObjType pib_dm_type = {
+    .name = "DM",
+    .vmsd = &vmstate_pib_dm,
+    .size = sizeof(PibDm),
+    .check = pib_mig_dm_check,
+};
+PIB_TABLE_INFO(dm);
+
 /* MRs and windows */
 
 static bool pib_mig_mr_check(PibState *s, void *obj, uint32_t n)
@@ -794,7 +835,18 @@ static bool pib_mig_mr_check(PibState *s, void *obj, uint32_t n)
 
     PIB_LOAD_CHECK(mr->key >> 8 == n, "MR key index", mr->key);
     PIB_LOAD_CHECK(!(mr->flags & ~PIB_MR_F_PHYS), "MR flags", mr->flags);
-    if (mr->flags & PIB_MR_F_PHYS) {
+    if (mr->dm) {
+        /* Device memory (REG_DM_MR): inside its DM, which counts it in. */
+        PibDm *dm = pib_dm_lookup(s, mr->dm);
+
+        PIB_LOAD_CHECK(dm, "MR's DM", mr->dm);
+        PIB_LOAD_CHECK(!mr->flags && !mr->fast_reg && mr->max_pages == 0 &&
+                       mr->length <= UINT64_MAX - mr->iova &&
+                       mr->dm_addr >= dm->start && mr->length <= dm->length &&
+                       mr->dm_addr - dm->start <= dm->length - mr->length,
+                       "MR in device memory", mr->dm_addr);
+        dm->refcnt++;
+    } else if (mr->flags & PIB_MR_F_PHYS) {
         /* The kernel's DMA MR: guest-physical memory itself, no pages (REG_MR). */
         PIB_LOAD_CHECK(!mr->fast_reg && mr->iova == 0 && mr->length == UINT64_MAX &&
                        mr->npages == 0, "physical MR", mr->length);
@@ -1286,10 +1338,14 @@ bad:
     return -EINVAL;
 }
 
+/*
+ * Version 2: device memory (its allocations before the MRs, and an MR's DM).  A version 1
+ * stream, from a pib before it, is refused: QEMU says which versions it takes.
+ */
 const VMStateDescription pib_vmstate = {
     .name = "pib-hca",
-    .version_id = 1,
-    .minimum_version_id = 1,
+    .version_id = 2,
+    .minimum_version_id = 2,
     .pre_save = pib_pre_save,
     .pre_load = pib_pre_load,
     .post_load = pib_post_load,
@@ -1322,6 +1378,7 @@ const VMStateDescription pib_vmstate = {
         /* In this order: each table's objects name only objects of the tables before it. */
         PIB_VMSTATE_TABLE(pds, pd),
         PIB_VMSTATE_TABLE(xrcds, xrcd),
+        PIB_VMSTATE_TABLE(dms, dm),
         PIB_VMSTATE_TABLE(mrs, mr),
         PIB_VMSTATE_TABLE(mws, mw),
         PIB_VMSTATE_TABLE(cqs, cq),

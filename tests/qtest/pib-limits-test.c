@@ -772,6 +772,113 @@ static void test_mtt(void)
     qtest_shutdown(qs);
 }
 
+/*
+ * Device memory ("Device memory" in pib_hw.h): a 16 KiB one shows in BAR0 after the
+ * registers; ALLOC_DM hands out whole pages, lowest first, refuses lengths of 0 or over the
+ * size and what no free run holds; an MR must lie in its DM's length; a DM with an MR is BUSY;
+ * REREG_MR refuses a DM MR; a page handed out again reads zero.
+ */
+static uint8_t dm_alloc(PibDev *d, uint64_t length, uint32_t *dm, uint32_t *start)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_ALLOC_DM,
+        .in.alloc_dm.length = cpu_to_le64(length),
+    };
+    struct pib_admin_cqe cqe;
+    uint8_t st = pib_cmd(d, &cmd, &cqe);
+
+    *dm = le32_to_cpu(cqe.result0);
+    *start = le32_to_cpu(cqe.result1);
+    return st;
+}
+
+static uint8_t dm_reg_mr(PibDev *d, uint32_t pdn, uint32_t dm, uint64_t offset,
+                         uint64_t length, uint32_t *key)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_REG_DM_MR,
+        .in.reg_dm_mr = {
+            .pdn = cpu_to_le32(pdn),
+            .access = cpu_to_le32(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE),
+            .length = cpu_to_le64(length),
+            .offset = cpu_to_le64(offset),
+            .dm = cpu_to_le32(dm),
+        },
+    };
+    struct pib_admin_cqe cqe;
+    uint8_t st = pib_cmd(d, &cmd, &cqe);
+
+    *key = le32_to_cpu(cqe.result0);
+    return st;
+}
+
+static void test_dm(void)
+{
+    const uint32_t size = 16384;
+    uint32_t dm1, dm2, dm3, start, key, pdn;
+    struct pib_device_attr a;
+    struct pib_admin_cmd rereg;
+    QOSState *qs;
+    PibDev d;
+
+    qs = pib_boot("-device pib-hca,addr=4.0,dm-size=16384");
+    pib_open(&d, qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 16);
+    a = lim_query(&d);
+    g_assert_cmpuint(le32_to_cpu(a.max_dm_size), ==, size);
+    g_assert_cmpuint(le32_to_cpu(a.dm_bar_offset), ==, size);
+    g_assert_cmpuint(d.bar0_size, ==, 2 * size);
+    pdn = dp_create_pd(&d);
+
+    g_assert_cmpuint(dm_alloc(&d, 0, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dm_alloc(&d, size + 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dm_alloc(&d, 5000, &dm1, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(start, ==, 0);
+    g_assert_cmpuint(dm_alloc(&d, 8192, &dm2, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(start, ==, 8192);
+    g_assert_cmpuint(dm_alloc(&d, 1, &dm3, &start), ==, PIB_AQ_NO_RESOURCES);
+
+    /* The host writes DM 1's first page through BAR0. */
+    qpci_io_writel(d.dev, d.bar0, size + 16, 0xfeedf00d);
+    g_assert_cmphex(qpci_io_readl(d.dev, d.bar0, size + 16), ==, 0xfeedf00d);
+
+    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 4000, 1001, &key), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 5001, 0, &key), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dm_reg_mr(&d, pdn, 77, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dm_reg_mr(&d, pdn + 1, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 0, 5000, &key), ==, PIB_AQ_OK);
+    rereg = (struct pib_admin_cmd) {
+        .opcode = PIB_CMD_REREG_MR,
+        .in.rereg_mr = { .key = cpu_to_le32(key), .mask = cpu_to_le32(PIB_REREG_ACCESS) },
+    };
+    g_assert_cmpuint(pib_cmd(&d, &rereg, NULL), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm1), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, key), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm1), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm1), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+
+    /* The lowest free run again, and nothing of its last user left in it. */
+    g_assert_cmpuint(dm_alloc(&d, 4096, &dm3, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(start, ==, 0);
+    g_assert_cmphex(qpci_io_readl(d.dev, d.bar0, size + 16), ==, 0);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm3), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm2), ==, PIB_AQ_OK);
+    pib_close(&d);
+    qtest_shutdown(qs);
+
+    /* Without device memory: BAR0 is the registers, and ALLOC_DM has nothing to give. */
+    qs = pib_boot("-device pib-hca,addr=4.0,dm-size=0");
+    pib_open(&d, qs, PIB_DEVFN_A);
+    pib_enable(&d, 16, 16);
+    a = lim_query(&d);
+    g_assert_cmpuint(le32_to_cpu(a.max_dm_size), ==, 0);
+    g_assert_cmpuint(d.bar0_size, ==, PIB_REGS_SIZE);
+    g_assert_cmpuint(dm_alloc(&d, 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    pib_close(&d);
+    qtest_shutdown(qs);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -781,5 +888,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/limits/wq-full", test_wq_full);
     qtest_add_func("/pib/limits/objects", test_objects);
     qtest_add_func("/pib/limits/mtt", test_mtt);
+    qtest_add_func("/pib/limits/dm", test_dm);
     return g_test_run();
 }

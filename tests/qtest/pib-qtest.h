@@ -76,6 +76,7 @@ typedef struct PibDev {
     QOSState *qs;
     QPCIDevice *dev;
     QPCIBar bar0, bar2;
+    uint64_t bar0_size;
     uint64_t sq, cq, aeq, resp;
     uint32_t depth, aeq_depth;
     uint32_t pi;            /* admin commands issued   */
