@@ -45,6 +45,8 @@ struct pib_dev {
 	struct pib_com_dev com;
 
 	phys_addr_t uar_bar_start;      /* BAR2: user contexts' UAR pages are mmap'ed from here */
+	phys_addr_t dm_bar_start;       /* BAR0 + dm_bar_offset: the device memory, DMs mapped */
+	u32 max_dm_size;                /* 0: no device memory */
 	u32 num_uars;
 	void __iomem *uar0;             /* UAR page 0: the doorbells of kernel QPs and CQs */
 
@@ -257,12 +259,24 @@ struct pib_srq {
 /* How an mmap offset handed to userspace is to be mapped. */
 enum pib_mmap_flag {
 	PIB_MMAP_IO_NC,                 /* device MMIO (a UAR page), non-cached */
+	PIB_MMAP_DM,                    /* device memory (a DM's pages), write-combining */
 };
 
 struct pib_user_mmap_entry {
 	struct rdma_user_mmap_entry rdma_entry;
 	phys_addr_t address;
 	u8 mmap_flag;                   /* enum pib_mmap_flag */
+	u32 dm;                         /* PIB_MMAP_DM: the device's DM, freed with the entry */
+};
+
+/*
+ * A DM: an allocation of device memory, which the process maps through its mmap entry.  The
+ * entry owns the allocation (DEALLOC_DM runs when the last mapping of it goes, pib_mmap_free):
+ * device memory that a process still maps is never handed to another.
+ */
+struct pib_dm {
+	struct ib_dm ibdm;
+	struct rdma_user_mmap_entry *mmap;
 };
 
 static inline struct pib_dev *to_pdev(struct ib_device *ibdev)
@@ -288,6 +302,11 @@ static inline struct pib_xrcd *to_pxrcd(struct ib_xrcd *ibxrcd)
 static inline struct pib_user_mmap_entry *to_pmmap(struct rdma_user_mmap_entry *rdma_entry)
 {
 	return container_of(rdma_entry, struct pib_user_mmap_entry, rdma_entry);
+}
+
+static inline struct pib_dm *to_pdm(struct ib_dm *ibdm)
+{
+	return container_of(ibdm, struct pib_dm, ibdm);
 }
 
 static inline struct pib_mr *to_pmr(struct ib_mr *ibmr)
@@ -359,6 +378,9 @@ void pib_dealloc_ucontext(struct ib_ucontext *ibucontext);
 void pib_disassociate_ucontext(struct ib_ucontext *ibucontext);
 struct pib_ibv_alloc_ucontext_resp;
 void pib_ucontext_resp(struct pib_ucontext *uctx, struct pib_ibv_alloc_ucontext_resp *resp);
+struct rdma_user_mmap_entry *
+pib_user_mmap_entry_insert(struct ib_ucontext *ibucontext, phys_addr_t address, size_t length,
+			   u8 mmap_flag);
 int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma);
 void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry);
 
@@ -395,6 +417,14 @@ int pib_pbl_from_umem(struct pib_dev *dev, struct ib_umem *umem, u32 npages,
 int pib_pbl_from_dma_buf(struct pib_dev *dev, const struct pib_dma_buf *buf,
 			 struct pib_pbl *pbl);
 void pib_pbl_free(struct pib_dev *dev, struct pib_pbl *pbl);
+
+/* pib_dm.c */
+struct ib_dm *pib_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *ibucontext,
+			   struct ib_dm_alloc_attr *attr, struct uverbs_attr_bundle *attrs);
+int pib_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
+struct ib_mr *pib_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm, struct ib_dm_mr_attr *attr,
+			    struct uverbs_attr_bundle *attrs);
+void pib_dm_release(struct pib_dev *dev, u32 dm);
 
 /* pib_mr.c */
 int pib_mr_access(struct pib_dev *dev, int access, u32 *hw_access);

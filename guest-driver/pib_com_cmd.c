@@ -197,6 +197,37 @@ int pib_cmd_reg_mr(struct pib_com_dev *com, const struct pib_cmd_reg_mr *in,
 	return pib_cmd_create_mr(com, &cmd, lkey, rkey);
 }
 
+/* Device memory: a DM's number, and its first byte in the device memory. */
+int pib_cmd_alloc_dm(struct pib_com_dev *com, u64 length, u32 *dm, u32 *start)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_DM };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	cmd.in.alloc_dm.length = length;
+	err = pib_com_exec(com, &cmd, NULL, 0, &cqe);
+	if (err)
+		return err;
+	*dm = cqe.result0;
+	*start = cqe.result1;
+	return 0;
+}
+
+/* BUSY (-EBUSY) while an MR lies in the DM. */
+int pib_cmd_dealloc_dm(struct pib_com_dev *com, u32 dm)
+{
+	return pib_cmd_obj(com, PIB_CMD_DEALLOC_DM, dm);
+}
+
+int pib_cmd_reg_dm_mr(struct pib_com_dev *com, const struct pib_cmd_reg_dm_mr *in,
+		      u32 *lkey, u32 *rkey)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_REG_DM_MR };
+
+	cmd.in.reg_dm_mr = *in;
+	return pib_cmd_create_mr(com, &cmd, lkey, rkey);
+}
+
 /* A fast-registration MR: keys but no memory, invalid until a REG_MR WQE registers it. */
 int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey, u32 *rkey)
 {

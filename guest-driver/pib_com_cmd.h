@@ -38,6 +38,10 @@ int pib_cmd_alloc_mr(struct pib_com_dev *com, u32 pdn, u32 max_num_sg, u32 *lkey
 		     u32 *rkey);
 int pib_cmd_dereg_mr(struct pib_com_dev *com, u32 lkey);
 int pib_cmd_rereg_mr(struct pib_com_dev *com, const struct pib_cmd_rereg_mr *in);
+int pib_cmd_alloc_dm(struct pib_com_dev *com, u64 length, u32 *dm, u32 *start);
+int pib_cmd_dealloc_dm(struct pib_com_dev *com, u32 dm);
+int pib_cmd_reg_dm_mr(struct pib_com_dev *com, const struct pib_cmd_reg_dm_mr *in,
+		      u32 *lkey, u32 *rkey);
 int pib_cmd_create_cq(struct pib_com_dev *com, const struct pib_cmd_create_cq *in, u32 *cqn);
 int pib_cmd_destroy_cq(struct pib_com_dev *com, u32 cqn);
 int pib_cmd_resize_cq(struct pib_com_dev *com, const struct pib_cmd_resize_cq *in);

@@ -120,6 +120,12 @@ static const struct ib_device_ops pib_frwr_ops = {              /* PIB_DEV_CAP_M
 	.map_mr_sg = pib_map_mr_sg,
 };
 
+static const struct ib_device_ops pib_dm_ops = {                /* max_dm_size > 0 */
+	.alloc_dm = pib_alloc_dm,
+	.dealloc_dm = pib_dealloc_dm,
+	.reg_dm_mr = pib_reg_dm_mr,
+};
+
 static const struct ib_device_ops pib_hw_stats_ops = {          /* QUERY_COUNTERS */
 	.alloc_hw_port_stats = pib_alloc_hw_port_stats,
 	.get_hw_stats = pib_get_hw_stats,
@@ -456,6 +462,21 @@ static int pib_query_hw(struct pib_dev *dev, struct pib_port_attr *pa)
 	if (dev->attr.device_cap_flags & PIB_DEV_CAP_CLOCK)
 		dev->clock_khz = dev->attr.clock_khz;
 
+	/* Device memory only where BAR0 holds what the device says it has. */
+	if (dev->attr.max_dm_size) {
+		struct pci_dev *pdev = dev->pdev;
+		u64 off = dev->attr.dm_bar_offset, size = dev->attr.max_dm_size;
+
+		if (off < PIB_REGS_SIZE || off % PAGE_SIZE || size % PAGE_SIZE ||
+		    off + size > pci_resource_len(pdev, PIB_BAR_REGS)) {
+			dev_err(d, "device memory [%#llx, +%#llx) is not in BAR%u\n", off, size,
+				PIB_BAR_REGS);
+			return -ENODEV;
+		}
+		dev->dm_bar_start = pci_resource_start(pdev, PIB_BAR_REGS) + off;
+		dev->max_dm_size = size;
+	}
+
 	/* Event moderation only where an event may wait: a count without a period does nothing. */
 	if (dev->attr.max_cq_mod_period) {
 		dev->max_cq_mod_count = dev->attr.max_cq_mod_count;
@@ -497,6 +518,8 @@ static int pib_ib_device_add(struct pib_dev *dev, const struct pib_port_attr *pa
 		ib_set_device_ops(ibdev, &pib_frwr_ops);
 	if (dev->counters)
 		ib_set_device_ops(ibdev, &pib_hw_stats_ops);
+	if (dev->max_dm_size)
+		ib_set_device_ops(ibdev, &pib_dm_ops);
 	if (dev->mad)
 		ib_set_device_ops(ibdev, &pib_mad_ops);
 

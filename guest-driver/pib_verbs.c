@@ -149,6 +149,7 @@ int pib_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 		props->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
 		props->max_fast_reg_page_list_len = dev->max_fast_reg_pages;
 	}
+	props->max_dm_size = dev->max_dm_size;
 	/* The device clock (the UAR's CLOCK registers, CQE timestamps): 64 bits of it. */
 	if (dev->clock_khz) {
 		props->hca_core_clock = dev->clock_khz;
@@ -346,7 +347,7 @@ int pib_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats, u32 p
  * ------------------------------------------------------------------------------------------ */
 
 /* An mmap entry of the context: the key its mmap offset is, rdma_user_mmap_get_offset(). */
-static struct rdma_user_mmap_entry *
+struct rdma_user_mmap_entry *
 pib_user_mmap_entry_insert(struct ib_ucontext *ibucontext, phys_addr_t address, size_t length,
 			   u8 mmap_flag)
 {
@@ -452,6 +453,7 @@ int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *rdma_entry;
 	struct pib_user_mmap_entry *entry;
+	pgprot_t prot;
 	int err;
 
 	/* Only an offset we handed out, MAP_SHARED, and exactly the length we said. */
@@ -463,31 +465,41 @@ int pib_mmap(struct ib_ucontext *ibucontext, struct vm_area_struct *vma)
 	}
 	entry = to_pmmap(rdma_entry);
 
+	/* Doorbells and device memory are written and read, never executed. */
+	if (vma->vm_flags & VM_EXEC) {
+		err = -EPERM;
+		goto out;
+	}
+	vm_flags_clear(vma, VM_MAYEXEC);
 	switch (entry->mmap_flag) {
-	case PIB_MMAP_IO_NC:
-		/* Doorbells are written, never executed. */
-		if (vma->vm_flags & VM_EXEC) {
-			err = -EPERM;
-			break;
-		}
-		vm_flags_clear(vma, VM_MAYEXEC);
-		err = rdma_user_mmap_io(ibucontext, vma, PHYS_PFN(entry->address),
-					rdma_entry->npages * PAGE_SIZE,
-					pgprot_noncached(vma->vm_page_prot), rdma_entry);
+	case PIB_MMAP_IO_NC:            /* a UAR page: device registers */
+		prot = pgprot_noncached(vma->vm_page_prot);
+		break;
+	case PIB_MMAP_DM:               /* memory, as mlx5 maps its MEMIC */
+		prot = pgprot_writecombine(vma->vm_page_prot);
 		break;
 	default:
 		err = -EINVAL;
-		break;
+		goto out;
 	}
-
+	err = rdma_user_mmap_io(ibucontext, vma, PHYS_PFN(entry->address),
+				rdma_entry->npages * PAGE_SIZE, prot, rdma_entry);
+out:
 	rdma_user_mmap_entry_put(rdma_entry);
 	return err;
 }
 
-/* The last reference is gone: no mapping and no mmap offset refers to the entry. */
+/*
+ * The last reference is gone: no mapping and no mmap offset refers to the entry.  A DM's
+ * device memory goes only now (struct pib_dm).
+ */
 void pib_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
 {
-	kfree(to_pmmap(rdma_entry));
+	struct pib_user_mmap_entry *entry = to_pmmap(rdma_entry);
+
+	if (entry->mmap_flag == PIB_MMAP_DM)
+		pib_dm_release(to_pdev(rdma_entry->ucontext->device), entry->dm);
+	kfree(entry);
 }
 
 /* ------------------------------------------------------------------------------------------

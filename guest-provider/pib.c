@@ -36,6 +36,7 @@ static const struct verbs_match_ent pib_table[] = {
  * on-demand paging, ...) with EOPNOTSUPP.
  */
 static const struct verbs_context_ops pib_ctx_ops = {
+	.alloc_dm = pib_alloc_dm,
 	.alloc_mw = pib_alloc_mw,
 	.alloc_parent_domain = pib_alloc_parent_domain,
 	.alloc_pd = pib_alloc_pd,
@@ -60,7 +61,9 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.destroy_srq = pib_destroy_srq,
 	.detach_mcast = pib_detach_mcast,
 	.free_context = pib_free_context,
+	.free_dm = pib_free_dm,
 	.get_srq_num = pib_get_srq_num,
+	.import_dm = pib_import_dm,
 	.import_mr = pib_import_mr,
 	.import_pd = pib_import_pd,
 	.modify_cq = pib_modify_cq,
@@ -77,11 +80,13 @@ static const struct verbs_context_ops pib_ctx_ops = {
 	.query_qp = pib_query_qp,
 	.query_rt_values = pib_query_rt_values,
 	.query_srq = pib_query_srq,
+	.reg_dm_mr = pib_reg_dm_mr,
 	.reg_dmabuf_mr = pib_reg_dmabuf_mr,
 	.reg_mr = pib_reg_mr,
 	.req_notify_cq = pib_req_notify_cq,
 	.rereg_mr = pib_rereg_mr,
 	.resize_cq = pib_resize_cq,
+	.unimport_dm = pib_unimport_dm,
 	.unimport_mr = pib_unimport_mr,
 	.unimport_pd = pib_unimport_pd,
 };

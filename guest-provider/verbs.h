@@ -37,6 +37,14 @@ struct ibv_mr *pib_reg_dmabuf_mr(struct ibv_pd *ibvpd, uint64_t offset, size_t l
 struct ibv_pd *pib_import_pd(struct ibv_context *ibvctx, uint32_t pd_handle);
 void pib_unimport_pd(struct ibv_pd *ibvpd);
 struct ibv_mr *pib_import_mr(struct ibv_pd *ibvpd, uint32_t mr_handle);
+
+/* dm.c */
+struct ibv_dm *pib_alloc_dm(struct ibv_context *ibvctx, struct ibv_alloc_dm_attr *attr);
+int pib_free_dm(struct ibv_dm *ibvdm);
+struct ibv_dm *pib_import_dm(struct ibv_context *ibvctx, uint32_t dm_handle);
+void pib_unimport_dm(struct ibv_dm *ibvdm);
+struct ibv_mr *pib_reg_dm_mr(struct ibv_pd *ibvpd, struct ibv_dm *ibvdm, uint64_t offset,
+			     size_t length, unsigned int access);
 void pib_unimport_mr(struct ibv_mr *ibvmr);
 int pib_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *ibvpd, void *addr,
 		 size_t length, int access);

@@ -57,6 +57,28 @@ enum pib_ib_query_pd_attrs {
 };
 
 /*
+ * Device memory (ibv_alloc_dm; "Device memory" in pib_hw.h).  A DM is mapped into the process,
+ * write-combining, from its mmap key: whole pages, its length rounded up to a page.
+ * - ALLOC_DM (UVERBS_OBJECT_DM, a core method) gains PIB_IB_ATTR_ALLOC_DM_RESP_MMAP_KEY.
+ * - PIB_IB_METHOD_DM_QUERY (UVERBS_OBJECT_DM): a DM handle's mmap key and length, for
+ *   ibv_import_dm.
+ * The device memory of a DM is freed when the DM is and no process maps it any more.
+ */
+enum pib_ib_alloc_dm_attrs {
+	PIB_IB_ATTR_ALLOC_DM_RESP_MMAP_KEY = (1U << UVERBS_ID_NS_SHIFT),  /* __u64 */
+};
+
+enum pib_ib_dm_methods {
+	PIB_IB_METHOD_DM_QUERY = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum pib_ib_query_dm_attrs {
+	PIB_IB_ATTR_QUERY_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	PIB_IB_ATTR_QUERY_DM_RESP_MMAP_KEY,     /* __u64 */
+	PIB_IB_ATTR_QUERY_DM_RESP_LENGTH,       /* __u64 */
+};
+
+/*
  * CQ: the provider allocates the ring (depth CQEs, then one page whose first u32 is the
  * consumer index record), page aligned, and passes it here; the driver pins it and hands its
  * page list to the device.  The CQEs are struct pib_cqe (32 bytes), or with
