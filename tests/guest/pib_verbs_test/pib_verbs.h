@@ -10,6 +10,7 @@
  *   ud.c              ud-qkey
  *   srq_xrc.c         srq-limit, xrc
  *   memory.c          mw, rereg
+ *   dm.c              dm
  *   cq_timing.c       timestamps, cq-moderation
  *   limits.c          limits
  *
@@ -209,6 +210,7 @@ ROLES(send_sizes) ROLES(rdma_rw) ROLES(atomics)				/* rc_data.c */
 ROLES(ud_qkey)								/* ud.c */
 ROLES(srq_limit) ROLES(xrc)						/* srq_xrc.c */
 ROLES(mw) ROLES(rereg)							/* memory.c */
+ROLES(dm)								/* dm.c */
 ROLES(timestamps) ROLES(cq_moderation)					/* cq_timing.c */
 ROLES(limits)								/* limits.c */
 #undef ROLES

@@ -70,6 +70,8 @@ static const struct subtest subtests[] = {
 	  "memory windows type 2 (LOCAL_INV, SEND_WITH_INV, range) and type 1 (unbind)" },
 	{ "rereg", rereg_server, rereg_client,
 	  "ibv_rereg_mr: access, translation, PD changed under the same keys; the next WRITE sees it" },
+	{ "dm", dm_server, dm_client,
+	  "device memory: RDMA WRITE/READ and FETCH_ADD between two DMs; past the DM MR refused" },
 	{ "timestamps", timestamps_server, timestamps_client,
 	  "device clock (ibv_query_rt_values_ex) and completion timestamps of a SEND ping-pong" },
 	{ "xrc", xrc_server, xrc_client,
