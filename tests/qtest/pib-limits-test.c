@@ -185,20 +185,6 @@ static void test_pma_saturate(void)
  * in bulk (qtest_bufwrite, qtest_bufread), not slot by slot.
  */
 
-static struct pib_device_attr lim_query(PibDev *d)
-{
-    struct pib_device_attr a;
-    struct pib_admin_cmd cmd = {
-        .opcode = PIB_CMD_QUERY_DEVICE,
-        .resp_addr = cpu_to_le64(d->resp),
-        .resp_len = cpu_to_le32(sizeof(a)),
-    };
-
-    g_assert_cmpuint(pib_cmd(d, &cmd, NULL), ==, PIB_AQ_OK);
-    qtest_memread(qts(d), d->resp, &a, sizeof(a));
-    return a;
-}
-
 /* A page list of n entries, written at once: the pages from addr on, or addr n times. */
 static uint64_t lim_pbl(PibDev *d, uint64_t addr, uint32_t n, bool same)
 {
@@ -414,7 +400,7 @@ static void test_cq_full(void)
     qs = pib_boot("-m 1G -device pib-hca,addr=4.0");
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 16);
-    a = lim_query(&d);
+    a = dp_query_device(&d);
     g_assert_cmpuint(le32_to_cpu(a.max_cqe), ==, PIB_MAX_CQE);
     g_assert_cmpuint(le32_to_cpu(a.max_qp_wr), ==, PIB_MAX_QP_WR);
     g_assert_cmpuint(le32_to_cpu(a.max_srq_wr), ==, PIB_MAX_SRQ_WR);
@@ -603,7 +589,7 @@ static void test_objects(void)
     TestPair p;
 
     dp_pair_up(&p);
-    a = lim_query(&p.b);
+    a = dp_query_device(&p.b);
     g_assert_cmpuint(le32_to_cpu(a.max_ah), ==, INT32_MAX);     /* no device object */
 
     max = le32_to_cpu(a.max_pd);
@@ -724,7 +710,7 @@ static void test_mtt(void)
     qs = pib_boot("-device pib-hca,addr=4.0");
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 16);
-    a = lim_query(&d);
+    a = dp_query_device(&d);
     mtt = le64_to_cpu(a.max_mr_size) / 4096;
     fit = mtt / npages;
     g_assert_cmpuint(fit, <=, G_N_ELEMENTS(cqn));
@@ -778,40 +764,6 @@ static void test_mtt(void)
  * size and what no free run holds; an MR must lie in its DM's length; a DM with an MR is BUSY;
  * REREG_MR refuses a DM MR; a page handed out again reads zero.
  */
-static uint8_t dm_alloc(PibDev *d, uint64_t length, uint32_t *dm, uint32_t *start)
-{
-    struct pib_admin_cmd cmd = {
-        .opcode = PIB_CMD_ALLOC_DM,
-        .in.alloc_dm.length = cpu_to_le64(length),
-    };
-    struct pib_admin_cqe cqe;
-    uint8_t st = pib_cmd(d, &cmd, &cqe);
-
-    *dm = le32_to_cpu(cqe.result0);
-    *start = le32_to_cpu(cqe.result1);
-    return st;
-}
-
-static uint8_t dm_reg_mr(PibDev *d, uint32_t pdn, uint32_t dm, uint64_t offset,
-                         uint64_t length, uint32_t *key)
-{
-    struct pib_admin_cmd cmd = {
-        .opcode = PIB_CMD_REG_DM_MR,
-        .in.reg_dm_mr = {
-            .pdn = cpu_to_le32(pdn),
-            .access = cpu_to_le32(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE),
-            .length = cpu_to_le64(length),
-            .offset = cpu_to_le64(offset),
-            .dm = cpu_to_le32(dm),
-        },
-    };
-    struct pib_admin_cqe cqe;
-    uint8_t st = pib_cmd(d, &cmd, &cqe);
-
-    *key = le32_to_cpu(cqe.result0);
-    return st;
-}
-
 static void test_dm(void)
 {
     const uint32_t size = 16384;
@@ -824,29 +776,29 @@ static void test_dm(void)
     qs = pib_boot("-device pib-hca,addr=4.0,dm-size=16384");
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 16);
-    a = lim_query(&d);
+    a = dp_query_device(&d);
     g_assert_cmpuint(le32_to_cpu(a.max_dm_size), ==, size);
     g_assert_cmpuint(le32_to_cpu(a.dm_bar_offset), ==, size);
     g_assert_cmpuint(d.bar0_size, ==, 2 * size);
     pdn = dp_create_pd(&d);
 
-    g_assert_cmpuint(dm_alloc(&d, 0, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dm_alloc(&d, size + 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dm_alloc(&d, 5000, &dm1, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_alloc_dm(&d, 0, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_alloc_dm(&d, size + 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_alloc_dm(&d, 5000, &dm1, &start), ==, PIB_AQ_OK);
     g_assert_cmpuint(start, ==, 0);
-    g_assert_cmpuint(dm_alloc(&d, 8192, &dm2, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_alloc_dm(&d, 8192, &dm2, &start), ==, PIB_AQ_OK);
     g_assert_cmpuint(start, ==, 8192);
-    g_assert_cmpuint(dm_alloc(&d, 1, &dm3, &start), ==, PIB_AQ_NO_RESOURCES);
+    g_assert_cmpuint(dp_alloc_dm(&d, 1, &dm3, &start), ==, PIB_AQ_NO_RESOURCES);
 
     /* The host writes DM 1's first page through BAR0. */
     qpci_io_writel(d.dev, d.bar0, size + 16, 0xfeedf00d);
     g_assert_cmphex(qpci_io_readl(d.dev, d.bar0, size + 16), ==, 0xfeedf00d);
 
-    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 4000, 1001, &key), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 5001, 0, &key), ==, PIB_AQ_BAD_PARAM);
-    g_assert_cmpuint(dm_reg_mr(&d, pdn, 77, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
-    g_assert_cmpuint(dm_reg_mr(&d, pdn + 1, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
-    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 0, 5000, &key), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn, dm1, 4000, 1001, &key), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn, dm1, 5001, 0, &key), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn, 77, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn + 1, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn, dm1, 0, 5000, &key), ==, PIB_AQ_OK);
     rereg = (struct pib_admin_cmd) {
         .opcode = PIB_CMD_REREG_MR,
         .in.rereg_mr = { .key = cpu_to_le32(key), .mask = cpu_to_le32(PIB_REREG_ACCESS) },
@@ -856,10 +808,10 @@ static void test_dm(void)
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, key), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm1), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm1), ==, PIB_AQ_BAD_RESOURCE);
-    g_assert_cmpuint(dm_reg_mr(&d, pdn, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
+    g_assert_cmpuint(dp_reg_dm_mr(&d, pdn, dm1, 0, 16, &key), ==, PIB_AQ_BAD_RESOURCE);
 
     /* The lowest free run again, and nothing of its last user left in it. */
-    g_assert_cmpuint(dm_alloc(&d, 4096, &dm3, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_alloc_dm(&d, 4096, &dm3, &start), ==, PIB_AQ_OK);
     g_assert_cmpuint(start, ==, 0);
     g_assert_cmphex(qpci_io_readl(d.dev, d.bar0, size + 16), ==, 0);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEALLOC_DM, dm3), ==, PIB_AQ_OK);
@@ -871,10 +823,10 @@ static void test_dm(void)
     qs = pib_boot("-device pib-hca,addr=4.0,dm-size=0");
     pib_open(&d, qs, PIB_DEVFN_A);
     pib_enable(&d, 16, 16);
-    a = lim_query(&d);
+    a = dp_query_device(&d);
     g_assert_cmpuint(le32_to_cpu(a.max_dm_size), ==, 0);
     g_assert_cmpuint(d.bar0_size, ==, PIB_REGS_SIZE);
-    g_assert_cmpuint(dm_alloc(&d, 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(dp_alloc_dm(&d, 1, &dm1, &start), ==, PIB_AQ_BAD_PARAM);
     pib_close(&d);
     qtest_shutdown(qs);
 }

@@ -13,7 +13,8 @@
  *                           between the same ports, recover with the ports ACTIVE all along
  *                           and no async event; the stopped SEND completes
  *                           once a receive is posted, and WRITE, READ, atomics and a memory
- *                           window work on the loaded QPs, their data checked; an interrupt
+ *                           window work on the loaded QPs, their data checked, and READ and
+ *                           WRITE through a DM MR find B's device memory as it was; an interrupt
  *                           error injection held back is sent at its deadline after the load
  *   /pib/migration/refused  the same stream with one number changed (a QP number out of
  *                           range, a QP's CQ that does not exist, a page list larger than the
@@ -44,6 +45,7 @@
 #define MIG_POLLS       20000   /* looks at the migration status, 5 ms apart: hang guard */
 #define MIG_MLID        0xc001
 #define MIG_ALIAS_GUID  0x0002c903000a2200ull
+#define MIG_DM_LEN      10000
 
 /* Everything the test made before the save, on both HCAs. */
 typedef struct Mig {
@@ -53,6 +55,9 @@ typedef struct Mig {
     uint32_t mw_mr;         /* an MR over y's buffer that windows may bind to */
     uint32_t mw_rkey;       /* a type 2 window on it, bound to y's QP */
     uint32_t srqn, xrcd;    /* on B: an SRQ with a QP on it; on A: an XRC domain */
+    uint32_t dm, dm_start;  /* on B: device memory, and a DM MR over it in y's PD */
+    uint32_t dm_key;
+    uint8_t dm_bytes[MIG_DM_LEN];   /* what the host wrote into it */
     TestQp srq_qp;
     char *file;
 } Mig;
@@ -223,6 +228,25 @@ static void mig_xrcd(Mig *m)
  * Both HCAs with every object type, traffic that completed, and a SEND of 3000 bytes from x
  * that y refused with an RNR NAK (no receive posted): x waits on its RNR timer.
  */
+/*
+ * Device memory on B: a DM the host wrote through BAR0, and a DM MR over it in y's PD.  The
+ * memory travels as the device's RAM block, the DM and MR in its section.
+ */
+static void mig_dm(Mig *m)
+{
+    struct pib_device_attr a = dp_query_device(&m->p.b);
+    unsigned i;
+
+    for (i = 0; i < MIG_DM_LEN; i++) {
+        m->dm_bytes[i] = i * 7 + 3;
+    }
+    g_assert_cmpuint(dp_alloc_dm(&m->p.b, MIG_DM_LEN, &m->dm, &m->dm_start), ==, PIB_AQ_OK);
+    m->dm_start += le32_to_cpu(a.dm_bar_offset);
+    qpci_memwrite(m->p.b.dev, m->p.b.bar0, m->dm_start, m->dm_bytes, MIG_DM_LEN);
+    g_assert_cmpuint(dp_reg_dm_mr(&m->p.b, m->y.pdn, m->dm, 0, MIG_DM_LEN, &m->dm_key), ==,
+                     PIB_AQ_OK);
+}
+
 static void mig_setup(Mig *m)
 {
     struct pib_sge sge;
@@ -250,6 +274,7 @@ static void mig_setup(Mig *m)
     mig_mcast(m);
     mig_xrcd(m);
     mig_kernel_mrs(m);
+    mig_dm(m);
     wr(&m->p.a, PIB_REG_SCRATCH, 0x5a5a1234);
     /* An alias GUID an SM assigned to A's port (GUIDInfo): its GID index 1. */
     {
@@ -379,6 +404,7 @@ static void test_mig_file(void)
     g_assert_cmpuint(dp_obj_cmd(&m.p.a, PIB_CMD_DESTROY_PD, m.x.pdn), ==, PIB_AQ_BUSY);
     g_assert_cmpuint(dp_obj_cmd(&m.p.b, PIB_CMD_DESTROY_SRQ, m.srqn), ==, PIB_AQ_BUSY);
     g_assert_cmpuint(dp_obj_cmd(&m.p.b, PIB_CMD_DEREG_MR, m.mw_mr), ==, PIB_AQ_BUSY);
+    g_assert_cmpuint(dp_obj_cmd(&m.p.b, PIB_CMD_DEALLOC_DM, m.dm), ==, PIB_AQ_BUSY);
 
     /* The SEND x was waiting with: a receive for it, and x's RNR timer runs out. */
     sge = dp_sge(m.y.buf + 8192, 4096, m.y.key);
@@ -402,6 +428,28 @@ static void test_mig_file(void)
                  m.y.buf + 4096, m.y.key);
     dp_expect(&m.p.a, &m.x.scq, 0x4, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
     dp_assert_same(&m.p.a, m.x.buf + 4096, &m.p.b, m.y.buf + 4096, 2048);
+
+    /* B's device memory came along: READ it through the loaded DM MR, then WRITE into it. */
+    {
+        g_autofree uint8_t *got = g_malloc(MIG_DM_LEN);
+
+        qpci_memread(m.p.b.dev, m.p.b.bar0, m.dm_start, got, MIG_DM_LEN);
+        g_assert_cmpmem(got, MIG_DM_LEN, m.dm_bytes, MIG_DM_LEN);
+        sge = dp_sge(m.x.buf, 4000, m.x.key);
+        dp_post_send(&m.p.a, &m.x.qp, PIB_WQE_RDMA_READ, PIB_WQE_F_SIGNALED, 0x5, &sge, 1,
+                     5000, m.dm_key);
+        dp_expect(&m.p.a, &m.x.scq, 0x5, PIB_WC_SUCCESS, PIB_CQE_RDMA_READ, NULL);
+        qtest_memread(qts(&m.p.a), m.x.buf, got, 4000);
+        g_assert_cmpmem(got, 4000, m.dm_bytes + 5000, 4000);
+        dp_fill(&m.p.a, m.x.buf, 3000, 5);
+        sge = dp_sge(m.x.buf, 3000, m.x.key);
+        dp_post_send(&m.p.a, &m.x.qp, PIB_WQE_RDMA_WRITE, PIB_WQE_F_SIGNALED, 0x6, &sge, 1,
+                     100, m.dm_key);
+        dp_expect(&m.p.a, &m.x.scq, 0x6, PIB_WC_SUCCESS, PIB_CQE_RDMA_WRITE, NULL);
+        qtest_memread(qts(&m.p.a), m.x.buf, m.dm_bytes + 100, 3000);
+        qpci_memread(m.p.b.dev, m.p.b.bar0, m.dm_start, got, MIG_DM_LEN);
+        g_assert_cmpmem(got, MIG_DM_LEN, m.dm_bytes, MIG_DM_LEN);
+    }
     g_assert_cmpuint(dp_err_count(&m.p.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&m.p.b), ==, 0);
 

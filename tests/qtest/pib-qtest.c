@@ -764,6 +764,55 @@ uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
     return key;
 }
 
+struct pib_device_attr dp_query_device(PibDev *d)
+{
+    struct pib_device_attr a;
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_QUERY_DEVICE,
+        .resp_addr = cpu_to_le64(d->resp),
+        .resp_len = cpu_to_le32(sizeof(a)),
+    };
+
+    g_assert_cmpuint(pib_cmd(d, &cmd, NULL), ==, PIB_AQ_OK);
+    qtest_memread(qts(d), d->resp, &a, sizeof(a));
+    return a;
+}
+
+uint8_t dp_alloc_dm(PibDev *d, uint64_t length, uint32_t *dm, uint32_t *start)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_ALLOC_DM,
+        .in.alloc_dm.length = cpu_to_le64(length),
+    };
+    struct pib_admin_cqe cqe;
+    uint8_t st = pib_cmd(d, &cmd, &cqe);
+
+    *dm = le32_to_cpu(cqe.result0);
+    *start = le32_to_cpu(cqe.result1);
+    return st;
+}
+
+uint8_t dp_reg_dm_mr(PibDev *d, uint32_t pdn, uint32_t dm, uint64_t offset, uint64_t length,
+                     uint32_t *key)
+{
+    struct pib_admin_cmd cmd = {
+        .opcode = PIB_CMD_REG_DM_MR,
+        .in.reg_dm_mr = {
+            .pdn = cpu_to_le32(pdn),
+            .access = cpu_to_le32(PIB_ACCESS_LOCAL_WRITE | PIB_ACCESS_REMOTE_WRITE |
+                                  PIB_ACCESS_REMOTE_READ),
+            .length = cpu_to_le64(length),
+            .offset = cpu_to_le64(offset),
+            .dm = cpu_to_le32(dm),
+        },
+    };
+    struct pib_admin_cqe cqe;
+    uint8_t st = pib_cmd(d, &cmd, &cqe);
+
+    *key = le32_to_cpu(cqe.result0);
+    return st;
+}
+
 uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type)
 {
     struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_MW };

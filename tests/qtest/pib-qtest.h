@@ -265,6 +265,13 @@ uint8_t dp_reg_mr_status(PibDev *d, uint32_t pdn, uint32_t access,
                          uint64_t addr, uint64_t len, uint32_t *key);
 uint32_t dp_reg_mr(PibDev *d, uint32_t pdn, uint32_t access,
                    uint64_t addr, uint64_t len);
+/* QUERY_DEVICE's answer. */
+struct pib_device_attr dp_query_device(PibDev *d);
+/* ALLOC_DM: the DM's number and its first byte in the device memory (BAR0 + dm_bar_offset). */
+uint8_t dp_alloc_dm(PibDev *d, uint64_t length, uint32_t *dm, uint32_t *start);
+/* REG_DM_MR, iova 0, with local and remote write and remote read. */
+uint8_t dp_reg_dm_mr(PibDev *d, uint32_t pdn, uint32_t dm, uint64_t offset, uint64_t length,
+                     uint32_t *key);
 /* ALLOC_MW of a type (1 or 2) in a PD; returns the window's first rkey. */
 uint32_t dp_alloc_mw(PibDev *d, uint32_t pdn, uint32_t type);
 uint8_t dp_create_cq_status(PibDev *d, uint32_t depth, uint32_t uar,
