@@ -80,6 +80,7 @@ compile() {   # compile SRC OBJ [extra flags], only when the source or a header 
 for f in "${MODEL[@]}"; do compile "$MODEL_DIR/$f" "$OUT/obj/$(basename "${f%.c}").o" $COV; done
 compile "$OUT/gen/trace/trace-hw_pib.c" "$OUT/obj/trace-hw_pib.o"
 compile "$SRC/util/bitops.c" "$OUT/obj/bitops.o"           # QEMU's own find_next_bit & co.
+compile "$SRC/util/bitmap.c" "$OUT/obj/bitmap.o"           # ... and bitmap_set & co.
 compile "$TOP/tests/fuzz/qemu-stubs.c" "$OUT/obj/qemu-stubs.o"
 compile "$TOP/tests/fuzz/fuzz-harness.c" "$OUT/obj/fuzz-harness.o"
 compile "$TOP/tests/fuzz/pib-link-fuzz.c" "$OUT/obj/pib-link-fuzz.o"

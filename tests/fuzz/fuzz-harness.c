@@ -1025,6 +1025,7 @@ void fz_setup(FzConfig cfg)
     fz.s->prop_lid = (cfg.flags3 & FZ_CFG3_NO_LID) ? 0 : FZ_LID;
     fz.s->link.direct = true;           /* the properties' defaults */
     fz.s->recv_dbrec = true;
+    fz.s->dm_size = 16384;              /* device memory, smaller than the default */
     fz.s->link.sndbuf = PIB_LINK_SNDBUF;    /* (a unix socket's only: not here) */
     fz.s->link.credits = (const OnOffAuto[4]) {    /* FZ_CFG3_CREDITS_MASK */
         ON_OFF_AUTO_AUTO, ON_OFF_AUTO_AUTO, ON_OFF_AUTO_ON, ON_OFF_AUTO_OFF,

@@ -918,6 +918,43 @@ void memory_region_init_io(MemoryRegion *mr, Object *owner,
     bar->size = size;
 }
 
+/*
+ * Device memory (pib-dm.c): RAM in BAR0.  The harness keeps it as a plain buffer; dirty
+ * tracking and the BAR's layout have no meaning without a machine.
+ */
+static uint8_t *fz_dm_ram;
+
+void memory_region_init_ram(MemoryRegion *mr, Object *owner, const char *name,
+                            uint64_t size, Error **errp)
+{
+    g_free(fz_dm_ram);
+    fz_dm_ram = g_malloc0(size);
+}
+
+void *memory_region_get_ram_ptr(MemoryRegion *mr)
+{
+    return fz_dm_ram;
+}
+
+void memory_region_set_dirty(MemoryRegion *mr, hwaddr addr, hwaddr size)
+{
+}
+
+void memory_region_init(MemoryRegion *mr, Object *owner, const char *name, uint64_t size)
+{
+}
+
+void memory_region_add_subregion(MemoryRegion *mr, hwaddr offset, MemoryRegion *subregion)
+{
+}
+
+void error_propagate(Error **dst_errp, Error *local_err)
+{
+    if (dst_errp && local_err && !*dst_errp) {
+        *dst_errp = local_err;
+    }
+}
+
 /* As memory_region_dispatch_*(): the device's guard blocks re-entry. */
 void fz_mmio_write(FzMmio *bar, DeviceState *dev, uint64_t addr, uint64_t val,
                    unsigned size)
