@@ -7,9 +7,11 @@
 # RDMA WRITE/READ (dereg succeeds, the transfer stops with an access error, no byte changes
 # afterwards), destroying objects still in use (EBUSY), and importing the device, a PD and an
 # MR with handles that are not there (refused) or whose MR is gone (LOC_PROT_ERR), and dma-buf
-# MRs (vgem's buffer): a WRITE lands, bad descriptors and ranges are refused.  Then the port is
-# still ACTIVE and both nodes still talk.
-# e2e-checks: 18
+# MRs (vgem's buffer): a WRITE lands, bad descriptors and ranges are refused; device memory
+# misused (bad DM sizes, DM MRs past the DM or not zero-based, a busy DM freed, a WRITE past a
+# DM MR: REM_ACCESS_ERR, nothing written).  Then the port is still ACTIVE and both nodes still
+# talk.
+# e2e-checks: 19
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 
@@ -23,7 +25,7 @@ echo "$out"
 check "pib-misuse-test exits 0 (rc=$rc)" test $rc -eq 0
 check "it made checks" grep -q '^PASS' <<<"$out"
 check "no FAIL line" bash -c '! grep -q "^FAIL" <<<"$1"' _ "$out"
-for c in bad-lkey sge-range wrong-state queue-depth cq-overflow dereg-inflight destroy-busy mcast import \
+for c in bad-lkey sge-range wrong-state queue-depth cq-overflow dereg-inflight destroy-busy mcast import dm \
          dmabuf; do
   check "case $c ran" grep -q "^PASS  $c:" <<<"$out"
 done

@@ -1265,6 +1265,123 @@ out:
 }
 
 /* =============================================================================================
+ * dm: device memory misused.  A DM of 0 bytes, over max_dm_size or with an unknown comp_mask;
+ * an MR over it that is not zero-based, runs past the DM, or asks for a window right; freeing
+ * a DM an MR lies in (EBUSY, and it still works); a DM handle the file does not hold, imported;
+ * an RDMA WRITE past the DM MR's end (REM_ACCESS_ERR, nothing written), one inside it (lands,
+ * local SGE in the DM too); a new DM after the old one was freed reads zero.
+ */
+
+#define DM_LEN (2 * PAGE)
+#define DM_ZB  IBV_ACCESS_ZERO_BASED
+
+static int case_dm(struct dev *d)
+{
+	const unsigned int rw = DM_ZB | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct ibv_alloc_dm_attr attr = { .length = DM_LEN };
+	struct ibv_device_attr_ex dev;
+	struct ibv_dm *dm = NULL, *bad;
+	struct ibv_mr *mr = NULL, *badmr;
+	uint8_t pat[16], got[DM_LEN];
+	int status, ret = -1;
+	size_t i;
+
+	if (ibv_query_device_ex(d->ctx, NULL, &dev) || dev.max_dm_size < DM_LEN) {
+		fail("ibv_query_device_ex, or max_dm_size under %d bytes", DM_LEN);
+		return -1;
+	}
+	attr.length = 0;
+	bad = ibv_alloc_dm(d->ctx, &attr);
+	check(!bad, "a DM of 0 bytes: refused (%s)", strerror(errno));
+	attr.length = dev.max_dm_size + 1;
+	bad = bad ? bad : ibv_alloc_dm(d->ctx, &attr);
+	check(!bad, "a DM of max_dm_size + 1 bytes: refused (%s)", strerror(errno));
+	attr.length = DM_LEN;
+	attr.comp_mask = 1;
+	bad = bad ? bad : ibv_alloc_dm(d->ctx, &attr);
+	check(!bad, "a DM with an unknown comp_mask: refused (%s)", strerror(errno));
+	if (bad)
+		ibv_free_dm(bad);
+	attr.comp_mask = 0;
+	dm = ibv_alloc_dm(d->ctx, &attr);
+	if (!dm) {
+		fail("ibv_alloc_dm(%d): %s", DM_LEN, strerror(errno));
+		return -1;
+	}
+
+	badmr = ibv_reg_dm_mr(d->pd, dm, 0, DM_LEN, rw & ~DM_ZB);
+	check(!badmr, "a DM MR that is not zero-based: refused (%s)", strerror(errno));
+	badmr = badmr ? badmr : ibv_reg_dm_mr(d->pd, dm, 8, DM_LEN, rw);
+	check(!badmr, "a DM MR past the DM's end: refused (%s)", strerror(errno));
+	badmr = badmr ? badmr : ibv_reg_dm_mr(d->pd, dm, 0, DM_LEN, rw | IBV_ACCESS_MW_BIND);
+	check(!badmr, "a DM MR with MW_BIND: refused (%s)", strerror(errno));
+	if (badmr)
+		ibv_dereg_mr(badmr);
+	mr = ibv_reg_dm_mr(d->pd, dm, 0, DM_LEN, rw);
+	if (!mr) {
+		fail("ibv_reg_dm_mr: %s", strerror(errno));
+		goto out;
+	}
+	errno = 0;
+	check(ibv_free_dm(dm) == EBUSY, "free a DM an MR lies in: EBUSY");
+
+	errno = 0;
+	bad = ibv_import_dm(d->ctx, 0x7ffffff0);
+	check(!bad && errno, "import a DM handle the file does not hold: refused (%s)",
+	      strerror(errno));
+	if (bad)
+		ibv_unimport_dm(bad);
+
+	/* Loopback WRITEs, DM MR to DM MR: 16 bytes from offset 0 to 512, then past the end. */
+	for (i = 0; i < sizeof(pat); i++)
+		pat[i] = 0xa0 + i;
+	if (ibv_memcpy_to_dm(dm, 0, pat, sizeof(pat))) {
+		fail("ibv_memcpy_to_dm: %s", strerror(errno));
+		goto out;
+	}
+	status = loopback_write(d, d->ctx, d->pd, NULL, mr->lkey, mr->rkey);
+	check(status == IBV_WC_SUCCESS && !ibv_memcpy_from_dm(got, dm, 0, DM_LEN) &&
+	      !memcmp(got + 512, pat, sizeof(pat)),
+	      "an RDMA WRITE from the DM into the DM: %s, data landed",
+	      status < 0 ? "no completion" : st(status));
+	status = loopback_write(d, d->ctx, d->pd, (uint8_t *)(uintptr_t)(DM_LEN - 16), mr->lkey,
+				mr->rkey);
+	/*
+	 * The QP is its own responder: the responder's access error moves it to ERR, which may
+	 * flush the WRITE before the NAK completes it (e2e 29j sees REM_ACCESS_ERR between two).
+	 */
+	check(status == IBV_WC_REM_ACCESS_ERR || status == IBV_WC_WR_FLUSH_ERR,
+	      "an RDMA WRITE past the DM MR's end: %s",
+	      status < 0 ? "no completion" : st(status));
+	{
+		uint8_t after[DM_LEN];
+
+		check(!ibv_memcpy_from_dm(after, dm, 0, DM_LEN) && !memcmp(after, got, DM_LEN),
+		      "... and the DM is unchanged");
+	}
+
+	/* Freed, then allocated again: the device memory reads zero. */
+	check(!ibv_dereg_mr(mr), "deregister the DM MR");
+	mr = NULL;
+	check(!ibv_free_dm(dm), "free the DM");
+	dm = ibv_alloc_dm(d->ctx, &attr);
+	if (!dm) {
+		fail("ibv_alloc_dm again: %s", strerror(errno));
+		goto out;
+	}
+	memset(got, 0xff, sizeof(got));
+	check(!ibv_memcpy_from_dm(got, dm, 0, DM_LEN) &&
+	      !memcmp(got, (uint8_t[DM_LEN]){ 0 }, DM_LEN), "a new DM reads zero");
+	ret = 0;
+out:
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (dm)
+		ibv_free_dm(dm);
+	return ret;
+}
+
+/* =============================================================================================
  * dmabuf: MRs over a dma-buf (ibv_reg_dmabuf_mr), from udmabuf (a memfd's pages; Linux 6.12's
  * Debian kernel has it) or vgem (a virtual GEM driver's dumb buffer; both kernels have the
  * module, which the e2e test loads).  The CPU sees the buffer through a mapping; an RDMA WRITE
@@ -1418,6 +1535,7 @@ static const struct {
 	{ "mcast", case_mcast },
 	{ "import", case_import },
 	{ "dmabuf", case_dmabuf },
+	{ "dm", case_dm },
 };
 
 static void usage(FILE *f)
