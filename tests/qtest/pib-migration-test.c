@@ -18,7 +18,7 @@
  *                           error injection held back is sent at its deadline after the load
  *   /pib/migration/refused  the same stream with one number changed (a QP number out of
  *                           range, a QP's CQ that does not exist, a page list larger than the
- *                           MTT): the destination refuses it and exits with status 1, never a
+ *                           MTT, a DM over another): the destination refuses it and exits with status 1, never a
  *                           crash, never a huge allocation
  *   /pib/migration/mutate   a fuzzer: that stream with 1-4 random changes in A's section
  *                           (bits, zeros, all-ones, +1, at seeded random places), loaded by a
@@ -46,6 +46,7 @@
 #define MIG_MLID        0xc001
 #define MIG_ALIAS_GUID  0x0002c903000a2200ull
 #define MIG_DM_LEN      10000
+#define MIG_DM_A_LEN    5555
 
 /* Everything the test made before the save, on both HCAs. */
 typedef struct Mig {
@@ -225,28 +226,37 @@ static void mig_xrcd(Mig *m)
 }
 
 /*
- * Both HCAs with every object type, traffic that completed, and a SEND of 3000 bytes from x
- * that y refused with an RNR NAK (no receive posted): x waits on its RNR timer.
- */
-/*
  * Device memory on B: a DM the host wrote through BAR0, and a DM MR over it in y's PD.  The
- * memory travels as the device's RAM block, the DM and MR in its section.
+ * memory travels as the device's RAM block, the DM and MR in its section.  Each HCA's first
+ * DM is a page of padding, so that the DMs the test uses start elsewhere than byte 0; A's
+ * second one (DM 2, MIG_DM_A_LEN bytes at 4096) is what /pib/migration/refused overlaps.
  */
 static void mig_dm(Mig *m)
 {
     struct pib_device_attr a = dp_query_device(&m->p.b);
+    uint32_t pad, start;
     unsigned i;
 
     for (i = 0; i < MIG_DM_LEN; i++) {
         m->dm_bytes[i] = i * 7 + 3;
     }
+    g_assert_cmpuint(dp_alloc_dm(&m->p.a, 100, &pad, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(dp_alloc_dm(&m->p.a, MIG_DM_A_LEN, &pad, &start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(pad, ==, 2);
+    g_assert_cmpuint(start, ==, 4096);
+    g_assert_cmpuint(dp_alloc_dm(&m->p.b, 4096, &pad, &start), ==, PIB_AQ_OK);
     g_assert_cmpuint(dp_alloc_dm(&m->p.b, MIG_DM_LEN, &m->dm, &m->dm_start), ==, PIB_AQ_OK);
+    g_assert_cmpuint(m->dm_start, ==, 4096);
     m->dm_start += le32_to_cpu(a.dm_bar_offset);
     qpci_memwrite(m->p.b.dev, m->p.b.bar0, m->dm_start, m->dm_bytes, MIG_DM_LEN);
     g_assert_cmpuint(dp_reg_dm_mr(&m->p.b, m->y.pdn, m->dm, 0, MIG_DM_LEN, &m->dm_key), ==,
                      PIB_AQ_OK);
 }
 
+/*
+ * Both HCAs with every object type, traffic that completed, and a SEND of 3000 bytes from x
+ * that y refused with an RNR NAK (no receive posted): x waits on its RNR timer.
+ */
 static void mig_setup(Mig *m)
 {
     struct pib_sge sge;
@@ -523,7 +533,8 @@ static void test_mig_refused(void)
     Mig m;
     g_autofree uint8_t *good = NULL;
     g_autofree char *bad = NULL;
-    uint8_t pat[24];
+    uint8_t pat[32];
+    uint32_t was;
     gsize len;
     size_t at;
 
@@ -573,7 +584,20 @@ static void test_mig_refused(void)
     put_be32(pat + 13, m.x.scq.depth);
     put_be32(pat + 17, PIB_CQE_STRIDE_LOG);
     at = mig_find(good, len, pat, 21);
+    was = ldl_be_p(good + at + 21);
     put_be32(good + at + 21, UINT32_MAX);
+    g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
+    mig_expect_refused(bad);
+    put_be32(good + at + 21, was);
+
+    /* 4. A's DM 2 moved onto byte 0, over DM 1: two DMs in the same device memory. */
+    pat[0] = 1;
+    put_be32(pat + 1, 2);
+    put_be32(pat + 5, 2);
+    stq_be_p(pat + 9, 4096);
+    stq_be_p(pat + 17, MIG_DM_A_LEN);
+    at = mig_find(good, len, pat, 25);
+    stq_be_p(good + at + 9, 0);
     g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
     mig_expect_refused(bad);
 
