@@ -180,13 +180,13 @@ struct PibMgmtPort {
  * MulticastForwardingTable show and an SM sets (pib-sma.c), and what the switch forwards by
  * (switch/pib-switch.c).  Every unicast LID has an LFT entry; MFT entries are port masks.
  */
-#define PIB_SW_MAX_PORTS        32      /* external ports: two MFT positions */
+#define PIB_SW_MAX_PORTS        32      /* external ports: with port 0, three MFT positions */
 #define PIB_SW_LFT_CAP          0xc000  /* LinearFDBCap: LIDs 0 .. 0xbfff */
 #define PIB_SW_MFT_CAP          1024    /* MulticastFDBCap: MLIDs 0xc000 .. 0xc3ff */
 #define PIB_SW_LIFE_TIME        15      /* LifeTimeValue after reset (IBTA 14.2.5.4) */
 typedef struct PibMgmtSwitch {
     uint8_t lft[PIB_SW_LFT_CAP];        /* port per LID, PIB_LFT_NO_PORT: drop */
-    uint32_t mft[PIB_SW_MFT_CAP];       /* bit p: forward out of port p */
+    uint64_t mft[PIB_SW_MFT_CAP];       /* bit p: forward out of port p (0..32) */
     uint16_t lft_top;
     uint16_t mft_top;
     uint8_t life_time;                  /* [4:0] LifeTimeValue */
@@ -199,12 +199,14 @@ typedef struct PibMgmtSwitch {
 
 /*
  * The MFT bits that name ports of a switch with nports external ports: port 0 (bit 0) and
- * ports 1 .. nports, as far as an entry's 32 bits (two PortMask positions) reach.
+ * ports 1 .. nports.  A switch of 32 ports has 33: its port 32 is bit 0 of PortMask position 2
+ * (IBTA 14.2.5.12), so an entry is 64 bits.
  */
-static inline uint32_t pib_mgmt_mft_ports(unsigned nports)
+static inline uint64_t pib_mgmt_mft_ports(unsigned nports)
 {
-    return nports >= 31 ? UINT32_MAX : (2u << nports) - 1;
+    return (2ull << nports) - 1;
 }
+QEMU_BUILD_BUG_ON(PIB_SW_MAX_PORTS >= 63);
 
 /* The data VLs an OperationalVLs (or VLCap) encoding names: 1, 2, 4, 8 or 15; 0 for none. */
 static inline unsigned pib_mgmt_vls(uint8_t enc)

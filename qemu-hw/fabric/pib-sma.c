@@ -650,16 +650,16 @@ static uint16_t sma_mft(SmaReq *r)
     uint16_t *data = (uint16_t *)r->smp->data;
     int i;
 
-    /* [27:9] of the modifier are reserved. */
-    if (first >= PIB_SW_MFT_CAP || shift > r->n->num_ports || shift >= 32) {
+    /* [27:9] of the modifier are reserved; a position must hold a port the switch has. */
+    if (first >= PIB_SW_MFT_CAP || shift > r->n->num_ports) {
         trace_pib_sma_switch_refused(r->n->node_guid, "MulticastForwardingTable", mod);
         return PIB_MAD_STATUS_INVALID_VALUE;
     }
     for (i = 0; i < PIB_MFT_BLOCK_ENTRIES; i++) {
-        uint32_t *e = &sw->mft[first + i];
+        uint64_t *e = &sw->mft[first + i];
 
         if (r->set) {
-            *e = (*e & ~(0xffffu << shift)) | (uint32_t)lduw_be_p(&data[i]) << shift;
+            *e = (*e & ~(0xffffull << shift)) | (uint64_t)lduw_be_p(&data[i]) << shift;
             /* Port 0 is bit 0 of position 0; ports beyond the switch's do not exist. */
             *e &= pib_mgmt_mft_ports(r->n->num_ports);
         }

@@ -171,10 +171,14 @@ static int sw_post_load(void *opaque, int version_id)
     return 0;
 }
 
+/*
+ * Version 2: MFT entries of 64 bits (a 32-port switch's port 32 is bit 32).  A version 1
+ * stream, from a pib before it, is refused: QEMU says which versions it takes.
+ */
 const VMStateDescription vmstate_pib_switch = {
     .name = "pib-switch",
-    .version_id = 1,
-    .minimum_version_id = 1,
+    .version_id = 2,
+    .minimum_version_id = 2,
     .pre_save = sw_pre_save,
     .post_load = sw_post_load,
     .fields = (const VMStateField[]) {
@@ -184,7 +188,7 @@ const VMStateDescription vmstate_pib_switch = {
         VMSTATE_STRUCT_VARRAY_UINT8(ports, PibSwitch, mig_ports, 1, vmstate_pib_sw_port,
                                     PibSwitchPort),
         PIB_VMSTATE_BYTES(PibSwitch, tables.lft),
-        VMSTATE_UINT32_ARRAY(tables.mft, PibSwitch, PIB_SW_MFT_CAP),
+        VMSTATE_UINT64_ARRAY(tables.mft, PibSwitch, PIB_SW_MFT_CAP),
         VMSTATE_UINT16(tables.lft_top, PibSwitch),
         VMSTATE_UINT16(tables.mft_top, PibSwitch),
         VMSTATE_UINT8(tables.life_time, PibSwitch),

@@ -253,20 +253,20 @@ static void sw_route_multicast(PibSwitch *sw, PibSwitchPort *in, PibPacket *p, u
 {
     PibMgmtSwitch *t = &sw->tables;
     uint32_t idx = mlid - PIB_LID_MULTICAST_BASE;
-    uint32_t mask;
+    uint64_t mask;
     int port, last;
 
     /* A MulticastFDBTop of 0 is an SM that never set it: then the whole table is valid. */
     mask = idx < PIB_SW_MFT_CAP && (t->mft_top == 0 || mlid <= t->mft_top) ?
            t->mft[idx] : 0;
-    mask &= ~(1u << in->num) & ~1u;
+    mask &= ~(1ull << in->num) & ~1ull;
     if (!mask) {
         pib_sw_drop(sw, in, p, PIB_SW_DROP_NO_ROUTE, mlid);
         return;
     }
-    last = 31 - clz32(mask);
+    last = 63 - clz64(mask);
     for (port = 1; port < last; port++) {
-        if (mask & (1u << port)) {
+        if (mask & (1ull << port)) {
             PibSwitchPort *out = &sw->ports[port];
             PibPacket *copy = pib_link_packet_new(&out->link, pib_packet_ib_len(p));
 

@@ -66,6 +66,9 @@
  *                           or saved from another switch are refused (the load exits 1); 48
  *                           streams with random changes are each refused or loaded and run
  *                           (sw_mig_mutate: a fuzzer of the switch's section)
+ *   /pib/switch/mft-32      a switch of 32 ports: MFT position 2 holds port 32 (masked to the
+ *                           ports there are), position 3 is INVALID_VALUE; a multicast packet
+ *                           to ports 1, 3 and 32 reaches the HCAs on 1 and 32
  */
 
 #include "qemu/osdep.h"
@@ -87,6 +90,7 @@ typedef struct Sw {
     char *dir;
     PibDev a, b;
     int fd;                 /* port 3: this process */
+    int b_port;             /* B's port: 2, or another of a larger switch */
 } Sw;
 
 static char *sw_sock(Sw *s, const char *name)
@@ -95,10 +99,11 @@ static char *sw_sock(Sw *s, const char *name)
 }
 
 /*
- * The switch (with these more properties, ",name=value..."), the HCAs, and this process on
- * port 3; our HELLO has these PIB_HELLO_F_* flags.
+ * A switch of nports ports (with these more properties, ",name=value..."), HCA A on port 1, B on
+ * port b_port, and this process on port 3; our HELLO has these PIB_HELLO_F_* flags.
  */
-static void sw_boot_ex(Sw *s, uint32_t hello_flags, const char *sw_props)
+static void sw_boot_ports(Sw *s, uint32_t hello_flags, const char *sw_props, int nports,
+                          int b_port)
 {
     g_autofree char *p1 = NULL, *p2 = NULL, *p3 = NULL, *args = NULL;
     PibDev *devs[2] = { &s->a, &s->b };
@@ -117,10 +122,11 @@ static void sw_boot_ex(Sw *s, uint32_t hello_flags, const char *sw_props)
         "-chardev socket,id=s3,path=%s,server=on,wait=off "
         "-chardev socket,id=ca,path=%s," PIB_CHR_RECONNECT_1S " "
         "-chardev socket,id=cb,path=%s," PIB_CHR_RECONNECT_1S " "
-        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port2=s2,port3=s3%s "
+        "-device pib-switch,id=sw0,ports=%d,node-guid=0x%" PRIx64 ",port1=s1,port%d=s2,port3=s3%s "
         "-device pib-hca,addr=4.0,id=pa,chardev=ca,lid=1 "
         "-device pib-hca,addr=5.0,id=pb,chardev=cb,lid=2",
-        p1, p2, p3, p1, p2, SW_PORTS, (uint64_t)SW_NODE_GUID, sw_props);
+        p1, p2, p3, p1, p2, nports, (uint64_t)SW_NODE_GUID, b_port, sw_props);
+    s->b_port = b_port;
     s->qs = pib_boot(args);
     pib_open(&s->a, s->qs, PIB_DEVFN_A);
     pib_open(&s->b, s->qs, PIB_DEVFN_B);
@@ -133,6 +139,11 @@ static void sw_boot_ex(Sw *s, uint32_t hello_flags, const char *sw_props)
     /* An HCA with a `lid` needs no SM: ACTIVE once its cable trained. */
     pib_wait_port_state(&s->a, PIB_PORT_ACTIVE);
     pib_wait_port_state(&s->b, PIB_PORT_ACTIVE);
+}
+
+static void sw_boot_ex(Sw *s, uint32_t hello_flags, const char *sw_props)
+{
+    sw_boot_ports(s, hello_flags, sw_props, SW_PORTS, 2);
 }
 
 static void sw_boot(Sw *s)
@@ -328,9 +339,9 @@ static void sw_port_state(Sw *s, uint8_t port, uint8_t state, uint16_t lid)
 }
 
 /*
- * The SM's work: the switch's LID, the LFT (LIDs 1 and 2 to ports 1 and 2, the switch's own to
- * port 0, ours to port 3; LID 4 to a port the switch does not have, LID 5 back out of port 3)
- * and its top, every port ACTIVE.  Returns SwitchInfo as set.
+ * The SM's work: the switch's LID, the LFT (LIDs 1 and 2 to A's and B's ports, the switch's own
+ * to port 0, ours to port 3; LID 4 to a port the 3-port switch does not have, LID 5 back out of
+ * port 3) and its top, the connected ports ACTIVE.  Returns SwitchInfo as set.
  */
 static struct pib_switch_info sw_program(Sw *s)
 {
@@ -342,7 +353,7 @@ static struct pib_switch_info sw_program(Sw *s)
     sw_port_state(s, 0, 0, SW_LID);
     memset(lft, PIB_LFT_NO_PORT, sizeof(lft));
     lft[1] = 1;
-    lft[2] = 2;
+    lft[2] = s->b_port;
     lft[SW_LID] = 0;
     lft[SW_SM_LID] = SW_TEST_PORT;
     lft[4] = SW_PORTS + 2;          /* a port the switch does not have */
@@ -357,8 +368,10 @@ static struct pib_switch_info sw_program(Sw *s)
     memcpy(&si, resp.data, sizeof(si));
     g_assert_cmpuint(be16_to_cpu(si.lft_top_be), ==, SW_SM_LID);
     for (i = 1; i <= SW_PORTS; i++) {
-        sw_port_state(s, i, PIB_PORT_ARMED, 0);
-        sw_port_state(s, i, PIB_PORT_ACTIVE, 0);
+        int port = i == 2 ? s->b_port : i;
+
+        sw_port_state(s, port, PIB_PORT_ARMED, 0);
+        sw_port_state(s, port, PIB_PORT_ACTIVE, 0);
     }
     return si;
 }
@@ -1655,7 +1668,7 @@ static void test_switch_migration(void)
     struct pib_port_counters pc2, pc2_after, pc;
     struct pib_smp resp;
     struct pib_switch_info si;
-    uint8_t lft[64], pat[8], buf[PIB_LINK_MAX_PAYLOAD];
+    uint8_t lft[64], pat[16], buf[PIB_LINK_MAX_PAYLOAD];
     uint16_t len16;
     uint16_t mft[PIB_MFT_BLOCK_ENTRIES] = { 0 };
     gsize len;
@@ -1765,9 +1778,9 @@ static void test_switch_migration(void)
     stl_be_p(stream + at - 4, state);
     /* 2. MLID 0xc000's entry (after the LFT's last unrouted LIDs) naming port 5. */
     memset(pat, PIB_LFT_NO_PORT, 4);
-    stl_be_p(pat + 4, 1u << 1 | 1u << 2);
-    at = sw_mig_find(stream, len, pat, 8);
-    stl_be_p(stream + at + 4, 1u << 5 | 1u << 1);
+    stq_be_p(pat + 4, 1u << 1 | 1u << 2);       /* (an MFT entry is a be64) */
+    at = sw_mig_find(stream, len, pat, 12);
+    stq_be_p(stream + at + 4, 1u << 5 | 1u << 1);
     g_assert_true(g_file_set_contents(bad, (char *)stream, len, NULL));
     sw_mig_expect_refused(dir, SW_NODE_GUID, bad);
     /* 3. The good stream, into a switch with another node GUID. */
@@ -1785,6 +1798,54 @@ static void test_switch_migration(void)
     g_rmdir(dir);
 }
 
+/*
+ * A switch of 32 ports: port 32 is bit 0 of MFT position 2 (IBTA 14.2.5.12), which the SMA
+ * takes (and masks to the ports there are); position 3 holds no port: INVALID_VALUE.  A
+ * multicast packet from port 3 to an MLID of ports 1, 3 and 32 reaches A (port 1) and B
+ * (port 32), each once.
+ */
+static void test_switch_mft_32(void)
+{
+    uint64_t ca[PIB_CNT_MAX], cb[PIB_CNT_MAX], ca2[PIB_CNT_MAX], cb2[PIB_CNT_MAX];
+    uint16_t mft[PIB_MFT_BLOCK_ENTRIES] = { 0 };
+    uint8_t junk[64] = { 0 };
+    struct pib_smp resp;
+    uint64_t fwd;
+    Sw s;
+    int i;
+
+    sw_boot_ports(&s, 0, "", 32, 32);
+    sw_program(&s);
+    stw_be_p(&mft[0], 0xffff);                      /* ports 32..47: only 32 is there */
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_MFT, 2u << 28, mft, sizeof(mft), &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0x0001);
+    stw_be_p(&mft[0], 1u << 1 | 1u << SW_TEST_PORT);
+    g_assert_cmphex(sw_dr_set(&s, PIB_SMP_ATTR_MFT, 0, mft, sizeof(mft), &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 1u << 1 | 1u << SW_TEST_PORT);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 2u << 28, &resp), ==, 0);
+    g_assert_cmphex(lduw_be_p(resp.data), ==, 0x0001);
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_MFT, 3u << 28, &resp), ==,
+                    PIB_MAD_STATUS_INVALID_VALUE);
+
+    dp_counters(&s.a, ca);
+    dp_counters(&s.b, cb);
+    fwd = sw_counter(&s, "forwarded");
+    sw_send_ud(&s, 0xc000, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
+    for (i = 0; i < 1000; i++) {
+        dp_counters(&s.a, ca2);
+        dp_counters(&s.b, cb2);
+        if (ca2[PIB_CNT_RX_DROP_MCAST] > ca[PIB_CNT_RX_DROP_MCAST] &&
+            cb2[PIB_CNT_RX_DROP_MCAST] > cb[PIB_CNT_RX_DROP_MCAST]) {
+            break;
+        }
+        g_usleep(10000);    /* a hang guard: 1000 looks */
+    }
+    g_assert_cmpuint(ca2[PIB_CNT_RX_DROP_MCAST], ==, ca[PIB_CNT_RX_DROP_MCAST] + 1);
+    g_assert_cmpuint(cb2[PIB_CNT_RX_DROP_MCAST], ==, cb[PIB_CNT_RX_DROP_MCAST] + 1);
+    g_assert_cmpuint(sw_counter(&s, "forwarded"), ==, fwd + 2);     /* a copy per port */
+    sw_shutdown(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1799,5 +1860,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     qtest_add_func("/pib/switch/migration", test_switch_migration);
+    qtest_add_func("/pib/switch/mft-32", test_switch_mft_32);
     return g_test_run();
 }
