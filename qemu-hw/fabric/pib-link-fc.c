@@ -121,15 +121,51 @@ static int64_t fc_hoq_life(const PibLink *l)
     return !l->hoq || v >= PIB_MGMT_HOQ_INFINITE ? -1 : (int64_t)4096 << v;
 }
 
+/* Is VL v stalled now (VLStallCount)?  A stall that ran its time ends here. */
+static bool fc_vl_stalled(PibLink *l, int v, int64_t now)
+{
+    PibLinkVl *vl = &l->vl[v];
+    PibPacket *p;
+
+    if (!vl->stalled_until) {
+        return false;
+    }
+    if (now < vl->stalled_until) {
+        return true;
+    }
+    vl->stalled_until = 0;
+    vl->hoq_drops = 0;
+    trace_pib_link_fc_vl_stall(l->id, v, "stall over");
+    if ((p = QSIMPLEQ_FIRST(&vl->q))) {
+        p->fc_head_since = now;         /* a head from now on */
+    }
+    return false;
+}
+
+/* A packet of VL v leaves its queue unsent: the port's discard, its input credit freed. */
+static void fc_hoq_discard(PibLink *l, int v, PibPacket *p, int64_t waited)
+{
+    trace_pib_link_fc_hoq(l->id, v, waited / SCALE_US);
+    if (l->ops->fc_hoq_discard) {
+        l->ops->fc_hoq_discard(l, v);
+    }
+    pib_link_packet_free(l, p);
+}
+
 /*
  * Discard the heads that waited past HOQLife (freeing the input credits they held), and set the
- * timer for the next head's expiry.
+ * timer for the next head's expiry.  VLStallCount such discards in a row (PortInfo, IBTA
+ * 18.2.5.4) stall the VL for 8 x HOQLife: every packet of it is discarded meanwhile, those
+ * waiting now and those that come.  A packet sent starts the count again; 0 never stalls.
  */
 static void fc_hoq_check(PibLink *l)
 {
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     int64_t life = fc_hoq_life(l), next = INT64_MAX;
+    uint8_t stall = l->arb ? l->arb->vl_stall_count : 0;
+    PibLinkVl *vl;
     PibPacket *p;
+    bool stalled;
     int v;
 
     if (life < 0) {
@@ -137,21 +173,28 @@ static void fc_hoq_check(PibLink *l)
         return;
     }
     for (v = 0; v < PIB_LINK_DATA_VLS; v++) {
-        while ((p = QSIMPLEQ_FIRST(&l->vl[v].q)) && now - p->fc_head_since >= life) {
-            QSIMPLEQ_REMOVE_HEAD(&l->vl[v].q, next);
-            l->vl[v].qlen--;
+        vl = &l->vl[v];
+        stalled = fc_vl_stalled(l, v, now);
+        while ((p = QSIMPLEQ_FIRST(&vl->q)) &&
+               (stalled || now - p->fc_head_since >= life)) {
+            QSIMPLEQ_REMOVE_HEAD(&vl->q, next);
+            vl->qlen--;
             l->txq_len--;
-            trace_pib_link_fc_hoq(l->id, v, (now - p->fc_head_since) / SCALE_US);
-            if (l->ops->fc_hoq_discard) {
-                l->ops->fc_hoq_discard(l, v);
+            fc_hoq_discard(l, v, p, now - p->fc_head_since);
+            if (!stalled && stall && ++vl->hoq_drops >= stall) {
+                vl->stalled_until = now + 8 * life;
+                stalled = true;
+                trace_pib_link_fc_vl_stall(l->id, v, "stalled for 8 x HOQLife");
             }
-            pib_link_packet_free(l, p);
-            if ((p = QSIMPLEQ_FIRST(&l->vl[v].q))) {
+            if ((p = QSIMPLEQ_FIRST(&vl->q))) {
                 p->fc_head_since = now;
             }
         }
         if (p) {
             next = MIN(next, p->fc_head_since + life);
+        }
+        if (vl->stalled_until) {
+            next = MIN(next, vl->stalled_until);
         }
     }
     if (next == INT64_MAX) {
@@ -212,6 +255,8 @@ void pib_link_fc_purge(PibLink *l)
             pib_link_packet_free(l, p);
         }
         l->vl[i].qlen = 0;
+        l->vl[i].hoq_drops = 0;
+        l->vl[i].stalled_until = 0;
     }
     timer_del(l->hoq_timer);
     if (l->fc_waiting) {
@@ -413,6 +458,7 @@ void pib_link_fc_pump(PibLink *l)
         n = fc_blocks(pib_packet_ib_len(p));
         QSIMPLEQ_REMOVE_HEAD(&l->vl[v].q, next);
         l->vl[v].qlen--;
+        l->vl[v].hoq_drops = 0;
         l->vl[v].fctbs = (l->vl[v].fctbs + n) & FC_MASK;
         fc_arb_sent(l, t, pib_packet_ib_len(p));
         QSIMPLEQ_INSERT_TAIL(&l->txq, p, next);
@@ -453,10 +499,17 @@ void pib_link_fc_pump(PibLink *l)
 /* A data packet to send on a flow-controlled link: its VL's queue, then the pick. */
 void pib_link_fc_enqueue(PibLink *l, PibPacket *p)
 {
-    PibLinkVl *v = &l->vl[p->data[PIB_LINK_HDR_LEN] >> 4];
+    int vln = p->data[PIB_LINK_HDR_LEN] >> 4;
+    PibLinkVl *v = &l->vl[vln];
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
 
+    if (l->hoq && fc_vl_stalled(l, vln, now)) {
+        l->txq_len--;                   /* (counted in when the owner queued it) */
+        fc_hoq_discard(l, vln, p, 0);   /* a stalled VL takes nothing */
+        return;
+    }
     if (l->hoq && QSIMPLEQ_EMPTY(&v->q)) {
-        p->fc_head_since = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+        p->fc_head_since = now;
     }
     QSIMPLEQ_INSERT_TAIL(&v->q, p, next);
     v->qlen++;

@@ -123,6 +123,8 @@ typedef struct PibLinkVl {
     uint16_t abr;           /* receive: adjusted blocks received, modulo 4096 */
     uint16_t held;          /* receive: blocks of our buffer in use */
     uint16_t fccl_sent;     /* receive: the credit limit our last FLOW frame granted */
+    uint8_t hoq_drops;      /* transmit: HOQ discards since the VL last sent (VLStallCount) */
+    int64_t stalled_until;  /* transmit: VLStalled until then (virtual ns); 0: not stalled */
 } PibLinkVl;
 
 /* What the link asks of its owner. */

@@ -51,7 +51,7 @@
 /* PortInfo encodings the SMA resets a port to: widths 1X or 4X, speeds SDR/DDR/QDR enabled. */
 #define SMA_WIDTH_SUPPORTED     3
 #define SMA_SPEED_SUPPORTED     7
-#define SMA_VL_STALL_COUNT      7
+#define SMA_VL_STALL_COUNT      7       /* PortInfo:VLStallCount's reset value */
 #define SMA_LINK_DOWN_POLLING   2
 
 /* Why a port's management state changed: what the node tells its driver (PibMgmtOps). */
@@ -157,6 +157,7 @@ struct PibMgmtPort {
     uint8_t vl_high_limit;
     uint8_t operational_vls;
     uint8_t hoq_life;
+    uint8_t vl_stall_count;     /* HOQ discards in a row that stall a VL; 0: never */
     uint8_t enforce;            /* opvls_enforce [3:0]: partition/raw filtering bits */
     uint8_t phy_overrun_thresh; /* LocalPhyErrors, OverrunErrors thresholds */
     uint16_t mkey_violations;

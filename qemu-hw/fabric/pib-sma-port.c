@@ -91,6 +91,7 @@ void pib_mgmt_port_reset(PibMgmtPort *p)
     p->vl_high_limit = 0;
     p->operational_vls = PIB_MGMT_VL_CAP;
     p->hoq_life = PIB_MGMT_HOQ_INFINITE;   /* no discard until an SM sets a lifetime */
+    p->vl_stall_count = SMA_VL_STALL_COUNT;
     p->enforce = 0;
     p->phy_overrun_thresh = 0;
     p->mkey_violations = 0;
@@ -316,6 +317,7 @@ const VMStateDescription vmstate_pib_mgmt_port = {
         VMSTATE_UINT8(vl_high_limit, PibMgmtPort),
         VMSTATE_UINT8(operational_vls, PibMgmtPort),
         VMSTATE_UINT8(hoq_life, PibMgmtPort),
+        VMSTATE_UINT8(vl_stall_count, PibMgmtPort),
         VMSTATE_UINT8(enforce, PibMgmtPort),
         VMSTATE_UINT8(phy_overrun_thresh, PibMgmtPort),
         VMSTATE_UINT16(mkey_violations, PibMgmtPort),

@@ -274,7 +274,7 @@ static void sma_port_info_fill(SmaReq *r, PibMgmtPort *p)
     pi->vl_arb_high_cap = PIB_MGMT_VLARB_CAP;
     pi->vl_arb_low_cap = PIB_MGMT_VLARB_CAP;
     pi->inittypereply_mtucap = PIB_MGMT_MTU_CAP;
-    pi->vlstall_hoqlife = SMA_VL_STALL_COUNT << 5 | p->hoq_life;
+    pi->vlstall_hoqlife = p->vl_stall_count << 5 | p->hoq_life;
     pi->opvls_enforce = p->operational_vls << 4 | p->enforce;
     pi->mkey_violations_be = cpu_to_be16(p->mkey_violations);
     pi->pkey_violations_be = cpu_to_be16(p->pkey_violations);
@@ -371,7 +371,7 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
     } else {
         changed = 0;
     }
-    if ((pi->vlstall_hoqlife & 0x1f) != p->hoq_life) {
+    if (pi->vlstall_hoqlife != (p->vl_stall_count << 5 | p->hoq_life)) {
         changed |= PIB_MGMT_CHG_HOQ;
     }
     p->neighbor_mtu = mtu;
@@ -391,6 +391,7 @@ static uint16_t sma_port_info_set(SmaReq *r, PibMgmtPort *p)
         p->operational_vls = opvls;
     }
     p->hoq_life = pi->vlstall_hoqlife & 0x1f;
+    p->vl_stall_count = pi->vlstall_hoqlife >> 5;
     p->enforce = pi->opvls_enforce & 0xf;
     p->phy_overrun_thresh = pi->phy_overrun_errors;
     p->mkey_violations = be16_to_cpu(pi->mkey_violations_be);

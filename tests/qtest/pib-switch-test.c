@@ -1087,18 +1087,26 @@ static void test_switch_credits(void)
  * here), counted in port 2's PortXmitDiscards and drop-hoq-lifetime, and what comes after
  * them reaches B.
  */
-static void sw_set_hoq(Sw *s, uint8_t port, uint8_t hoq)
+/* PortInfo:HOQLife of a port, and VLStallCount (stall < 0: as it is). */
+static void sw_set_hoq_stall(Sw *s, uint8_t port, uint8_t hoq, int stall)
 {
     struct pib_smp resp;
     struct pib_port_info pi;
+    uint8_t want;
 
     g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, port, &resp), ==, 0);
     memcpy(&pi, resp.data, sizeof(pi));
     pi.speed_state &= 0xf0;
     pi.phys_down &= 0x0f;
-    pi.vlstall_hoqlife = (pi.vlstall_hoqlife & 0xe0) | hoq;
+    want = (stall < 0 ? pi.vlstall_hoqlife & 0xe0 : stall << 5) | hoq;
+    pi.vlstall_hoqlife = want;
     g_assert_cmphex(sw_dr_set(s, PIB_SMP_ATTR_PORT_INFO, port, &pi, sizeof(pi), &resp), ==, 0);
-    g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife & 0x1f, ==, hoq);
+    g_assert_cmphex(((struct pib_port_info *)resp.data)->vlstall_hoqlife, ==, want);
+}
+
+static void sw_set_hoq(Sw *s, uint8_t port, uint8_t hoq)
+{
+    sw_set_hoq_stall(s, port, hoq, -1);
 }
 
 static void test_switch_hoq(void)
@@ -1143,13 +1151,80 @@ static void test_switch_hoq(void)
     g_assert_cmpuint(be16_to_cpu(pc1.xmit_discards_be), ==,
                      be16_to_cpu(pc0.xmit_discards_be) + SWC_BUFFER_PKTS);
 
-    /* B lets go: nothing of the discarded comes, and new packets do. */
+    /*
+     * Seven discards in a row (VLStallCount's reset value) stalled VL0 for 8 lifetimes
+     * (/pib/switch/vl-stall): past that, B lets go; nothing of the discarded comes, and new
+     * packets do.
+     */
+    qtest_clock_step(s.qs->qts, 8 * (4096ll << 10));
     swc_qom_set_hold(&s, "/machine/peripheral/pb", false);
     for (i = 0; i < 5; i++) {
         sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
                       sizeof(payload));
     }
     sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS, cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS + 5);
+    sw_shutdown(&s);
+}
+
+/*
+ * VLStallCount (PortInfo, IBTA 18.2.5.4): port 2 with HOQLife 10 (4.2 ms) and VLStallCount 2.
+ * B holds its credits, its buffer full and a buffer's worth waiting at port 2.  One lifetime
+ * discards one head, the second one stalls VL0: everything waiting goes at once.  While
+ * stalled (8 lifetimes) packets to B are discarded as they come; after it, they wait again,
+ * and reach B when it lets go.  The reset value reads 7.
+ */
+static void test_switch_vl_stall(void)
+{
+    static uint8_t payload[SWC_PAYLOAD];
+    const int64_t life = 4096ll << 10;
+    uint64_t fwd, hoq0, cb[PIB_CNT_MAX];
+    struct pib_smp resp;
+    Sw s;
+    int i;
+
+    sw_boot_ex(&s, PIB_HELLO_F_CREDITS, "");
+    sw_program(&s);
+    peer_send_flow(s.fd, 0, 2048, 2048);       /* credit for the answers to us */
+    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
+    g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife >> 5, ==, 7);
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", true);
+    dp_counters(&s.b, cb);
+    fwd = sw_counter(&s, "forwarded");
+    hoq0 = sw_counter(&s, "drop-hoq-lifetime");
+    for (i = 0; i < 2 * SWC_BUFFER_PKTS; i++) {
+        if (i == SWC_BUFFER_PKTS) {
+            sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS,
+                                cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
+        }
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(&s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
+
+    sw_set_hoq_stall(&s, 2, 10, 2);
+    qtest_clock_step(s.qs->qts, life + 1000);
+    g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0 + 1);
+    qtest_clock_step(s.qs->qts, life + 1000);
+    g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0 + SWC_BUFFER_PKTS);
+
+    /* Stalled: what comes for VL0 of port 2 goes at once. */
+    for (i = 0; i < 3; i++) {
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(&s, "drop-hoq-lifetime", hoq0 + SWC_BUFFER_PKTS + 3);
+
+    /* Eight lifetimes on: the stall is over, and packets wait at the head again. */
+    qtest_clock_step(s.qs->qts, 8 * life);
+    fwd = sw_counter(&s, "forwarded");
+    for (i = 0; i < 3; i++) {
+        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(&s, "forwarded", fwd + 3);
+    g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0 + SWC_BUFFER_PKTS + 3);
+    swc_qom_set_hold(&s, "/machine/peripheral/pb", false);
+    sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS, cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS + 3);
     sw_shutdown(&s);
 }
 
@@ -1857,6 +1932,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/credits", test_switch_credits);
     qtest_add_func("/pib/switch/vlarb", test_switch_vlarb);
     qtest_add_func("/pib/switch/hoq", test_switch_hoq);
+    qtest_add_func("/pib/switch/vl-stall", test_switch_vl_stall);
     qtest_add_func("/pib/switch/hca-qp0", test_switch_hca_qp0);
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     qtest_add_func("/pib/switch/migration", test_switch_migration);
