@@ -1109,34 +1109,48 @@ static void sw_set_hoq(Sw *s, uint8_t port, uint8_t hoq)
     sw_set_hoq_stall(s, port, hoq, -1);
 }
 
+/*
+ * For the head-of-queue tests: the switch programmed, B holding its credits with its buffer
+ * full (B's RX count before, in cb) and a buffer's worth of UD SENDs to B waiting at port 2;
+ * *pi is port 2's PortInfo, read before.
+ */
+static void sw_hoq_fill(Sw *s, uint64_t cb[PIB_CNT_MAX], struct pib_smp *pi)
+{
+    static uint8_t payload[SWC_PAYLOAD];
+    uint64_t fwd;
+    int i;
+
+    sw_boot_ex(s, PIB_HELLO_F_CREDITS, "");
+    sw_program(s);
+    peer_send_flow(s->fd, 0, 2048, 2048);       /* credit for the PMA's answers to us */
+    g_assert_cmphex(sw_dr_get(s, PIB_SMP_ATTR_PORT_INFO, 2, pi), ==, 0);
+    swc_qom_set_hold(s, "/machine/peripheral/pb", true);
+    dp_counters(&s->b, cb);
+    fwd = sw_counter(s, "forwarded");
+    /* B's buffer's worth (which B takes), then port 2's buffer's worth (which waits). */
+    for (i = 0; i < 2 * SWC_BUFFER_PKTS; i++) {
+        if (i == SWC_BUFFER_PKTS) {
+            sw_wait_hca_counter(&s->b, PIB_CNT_RX_PACKETS,
+                                cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
+        }
+        sw_send_ud_vl(s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
+                      sizeof(payload));
+    }
+    sw_wait_counter(s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
+}
+
 static void test_switch_hoq(void)
 {
     static uint8_t payload[SWC_PAYLOAD];
     struct pib_port_counters pc0, pc1;
-    uint64_t fwd, hoq0, cb[PIB_CNT_MAX];
+    uint64_t hoq0, cb[PIB_CNT_MAX];
     struct pib_smp resp;
     Sw s;
     int i;
 
-    sw_boot_ex(&s, PIB_HELLO_F_CREDITS, "");
-    sw_program(&s);
-    peer_send_flow(s.fd, 0, 2048, 2048);       /* credit for the PMA's answers to us */
-    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
+    sw_hoq_fill(&s, cb, &resp);
     g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife & 0x1f, ==, 20);
-    swc_qom_set_hold(&s, "/machine/peripheral/pb", true);
-    dp_counters(&s.b, cb);
-    fwd = sw_counter(&s, "forwarded");
     hoq0 = sw_counter(&s, "drop-hoq-lifetime");
-    /* B's buffer's worth (which B takes), then port 3's buffer's worth (which waits). */
-    for (i = 0; i < 2 * SWC_BUFFER_PKTS; i++) {
-        if (i == SWC_BUFFER_PKTS) {
-            sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS,
-                                cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
-        }
-        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
-                      sizeof(payload));
-    }
-    sw_wait_counter(&s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
     /* Infinite: ten seconds at the head change nothing. */
     qtest_clock_step(s.qs->qts, 10 * 1000 * 1000 * 1000ll);
     g_assert_cmpuint(sw_counter(&s, "drop-hoq-lifetime"), ==, hoq0);
@@ -1182,24 +1196,9 @@ static void test_switch_vl_stall(void)
     Sw s;
     int i;
 
-    sw_boot_ex(&s, PIB_HELLO_F_CREDITS, "");
-    sw_program(&s);
-    peer_send_flow(s.fd, 0, 2048, 2048);       /* credit for the answers to us */
-    g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
+    sw_hoq_fill(&s, cb, &resp);
     g_assert_cmpuint(((struct pib_port_info *)resp.data)->vlstall_hoqlife >> 5, ==, 7);
-    swc_qom_set_hold(&s, "/machine/peripheral/pb", true);
-    dp_counters(&s.b, cb);
-    fwd = sw_counter(&s, "forwarded");
     hoq0 = sw_counter(&s, "drop-hoq-lifetime");
-    for (i = 0; i < 2 * SWC_BUFFER_PKTS; i++) {
-        if (i == SWC_BUFFER_PKTS) {
-            sw_wait_hca_counter(&s.b, PIB_CNT_RX_PACKETS,
-                                cb[PIB_CNT_RX_PACKETS] + SWC_BUFFER_PKTS);
-        }
-        sw_send_ud_vl(&s, 2, SW_SM_LID, 0, 0, 0x42, PIB_DEFAULT_PKEY, payload,
-                      sizeof(payload));
-    }
-    sw_wait_counter(&s, "forwarded", fwd + 2 * SWC_BUFFER_PKTS);
 
     sw_set_hoq_stall(&s, 2, 10, 2);
     qtest_clock_step(s.qs->qts, life + 1000);
