@@ -133,7 +133,7 @@ uint8_t pib_cmd_dealloc_dm(PibState *s, const struct pib_admin_cmd *cmd,
  */
 bool pib_dm_rw(PibState *s, uint64_t addr, void *buf, uint32_t len, DMADirection dir)
 {
-    if (addr > s->dm_size || len > s->dm_size - addr) {
+    if (!pib_range_in(addr, len, 0, s->dm_size)) {
         return false;
     }
     if (dir == DMA_DIRECTION_TO_DEVICE) {

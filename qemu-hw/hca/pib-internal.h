@@ -392,6 +392,12 @@ MemoryRegion *pib_dm_bar0(PibState *s);
 bool pib_dm_rw(PibState *s, uint64_t addr, void *buf, uint32_t len, DMADirection dir);
 void pib_dm_reset_all(PibState *s);
 
+/* Is [va, va + len) inside [base, base + size)?  (Written not to wrap.) */
+static inline bool pib_range_in(uint64_t va, uint64_t len, uint64_t base, uint64_t size)
+{
+    return va >= base && len <= size && va - base <= size - len;
+}
+
 /* pib-mr.c: MRs, windows, and memory access through them */
 typedef enum PibMemErr {
     PIB_MEM_OK,

@@ -228,7 +228,7 @@ uint8_t pib_cmd_reg_dm_mr(PibState *s, const struct pib_admin_cmd *cmd,
     if (status != PIB_AQ_OK) {
         return status;
     }
-    if (offset > dm->length || length > dm->length - offset) {
+    if (!pib_range_in(offset, length, 0, dm->length)) {
         return pib_cmd_reject("REG_DM_MR", "range outside the DM", offset + length,
                               PIB_AQ_BAD_PARAM);
     }
@@ -537,13 +537,6 @@ const char *pib_mem_err_name(PibMemErr err)
     case PIB_MEM_DMA:     return "guest memory inaccessible";
     default:              return "?";
     }
-}
-
-/* Is [va, va + len) inside [base, base + size)?  (Written not to wrap.) */
-static bool pib_range_in(uint64_t va, uint64_t len, uint64_t base,
-                         uint64_t size)
-{
-    return va >= base && len <= size && va - base <= size - len;
 }
 
 /*

@@ -6,9 +6,10 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  *
  * One table type serves every object type (PibTable, pib-objects.h): PDs, MRs, memory
- * windows, CQs, SRQs, XRCDs, QPs and device memory allocations.  The numbers in a table are the ones the driver names
- * its objects by, so every number that comes from the guest (an admin command, a WQE, a
- * doorbell, a packet's DQPN) is looked up here, and the range check is in one place.
+ * windows, CQs, SRQs, XRCDs, QPs and device memory allocations.  The numbers in a table are
+ * the ones the driver names its objects by, so every number that comes from the guest (an
+ * admin command, a WQE, a doorbell, a packet's DQPN) is looked up here, and the range check is
+ * in one place.
  */
 
 #include "qemu/osdep.h"

@@ -842,8 +842,7 @@ static bool pib_mig_mr_check(PibState *s, void *obj, uint32_t n)
         PIB_LOAD_CHECK(dm, "MR's DM", mr->dm);
         PIB_LOAD_CHECK(!mr->flags && !mr->fast_reg && mr->max_pages == 0 &&
                        mr->length <= UINT64_MAX - mr->iova &&
-                       mr->dm_addr >= dm->start && mr->length <= dm->length &&
-                       mr->dm_addr - dm->start <= dm->length - mr->length,
+                       pib_range_in(mr->dm_addr, mr->length, dm->start, dm->length),
                        "MR in device memory", mr->dm_addr);
         dm->refcnt++;
     } else if (mr->flags & PIB_MR_F_PHYS) {
