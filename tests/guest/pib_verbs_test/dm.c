@@ -33,6 +33,18 @@ static const char *const dm_names[DM_NR] = {
 	"RDMA WRITE past the DM MR's end",
 };
 
+/*
+ * Both sides' connection for round k, so that they agree: one for the rounds that succeed, a
+ * new one for the WRITE past the end (which ends its QP in ERR).  0, or -1 on failure.
+ */
+static int dm_round_conn(struct role *r, struct conn *c, const struct conn_params *p,
+			 enum dm_round k)
+{
+	if (k == DM_PAST_END)
+		conn_close(r, c);
+	return k == DM_WRITE || k == DM_PAST_END ? conn_open(r, c, p, NULL) : 0;
+}
+
 /* A DM of len bytes and its MR, or a skip/failure. */
 static int dm_open(struct role *r, size_t len, struct ibv_dm **dm, struct ibv_mr **mr)
 {
@@ -100,12 +112,8 @@ int dm_server(struct role *r)
 		ssize_t bad;
 		bool ok;
 
-		if (k == DM_WRITE || k == DM_PAST_END) {
-			if (k == DM_PAST_END)
-				conn_close(r, &c);
-			if (conn_open(r, &c, &p, NULL))
-				goto out;
-		}
+		if (dm_round_conn(r, &c, &p, k))
+			goto out;
 		if (chan_send(r, "target %x", mr->rkey) || chan_sync(r, "done"))
 			goto out;
 		if (k == DM_WRITE)
@@ -124,9 +132,8 @@ int dm_server(struct role *r)
 			       bad);
 		if (chan_send_verdict(r, ok) || chan_sync(r, "next"))
 			goto out;
-		if (k == DM_NR - 1)
-			conn_close(r, &c);
 	}
+	conn_close(r, &c);
 	ret = chan_sync(r, "end");
 out:
 	dm_close(r, dm, mr);
@@ -167,12 +174,8 @@ int dm_client(struct role *r)
 		uint32_t rkey;
 		bool server_ok;
 
-		if (k == DM_WRITE || k == DM_PAST_END) {
-			if (k == DM_PAST_END)
-				conn_close(r, &c);
-			if (conn_open(r, &c, &p, NULL))
-				goto out;
-		}
+		if (dm_round_conn(r, &c, &p, k))
+			goto out;
 		if (chan_recv(r, 1, "target %x", &rkey))
 			goto out;
 		wr.wr.rdma.rkey = rkey;
@@ -222,9 +225,8 @@ int dm_client(struct role *r)
 		check(r, server_ok, "%s: the server found its DM as expected", dm_names[k]);
 		if (chan_sync(r, "next"))
 			goto out;
-		if (k == DM_NR - 1)
-			conn_close(r, &c);
 	}
+	conn_close(r, &c);
 	ret = chan_sync(r, "end");
 out:
 	dm_close(r, dm, mr);
