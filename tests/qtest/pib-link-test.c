@@ -844,11 +844,8 @@ static void test_link_credits(void)
         sent = (sent + CR_PKT_BLOCKS) & 0xfff;
         i++;
     }
-    dp_counters(&d, cnt);
-    for (i = 0; i < 200 && cnt[PIB_CNT_RX_PACKETS] - cnt0[PIB_CNT_RX_PACKETS] < 100; i++) {
-        g_usleep(10000);
-        dp_counters(&d, cnt);
-    }
+    PIB_WAIT_FOR((dp_counters(&d, cnt),
+                  cnt[PIB_CNT_RX_PACKETS] - cnt0[PIB_CNT_RX_PACKETS] >= 100));
     g_assert_cmpuint(cnt[PIB_CNT_RX_PACKETS] - cnt0[PIB_CNT_RX_PACKETS], ==, 100);
     g_assert_cmpuint(cnt[PIB_CNT_RX_DROP_CREDIT], ==, 0);
     g_assert_cmpuint(fctbs, ==, 4 * CR_PKT_BLOCKS);         /* what it sent above */

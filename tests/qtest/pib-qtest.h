@@ -58,6 +58,18 @@
 #define PIB_DEVFN_B         QPCI_DEVFN(5, 0)
 #define TEST_NODE_GUID      0x0002c903000abcd0ull
 #define TIMEOUT_US          (10 * G_USEC_PER_SEC)
+/*
+ * Look at cond every 10 ms until it holds, for what crosses a socket or another process in
+ * real time; TIMEOUT_US is only a hang guard (a slow machine looks longer, never fails sooner).
+ * The caller asserts what it waited for afterwards.
+ */
+#define PIB_WAIT_FOR(cond)                                                  \
+    do {                                                                    \
+        gint64 wait_end_ = g_get_monotonic_time() + TIMEOUT_US;            \
+        while (!(cond) && g_get_monotonic_time() < wait_end_) {             \
+            g_usleep(10000);                                                \
+        }                                                                   \
+    } while (0)
 #define ADDR_OUTSIDE_RAM    (1ull << 44)    /* aligned, nothing mapped there */
 
 /*

@@ -472,11 +472,7 @@ static void sw_port_partition(Sw *s, uint8_t port, const uint16_t *keys, int n, 
 /* Wait until the switch counter `name` reaches `want` (the packets cross a socket first). */
 static void sw_wait_counter(Sw *s, const char *name, uint64_t want)
 {
-    int i;
-
-    for (i = 0; i < 200 && sw_counter(s, name) < want; i++) {
-        g_usleep(10000);
-    }
+    PIB_WAIT_FOR(sw_counter(s, name) >= want);
     g_assert_cmpuint(sw_counter(s, name), ==, want);
 }
 
@@ -484,15 +480,8 @@ static void sw_wait_counter(Sw *s, const char *name, uint64_t want)
 static void sw_wait_hca_counter(PibDev *d, int which, uint64_t want)
 {
     uint64_t c[PIB_CNT_MAX];
-    int i;
 
-    for (i = 0; i < 200; i++) {
-        dp_counters(d, c);
-        if (c[which] >= want) {
-            break;
-        }
-        g_usleep(10000);
-    }
+    PIB_WAIT_FOR((dp_counters(d, c), c[which] >= want));
     g_assert_cmpuint(c[which], ==, want);
 }
 
@@ -508,7 +497,6 @@ static void test_switch_dr(void)
     struct pib_switch_info si;
     struct pib_port_info pi;
     uint64_t before;
-    int i;
 
     sw_boot(&s);
 
@@ -592,10 +580,7 @@ static void test_switch_dr(void)
     req.hdr.class_spec_be = cpu_to_be16(0 << 8 | 1);
     sw_send_ud(&s, PIB_LID_PERMISSIVE, PIB_LID_PERMISSIVE, true, 0, &req, sizeof(req));
     g_assert_false(sw_recv_smp(&s, &resp, NULL, 300));
-    for (i = 0; i < 50 && sw_counter(&s, "drop-dr") < before + 3; i++) {
-        g_usleep(10000);
-    }
-    g_assert_cmpuint(sw_counter(&s, "drop-dr"), ==, before + 3);
+    sw_wait_counter(&s, "drop-dr", before + 3);
 
     sw_shutdown(&s);
 }
@@ -608,7 +593,6 @@ static void test_switch_forwarding(void)
     uint8_t junk[64] = { 0 };
     uint64_t no_route, bad_port, arrival, fwd;
     uint16_t dlid;
-    int i;
 
     sw_boot(&s);
     si = sw_program(&s);
@@ -626,12 +610,9 @@ static void test_switch_forwarding(void)
     sw_send_ud(&s, 4, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* no port 5 */
     sw_send_ud(&s, 5, SW_SM_LID, false, 0x42, junk, sizeof(junk));     /* back to 3 */
     sw_send_ud(&s, SW_SM_LID, SW_SM_LID, false, 0x42, junk, sizeof(junk)); /* to us: 3 */
-    for (i = 0; i < 100 && sw_counter(&s, "drop-arrival-port") < arrival + 2; i++) {
-        g_usleep(10000);
-    }
+    sw_wait_counter(&s, "drop-arrival-port", arrival + 2);
     g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 2);
     g_assert_cmpuint(sw_counter(&s, "drop-bad-port"), ==, bad_port + 1);
-    g_assert_cmpuint(sw_counter(&s, "drop-arrival-port"), ==, arrival + 2);
 
     /*
      * Multicast: MLID 0xc000 to ports 1, 2 and 3 (MFT block 0, position 0, and
@@ -655,20 +636,11 @@ static void test_switch_forwarding(void)
         no_route = sw_counter(&s, "drop-no-route");
         sw_send_ud(&s, 0xc000, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
         sw_send_ud(&s, 0xc001, SW_SM_LID, false, PIB_MCAST_QPN, junk, sizeof(junk));
-        for (i = 0; i < 100 && sw_counter(&s, "drop-no-route") < no_route + 1; i++) {
-            g_usleep(10000);
-        }
+        sw_wait_counter(&s, "drop-no-route", no_route + 1);
         g_assert_cmpuint(sw_counter(&s, "forwarded"), ==, fwd + 2);
-        g_assert_cmpuint(sw_counter(&s, "drop-no-route"), ==, no_route + 1);
-        for (i = 0; i < 100; i++) {
-            dp_counters(&s.a, ca2);
-            dp_counters(&s.b, cb2);
-            if (ca2[PIB_CNT_RX_DROP_MCAST] > ca[PIB_CNT_RX_DROP_MCAST] &&
-                cb2[PIB_CNT_RX_DROP_MCAST] > cb[PIB_CNT_RX_DROP_MCAST]) {
-                break;
-            }
-            g_usleep(10000);
-        }
+        PIB_WAIT_FOR((dp_counters(&s.a, ca2), dp_counters(&s.b, cb2),
+                      ca2[PIB_CNT_RX_DROP_MCAST] > ca[PIB_CNT_RX_DROP_MCAST] &&
+                      cb2[PIB_CNT_RX_DROP_MCAST] > cb[PIB_CNT_RX_DROP_MCAST]));
         g_assert_cmpuint(ca2[PIB_CNT_RX_DROP_MCAST], ==, ca[PIB_CNT_RX_DROP_MCAST] + 1);
         g_assert_cmpuint(cb2[PIB_CNT_RX_DROP_MCAST], ==, cb[PIB_CNT_RX_DROP_MCAST] + 1);
     }
@@ -1483,21 +1455,15 @@ static void test_switch_dr_chain(void)
     Sw s = { .fd = peer_connect(a1) };
     struct pib_smp req, resp;
     struct pib_node_info ni;
-    struct pib_port_info pi;
-    int i;
+    struct pib_port_info pi = { 0 };
 
     peer_expect_hello(s.fd, SW_CHAIN_GUID_A);
     peer_send_hello(s.fd);
 
     /* A's port 2 trains once B has dialled it (B redials every second). */
-    for (i = 0; i < 100; i++) {
-        g_assert_cmphex(sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp), ==, 0);
-        memcpy(&pi, resp.data, sizeof(pi));
-        if ((pi.speed_state & 0xf) == PIB_PORT_INIT) {
-            break;
-        }
-        g_usleep(50000);
-    }
+    PIB_WAIT_FOR((sw_dr_get(&s, PIB_SMP_ATTR_PORT_INFO, 2, &resp) == 0 &&
+                  (memcpy(&pi, resp.data, sizeof(pi)),
+                   (pi.speed_state & 0xf) == PIB_PORT_INIT)));
     g_assert_cmpuint(pi.speed_state & 0xf, ==, PIB_PORT_INIT);
     g_assert_cmpuint(pi.phys_down >> 4, ==, PIB_PHYS_LINKUP);
 
@@ -1815,9 +1781,7 @@ static void test_switch_migration(void)
     g_assert_cmpuint(sw_mig_port_state(&p[1], 1), ==, PIB_PORT_ACTIVE);
     g_assert_cmpuint(sw_mig_port_state(&p[1], 2), ==, PIB_PORT_ACTIVE);
     /* (port 3 holds its state until its peer's HELLO is read: a hang guard of looks) */
-    for (i = 0; i < 500 && sw_mig_port_state(&p[1], 3) != PIB_PORT_INIT; i++) {
-        g_usleep(10000);
-    }
+    PIB_WAIT_FOR(sw_mig_port_state(&p[1], 3) == PIB_PORT_INIT);
     g_assert_cmpuint(sw_mig_port_state(&p[1], 3), ==, PIB_PORT_INIT);
     /* The tables as the SM left them, and forwarding by them. */
     g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_LFT, 0, &resp), ==, 0);
