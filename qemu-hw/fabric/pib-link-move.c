@@ -229,3 +229,111 @@ bool pib_link_move_load(PibLink *l, PibLinkMoveSaved *m)
     pib_link_move_arrived(l, m->token, m->peer_guid, m->peer_token, PIB_LINK_MOVE_HOLD_MS);
     return m->peer_guid != 0;
 }
+
+/*
+ * The notices a node sends (PibMoveNotice, pib-link.h)
+ *
+ * The notice goes when an outgoing migration starts, while the machine still runs: the MOVE
+ * frame then leaves in the seconds the RAM takes to copy.  Sent only from the save, it could
+ * wait behind a socket full of data that the stopped source never sends before it quits (a
+ * busy sender's), and the peer would see the old cable close without it: a link down.  The
+ * save sends it again, which renews the peer's wait for a migration that took longer than
+ * PIB_LINK_MOVE_HOLD_MS.  A migration that fails while the machine still runs withdraws it;
+ * one that fails after the stop, when the machine runs again, as does a save that the machine
+ * outlives where it was (a snapshot).  A machine that runs after a load has nothing to
+ * withdraw: its cables are new.
+ *
+ *                 migration starts / the save: announce(HOLD)
+ *     QUIET  ------------------------------------------------>  ANNOUNCED
+ *       ^   the migration fails while running / the machine        |
+ *       +-- runs again, not loaded: announce(0) -------------------+
+ */
+
+static void move_notice_announce(PibMoveNotice *m)
+{
+    if (m->announce(m->opaque, PIB_LINK_MOVE_HOLD_MS)) {
+        m->announced = true;
+    }
+}
+
+static void move_notice_withdraw(PibMoveNotice *m)
+{
+    m->announce(m->opaque, 0);
+    m->announced = false;
+}
+
+static void move_notice_failed(PibMoveNotice *m)
+{
+    if (m->announced && !m->stopped) {
+        move_notice_withdraw(m);
+    }
+}
+
+#if PIB_MIG_EVENTS
+static int move_notice_event(NotifierWithReturn *n, MigrationEvent *e, Error **errp)
+{
+    PibMoveNotice *m = container_of(n, PibMoveNotice, notifier);
+
+    if (e->type == MIG_EVENT_PRECOPY_SETUP) {
+        move_notice_announce(m);
+    } else if (e->type == MIG_EVENT_PRECOPY_FAILED) {
+        move_notice_failed(m);
+    }
+    return 0;
+}
+#else
+static void move_notice_event(Notifier *n, void *data)
+{
+    PibMoveNotice *m = container_of(n, PibMoveNotice, notifier);
+    MigrationState *ms = data;
+
+    if (migration_in_setup(ms)) {
+        move_notice_announce(m);
+    } else if (migration_has_failed(ms)) {
+        move_notice_failed(m);
+    }
+}
+#endif
+
+void pib_move_notice_init(PibMoveNotice *m, bool (*announce)(void *opaque, uint32_t wait_ms),
+                          void *opaque)
+{
+    m->announce = announce;
+    m->opaque = opaque;
+    m->announced = false;
+    m->stopped = !runstate_is_running();
+#if PIB_MIG_EVENTS
+    migration_add_notifier(&m->notifier, move_notice_event);
+#else
+    m->notifier.notify = move_notice_event;
+    add_migration_state_change_notifier(&m->notifier);
+#endif
+}
+
+void pib_move_notice_fini(PibMoveNotice *m)
+{
+#if PIB_MIG_EVENTS
+    migration_remove_notifier(&m->notifier);
+#else
+    remove_migration_state_change_notifier(&m->notifier);
+#endif
+}
+
+/* The save (the owner's pre_save): the machine may be about to move. */
+void pib_move_notice_save(PibMoveNotice *m)
+{
+    move_notice_announce(m);
+}
+
+/* The machine stops, or runs again (loaded: from a migration stream, on new cables). */
+void pib_move_notice_run_state(PibMoveNotice *m, bool running, bool loaded)
+{
+    m->stopped = !running;
+    if (!running) {
+        return;
+    }
+    if (m->announced && !loaded) {
+        move_notice_withdraw(m);        /* saved, and still here: the move is off */
+    }
+    m->announced = false;
+}

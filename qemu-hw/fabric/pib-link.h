@@ -365,6 +365,28 @@ extern const VMStateDescription vmstate_pib_link_move;
 
 void pib_link_move_save(PibLink *l, PibPortSmState sm, PibLinkMoveSaved *m);
 bool pib_link_move_load(PibLink *l, PibLinkMoveSaved *m);
+
+/*
+ * A node whose machine may migrate (pib-link-move.c, "The notices a node sends"): when its
+ * ports send MOVE notices, for any owner of links (an HCA's port, a switch's ports).  The owner
+ * gives announce(), which sends a notice of wait_ms on each of its links that has a peer to
+ * tell (an up port whose peer greeted it with a token) and says whether any had one; this
+ * decides when it runs.  The owner calls pib_move_notice_save() from its pre_save and
+ * pib_move_notice_run_state() from its run-state handler.
+ */
+typedef struct PibMoveNotice {
+    bool (*announce)(void *opaque, uint32_t wait_ms);
+    void *opaque;
+    bool announced;             /* a notice "I may move" is out */
+    bool stopped;               /* the machine is stopped */
+    PibMigNotifier notifier;    /* an outgoing migration starts, or fails */
+} PibMoveNotice;
+
+void pib_move_notice_init(PibMoveNotice *m, bool (*announce)(void *opaque, uint32_t wait_ms),
+                          void *opaque);
+void pib_move_notice_fini(PibMoveNotice *m);
+void pib_move_notice_save(PibMoveNotice *m);
+void pib_move_notice_run_state(PibMoveNotice *m, bool running, bool loaded);
 void pib_link_rx_pause(PibLink *l, bool paused);
 /*
  * Credits (pib-link-fc.c): the flow-control engine the receive and transmit sides call, and

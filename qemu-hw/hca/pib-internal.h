@@ -227,8 +227,7 @@ struct PibState {
     /* to do when the loaded device first runs. */
     uint64_t mig_node_guid;         /* the device's identity moves with it */
     PibLinkMoveSaved mig_link;      /* the port's state, the link's and its peer's tokens */
-    bool mig_announced;             /* we told the peer we may move */
-    PibMigNotifier mig_notifier;    /* an outgoing migration starts, or fails */
+    PibMoveNotice move_notice;      /* when we tell the peer we may move */
     bool mig_resume;
     int32_t mig_num_uars;           /* PIB_NUM_UARS: the UAR bitmap's length in the stream */
 };

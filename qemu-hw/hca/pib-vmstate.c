@@ -1254,16 +1254,18 @@ static bool pib_queues_ok(PibState *s)
 }
 
 /*
- * Tell the peer we may move, so that it holds our port for us (include/pib_link.h, "Moving"):
- * at a migration's start and again at the save.  Only a port with a peer that greeted us with
- * its token has anyone to tell.
+ * The port's MOVE notice (PibMoveNotice, fabric/pib-link-move.c decides when): only a port
+ * with a peer that greeted us with its token has anyone to tell.
  */
-static void pib_move_announce(PibState *s)
+static bool pib_move_announce(void *opaque, uint32_t wait_ms)
 {
-    if (pib_port_link_up(s) && s->link.peer_token) {
-        pib_link_move_announce(&s->link, PIB_LINK_MOVE_HOLD_MS);
-        s->mig_announced = true;
+    PibState *s = opaque;
+
+    if (wait_ms && !(pib_port_link_up(s) && s->link.peer_token)) {
+        return false;
     }
+    pib_link_move_announce(&s->link, wait_ms);
+    return true;
 }
 
 static int pib_pre_save(void *opaque)
@@ -1273,11 +1275,8 @@ static int pib_pre_save(void *opaque)
     pib_link_sync_counters(s);
     s->mig_node_guid = s->node_guid;
     pib_link_move_save(&s->link, s->port.sm, &s->mig_link);
-    /*
-     * The machine may be about to move: the notice again (pib_move_announce).  If it stays (a
-     * snapshot, a failed migration), the notice is withdrawn when it runs again.
-     */
-    pib_move_announce(s);
+    /* The machine may be about to move: the notice again. */
+    pib_move_notice_save(&s->move_notice);
     return 0;
 }
 
@@ -1406,53 +1405,6 @@ const VMStateDescription pib_vmstate = {
 };
 
 /*
- * An outgoing migration: the notice to the peer goes when it starts
- */
-
-/*
- * The notice (include/pib_link.h, "Moving") goes when the migration starts, while the machine
- * still runs: the MOVE frame then leaves in the seconds the RAM takes to copy.  Sent only from
- * the save, it could wait behind a socket full of data that the stopped source never sends
- * before it quits (a busy RC sender's), and the peer would see the old cable close without it:
- * a link down.  The save sends it again (pib_pre_save), which renews the peer's wait for a
- * migration that took longer than PIB_LINK_MOVE_HOLD_MS.  A migration that fails while the
- * machine still runs withdraws it; one that fails after the stop, when the machine runs again.
- */
-static void pib_migration_failed(PibState *s)
-{
-    if (s->mig_announced && !s->stopped) {
-        pib_link_move_announce(&s->link, 0);
-        s->mig_announced = false;
-    }
-}
-
-#if PIB_MIG_EVENTS
-static int pib_migration_event(NotifierWithReturn *n, MigrationEvent *e, Error **errp)
-{
-    PibState *s = container_of(n, PibState, mig_notifier);
-
-    if (e->type == MIG_EVENT_PRECOPY_SETUP) {
-        pib_move_announce(s);
-    } else if (e->type == MIG_EVENT_PRECOPY_FAILED) {
-        pib_migration_failed(s);
-    }
-    return 0;
-}
-#else
-static void pib_migration_event(Notifier *n, void *data)
-{
-    PibState *s = container_of(n, PibState, mig_notifier);
-    MigrationState *ms = data;
-
-    if (migration_in_setup(ms)) {
-        pib_move_announce(s);
-    } else if (migration_has_failed(ms)) {
-        pib_migration_failed(s);
-    }
-}
-#endif
-
-/*
  * Running and stopped
  */
 
@@ -1465,15 +1417,11 @@ static void pib_vm_state_change(void *opaque, bool running, RunState state)
 
     trace_pib_vm_state(running, state);
     s->stopped = !running;
+    pib_move_notice_run_state(&s->move_notice, running, s->mig_resume);
     if (!running) {
         pib_link_rx_pause(&s->link, true);
         return;
     }
-    if (s->mig_announced && !s->mig_resume) {
-        /* Saved, and still here (a snapshot, a failed migration): the move is off. */
-        pib_link_move_announce(&s->link, 0);
-    }
-    s->mig_announced = false;
     if (s->mig_resume) {
         /*
          * Loaded: every QP looks for work again (a doorbell may have come just before the
@@ -1498,12 +1446,7 @@ void pib_vmstate_realize(PibState *s)
 {
     s->mig_num_uars = PIB_NUM_UARS;
     s->vm_change = qemu_add_vm_change_state_handler(pib_vm_state_change, s);
-#if PIB_MIG_EVENTS
-    migration_add_notifier(&s->mig_notifier, pib_migration_event);
-#else
-    s->mig_notifier.notify = pib_migration_event;
-    add_migration_state_change_notifier(&s->mig_notifier);
-#endif
+    pib_move_notice_init(&s->move_notice, pib_move_announce, s);
     s->stopped = !runstate_is_running();
     if (s->stopped) {
         pib_link_rx_pause(&s->link, true);
@@ -1513,9 +1456,5 @@ void pib_vmstate_realize(PibState *s)
 void pib_vmstate_unrealize(PibState *s)
 {
     qemu_del_vm_change_state_handler(s->vm_change);
-#if PIB_MIG_EVENTS
-    migration_remove_notifier(&s->mig_notifier);
-#else
-    remove_migration_state_change_notifier(&s->mig_notifier);
-#endif
+    pib_move_notice_fini(&s->move_notice);
 }

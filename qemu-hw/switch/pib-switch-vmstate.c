@@ -30,9 +30,11 @@
  * frames wait in the sockets.  The timers (HOQLife, trap resends, the M_Key lease) are on
  * QEMU_CLOCK_VIRTUAL, which stands still.
  *
- * Not yet: a switch's live migration (`pibvm migrate` of a switch).  The switch does not tell
- * its peers it is about to move (a MOVE notice, as the HCA's migration start does), so a peer
- * whose cable closed would take its port down.
+ * Live migration (`pibvm migrate sw<S>`): when a migration starts, and again at the save, every
+ * port that is up and whose peer greeted it with a token tells that peer the switch may move
+ * (a MOVE notice, include/pib_link.h, "Moving"; PibMoveNotice decides when, as for an HCA), so
+ * the peer holds its port while the cable is down; a migration that fails withdraws it.  The
+ * moved switch's ports hold theirs until the same peers greet the new cables.
  */
 
 #include "qemu/osdep.h"
@@ -96,12 +98,31 @@ static const VMStateDescription vmstate_pib_sw_port = {
  * The switch
  */
 
+/* Each port's MOVE notice: only a port that is up, with a peer that gave a token. */
+static bool sw_move_announce(void *opaque, uint32_t wait_ms)
+{
+    PibSwitch *sw = opaque;
+    bool told = false;
+    int i;
+
+    for (i = 1; i <= sw->nports; i++) {
+        PibSwitchPort *p = &sw->ports[i];
+
+        if (p->linked && (!wait_ms || (pib_sw_port_up(p) && p->link.peer_token))) {
+            pib_link_move_announce(&p->link, wait_ms);
+            told = true;
+        }
+    }
+    return told;
+}
+
 static int sw_pre_save(void *opaque)
 {
     PibSwitch *sw = opaque;
 
     sw->mig_node_guid = sw->node_guid;
     sw->mig_ports = sw->nports + 1;
+    pib_move_notice_save(&sw->move_notice);    /* we may be about to move: again */
     return 0;
 }
 
@@ -168,8 +189,28 @@ static int sw_post_load(void *opaque, int version_id)
         p->xmit_wait_base_ns = pib_link_xmit_wait_ns(&p->link) - p->ctr.xmit_wait * SCALE_US;
     }
     trace_pib_switch_loaded(sw->node_guid, sw->nports, held);
+    sw->mig_loaded = true;
     return 0;
 }
+
+/* Congestion control (fabric/pib-cc.c): only when an SM set something. */
+static bool sw_cc_needed(void *opaque)
+{
+    PibSwitch *sw = opaque;
+
+    return pib_cc_needed(&sw->mgmt.cc);
+}
+
+static const VMStateDescription vmstate_pib_switch_cc = {
+    .name = "pib-switch/cc",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = sw_cc_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_STRUCT(mgmt.cc, PibSwitch, 1, vmstate_pib_mgmt_cc, PibMgmtCc),
+        VMSTATE_END_OF_LIST()
+    },
+};
 
 /*
  * Version 2: MFT entries of 64 bits (a 32-port switch's port 32 is bit 32).  A version 1
@@ -213,6 +254,10 @@ static void sw_vm_state_change(void *opaque, bool running, RunState state)
     PibSwitch *sw = opaque;
     int i;
 
+    pib_move_notice_run_state(&sw->move_notice, running, sw->mig_loaded);
+    if (running) {
+        sw->mig_loaded = false;
+    }
     for (i = 1; i <= sw->nports; i++) {
         if (sw->ports[i].linked) {
             pib_link_rx_pause(&sw->ports[i].link, !running);
@@ -224,6 +269,7 @@ static void sw_vm_state_change(void *opaque, bool running, RunState state)
 void pib_sw_vmstate_realize(PibSwitch *sw)
 {
     sw->vm_change = qemu_add_vm_change_state_handler(sw_vm_state_change, sw);
+    pib_move_notice_init(&sw->move_notice, sw_move_announce, sw);
     if (!runstate_is_running()) {
         sw_vm_state_change(sw, false, RUN_STATE_PRELAUNCH);
     }
@@ -232,4 +278,5 @@ void pib_sw_vmstate_realize(PibSwitch *sw)
 void pib_sw_vmstate_unrealize(PibSwitch *sw)
 {
     qemu_del_vm_change_state_handler(sw->vm_change);
+    pib_move_notice_fini(&sw->move_notice);
 }

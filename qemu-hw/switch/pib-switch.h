@@ -88,7 +88,9 @@ struct PibSwitch {
     /* migration (pib-switch-vmstate.c) */
     uint64_t mig_node_guid;     /* the switch the stream was saved from */
     uint8_t mig_ports;          /* its ports, port 0 included */
+    bool mig_loaded;            /* loaded, and not yet run */
     VMChangeStateEntry *vm_change;
+    PibMoveNotice move_notice;  /* when the ports tell their peers we may move */
 };
 
 /* pib-switch.c */

@@ -55,8 +55,11 @@
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
  *   /pib/switch/migration   a switch of its own (-machine none) that the SM programmed (LID,
- *                           LFT, an MFT entry, ports ACTIVE) is saved to a file (QEMU's
- *                           migration, as `pibvm snapshot save` does) and loaded into a new
+ *                           LFT, an MFT entry, ports ACTIVE): a live migration paused before
+ *                           the switchover and cancelled sends each peer a MOVE notice with a
+ *                           hold, then one of 0, and the switch forwards on; then it is saved
+ *                           to a file (QEMU's migration, as `pibvm snapshot save` does; each
+ *                           peer gets a notice with a hold) and loaded into a new
  *                           QEMU: its HELLOs carry the tokens it had; ports 1 and 2, whose
  *                           peers come back with theirs, are ACTIVE without the SM (no
  *                           LinkDowned), port 3's peer comes back as another port and
@@ -1612,6 +1615,31 @@ static uint8_t sw_mig_port_state(Sw *sm, uint8_t port)
     return pi.speed_state & 0xf;
 }
 
+/*
+ * The next MOVE frame on fd (other frames passed over): the switch port's token, and a hold
+ * (moving) or 0 (the move is off).
+ */
+static void sw_expect_move(int fd, uint64_t token, bool moving)
+{
+    struct pib_link_hdr hdr;
+    struct pib_link_move m;
+    uint8_t buf[PIB_LINK_MAX_PAYLOAD];
+    uint16_t len;
+
+    do {
+        len = peer_read_frame(fd, &hdr, buf, sizeof(buf));
+    } while (hdr.type != PIB_FRAME_MOVE);
+    g_assert_cmpuint(len, ==, sizeof(m));
+    memcpy(&m, buf, sizeof(m));
+    g_assert_cmphex(be64_to_cpu(m.token_be), ==, token);
+    if (moving) {
+        g_assert_cmpuint(be32_to_cpu(m.wait_ms_be), >, 0);
+        g_assert_cmpuint(be32_to_cpu(m.wait_ms_be), <=, PIB_LINK_MOVE_WAIT_MAX_MS);
+    } else {
+        g_assert_cmpuint(be32_to_cpu(m.wait_ms_be), ==, 0);
+    }
+}
+
 /* A load of file that must be refused: the incoming QEMU exits with status 1. */
 static void sw_mig_expect_refused(const char *dir, uint64_t guid, const char *file)
 {
@@ -1744,10 +1772,35 @@ static void test_switch_migration(void)
     sw_port_counters(&p[1], 2, &pc2);
     g_assert_cmpuint(be32_to_cpu(pc2.xmit_pkts_be), >=, 1);
 
-    /* The save, as `pibvm snapshot save`: stopped, then into the file. */
+    /*
+     * A live migration called off (`pibvm migrate sw0` that fails): when it starts, every port
+     * tells its peer the switch may move; paused before the switchover (the machine stopped),
+     * then cancelled, the switch runs on where it was, and every port says so (MOVE, 0).
+     */
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate-set-capabilities', 'arguments': "
+                             "{ 'capabilities': [ { 'capability': 'pause-before-switchover', "
+                             "'state': true } ] } }");
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate', 'arguments': { 'uri': %s } }", uri);
+    pib_migration_wait(qts, "pre-switchover");
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate_cancel' }");
+    pib_migration_wait(qts, "cancelled");
+    for (i = 1; i <= 3; i++) {
+        sw_expect_move(p[i].fd, tok[i], true);
+        sw_expect_move(p[i].fd, tok[i], false);
+    }
+    qtest_qmp_assert_success(qts, "{ 'execute': 'migrate-set-capabilities', 'arguments': "
+                             "{ 'capabilities': [ { 'capability': 'pause-before-switchover', "
+                             "'state': false } ] } }");
+    sw_mig_forward(&p[1], &p[2], 0x5b);
+    sw_port_counters(&p[1], 2, &pc2);
+
+    /* The save, as `pibvm snapshot save`: stopped, then into the file.  Each port's notice. */
     qtest_qmp_assert_success(qts, "{ 'execute': 'stop' }");
     qtest_qmp_assert_success(qts, "{ 'execute': 'migrate', 'arguments': { 'uri': %s } }", uri);
     pib_migration_wait(qts, "completed");
+    for (i = 1; i <= 3; i++) {
+        sw_expect_move(p[i].fd, tok[i], true);
+    }
     qtest_quit(qts);
     for (i = 1; i <= 3; i++) {
         close(p[i].fd);
