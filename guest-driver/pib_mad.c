@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * pib_mad.c - management datagrams: the driver's process_mad, through which ib_core's MAD
- * layer hands the firmware's agents (SMA and PMA, docs/reference/hardware.md "Management") the MADs
- * meant for them, as mthca and mlx4 do with their MAD_IFC command.
+ * layer hands the firmware's agents (SMA, PMA and CC, docs/reference/hardware.md
+ * "Management") the MADs meant for them, as mthca and mlx4 do with their MAD_IFC command.
  *
  * ib_core calls process_mad first for every MAD that arrives on QP0 or QP1, for every
  * directed-route SMP to the local port (a hop count of 0: opensm's and the diags' own port),
@@ -29,11 +29,15 @@ static_assert(sizeof(struct ib_grh) == sizeof(((struct pib_mad_ifc_in *)0)->grh)
 static_assert(IB_MGMT_CLASS_SUBN_LID_ROUTED == PIB_MGMT_CLASS_SUBN_LID, "class values");
 static_assert(IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE == PIB_MGMT_CLASS_SUBN_DR, "class values");
 static_assert(IB_MGMT_CLASS_PERF_MGMT == PIB_MGMT_CLASS_PERF, "class values");
+static_assert(IB_MGMT_CLASS_CONG_MGMT == PIB_MGMT_CLASS_CC, "class values");
 static_assert(IB_MGMT_METHOD_RESP == PIB_MAD_METHOD_RESP, "the R bit");
 static_assert(sizeof_field(struct ib_device, node_desc) == sizeof_field(struct ib_smp, data),
 	      "NodeDescription is an SMP's data");
 
-/* The classes the firmware has agents for: SMPs (SMA) and performance management (PMA). */
+/*
+ * The classes the firmware has agents for: SMPs (SMA), performance management (PMA) and
+ * congestion control (CC).
+ */
 static bool pib_mad_for_firmware(const struct ib_mad_hdr *hdr)
 {
 	/* A response is for whoever sent the request: an agent above, never the firmware. */
@@ -43,6 +47,7 @@ static bool pib_mad_for_firmware(const struct ib_mad_hdr *hdr)
 	case IB_MGMT_CLASS_SUBN_LID_ROUTED:
 	case IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE:
 	case IB_MGMT_CLASS_PERF_MGMT:
+	case IB_MGMT_CLASS_CONG_MGMT:
 		return true;
 	default:
 		return false;

@@ -178,12 +178,19 @@ struct pib_grh {
 #define PIB_BTH_MIG            0x40 /* BTH byte 1: migration state                          */
 #define PIB_BTH_PAD_SHIFT      4    /* BTH byte 1 [5:4]: pad count                          */
 #define PIB_BTH_ACKREQ         0x80000000u /* in psn_be (host order after conversion)       */
+/*
+ * Congestion notification (IBTA Annex A10), in dqpn_be (host order after conversion): a
+ * switch sets FECN on a packet that met a congested queue; the destination CA answers with
+ * BECN.  Both lie in the byte the ICRC does not cover, so a switch may set them in flight.
+ */
+#define PIB_BTH_FECN           0x80000000u
+#define PIB_BTH_BECN           0x40000000u
 /* PSNs and QPNs are 24 bits: PIB_PSN_MASK, PIB_QPN_MASK (pib_hw.h). */
 struct pib_bth {
 	pib_u8  opcode;         /* enum pib_ib_opcode                                          */
 	pib_u8  flags;          /* SE, M, PadCnt, TVer                                         */
 	pib_u16 pkey_be;
-	pib_u32 dqpn_be;        /* [23:0] destination QP                                       */
+	pib_u32 dqpn_be;        /* [31] FECN, [30] BECN, [23:0] destination QP                 */
 	pib_u32 psn_be;         /* [31] AckReq, [23:0] PSN                                     */
 };
 

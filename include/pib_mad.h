@@ -22,6 +22,9 @@
  *     128 DR: InitialPath[64], ReturnPath[64]        LID-routed: 128 reserved bytes
  *
  *   PMA (class 0x04), IBTA 16.1.1: common header, 40 reserved bytes, data at 64 (192 bytes).
+ *
+ *   CC (class 0x21, congestion control), IBTA Annex A10.4.1: common header, CC_Key at 24, log
+ *     data at 32 (32 bytes: CongestionLog's first part), data at 64 (192 bytes).
  */
 #ifndef PIB_MAD_H
 #define PIB_MAD_H
@@ -32,6 +35,7 @@
 #define PIB_MAD_BASE_VERSION    1
 #define PIB_SMP_CLASS_VERSION   1
 #define PIB_PMA_CLASS_VERSION   1
+#define PIB_CC_CLASS_VERSION    2
 #define PIB_SMP_DATA_SIZE       64
 #define PIB_SMP_MAX_HOPS        64      /* path arrays; HopCount is 0..63 */
 
@@ -40,6 +44,7 @@
 #define PIB_MGMT_CLASS_SUBN_DR      0x81
 #define PIB_MGMT_CLASS_SUBN_ADM     0x03    /* SA: the SM's, never the firmware's */
 #define PIB_MGMT_CLASS_PERF         0x04
+#define PIB_MGMT_CLASS_CC           0x21    /* congestion control (Annex A10) */
 
 /* Methods (IBTA 13.4.5) */
 #define PIB_MAD_METHOD_GET          0x01
@@ -427,6 +432,172 @@ struct pib_port_counters_ext {
 	pib_u32 ctr_be[8][2];   /* the eight counters above, in order: [i][0] high, [i][1] low */
 };
 
+/* ---- Congestion control MADs: 256 bytes (IBTA Annex A10.4) --------------------------------
+ * The CC agent of a node (switch or CA) answers Get and Set of these attributes.  Every CC MAD
+ * carries a CC_Key: a node whose CC_Key is not 0 answers a Set (and, with the protect bit, a
+ * Get) only when the MAD's CC_Key matches; a mismatch is counted (CongestionKeyInfo:
+ * Violations) and gets no answer.
+ */
+#define PIB_CC_ATTRS(X)                                                 \
+	X(CLASS_PORT_INFO,    0x0001, "ClassPortInfo")                  \
+	X(CONG_INFO,          0x0011, "CongestionInfo")                 \
+	X(CONG_KEY_INFO,      0x0012, "CongestionKeyInfo")              \
+	X(CONG_LOG,           0x0013, "CongestionLog")                  \
+	X(SW_CONG_SETTING,    0x0014, "SwitchCongestionSetting")        \
+	X(SW_PORT_CONG_SETTING, 0x0015, "SwitchPortCongestionSetting")  \
+	X(CA_CONG_SETTING,    0x0016, "CACongestionSetting")            \
+	X(CC_TABLE,           0x0017, "CongestionControlTable")         \
+	X(TIME_STAMP,         0x0018, "TimeStamp")
+
+#define PIB_CC_ATTR_ENUM_ENTRY(id, value, name) PIB_CC_ATTR_##id = value,
+enum pib_cc_attr {
+	PIB_CC_ATTRS(PIB_CC_ATTR_ENUM_ENTRY)
+};
+#undef PIB_CC_ATTR_ENUM_ENTRY
+
+#define PIB_CC_DATA_SIZE             192
+struct pib_cc_mad {
+	struct pib_mad_hdr hdr;
+	pib_u32 cc_key_hi_be;   /* 0x18 CC_Key                                                 */
+	pib_u32 cc_key_lo_be;
+	pib_u8  log[32];        /* 0x20 CongestionLog's first 32 bytes (other attributes: 0)   */
+	pib_u8  data[PIB_CC_DATA_SIZE]; /* 0x40 the attribute (CongestionLog: from byte 32)    */
+};
+
+/* CongestionInfo (A10.4.3.3): what the node can do.  Get only. */
+#define PIB_CC_INFO_CREDIT_STARVATION 0x01  /* cong_info [0]: a switch that does it (not pib) */
+struct pib_cc_info {
+	pib_u8  cong_info;
+	pib_u8  rsvd;
+	pib_u8  control_table_cap;      /* CA: 64-entry blocks of its CongestionControlTable   */
+	pib_u8  rsvd1;
+};
+
+/* CongestionKeyInfo (A10.4.3.4) */
+struct pib_cc_key_info {
+	pib_u32 cc_key_hi_be;
+	pib_u32 cc_key_lo_be;
+	pib_u16 protect_be;             /* [15] CC_KeyProtectBit                                */
+	pib_u16 lease_period_be;        /* seconds; 0: the protection never lapses              */
+	pib_u16 violations_be;
+	pib_u16 rsvd;
+};
+#define PIB_CC_KEY_PROTECT           0x8000
+
+/*
+ * CongestionLog (A10.4.3.5), Get only; a Get empties the log (its counter, its map and its
+ * events).  It starts in the MAD's log area (32 bytes) and goes on in the data area: byte i of
+ * the attribute is log[i] for i < 32, data[i - 32] after.  LogType 1 is a switch's, 2 a CA's.
+ */
+#define PIB_CC_LOG_SWITCH            1
+#define PIB_CC_LOG_CA                2
+#define PIB_CC_LOG_SW_EVENTS         15
+#define PIB_CC_LOG_CA_EVENTS         13
+struct pib_cc_log_sw_event {            /* a packet marked with FECN                           */
+	pib_u16 slid_be;
+	pib_u16 dlid_be;
+	pib_u32 sl_be;                  /* [31:28] SL                                           */
+	pib_u32 time_stamp_be;          /* TimeStamp units (1.024 us)                           */
+};
+struct pib_cc_log_sw {
+	pib_u8  log_type;               /* PIB_CC_LOG_SWITCH                                    */
+	pib_u8  cong_flags;             /* [7] CC_Key lease running ... : 0 here                */
+	pib_u16 event_counter_be;       /* events since the last Get                            */
+	pib_u32 time_stamp_be;          /* when it was read                                     */
+	pib_u8  port_map[32];           /* as victim_mask: port p marked a packet with FECN     */
+	struct pib_cc_log_sw_event events[PIB_CC_LOG_SW_EVENTS];   /* the newest first          */
+};
+struct pib_cc_log_ca_event {            /* a BECN that took an index to its trigger threshold  */
+	pib_u32 local_qp_sl_type_be;    /* [31:8] the local QP, [7:4] SL, [3:0] service type    */
+	pib_u32 remote_qp_be;           /* [31:8] the remote QP                                 */
+	pib_u16 local_lid_be;
+	pib_u16 remote_lid_be;
+	pib_u32 time_stamp_be;
+};
+struct pib_cc_log_ca {
+	pib_u8  log_type;               /* PIB_CC_LOG_CA                                        */
+	pib_u8  cong_flags;
+	pib_u16 event_counter_be;
+	pib_u16 event_map_be;           /* bit sl: an event on that SL                          */
+	pib_u16 rsvd;
+	pib_u32 time_stamp_be;
+	struct pib_cc_log_ca_event events[PIB_CC_LOG_CA_EVENTS];
+};
+
+/*
+ * SwitchCongestionSetting (A10.4.3.6).  ControlMap says which parts a Set changes; a Get
+ * shows them all, with the ControlMap of the last Set.
+ */
+#define PIB_CC_SW_CTL_VICTIM         0x01   /* Victim_Mask                                    */
+#define PIB_CC_SW_CTL_CREDIT         0x02   /* Credit_Mask                                    */
+#define PIB_CC_SW_CTL_THRESHOLD      0x04   /* Threshold and Packet_Size                      */
+#define PIB_CC_SW_CTL_CS             0x08   /* CS_Threshold and CS_ReturnDelay                */
+#define PIB_CC_SW_CTL_MARKING_RATE   0x10   /* Marking_Rate                                   */
+struct pib_cc_sw_setting {
+	pib_u32 control_map_be;
+	pib_u8  victim_mask[32];        /* bit p (byte 31 - p / 8, bit p % 8): port p marks     */
+	pib_u8  credit_mask[32];        /*   packets that meet congestion even as victims       */
+	pib_u8  threshold;              /* [7:4] 0: no marking, 1 .. 15: least .. most eager    */
+	pib_u8  packet_size;            /* 64-byte units: smaller packets are never marked      */
+	pib_u16 cs_threshold_be;        /* [15:12]                                              */
+	pib_u16 cs_return_delay_be;     /* [15:14] shift, [13:0] multiplier                     */
+	pib_u16 marking_rate_be;        /* mean eligible packets between two marked ones        */
+};
+
+/*
+ * SwitchPortCongestionSetting (A10.4.3.7): AttributeModifier is the block, 32 ports each
+ * (block 0: ports 0-31).  An element that is Valid overrides the switch-wide Threshold,
+ * Packet_Size and Marking_Rate for its port.
+ */
+#define PIB_CC_SWP_BLOCK_PORTS       32
+#define PIB_CC_SWP_VALID             0x80   /* valid_type_threshold [7]                       */
+#define PIB_CC_SWP_CREDIT_STARVATION 0x40   /* [6] 1: credit starvation parameters            */
+#define PIB_CC_SWP_THRESHOLD         0x0f   /* [3:0]                                          */
+struct pib_cc_swp_element {
+	pib_u8  valid_type_threshold;
+	pib_u8  packet_size;
+	pib_u16 marking_rate_be;
+};
+
+/*
+ * CACongestionSetting (A10.4.3.8): PortControl [0] 0: an index per QP, 1: per SL; one entry
+ * per SL, ControlMap bit sl saying which a Set changes.
+ */
+#define PIB_CC_CA_PORT_SL_BASED      0x0001
+#define PIB_CC_SLS                   16
+struct pib_cc_ca_entry {
+	pib_u16 ccti_timer_be;          /* 1.024 us units: the index falls by 1 this often      */
+	pib_u8  ccti_increase;          /* added to the index for each BECN                     */
+	pib_u8  trigger_threshold;      /* an index that reaches it logs an event               */
+	pib_u8  ccti_min;               /* the index never falls below it                       */
+	pib_u8  rsvd0;
+	pib_u16 rsvd1;
+};
+struct pib_cc_ca_setting {
+	pib_u16 port_control_be;
+	pib_u16 control_map_be;
+	struct pib_cc_ca_entry entries[PIB_CC_SLS];
+};
+
+/*
+ * CongestionControlTable (A10.4.3.9): AttributeModifier is the block of 64 entries.  Entry i
+ * is the injection rate delay at index i: [15:14] shift, [13:0] multiplier; CCTI_Limit (the
+ * largest index in use) is the table's, as the last Set gave it.
+ */
+#define PIB_CC_CCT_BLOCK_ENTRIES     64
+#define PIB_CC_CCT_SHIFT(e)          ((e) >> 14)
+#define PIB_CC_CCT_MULT(e)           ((e) & 0x3fff)
+struct pib_cc_table {
+	pib_u16 ccti_limit_be;
+	pib_u16 rsvd;
+	pib_u16 entries_be[PIB_CC_CCT_BLOCK_ENTRIES];
+};
+
+/* TimeStamp (A10.4.3.10): a free-running clock of the node, in 1.024 us units.  Get only. */
+struct pib_cc_time_stamp {
+	pib_u32 value_be;
+};
+
 /* ---- MAD_IFC: the driver hands a MAD to the firmware's agents ------------------------------
  * PIB_CMD_MAD_IFC's mailbox (in.mbox) holds struct pib_mad_ifc_in: the MAD and, for a MAD that
  * came from the wire, what its receive completion said.  The firmware answers in
@@ -469,5 +640,13 @@ PIB_STATIC_ASSERT(sizeof(struct pib_class_port_info) == 72, "ClassPortInfo");
 PIB_STATIC_ASSERT(sizeof(struct pib_port_counters) == 44, "PortCounters");
 PIB_STATIC_ASSERT(sizeof(struct pib_port_counters_ext) == 72, "PortCountersExtended");
 PIB_STATIC_ASSERT(sizeof(struct pib_mad_ifc_in) == 312, "MAD_IFC mailbox");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_mad) == PIB_MAD_SIZE, "CC MAD");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_key_info) == 16, "CongestionKeyInfo");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_log_sw) == 40 + 12 * PIB_CC_LOG_SW_EVENTS, "switch log");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_log_ca) == 12 + 16 * PIB_CC_LOG_CA_EVENTS, "CA log");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_sw_setting) == 76, "SwitchCongestionSetting");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_swp_element) == 4, "SwitchPortCongestionSetting");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_ca_setting) == 132, "CACongestionSetting");
+PIB_STATIC_ASSERT(sizeof(struct pib_cc_table) == 132, "CongestionControlTable");
 
 #endif /* PIB_MAD_H */

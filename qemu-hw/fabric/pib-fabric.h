@@ -17,7 +17,7 @@
  *   pib-packet.h   the IB packet codec: build and parse LRH, GRH, BTH and the extension
  *                  headers (pib-packet.c)
  *   pib-mgmt.h     the management agents a node runs for its ports: the SMA (pib-sma.c,
- *                  pib-sma-port.c) and the PMA (pib-pma.c)
+ *                  pib-sma-port.c), the PMA (pib-pma.c) and the CC agent (pib-cc.c)
  *
  * The wire and MAD formats themselves are the project's contract, include/pib_link.h and
  * include/pib_mad.h.

@@ -1,6 +1,7 @@
 /*
  * pib fabric - the management agents: the subnet management agent (SMA, pib-sma.c and
- * pib-sma-port.c) and the performance management agent (PMA, pib-pma.c)
+ * pib-sma-port.c), the performance management agent (PMA, pib-pma.c) and the congestion
+ * control agent (CC, pib-cc.c)
  *
  * Copyright (c) 2026 The pib authors
  *
@@ -227,6 +228,27 @@ static inline bool pib_mgmt_data_vl_ok(const PibMgmtPort *p, uint8_t vl)
     return vl < pib_mgmt_vls(p->operational_vls);
 }
 
+/*
+ * Congestion control (IBTA Annex A10): what a node's CC agent (pib-cc.c) holds.  The settings
+ * are kept as an SM wrote them (wire format, include/pib_mad.h): a switch's, or its one
+ * port's for a CA.  The logs are the node's to fill.  All zero after a reset.
+ */
+#define PIB_CC_CCT_CAP_BLOCKS   2       /* CongestionInfo:ControlTableCap: 128 entries */
+typedef struct PibMgmtCc {
+    uint64_t key;                       /* CC_Key; 0: no checks */
+    bool key_protect;
+    uint16_t key_lease;
+    uint16_t key_violations;
+    struct pib_cc_sw_setting sw;                        /* a switch's */
+    struct pib_cc_swp_element swp[PIB_SW_MAX_PORTS + 1];
+    struct pib_cc_ca_setting ca;                        /* a CA's */
+    uint16_t ccti_limit;
+    uint16_t cct[PIB_CC_CCT_CAP_BLOCKS * PIB_CC_CCT_BLOCK_ENTRIES];
+    struct pib_cc_log_sw log_sw;        /* since the last Get; a switch's */
+    struct pib_cc_log_ca log_ca;        /* a CA's */
+    uint16_t mark_skip[PIB_SW_MAX_PORTS + 1];   /* eligible packets since a port marked */
+} PibMgmtCc;
+
 struct PibMgmtNode {
     const PibMgmtOps *ops;
     void *opaque;               /* the node's own state, for the ops */
@@ -241,6 +263,7 @@ struct PibMgmtNode {
     uint64_t next_tid;          /* transaction IDs of our traps */
     PibMgmtPort **ports;        /* [0 .. num_ports]; an HCA has no port 0 (NULL) */
     PibMgmtSwitch *sw;          /* a switch's tables; NULL on an HCA */
+    PibMgmtCc cc;               /* congestion control */
 };
 
 /* GUIDCap: how many GUIDInfo entries the node's ports have. */
@@ -296,5 +319,16 @@ bool pib_mgmt_pkey_match(uint16_t a, uint16_t b);
 uint32_t pib_pma_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
                          uint8_t *out);
 const char *pib_pma_attr_name(uint16_t attr);
+
+/* pib-cc.c */
+void pib_cc_reset(PibMgmtCc *cc);
+uint32_t pib_cc_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
+                        uint8_t *out);
+const char *pib_cc_attr_name(uint16_t attr);
+uint32_t pib_cc_time_stamp(void);
+bool pib_cc_needed(const PibMgmtCc *cc);
+bool pib_cc_sw_mark(PibMgmtCc *cc, uint8_t port, uint32_t ahead, bool victim, uint32_t len);
+void pib_cc_sw_log(PibMgmtCc *cc, uint8_t port, uint16_t slid, uint16_t dlid, uint8_t sl);
+extern const VMStateDescription vmstate_pib_mgmt_cc;   /* migration */
 
 #endif /* HW_PIB_MGMT_H */

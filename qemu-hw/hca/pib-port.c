@@ -145,6 +145,7 @@ void pib_port_reset(PibState *s)
     PibPort *p = &s->port;
 
     pib_mgmt_port_reset(&p->mgmt);
+    pib_cc_reset(&s->mgmt.cc);
     p->mgmt.lid = s->prop_lid;
     p->disabled = false;
     p->link_downs = 0;
@@ -483,8 +484,8 @@ uint8_t pib_cmd_query_gid(PibState *s, const struct pib_admin_cmd *cmd,
 
 /*
  * MAD_IFC: one MAD for the firmware's agents (include/pib_mad.h).  SMPs go to the SMA,
- * performance MADs to the PMA, everything else is not the firmware's (result 0: the driver
- * passes it on).  A response goes to resp_addr, which must hold a whole MAD.
+ * performance MADs to the PMA, congestion control MADs to the CC agent, everything else is
+ * not the firmware's (result 0: the driver passes it on).  A response goes to resp_addr, which must hold a whole MAD.
  */
 uint8_t pib_cmd_mad_ifc(PibState *s, const struct pib_admin_cmd *cmd, PibAdminResult *res)
 {
@@ -518,6 +519,9 @@ uint8_t pib_cmd_mad_ifc(PibState *s, const struct pib_admin_cmd *cmd, PibAdminRe
         break;
     case PIB_MGMT_CLASS_PERF:
         r = pib_pma_process(&s->mgmt, &ctx, in.mad, out);
+        break;
+    case PIB_MGMT_CLASS_CC:
+        r = pib_cc_process(&s->mgmt, &ctx, in.mad, out);
         break;
     default:
         r = 0;

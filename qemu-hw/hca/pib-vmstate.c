@@ -1336,6 +1336,25 @@ bad:
     return -EINVAL;
 }
 
+/* Congestion control (fabric/pib-cc.c): only when an SM set something. */
+static bool pib_cc_state_needed(void *opaque)
+{
+    PibState *s = opaque;
+
+    return pib_cc_needed(&s->mgmt.cc);
+}
+
+static const VMStateDescription vmstate_pib_hca_cc = {
+    .name = "pib-hca/cc",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = pib_cc_state_needed,
+    .fields = (const VMStateField[]) {
+        VMSTATE_STRUCT(mgmt.cc, PibState, 1, vmstate_pib_mgmt_cc, PibMgmtCc),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 /*
  * Version 2: device memory (its allocations before the MRs, and an MR's DM).  A version 1
  * stream, from a pib before it, is refused: QEMU says which versions it takes.
@@ -1349,6 +1368,7 @@ const VMStateDescription pib_vmstate = {
     .post_load = pib_post_load,
     .subsections = (const VMStateDescription *[]) {     /* 7.2 and 10.0 both take it */
         &vmstate_pib_inject,
+        &vmstate_pib_hca_cc,
         NULL
     },
     .fields = (const VMStateField[]) {

@@ -50,21 +50,30 @@ static void sw_mad_reply(PibSwitch *sw, PibPacket *p, const PibPktInfo *pi, uint
     memcpy(b + (pi->payload - b), mad, PIB_MAD_SIZE);
 }
 
-/* The PMA on port 0: a GMP for QP1 that the LFT sent to port 0 (the switch's LID). */
+/*
+ * The GSI on port 0: a GMP for QP1 that the LFT sent to port 0 (the switch's LID), for the PMA
+ * or the CC agent; a MAD of any other class is not for a switch.
+ */
 void pib_sw_local_gsi(PibSwitch *sw, PibSwitchPort *in, PibPacket *p)
 {
     const uint8_t *b = pib_packet_ib(p);
     uint8_t out[PIB_MAD_SIZE];
     PibPktInfo pi;
     PibMadCtx ctx;
+    uint32_t r;
 
     if (!sw_mad_packet(b, pib_packet_ib_len(p), &pi, PIB_QPN_GSI) ||
-        pi.payload[1] != PIB_MGMT_CLASS_PERF) {
+        (pi.payload[1] != PIB_MGMT_CLASS_PERF && pi.payload[1] != PIB_MGMT_CLASS_CC)) {
         pib_sw_drop(sw, in, p, PIB_SW_DROP_NOT_FOR_US, pi.dlid);
         return;
     }
     ctx = (PibMadCtx) { .port = in->num, .wire = true, .slid = pi.slid, .sl = pi.sl };
-    if (!(pib_pma_process(&sw->mgmt, &ctx, pi.payload, out) & PIB_MAD_IFC_REPLY)) {
+    if (pi.payload[1] == PIB_MGMT_CLASS_PERF) {
+        r = pib_pma_process(&sw->mgmt, &ctx, pi.payload, out);
+    } else {
+        r = pib_cc_process(&sw->mgmt, &ctx, pi.payload, out);
+    }
+    if (!(r & PIB_MAD_IFC_REPLY)) {
         pib_link_packet_free(&in->link, p);
         return;
     }

@@ -198,7 +198,7 @@ static bool sw_cc_needed(void *opaque)
 {
     PibSwitch *sw = opaque;
 
-    return pib_cc_needed(&sw->mgmt.cc);
+    return pib_cc_needed(&sw->mgmt.cc) || sw->fecn_marked;
 }
 
 static const VMStateDescription vmstate_pib_switch_cc = {
@@ -208,6 +208,7 @@ static const VMStateDescription vmstate_pib_switch_cc = {
     .needed = sw_cc_needed,
     .fields = (const VMStateField[]) {
         VMSTATE_STRUCT(mgmt.cc, PibSwitch, 1, vmstate_pib_mgmt_cc, PibMgmtCc),
+        VMSTATE_UINT64(fecn_marked, PibSwitch),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -222,6 +223,10 @@ const VMStateDescription vmstate_pib_switch = {
     .minimum_version_id = 2,
     .pre_save = sw_pre_save,
     .post_load = sw_post_load,
+    .subsections = (const VMStateDescription *[]) {
+        &vmstate_pib_switch_cc,
+        NULL
+    },
     .fields = (const VMStateField[]) {
         VMSTATE_UINT64(mig_node_guid, PibSwitch),
         VMSTATE_UINT8(mig_ports, PibSwitch),

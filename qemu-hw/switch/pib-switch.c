@@ -163,6 +163,42 @@ static bool sw_map_vl(PibSwitch *sw, const PibSwitchPort *in, const PibSwitchPor
  * Queue p out of port `out` (the caller checked it exists and is not the arrival port where
  * that matters).  Data needs an ACTIVE port, an SMP one whose link is up.
  */
+/*
+ * Congestion control (IBTA Annex A10, fabric/pib-cc.c): a data packet queued on `out` gets
+ * FECN when its output VL is congested.  What waits ahead of it is the VL's queue (packets
+ * without credits: the port is a victim of the next hop) and the transmit FIFO (packets the
+ * link could not send yet: the port is the root).  Raw packets carry no BTH to mark.
+ */
+static void sw_cc_mark(PibSwitch *sw, PibSwitchPort *out, PibPacket *p, uint16_t dlid)
+{
+    uint8_t *b = pib_packet_ib(p);
+    const struct pib_lrh *lrh = (const struct pib_lrh *)b;
+    uint32_t len = pib_packet_ib_len(p), off = sizeof(*lrh), ahead;
+    uint8_t vl = lrh->vl_lver >> 4, lnh = lrh->sl_lnh & 3;
+    PibLink *l = &out->link;
+    struct pib_bth *bth;
+    bool victim;
+
+    if (lnh == PIB_LNH_IBA_GLOBAL) {
+        off += sizeof(struct pib_grh);
+    } else if (lnh != PIB_LNH_IBA_LOCAL) {
+        return;
+    }
+    if (len < off + sizeof(*bth) || vl >= PIB_LINK_DATA_VLS) {
+        return;
+    }
+    victim = l->fc && l->vl[vl].qlen;
+    ahead = (l->fc ? l->vl[vl].qlen : 0) + l->txq_len;
+    if (!pib_cc_sw_mark(&sw->mgmt.cc, out->num, ahead, victim, len)) {
+        return;
+    }
+    bth = (struct pib_bth *)(b + off);
+    bth->dqpn_be |= cpu_to_be32(PIB_BTH_FECN);
+    sw->fecn_marked++;
+    pib_cc_sw_log(&sw->mgmt.cc, out->num, be16_to_cpu(lrh->slid_be), dlid, lrh->sl_lnh >> 4);
+    trace_pib_switch_fecn(sw->node_guid, out->num, vl, ahead, victim, dlid);
+}
+
 void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket *p,
                  bool smp, uint16_t dlid)
 {
@@ -191,6 +227,9 @@ void pib_sw_send(PibSwitch *sw, PibSwitchPort *in, PibSwitchPort *out, PibPacket
         out->ctr.xmit_discards++;
         pib_sw_drop(sw, in, p, PIB_SW_DROP_TXQ_FULL, dlid);
         return;
+    }
+    if (!smp) {
+        sw_cc_mark(sw, out, p, dlid);
     }
     out->ctr.xmit_pkts++;
     out->ctr.xmit_data += len + 4;      /* LRH to ICRC: the link carries no CRCs */
@@ -709,6 +748,8 @@ static void sw_class_init(ObjectClass *oc, PibClassData data)
     }
     object_class_property_add(oc, "forwarded", "uint64", sw_prop_get_counter, NULL, NULL,
                               (void *)offsetof(PibSwitch, forwarded));
+    object_class_property_add(oc, "fecn-marked", "uint64", sw_prop_get_counter, NULL, NULL,
+                              (void *)offsetof(PibSwitch, fecn_marked));
 }
 
 static const TypeInfo sw_info = {

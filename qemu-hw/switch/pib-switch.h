@@ -84,6 +84,7 @@ struct PibSwitch {
     uint32_t unflushed;         /* packets handled since the queues were last written */
     uint64_t drops[PIB_SW_DROP__MAX];
     uint64_t forwarded;
+    uint64_t fecn_marked;       /* packets marked with FECN (congestion control) */
 
     /* migration (pib-switch-vmstate.c) */
     uint64_t mig_node_guid;     /* the switch the stream was saved from */

@@ -562,8 +562,9 @@ static void fz_op_admin(const FzAdminRec *r)
 
 /*
  * A MAD from the input through MAD_IFC, as any SM or performance manager could send one.
- * sel [1:0] chooses how much of the header to keep sane (the class, the versions), so that
- * the fuzzer reaches the agents' attribute handlers as well as their checks.  The oracle: the
+ * sel [2:0] chooses how much of the header to keep sane (0: none; else a class of the
+ * firmware's agents, SMA, PMA or CC, with its versions), so that the fuzzer reaches the
+ * agents' attribute handlers as well as their checks.  The oracle: the
  * command is accepted, the answer is one of the three, and a response answers the request
  * (the same class and TID, a GetResp).
  */
@@ -571,16 +572,17 @@ static void fz_op_mad(uint8_t sel, const uint8_t *raw)
 {
     static const uint8_t classes[] = {
         PIB_MGMT_CLASS_SUBN_LID, PIB_MGMT_CLASS_SUBN_DR, PIB_MGMT_CLASS_PERF,
+        PIB_MGMT_CLASS_CC,
     };
     uint8_t mad[PIB_MAD_SIZE], out[PIB_MAD_SIZE];
     uint32_t result = 0;
     uint8_t st;
 
     memcpy(mad, raw, sizeof(mad));
-    if (sel & 3) {
+    if (sel & 7) {
         mad[0] = PIB_MAD_BASE_VERSION;
-        mad[1] = classes[(sel & 3) - 1];
-        mad[2] = 1;
+        mad[1] = classes[((sel & 7) - 1) % ARRAY_SIZE(classes)];
+        mad[2] = mad[1] == PIB_MGMT_CLASS_CC ? PIB_CC_CLASS_VERSION : 1;
         mad[3] &= 0x7f;                 /* a request */
     }
     st = fz_mad_ifc(mad, &result, out);
@@ -1480,7 +1482,10 @@ static void fz_gen_seeds(const char *dir)
     seed_op(&sd, FZ_OP_TICK, &v, 1);
     seed_write(dir, "inject", &sd);
 
-    /* MADs: NodeInfo, PortInfo (LID-routed and directed route), PortCounters */
+    /*
+     * MADs: NodeInfo, PortInfo (LID-routed and directed route), PortCounters, congestion
+     * control (CACongestionSetting, the CongestionControlTable's block 1, CongestionLog)
+     */
     {
         static const struct { uint8_t sel; uint16_t attr; uint8_t method; } mads[] = {
             { 1, PIB_SMP_ATTR_NODE_INFO, PIB_MAD_METHOD_GET },
@@ -1489,6 +1494,9 @@ static void fz_gen_seeds(const char *dir)
             { 1, PIB_SMP_ATTR_PORT_INFO, PIB_MAD_METHOD_SET },
             { 3, PIB_PMA_ATTR_PORT_COUNTERS, PIB_MAD_METHOD_GET },
             { 3, PIB_PMA_ATTR_PORT_COUNTERS_EXT, PIB_MAD_METHOD_SET },
+            { 4, PIB_CC_ATTR_CA_CONG_SETTING, PIB_MAD_METHOD_SET },
+            { 4, PIB_CC_ATTR_CC_TABLE, PIB_MAD_METHOD_SET },
+            { 4, PIB_CC_ATTR_CONG_LOG, PIB_MAD_METHOD_GET },
         };
         uint8_t mad[1 + PIB_MAD_SIZE];
         unsigned k;

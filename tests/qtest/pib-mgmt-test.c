@@ -31,6 +31,11 @@
  *   /pib/mgmt/multicast    groups joined with ATTACH_MCAST: a packet from the wire reaches
  *                          every attached QP, our own sends go out and loop back, and a
  *                          group nobody joined, a missing GRH or a GRH that lies are drops
+ *   /pib/mgmt/cc           the congestion control agent: CACongestionSetting by ControlMap,
+ *                          the CongestionControlTable's blocks and CCTI_Limit (past the table:
+ *                          refused, nothing changed), the CA's empty log, TimeStamp against the
+ *                          clock, the CC_Key (Sets without it dropped and counted, Gets with
+ *                          the protect bit too), switch-only attributes, versions and methods
  */
 
 #include "qemu/osdep.h"
@@ -1486,6 +1491,177 @@ static void test_multicast(void)
     mg_shutdown(&m);
 }
 
+/*
+ * 8. Congestion control
+ */
+
+#define MG_CC_KEY       0xcc00cc00cc00cc01ull
+
+/* A CC MAD through MAD_IFC: PIB_MAD_IFC_* back, the response in *resp when answered. */
+static uint32_t mg_cc_ifc(Mg *m, uint8_t method, uint16_t attr, uint32_t mod, uint64_t key,
+                          const void *data, size_t len, struct pib_cc_mad *resp)
+{
+    struct pib_cc_mad req = peer_cc_new(method, attr, mod, key);
+    uint32_t r;
+
+    memcpy(req.data, data, len);
+    r = dp_mad_ifc(&m->d, &req, resp, false);
+    if (r == PIB_MAD_IFC_REPLY) {
+        g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
+        g_assert_cmphex(resp->hdr.tid_lo_be, ==, req.hdr.tid_lo_be);
+        g_assert_cmphex(resp->hdr.mgmt_class, ==, PIB_MGMT_CLASS_CC);
+    }
+    return r;
+}
+
+/* ... that must be answered: its status. */
+static uint16_t mg_cc(Mg *m, uint8_t method, uint16_t attr, uint32_t mod, uint64_t key,
+                      const void *data, size_t len, struct pib_cc_mad *resp)
+{
+    g_assert_cmpuint(mg_cc_ifc(m, method, attr, mod, key, data, len, resp), ==,
+                     PIB_MAD_IFC_REPLY);
+    return be16_to_cpu(resp->hdr.status_be);
+}
+
+static void test_cc(void)
+{
+    struct pib_cc_mad r;
+    struct pib_class_port_info *cpi = (struct pib_class_port_info *)r.data;
+    struct pib_cc_info *ci = (struct pib_cc_info *)r.data;
+    struct pib_cc_key_info ki = { 0 }, *kr = (struct pib_cc_key_info *)r.data;
+    struct pib_cc_ca_setting cs = { 0 }, *csr = (struct pib_cc_ca_setting *)r.data;
+    struct pib_cc_table t = { 0 }, *tr = (struct pib_cc_table *)r.data;
+    uint32_t ts;
+    int i;
+    Mg m;
+
+    mg_boot(&m);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CLASS_PORT_INFO, 0, 0, NULL, 0,
+                           &r), ==, 0);
+    g_assert_cmpuint(cpi->class_version, ==, PIB_CC_CLASS_VERSION);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(ci->control_table_cap, ==, 2);
+
+    /* CACongestionSetting: the SLs ControlMap names (0 and 3) change, SL 5 does not. */
+    cs.port_control_be = cpu_to_be16(PIB_CC_CA_PORT_SL_BASED);
+    cs.control_map_be = cpu_to_be16(1u << 0 | 1u << 3);
+    for (i = 0; i < PIB_CC_SLS; i++) {
+        cs.entries[i] = (struct pib_cc_ca_entry) {
+            .ccti_timer_be = cpu_to_be16(100 + i), .ccti_increase = 2,
+            .trigger_threshold = 5, .ccti_min = 1,
+        };
+    }
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CA_CONG_SETTING, 0, 0, &cs,
+                           sizeof(cs), &r), ==, 0);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CA_CONG_SETTING, 0, 0, NULL, 0,
+                           &r), ==, 0);
+    g_assert_cmphex(be16_to_cpu(csr->port_control_be), ==, PIB_CC_CA_PORT_SL_BASED);
+    g_assert_cmpmem(&csr->entries[0], 8, &cs.entries[0], 8);
+    g_assert_cmpmem(&csr->entries[3], 8, &cs.entries[3], 8);
+    g_assert_cmpuint(be16_to_cpu(csr->entries[5].ccti_timer_be), ==, 0);
+    g_assert_cmpuint(csr->entries[5].ccti_increase, ==, 0);
+
+    /* CongestionControlTable: block 1 and CCTI_Limit 100; block 0 stays empty. */
+    t.ccti_limit_be = cpu_to_be16(100);
+    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
+        t.entries_be[i] = cpu_to_be16((i % 4) << 14 | (3 * i + 1));
+    }
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CC_TABLE, 1, 0, &t, sizeof(t),
+                           &r), ==, 0);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CC_TABLE, 1, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpmem(tr, sizeof(t), &t, sizeof(t));
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CC_TABLE, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(be16_to_cpu(tr->ccti_limit_be), ==, 100);
+    g_assert_cmpuint(be16_to_cpu(tr->entries_be[7]), ==, 0);
+    /* A block past ControlTableCap, a CCTI_Limit past the table: refused, nothing changed. */
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CC_TABLE, 2, 0, &t, sizeof(t),
+                           &r), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    t.ccti_limit_be = cpu_to_be16(128);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CC_TABLE, 0, 0, &t, sizeof(t),
+                           &r), ==, PIB_MAD_STATUS_INVALID_VALUE);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CC_TABLE, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(be16_to_cpu(tr->ccti_limit_be), ==, 100);
+    g_assert_cmpuint(be16_to_cpu(tr->entries_be[7]), ==, 0);
+
+    /* A switch's attributes, and a Set of what only Get reads: not a CA's. */
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_SW_CONG_SETTING, 0, 0, NULL, 0,
+                           &r), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_SW_PORT_CONG_SETTING, 0, 0,
+                           NULL, 0, &r), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_LOG, 0, 0, NULL, 0, &r),
+                     ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_TIME_STAMP, 0, 0, NULL, 0, &r),
+                     ==, PIB_MAD_STATUS_UNSUP_ATTR);
+
+    /* The CA's log, empty: LogType 2 in the MAD's log area. */
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(r.log[0], ==, PIB_CC_LOG_CA);
+    g_assert_cmpuint(lduw_be_p(r.log + 2), ==, 0);              /* EventCounter */
+
+    /* TimeStamp: 1.024 us units of the node's clock. */
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_TIME_STAMP, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    ts = ldl_be_p(r.data);
+    qtest_clock_step(qts(&m.d), 1024 * 1000);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_TIME_STAMP, 0, 0, NULL, 0, &r),
+                     ==, 0);
+    g_assert_cmpuint(ldl_be_p(r.data) - ts, ==, 1000);
+
+    /*
+     * The CC_Key: once set, a Set without it is dropped and counted; a Get passes (no protect
+     * bit) but does not show the key.  With the protect bit, a Get without it is dropped too.
+     */
+    ki.cc_key_hi_be = cpu_to_be32(MG_CC_KEY >> 32);
+    ki.cc_key_lo_be = cpu_to_be32((uint32_t)MG_CC_KEY);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, &ki,
+                           sizeof(ki), &r), ==, 0);
+    cs.control_map_be = cpu_to_be16(1u << 5);
+    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CA_CONG_SETTING, 0, 0, &cs,
+                               sizeof(cs), &r), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CA_CONG_SETTING, 0, 0, NULL, 0,
+                           &r), ==, 0);
+    g_assert_cmpuint(csr->entries[5].ccti_increase, ==, 0);     /* not applied */
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL, 0,
+                           &r), ==, 0);
+    g_assert_cmphex(be32_to_cpu(kr->cc_key_lo_be), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 1);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CA_CONG_SETTING, 0, MG_CC_KEY,
+                           &cs, sizeof(cs), &r), ==, 0);
+    g_assert_cmpuint(csr->entries[5].ccti_increase, ==, 2);     /* with the key: applied */
+    ki.protect_be = cpu_to_be16(PIB_CC_KEY_PROTECT);
+    ki.violations_be = cpu_to_be16(1);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           &ki, sizeof(ki), &r), ==, 0);
+    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
+                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           NULL, 0, &r), ==, 0);
+    g_assert_cmphex(((uint64_t)be32_to_cpu(kr->cc_key_hi_be) << 32 |
+                     be32_to_cpu(kr->cc_key_lo_be)), ==, MG_CC_KEY);
+    g_assert_cmphex(be16_to_cpu(kr->protect_be), ==, PIB_CC_KEY_PROTECT);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 2);
+
+    /* The class version and the methods the class has. */
+    {
+        struct pib_cc_mad req = peer_cc_new(PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0,
+                                            MG_CC_KEY);
+
+        req.hdr.class_version = 1;
+        g_assert_cmpuint(dp_mad_ifc(&m.d, &req, &r, false), ==, PIB_MAD_IFC_REPLY);
+        g_assert_cmphex(be16_to_cpu(r.hdr.status_be), ==, PIB_MAD_STATUS_BAD_VERSION);
+    }
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_TRAP, PIB_CC_ATTR_CONG_INFO, 0, MG_CC_KEY, NULL,
+                           0, &r), ==, PIB_MAD_STATUS_UNSUP_METHOD);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, 0x0019, 0, MG_CC_KEY, NULL, 0, &r), ==,
+                     PIB_MAD_STATUS_UNSUP_ATTR);
+    mg_shutdown(&m);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1497,5 +1673,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/mgmt/partitions", test_partitions);
     qtest_add_func("/pib/mgmt/pma", test_pma);
     qtest_add_func("/pib/mgmt/multicast", test_multicast);
+    qtest_add_func("/pib/mgmt/cc", test_cc);
     return g_test_run();
 }

@@ -15,7 +15,8 @@
  *                           once a receive is posted, and WRITE, READ, atomics and a memory
  *                           window work on the loaded QPs, their data checked, and READ and
  *                           WRITE through a DM MR find B's device memory as it was; an interrupt
- *                           error injection held back is sent at its deadline after the load
+ *                           error injection held back is sent at its deadline after the load;
+ *                           A's CongestionControlTable and the CC_Key guarding it came along
  *   /pib/migration/refused  the same stream with one number changed (a QP number out of
  *                           range, a QP's CQ that does not exist, a page list larger than the
  *                           MTT, a DM over another): the destination refuses it and exits with status 1, never a
@@ -254,6 +255,44 @@ static void mig_dm(Mig *m)
 }
 
 /*
+ * Congestion control as an SM left it on A (fabric/pib-cc.c, a subsection of A's section): a
+ * protected CC_Key and block 0 of the CongestionControlTable.  A CC MAD of method to A's CC
+ * agent with key: what MAD_IFC answered, the response in *resp.
+ */
+#define MIG_CC_KEY      0x6363000063630001ull
+
+static uint32_t mig_cc(PibDev *d, uint8_t method, uint16_t attr, uint64_t key,
+                       const void *data, size_t len, struct pib_cc_mad *resp)
+{
+    struct pib_cc_mad req = peer_cc_new(method, attr, 0, key);
+
+    memcpy(req.data, data, len);
+    return dp_mad_ifc(d, &req, resp, false);
+}
+
+static void mig_cc_set(PibDev *d, struct pib_cc_mad *table)
+{
+    struct pib_cc_key_info ki = {
+        .cc_key_hi_be = cpu_to_be32(MIG_CC_KEY >> 32),
+        .cc_key_lo_be = cpu_to_be32((uint32_t)MIG_CC_KEY),
+        .protect_be = cpu_to_be16(PIB_CC_KEY_PROTECT),
+    };
+    struct pib_cc_table t = { .ccti_limit_be = cpu_to_be16(10) };
+    struct pib_cc_mad r;
+    int i;
+
+    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
+        t.entries_be[i] = cpu_to_be16(1u << 14 | (i + 1));
+    }
+    g_assert_cmpuint(mig_cc(d, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, &ki,
+                            sizeof(ki), &r), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmpuint(r.hdr.status_be, ==, 0);
+    g_assert_cmpuint(mig_cc(d, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CC_TABLE, MIG_CC_KEY, &t,
+                            sizeof(t), table), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmpuint(table->hdr.status_be, ==, 0);
+}
+
+/*
  * Both HCAs with every object type, traffic that completed, and a SEND of 3000 bytes from x
  * that y refused with an RNR NAK (no receive posted): x waits on its RNR timer.
  */
@@ -359,12 +398,14 @@ static void test_mig_file(void)
 {
     Mig m;
     MigView before[2], after[2];
+    struct pib_cc_mad cc_before, cc_after;
     struct pib_sge sge;
     struct pib_cqe cqe;
     uint64_t v, msg;
     unsigned i, d;
 
     mig_setup(&m);
+    mig_cc_set(&m.p.a, &cc_before);
     /*
      * An admin interrupt held back by error injection (5 ms of virtual time) when the machine
      * is saved: it is a message the device owes, and the loaded device sends it on time.
@@ -408,6 +449,13 @@ static void test_mig_file(void)
                         sizeof(before[d].gids));
     }
     g_assert_cmphex(ldq_be_p(after[0].gids[1] + 8), ==, MIG_ALIAS_GUID);
+    /* A's congestion control: the table, and the key that still guards it. */
+    g_assert_cmpuint(mig_cc(&m.p.a, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CC_TABLE, MIG_CC_KEY, NULL,
+                            0, &cc_after), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmpmem(cc_after.data, sizeof(cc_after.data), cc_before.data,
+                    sizeof(cc_before.data));
+    g_assert_cmpuint(mig_cc(&m.p.a, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CC_TABLE, 0, NULL, 0,
+                            &cc_after), ==, PIB_MAD_IFC_CONSUMED);
 
     /* The objects still hold each other. */
     g_assert_cmpuint(dp_obj_cmd(&m.p.a, PIB_CMD_DESTROY_CQ, m.x.scq.cqn), ==, PIB_AQ_BUSY);

@@ -1699,6 +1699,23 @@ struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
     };
 }
 
+struct pib_cc_mad peer_cc_new(uint8_t method, uint16_t attr, uint32_t mod, uint64_t cc_key)
+{
+    return (struct pib_cc_mad) {
+        .hdr = {
+            .base_version = PIB_MAD_BASE_VERSION,
+            .mgmt_class = PIB_MGMT_CLASS_CC,
+            .class_version = PIB_CC_CLASS_VERSION,
+            .method = method,
+            .tid_lo_be = cpu_to_be32(peer_tid++),
+            .attr_id_be = cpu_to_be16(attr),
+            .attr_mod_be = cpu_to_be32(mod),
+        },
+        .cc_key_hi_be = cpu_to_be32(cc_key >> 32),
+        .cc_key_lo_be = cpu_to_be32(cc_key),
+    };
+}
+
 struct pib_pma_mad peer_pma_new(uint8_t method, uint16_t attr, uint8_t port_select,
                                 uint16_t counter_select)
 {

@@ -208,6 +208,8 @@ struct pib_smp peer_smp_new(uint8_t mgmt_class, uint8_t method, uint16_t attr,
 /* A fresh PMA request (class 0x04) for attr, with its PortSelect and CounterSelect. */
 struct pib_pma_mad peer_pma_new(uint8_t method, uint16_t attr, uint8_t port_select,
                                 uint16_t counter_select);
+/* A fresh congestion control request (class 0x21, version 2) for attr, with this CC_Key. */
+struct pib_cc_mad peer_cc_new(uint8_t method, uint16_t attr, uint32_t mod, uint64_t cc_key);
 
 /*
  * The data-path mini-driver

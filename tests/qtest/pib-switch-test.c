@@ -55,7 +55,9 @@
  *                           directed-route SMPs of two and three hops cross both, and each
  *                           answer retraces the ReturnPath the hops recorded
  *   /pib/switch/migration   a switch of its own (-machine none) that the SM programmed (LID,
- *                           LFT, an MFT entry, ports ACTIVE): a live migration paused before
+ *                           LFT, an MFT entry, ports ACTIVE; its CC agent's
+ *                           SwitchCongestionSetting and a SwitchPortCongestionSetting, which
+ *                           come back with the load): a live migration paused before
  *                           the switchover and cancelled sends each peer a MOVE notice with a
  *                           hold, then one of 0, and the switch forwards on; then it is saved
  *                           to a file (QEMU's migration, as `pibvm snapshot save` does; each
@@ -72,6 +74,10 @@
  *   /pib/switch/mft-32      a switch of 32 ports: MFT position 2 holds port 32 (masked to the
  *                           ports there are), position 3 is INVALID_VALUE; a multicast packet
  *                           to ports 1, 3 and 32 reaches the HCAs on 1 and 32
+ *   /pib/switch/fecn        congestion control: packets that wait behind others at a port
+ *                           with Threshold 15 leave with FECN, logged in CongestionLog (read
+ *                           and emptied); a port's own element with Threshold 0, or a victim
+ *                           port out of Victim_Mask, marks nothing
  */
 
 #include "qemu/osdep.h"
@@ -401,32 +407,51 @@ static void sw_rc_send_a_to_b(Sw *s)
 }
 
 /*
- * PortCounters of switch port `port` from the switch's PMA: a GMP from port 3 (our LID) to the
- * switch's LID, QP1; the answer comes back out of port 3.
+ * A GMP (a PMA or CC request, 256 bytes) from port 3 (our LID) to the switch's LID, QP1; the
+ * answer comes back out of port 3, into resp: its status.
  */
-static void sw_port_counters(Sw *s, uint8_t port, struct pib_port_counters *pc)
+static uint16_t sw_gmp(Sw *s, const void *req, void *resp)
 {
-    struct pib_pma_mad req = peer_pma_new(PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS,
-                                          port, 0);
+    const struct pib_mad_hdr *rq = req;
     uint8_t buf[PIB_LINK_MAX_PAYLOAD];
     struct pib_link_hdr hdr;
     struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
-    struct pib_pma_mad *resp = (struct pib_pma_mad *)(buf + 28);
+    struct pib_mad_hdr *rs = (struct pib_mad_hdr *)(buf + 28);
     uint16_t len;
 
-    sw_send_ud(s, SW_LID, SW_SM_LID, false, 1, &req, sizeof(req));
+    sw_send_ud(s, SW_LID, SW_SM_LID, false, 1, req, PIB_MAD_SIZE);
     for (;;) {
         g_assert_cmpint(poll(&pfd, 1, 5000), ==, 1);
         len = peer_read_frame(s->fd, &hdr, buf, sizeof(buf));
         if (hdr.type == PIB_FRAME_PACKET && len == SW_MAD_PKT_LEN && buf[0] >> 4 != 15 &&
-            resp->hdr.mgmt_class == PIB_MGMT_CLASS_PERF) {
+            rs->mgmt_class == rq->mgmt_class && rs->tid_lo_be == rq->tid_lo_be) {
             break;                      /* (SMPs and traps on VL15 are not what we wait for) */
         }
     }
-    g_assert_cmphex(resp->hdr.method, ==, PIB_MAD_METHOD_GET_RESP);
-    g_assert_cmphex(be16_to_cpu(resp->hdr.status_be), ==, 0);
-    memcpy(pc, resp->data, sizeof(*pc));
+    g_assert_cmphex(rs->method, ==, PIB_MAD_METHOD_GET_RESP);
+    memcpy(resp, rs, PIB_MAD_SIZE);
+    return be16_to_cpu(rs->status_be);
+}
+
+/* PortCounters of switch port `port` from the switch's PMA. */
+static void sw_port_counters(Sw *s, uint8_t port, struct pib_port_counters *pc)
+{
+    struct pib_pma_mad req = peer_pma_new(PIB_MAD_METHOD_GET, PIB_PMA_ATTR_PORT_COUNTERS,
+                                          port, 0), resp;
+
+    g_assert_cmphex(sw_gmp(s, &req, &resp), ==, 0);
+    memcpy(pc, resp.data, sizeof(*pc));
     g_assert_cmpuint(pc->port_select, ==, port);
+}
+
+/* A CC request (no CC_Key) to the switch's CC agent, data len bytes: its status. */
+static uint16_t sw_cc(Sw *s, uint8_t method, uint16_t attr, uint32_t mod, const void *data,
+                      size_t len, struct pib_cc_mad *resp)
+{
+    struct pib_cc_mad req = peer_cc_new(method, attr, mod, 0);
+
+    memcpy(req.data, data, len);
+    return sw_gmp(s, &req, resp);
 }
 
 /* What port 3's peer reads until the switch closes the connection: true at end of stream. */
@@ -1720,6 +1745,50 @@ static void sw_mig_mutate(const char *dir, const char *file)
     g_unlink(bad);
 }
 
+/*
+ * The switch's CC agent, as an SM's congestion control manager programs it: a
+ * SwitchCongestionSetting (what ControlMap names changes), port 2's
+ * SwitchPortCongestionSetting element; the switch's log; the CA attributes and a block past
+ * the ports refused.  What was set in *cs and *cp.
+ */
+static void sw_mig_cc_program(Sw *sm, struct pib_cc_sw_setting *cs,
+                              struct pib_cc_swp_element *cp)
+{
+    struct pib_cc_swp_element blk[PIB_CC_SWP_BLOCK_PORTS] = { { 0 } };
+    struct pib_cc_sw_setting in = { 0 };
+    struct pib_cc_mad r;
+
+    memset(in.victim_mask, 0xff, sizeof(in.victim_mask));
+    memset(in.credit_mask, 0xff, sizeof(in.credit_mask));       /* (not in the map) */
+    in.threshold = 0xf0;
+    in.packet_size = 8;
+    in.marking_rate_be = cpu_to_be16(3);
+    in.control_map_be = cpu_to_be32(PIB_CC_SW_CTL_VICTIM | PIB_CC_SW_CTL_THRESHOLD |
+                                    PIB_CC_SW_CTL_MARKING_RATE);
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_SET, PIB_CC_ATTR_SW_CONG_SETTING, 0, &in,
+                          sizeof(in), &r), ==, 0);
+    *cs = in;
+    memset(cs->credit_mask, 0, sizeof(cs->credit_mask));
+    g_assert_cmpmem(r.data, sizeof(*cs), cs, sizeof(*cs));
+    *cp = (struct pib_cc_swp_element) {
+        .valid_type_threshold = PIB_CC_SWP_VALID | 7, .packet_size = 2,
+        .marking_rate_be = cpu_to_be16(1),
+    };
+    blk[2] = *cp;
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_SET, PIB_CC_ATTR_SW_PORT_CONG_SETTING, 0, blk,
+                          sizeof(blk), &r), ==, 0);
+    g_assert_cmpmem(r.data + 2 * sizeof(*cp), sizeof(*cp), cp, sizeof(*cp));
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_GET, PIB_CC_ATTR_SW_PORT_CONG_SETTING, 1, NULL,
+                          0, &r), ==, PIB_MAD_STATUS_INVALID_VALUE);  /* ports 32-63: none */
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CA_CONG_SETTING, 0, NULL, 0,
+                          &r), ==, PIB_MAD_STATUS_UNSUP_ATTR);
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0, NULL, 0, &r),
+                    ==, 0);
+    g_assert_cmpuint(r.data[2], ==, 0);         /* ControlTableCap: a switch has no table */
+    g_assert_cmphex(sw_cc(sm, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, NULL, 0, &r), ==, 0);
+    g_assert_cmpuint(r.log[0], ==, PIB_CC_LOG_SWITCH);
+}
+
 static void test_switch_migration(void)
 {
     g_autofree char *dir = g_dir_make_tmp("pib-swmig-XXXXXX", NULL);
@@ -1734,6 +1803,9 @@ static void test_switch_migration(void)
     Sw p[4] = { { 0 } };        /* [1..3]: this process on the switch's ports */
     uint64_t tok[4], tok_again[4];
     struct pib_port_counters pc2, pc2_after, pc;
+    struct pib_cc_sw_setting cs;
+    struct pib_cc_swp_element cp;
+    struct pib_cc_mad cc;
     struct pib_smp resp;
     struct pib_switch_info si;
     uint8_t lft[64], pat[16], buf[PIB_LINK_MAX_PAYLOAD];
@@ -1771,6 +1843,7 @@ static void test_switch_migration(void)
     sw_mig_forward(&p[1], &p[2], 0x5a);
     sw_port_counters(&p[1], 2, &pc2);
     g_assert_cmpuint(be32_to_cpu(pc2.xmit_pkts_be), >=, 1);
+    sw_mig_cc_program(&p[1], &cs, &cp);
 
     /*
      * A live migration called off (`pibvm migrate sw0` that fails): when it starts, every port
@@ -1845,6 +1918,13 @@ static void test_switch_migration(void)
     g_assert_cmphex(sw_dr_get(&p[1], PIB_SMP_ATTR_MFT, 0, &resp), ==, 0);
     g_assert_cmpmem(resp.data, sizeof(mft), mft, sizeof(mft));
     sw_mig_forward(&p[1], &p[2], 0xa5);
+    /* The congestion control settings as the SM left them. */
+    g_assert_cmphex(sw_cc(&p[1], PIB_MAD_METHOD_GET, PIB_CC_ATTR_SW_CONG_SETTING, 0, NULL, 0,
+                          &cc), ==, 0);
+    g_assert_cmpmem(cc.data, sizeof(cs), &cs, sizeof(cs));
+    g_assert_cmphex(sw_cc(&p[1], PIB_MAD_METHOD_GET, PIB_CC_ATTR_SW_PORT_CONG_SETTING, 0,
+                          NULL, 0, &cc), ==, 0);
+    g_assert_cmpmem(cc.data + 2 * sizeof(cp), sizeof(cp), &cp, sizeof(cp));
     /* The PMA counts on from the save; only port 3 went down. */
     sw_port_counters(&p[1], 2, &pc2_after);
     g_assert_cmpuint(be32_to_cpu(pc2_after.xmit_pkts_be), ==, be32_to_cpu(pc2.xmit_pkts_be) + 1);
@@ -1887,6 +1967,130 @@ static void test_switch_migration(void)
         g_unlink(path);
     }
     g_rmdir(dir);
+}
+
+/*
+ * Congestion control at a switch (IBTA Annex A10.2.1; fabric/pib-cc.c, pib_cc_sw_mark).  Port
+ * 3 (this process) runs credits; while it grants VL0 nothing, six UD SENDs from A on SL0 wait
+ * there: the port is a victim of the next hop (us).  With Threshold 15 (any packet waiting)
+ * and port 3 in Victim_Mask, each SEND that found another ahead of it leaves with FECN in its
+ * BTH, the first one (the queue empty) without: five marks, in fecn-marked and in the
+ * switch's CongestionLog (its counter, port 3 in PortMap, the newest event's LIDs), which a Get
+ * empties.  Then the same six with port 3's SwitchPortCongestionSetting element valid and its
+ * Threshold 0, and with port 3 out of Victim_Mask: no mark.
+ */
+#define SWF_PKT_BLOCKS  5           /* DIV_ROUND_UP(8 + 12 + 8 + 256, 64): a GMP, or a SEND */
+
+typedef struct SwFecn {
+    Sw s;
+    TestEnd x;
+    uint16_t our_blocks;        /* VL0 blocks we sent the switch: GMPs */
+    uint16_t sw_blocks;         /* VL0 blocks the switch sent us: their answers, SENDs */
+} SwFecn;
+
+static uint16_t swf_cc_set(SwFecn *f, uint16_t attr, const void *data, size_t len)
+{
+    struct pib_cc_mad r;
+    uint16_t st = sw_cc(&f->s, PIB_MAD_METHOD_SET, attr, 0, data, len, &r);
+
+    f->our_blocks += SWF_PKT_BLOCKS;
+    f->sw_blocks += SWF_PKT_BLOCKS;
+    return st;
+}
+
+/* Six SENDs from A to us wait at port 3 (no VL0 credit), then come: FECN marked on each. */
+static void swf_round(SwFecn *f, bool marked[6])
+{
+    struct pib_send_wqe w = sw_ud_wqe(0);
+    struct pib_sge sge = dp_sge(f->x.buf, 256, f->x.key);
+    uint8_t b[PIB_LINK_MAX_PAYLOAD];
+    uint64_t fwd = sw_counter(&f->s, "forwarded");
+    uint16_t len;
+    uint8_t type;
+    int i = 0;
+
+    peer_send_flow(f->s.fd, f->our_blocks, f->sw_blocks, 2048);      /* VL0: no more */
+    for (i = 0; i < 6; i++) {
+        w.wr_id = cpu_to_le64(i);
+        w.flags = i == 5 ? PIB_WQE_F_SIGNALED : 0;
+        dp_post_send_raw(&f->s.a, &f->x.qp, &w, &sge, sizeof(sge), true);
+    }
+    dp_expect(&f->s.a, &f->x.scq, 5, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    sw_wait_counter(&f->s, "forwarded", fwd + 6);       /* all six queued at port 3 */
+    peer_send_flow(f->s.fd, f->our_blocks, f->sw_blocks + 2048, 2048);
+    for (i = 0; i < 6; ) {
+        type = peer_read_any(f->s.fd, b, sizeof(b), &len, TIMEOUT_US / 1000);
+        g_assert_cmpuint(type, !=, 0);
+        if (type == PIB_FRAME_PACKET && b[0] >> 4 == 0 && b[8] == PIB_OP_UD_SEND_ONLY) {
+            marked[i++] = ldl_be_p(b + 12) & PIB_BTH_FECN;
+        }
+    }
+    f->sw_blocks += 6 * SWF_PKT_BLOCKS;
+}
+
+static void test_switch_fecn(void)
+{
+    struct pib_cc_sw_setting cs = { 0 };
+    struct pib_cc_swp_element e[PIB_CC_SWP_BLOCK_PORTS] = { { 0 } };
+    struct pib_cc_mad r;
+    struct pib_cc_log_sw log;
+    bool marked[6];
+    SwFecn f = { 0 };
+    int i;
+
+    sw_boot_ex(&f.s, PIB_HELLO_F_CREDITS, "");
+    sw_program(&f.s);
+    peer_send_flow(f.s.fd, 0, 2048, 2048);
+    dp_end(&f.s.a, &f.x, PIB_QPT_UD, 4096);
+    dp_ud_ready(&f.s.a, &f.x.qp, 0x1234);
+    memset(cs.victim_mask, 0xff, sizeof(cs.victim_mask));
+    cs.threshold = 0xf0;
+    cs.control_map_be = cpu_to_be32(PIB_CC_SW_CTL_VICTIM | PIB_CC_SW_CTL_THRESHOLD |
+                                    PIB_CC_SW_CTL_MARKING_RATE);
+    g_assert_cmphex(swf_cc_set(&f, PIB_CC_ATTR_SW_CONG_SETTING, &cs, sizeof(cs)), ==, 0);
+
+    swf_round(&f, marked);
+    g_assert_false(marked[0]);
+    for (i = 1; i < 6; i++) {
+        g_assert_true(marked[i]);
+    }
+    g_assert_cmpuint(sw_counter(&f.s, "fecn-marked"), ==, 5);
+    g_assert_cmphex(sw_cc(&f.s, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, NULL, 0, &r), ==, 0);
+    f.our_blocks += SWF_PKT_BLOCKS;
+    f.sw_blocks += SWF_PKT_BLOCKS;
+    memcpy(&log, r.log, sizeof(r.log));
+    memcpy((uint8_t *)&log + sizeof(r.log), r.data, sizeof(log) - sizeof(r.log));
+    g_assert_cmpuint(log.log_type, ==, PIB_CC_LOG_SWITCH);
+    g_assert_cmpuint(be16_to_cpu(log.event_counter_be), ==, 5);
+    g_assert_cmphex(log.port_map[31], ==, 1u << SW_TEST_PORT);
+    g_assert_cmpuint(be16_to_cpu(log.events[0].slid_be), ==, 1);
+    g_assert_cmpuint(be16_to_cpu(log.events[0].dlid_be), ==, SW_SM_LID);
+    g_assert_cmpuint(be16_to_cpu(log.events[4].dlid_be), ==, SW_SM_LID);
+    g_assert_cmpuint(be16_to_cpu(log.events[5].dlid_be), ==, 0);
+    g_assert_cmphex(sw_cc(&f.s, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, NULL, 0, &r), ==, 0);
+    f.our_blocks += SWF_PKT_BLOCKS;
+    f.sw_blocks += SWF_PKT_BLOCKS;
+    g_assert_cmpuint(lduw_be_p(r.log + 2), ==, 0);              /* emptied by the Get */
+
+    /* Port 3's own element, valid, Threshold 0: it marks nothing. */
+    e[SW_TEST_PORT].valid_type_threshold = PIB_CC_SWP_VALID;
+    g_assert_cmphex(swf_cc_set(&f, PIB_CC_ATTR_SW_PORT_CONG_SETTING, e, sizeof(e)), ==, 0);
+    swf_round(&f, marked);
+    for (i = 0; i < 6; i++) {
+        g_assert_false(marked[i]);
+    }
+    /* The element gone, port 3 out of Victim_Mask: a victim marks nothing either. */
+    e[SW_TEST_PORT].valid_type_threshold = 0;
+    g_assert_cmphex(swf_cc_set(&f, PIB_CC_ATTR_SW_PORT_CONG_SETTING, e, sizeof(e)), ==, 0);
+    cs.victim_mask[31] &= ~(1u << SW_TEST_PORT);
+    cs.control_map_be = cpu_to_be32(PIB_CC_SW_CTL_VICTIM);
+    g_assert_cmphex(swf_cc_set(&f, PIB_CC_ATTR_SW_CONG_SETTING, &cs, sizeof(cs)), ==, 0);
+    swf_round(&f, marked);
+    for (i = 0; i < 6; i++) {
+        g_assert_false(marked[i]);
+    }
+    g_assert_cmpuint(sw_counter(&f.s, "fecn-marked"), ==, 5);
+    sw_shutdown(&f.s);
 }
 
 /*
@@ -1953,5 +2157,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/switch/dr-chain", test_switch_dr_chain);
     qtest_add_func("/pib/switch/migration", test_switch_migration);
     qtest_add_func("/pib/switch/mft-32", test_switch_mft_32);
+    qtest_add_func("/pib/switch/fecn", test_switch_fecn);
     return g_test_run();
 }
