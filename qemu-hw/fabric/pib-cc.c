@@ -23,9 +23,9 @@
  * they are used; a Set of a bad value changes nothing and answers INVALID_VALUE.
  *
  * On the data path, a switch asks pib_cc_sw_mark() whether a packet it queues on an output
- * port gets FECN, and logs each one it marks (pib_cc_sw_log).  Not yet: a CA's side (BECN
- * back to the sender, whose index into the CongestionControlTable then sets the delay between
- * its packets), and credit starvation (Credit_Mask, CS_Threshold).
+ * port gets FECN, and logs each one it marks (pib_cc_sw_log); a CA answers FECN with BECN and
+ * slows down on BECN by its table (hca/pib-cca.c).  Not yet: credit starvation (Credit_Mask,
+ * CS_Threshold).
  */
 
 #include "qemu/osdep.h"

@@ -208,7 +208,7 @@ void pib_pkt_write(uint8_t *b, const PibPktFields *f, uint16_t slid, const uint8
         .opcode = f->opcode,
         .flags = (f->se ? PIB_BTH_SE : 0) | pad << PIB_BTH_PAD_SHIFT,
         .pkey_be = cpu_to_be16(f->pkey),
-        .dqpn_be = cpu_to_be32(f->dqpn & PIB_QPN_MASK),
+        .dqpn_be = cpu_to_be32((f->dqpn & PIB_QPN_MASK) | (f->becn ? PIB_BTH_BECN : 0)),
         .psn_be = cpu_to_be32((f->psn & PIB_PSN_MASK) |
                               (f->ackreq ? PIB_BTH_ACKREQ : 0)),
     };
@@ -327,6 +327,8 @@ PibPktVerdict pib_pkt_parse(const uint8_t *b, uint32_t len, PibPktInfo *pi)
     tver = bth->flags & 0xf;
     pi->pkey = be16_to_cpu(bth->pkey_be);
     pi->dqpn = be32_to_cpu(bth->dqpn_be) & PIB_QPN_MASK;
+    pi->fecn = be32_to_cpu(bth->dqpn_be) & PIB_BTH_FECN;
+    pi->becn = be32_to_cpu(bth->dqpn_be) & PIB_BTH_BECN;
     psn = be32_to_cpu(bth->psn_be);
     pi->psn = psn & PIB_PSN_MASK;
     pi->ackreq = psn & PIB_BTH_ACKREQ;

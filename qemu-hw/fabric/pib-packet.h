@@ -109,6 +109,7 @@ typedef struct PibPktInfo {
     uint16_t pkey;
     uint8_t pkey_index;     /* the table entry it matched (QP0: 0) */
     uint32_t dqpn;
+    bool fecn, becn;        /* congestion notification (IBTA Annex A10) */
     uint32_t psn;
     uint64_t va;            /* RETH or AtomicETH */
     uint32_t rkey;
@@ -134,6 +135,7 @@ typedef struct PibPktFields {
     bool se;
     bool ackreq;
     uint32_t dqpn;
+    bool becn;              /* a response that carries the congestion notification back */
     uint32_t psn;
     uint16_t dlid;
     uint8_t sl;

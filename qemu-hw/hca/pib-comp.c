@@ -461,6 +461,9 @@ void pib_comp_recv(PibQp *qp, const PibPktInfo *pi)
         pib_pkt_drop(qp->s, PIB_CNT_RX_DROP_QP_STATE, pi);
         return;
     }
+    if (pi->becn) {
+        pib_cca_becn(qp, qp->av.sl);    /* congestion on the way to the responder */
+    }
     pib_comp_loop(qp, pi);
     pib_qp_sync_timers(qp);
 }

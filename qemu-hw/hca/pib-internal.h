@@ -49,6 +49,8 @@
  *   pib-resp-rdatom.c  the responder's READ and atomics: executing them, the
  *                 replay cache, sending READ responses
  *   pib-comp.c    completer: ACKs and responses -> send CQEs, retries
+ *   pib-cca.c     congestion control: BECN owed, the table indexes, the delay
+ *                 between a QP's packets
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
  *
@@ -208,6 +210,7 @@ struct PibState {
     PibMcastGroup mcast[PIB_MAX_MCAST_GRP];
     PibPort port;
     PibMgmtNode mgmt;       /* the node the management agents answer for */
+    PibCcaIndex cca_sl[PIB_CC_SLS];     /* congestion control: the SLs' indexes (pib-cca.c) */
     PibMgmtPort *mgmt_ports[PIB_NUM_PORTS + 1];
     PibLink link;
     PibInject inject;
@@ -535,6 +538,14 @@ void pib_resp_run(PibQp *qp, unsigned *budget);
 /* pib-comp.c */
 void pib_comp_recv(PibQp *qp, const PibPktInfo *pi);
 void pib_comp_run(PibQp *qp);
+
+/* pib-cca.c: the CA's congestion control */
+void pib_cca_init(PibQp *qp);
+void pib_cca_fini(PibQp *qp);
+void pib_cca_reset(PibQp *qp);
+void pib_cca_becn(PibQp *qp, uint8_t sl);
+bool pib_cca_may_send(PibQp *qp);
+void pib_cca_sent(PibQp *qp, uint8_t sl);
 
 /* pib-port.c */
 void pib_port_realize(PibState *s);

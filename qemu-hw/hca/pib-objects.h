@@ -401,7 +401,17 @@ typedef struct PibResp {
     bool ack_deferred;
     uint32_t ack_psn;
     uint8_t ack_syndrome;
+    bool becn_owed;         /* a request came with FECN: the next response says BECN */
 } PibResp;
+
+/*
+ * An index into the congestion control table (pib-cca.c): a QP's own, or an SL's.  It falls
+ * by one every CCTI_Timer from since_ns on, which pib_cca_index() works out when asked.
+ */
+typedef struct PibCcaIndex {
+    uint16_t ccti;
+    int64_t since_ns;       /* QEMU_CLOCK_VIRTUAL: when ccti was last brought up to date */
+} PibCcaIndex;
 
 typedef struct PibQp {
     struct PibState *s;
@@ -446,6 +456,11 @@ typedef struct PibQp {
     PibReq req;
     PibComp comp;
     PibResp resp;
+
+    /* Congestion control (pib-cca.c): the QP's index, when its next packet may leave. */
+    PibCcaIndex cca;
+    int64_t cca_next_ns;    /* 0: at once */
+    QEMUTimer *cca_timer;   /* schedules the QP when its delay is over */
 
     bool on_runlist;
     QTAILQ_ENTRY(PibQp) run_next;

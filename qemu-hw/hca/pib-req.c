@@ -243,6 +243,10 @@ static PibReqStep pib_req_check(PibQp *qp, unsigned budget, uint8_t *status)
     if (budget == 0) {
         return REQ_EXIT;
     }
+    if (!pib_cca_may_send(qp)) {
+        trace_pib_req_wait(qp->qpn, r->wqe_idx, "injection rate delay");
+        return REQ_EXIT;
+    }
     if (!pib_xmit_room(qp->s, pib_req_dlid(qp, w))) {
         trace_pib_req_wait(qp->qpn, r->wqe_idx, "transmit queue");
         r->wait_tx = true;
@@ -390,6 +394,7 @@ static PibReqStep pib_req_send_pkt(PibQp *qp, uint8_t *status)
         pib_count(s, PIB_CNT_RETRANSMITS, 1);
     }
     pib_xmit(s, p, f.dlid);
+    pib_cca_sent(qp, f.sl);
     r->psn = pib_psn_add(r->psn, npsn);
     if (pib_psn_diff(r->psn, r->psn_max) > 0) {
         r->psn_max = r->psn;

@@ -100,6 +100,8 @@ PibPacket *pib_resp_build(PibQp *qp, PibPktFields *f, uint32_t paylen)
     f->sgid_index = qp->av.sgid_index;
     f->pkey = pib_port_pkey(qp->s, qp->pkey_index);
     f->msn = qp->resp.msn;
+    f->becn = qp->resp.becn_owed;       /* congestion on the way here (pib-cca.c) */
+    qp->resp.becn_owed = false;
     return pib_pkt_build(qp->s, f, NULL, paylen);
 }
 
@@ -704,6 +706,9 @@ void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
     if (pib_qp_type_is_ud(qp->type)) {
         pib_resp_ud(qp, pi);
         return;
+    }
+    if (pi->fecn && qp->type != PIB_QPT_UC) {
+        qp->resp.becn_owed = true;      /* (pib-cca.c) */
     }
     if (qp->type == PIB_QPT_XRC_TGT) {
         pib_resp_xrc_srq(&c);

@@ -589,6 +589,7 @@ void pib_qp_init_engines(PibQp *qp)
     qp->comp.retrans_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL,
                                           pib_qp_retrans_cb, qp);
     qp->comp.rnr_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pib_qp_rnr_cb, qp);
+    pib_cca_init(qp);
     qp->resp.opcode = -1;
 }
 
@@ -604,6 +605,7 @@ void pib_qp_fini_engines(PibQp *qp)
     timer_free(qp->comp.rnr_timer);
     qp->comp.retrans_timer = NULL;
     qp->comp.rnr_timer = NULL;
+    pib_cca_fini(qp);
 }
 
 /* Forget all transport state (entering RESET or ERR). */
@@ -612,6 +614,7 @@ void pib_qp_reset_engines(PibQp *qp)
     timer_del(qp->comp.retrans_timer);
     qp->comp.retrans_deadline = 0;
     timer_del(qp->comp.rnr_timer);
+    pib_cca_reset(qp);
     memset(&qp->req, 0, sizeof(qp->req));
     qp->req.wqe_idx = qp->req.wqe_max = qp->sq.ci;
     qp->comp.psn = 0;

@@ -281,8 +281,8 @@ static void mig_cc_set(PibDev *d, struct pib_cc_mad *table)
     struct pib_cc_mad r;
     int i;
 
-    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
-        t.entries_be[i] = cpu_to_be16(1u << 14 | (i + 1));
+    for (i = 1; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {        /* (entry 0: no delay) */
+        t.entries_be[i] = cpu_to_be16(1u << 14 | i);
     }
     g_assert_cmpuint(mig_cc(d, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, &ki,
                             sizeof(ki), &r), ==, PIB_MAD_IFC_REPLY);

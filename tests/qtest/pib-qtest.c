@@ -1462,6 +1462,7 @@ uint32_t dp_err_count(PibDev *d)
  */
 
 uint32_t wp_dqpn;                /* the device's QP the peer talks to */
+uint32_t wp_bth_flags;
 static bool wp_batching;         /* wp_batch_begin(): frames collect in wp_batch */
 static uint8_t wp_batch[8192];
 static uint32_t wp_batch_len;
@@ -1486,7 +1487,7 @@ void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
     b[8] = opcode;
     b[9] = pad << PIB_BTH_PAD_SHIFT;
     stw_be_p(b + 10, 0xffff);
-    stl_be_p(b + 12, wp_dqpn);
+    stl_be_p(b + 12, wp_dqpn | wp_bth_flags);
     stl_be_p(b + 16, (psn & PIB_PSN_MASK) | (ackreq ? PIB_BTH_ACKREQ : 0));
     memcpy(b + 20, ext, ext_len);
     memcpy(b + 20 + ext_len, payload, paylen);
@@ -1589,6 +1590,8 @@ bool wp_recv(int fd, WirePkt *w, int timeout_ms)
     pad = (b[9] >> PIB_BTH_PAD_SHIFT) & 3;
     g_assert_cmphex(lduw_be_p(b + 10), ==, 0xffff);
     w->dqpn = ldl_be_p(b + 12) & PIB_QPN_MASK;
+    w->fecn = ldl_be_p(b + 12) & PIB_BTH_FECN;
+    w->becn = ldl_be_p(b + 12) & PIB_BTH_BECN;
     g_assert_cmphex(w->dqpn, ==, WP_QPN);
     w->psn = ldl_be_p(b + 16) & PIB_PSN_MASK;
     w->ackreq = ldl_be_p(b + 16) & PIB_BTH_ACKREQ;

@@ -390,6 +390,7 @@ typedef struct WirePkt {
     uint8_t opcode;
     uint32_t dqpn, psn;
     bool ackreq;
+    bool fecn, becn;        /* BTH: congestion notification */
     uint8_t syndrome;       /* AETH */
     uint32_t msn;
     uint64_t orig;          /* AtomicAckETH */
@@ -402,6 +403,7 @@ typedef struct WirePkt {
 } WirePkt;
 
 extern uint32_t wp_dqpn;                /* the device's QP the peer talks to */
+extern uint32_t wp_bth_flags;           /* PIB_BTH_FECN, _BECN: what wp_send() sets */
 
 void wp_send(int fd, uint8_t opcode, uint32_t psn, bool ackreq,
              const void *ext, uint32_t ext_len, const void *payload,

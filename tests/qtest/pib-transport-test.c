@@ -23,6 +23,11 @@
  *   /pib/transport/requester/read-length  a READ response of the wrong length
  *   /pib/transport/requester/inline       inline data over the QP's max_inline
  *   /pib/transport/modify/retry-cnt       retry_cnt and rnr_retry are 3 bits
+ *   /pib/transport/cc                     congestion control: a request with FECN
+ *                                         is acknowledged with BECN; each BECN
+ *                                         raises the requester's index, whose
+ *                                         table entry then spaces its packets;
+ *                                         the event log, and the index's timer
  *
  * The device's IB timers (RNR, ACK timeout) run on the virtual clock, which
  * only the test moves (qtest_clock_step), so every retry is counted, not
@@ -603,6 +608,133 @@ static void test_modify_retry_cnt(void)
     tp_down(&t, 0);
 }
 
+/*
+ * Congestion control on the CA (IBTA Annex A10.2.2, A10.3; hca/pib-cca.c).  The responder: a
+ * SEND that arrives with FECN is acknowledged with BECN, the next one without.  The
+ * requester, with an SM's settings (SL-based; SL 0: CCTI_Increase 2, CCTI_Timer 1000 x 1.024
+ * us, Trigger_Threshold 4; the table's entry i is 10 i packet times of 1.024 us, entry 4 as
+ * 80 with a shift of 1): every ACK
+ * with BECN raises SL 0's index by 2, and a packet sent at index i holds the next one back
+ * 10 i x 1.024 us of the virtual clock, which only the test moves.  The index reaching 4 is
+ * in the CA's CongestionLog; the timer then takes it down by one every 1.024 ms, and at 0
+ * nothing is held back.
+ */
+static void tp_cc_set(PibDev *d, uint16_t attr, uint32_t mod, const void *data, size_t len)
+{
+    struct pib_cc_mad req = peer_cc_new(PIB_MAD_METHOD_SET, attr, mod, 0), resp;
+
+    memcpy(req.data, data, len);
+    g_assert_cmpuint(dp_mad_ifc(d, &req, &resp, false), ==, PIB_MAD_IFC_REPLY);
+    g_assert_cmphex(resp.hdr.status_be, ==, 0);
+}
+
+/* Post a signalled 8-byte SEND, wr_id n. */
+static void tp_cc_send(Tp *t, TestEnd *x, uint64_t n)
+{
+    struct pib_sge sge = dp_sge(x->buf, 8, x->key);
+
+    dp_post_send(&t->d, &x->qp, PIB_WQE_SEND, PIB_WQE_F_SIGNALED, n, &sge, 1, 0, 0);
+}
+
+/* The SEND of PSN psn arrives; the test acknowledges it, with BECN if becn. */
+static void tp_cc_expect(Tp *t, uint32_t psn, bool becn)
+{
+    WirePkt w;
+
+    wp_expect(t->fd, &w, PIB_OP_RC_SEND_ONLY, psn);
+    g_assert_false(w.becn);
+    wp_bth_flags = becn ? PIB_BTH_BECN : 0;
+    wp_ack(t->fd, psn, PIB_AETH_ACK | 31);
+    wp_bth_flags = 0;
+}
+
+static void test_cc(void)
+{
+    struct pib_cc_ca_setting cs = {
+        .port_control_be = cpu_to_be16(PIB_CC_CA_PORT_SL_BASED),
+        .control_map_be = cpu_to_be16(1),
+        .entries[0] = {
+            .ccti_timer_be = cpu_to_be16(1000), .ccti_increase = 2, .trigger_threshold = 4,
+        },
+    };
+    struct pib_cc_table tbl = { .ccti_limit_be = cpu_to_be16(10) };
+    struct pib_cc_mad req, r;
+    struct pib_cc_log_ca log;
+    struct pib_sge sge;
+    TestEnd x;
+    WirePkt w;
+    uint32_t psn = TP_SQ_PSN;
+    int i;
+    Tp t;
+
+    tp_up(&t);
+    tp_end(&t, &x, 0, 4, 7);
+
+    /* The responder owes BECN for a request with FECN, on the ACK it sends next. */
+    for (i = 0; i < 2; i++) {
+        sge = dp_sge(x.buf + 8192, 256, x.key);
+        dp_post_recv(&t.d, &x.qp, 0x10 + i, &sge, 1);
+        wp_bth_flags = i == 0 ? PIB_BTH_FECN : 0;
+        wp_send_only(t.fd, TP_RQ_PSN + i, "congested");
+        wp_bth_flags = 0;
+        wp_expect(t.fd, &w, PIB_OP_RC_ACKNOWLEDGE, TP_RQ_PSN + i);
+        g_assert_cmpint(w.becn, ==, i == 0);
+        dp_expect(&t.d, &x.rcq, 0x10 + i, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    }
+
+    /* The requester.  Index 0: the table's entry 0, no delay. */
+    tp_cc_set(&t.d, PIB_CC_ATTR_CA_CONG_SETTING, 0, &cs, sizeof(cs));
+    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
+        tbl.entries_be[i] = cpu_to_be16(10 * i);
+    }
+    tbl.entries_be[4] = cpu_to_be16(1 << 14 | 80);      /* the same delay, half-time units */
+    tp_cc_set(&t.d, PIB_CC_ATTR_CC_TABLE, 0, &tbl, sizeof(tbl));
+    tp_cc_send(&t, &x, 1);
+    tp_cc_expect(&t, psn++, true);                      /* index 2 */
+    dp_expect(&t.d, &x.scq, 1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    /* SEND 2 leaves at index 2: SEND 3 waits 20 x 1.024 us. */
+    tp_cc_send(&t, &x, 2);
+    tp_cc_send(&t, &x, 3);
+    tp_cc_expect(&t, psn++, true);                      /* index 4: the log's event */
+    wp_expect_nothing(t.fd);
+    qtest_clock_step(qts(&t.d), 20 * 1024 - 1);
+    wp_expect_nothing(t.fd);
+    qtest_clock_step(qts(&t.d), 1);
+    tp_cc_expect(&t, psn++, false);
+    /* SEND 3 left at index 4: SEND 4 waits 40 x 1.024 us. */
+    tp_cc_send(&t, &x, 4);
+    qtest_clock_step(qts(&t.d), 40 * 1024 - 1);
+    wp_expect_nothing(t.fd);
+    qtest_clock_step(qts(&t.d), 1);
+    tp_cc_expect(&t, psn++, false);
+    for (i = 2; i <= 4; i++) {
+        dp_expect(&t.d, &x.scq, i, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    }
+
+    /* The CA's log: SL 0's index reached 4 on this QP. */
+    req = peer_cc_new(PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, 0);
+    g_assert_cmpuint(dp_mad_ifc(&t.d, &req, &r, false), ==, PIB_MAD_IFC_REPLY);
+    memcpy(&log, r.log, sizeof(r.log));
+    memcpy((uint8_t *)&log + sizeof(r.log), r.data, sizeof(log) - sizeof(r.log));
+    g_assert_cmpuint(log.log_type, ==, PIB_CC_LOG_CA);
+    g_assert_cmpuint(be16_to_cpu(log.event_counter_be), ==, 1);
+    g_assert_cmphex(be16_to_cpu(log.event_map_be), ==, 1);
+    g_assert_cmphex(be32_to_cpu(log.events[0].local_qp_sl_type_be), ==, x.qp.qpn << 8);
+    g_assert_cmphex(be32_to_cpu(log.events[0].remote_qp_be), ==, WP_QPN << 8);
+    g_assert_cmpuint(be16_to_cpu(log.events[0].remote_lid_be), ==, WP_LID);
+
+    /* Four CCTI_Timer periods later the index is 0: after SEND 5 (held back by SEND 4's
+     * delay no longer), SEND 6 follows at once. */
+    qtest_clock_step(qts(&t.d), 4 * 1000 * 1024);
+    tp_cc_send(&t, &x, 5);
+    tp_cc_send(&t, &x, 6);
+    tp_cc_expect(&t, psn++, false);
+    tp_cc_expect(&t, psn++, false);
+    dp_expect(&t.d, &x.scq, 5, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&t.d, &x.scq, 6, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    tp_down(&t, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -616,5 +748,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/transport/requester/read-length", test_req_read_length);
     qtest_add_func("/pib/transport/requester/inline", test_req_inline);
     qtest_add_func("/pib/transport/modify/retry-cnt", test_modify_retry_cnt);
+    qtest_add_func("/pib/transport/cc", test_cc);
     return g_test_run();
 }

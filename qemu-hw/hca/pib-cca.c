@@ -1,0 +1,194 @@
+/*
+ * pib HCA device model - the CA's congestion control (IBTA Annex A10.2.2 and A10.3)
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * What the CA does with the settings an SM wrote into its CC agent (fabric/pib-cc.c:
+ * CACongestionSetting, the CongestionControlTable):
+ *
+ *   BECN owed   an RC or XRC request that arrives with FECN (a switch met congestion on its
+ *               way, fabric/pib-cc.c) makes the responder set BECN on the next ACK or
+ *               response of that QP (pib-resp.c).  Not yet: the congestion notification
+ *               packet a UD or UC receiver sends back.
+ *   the index   each response that reaches the requester with BECN raises an index into the
+ *               congestion control table (CCTI) by CCTI_Increase of the QP's SL, up to the
+ *               table's CCTI_Limit.  The index is the QP's own (PortControl 0) or its SL's,
+ *               shared by every QP sending on that SL (PortControl 1).  Every CCTI_Timer
+ *               (1.024 us units; 0: never) it falls by one, down to CCTI_Min.  A rise to
+ *               Trigger_Threshold logs an event in the CA's CongestionLog.
+ *   the delay   the requester leaves at least the injection rate delay of the table's entry
+ *               at the index between two packets of a QP: (PIB_CCA_PKT_NS >> shift) x
+ *               multiplier, where PIB_CCA_PKT_NS is the time a 4096-byte packet takes on the
+ *               port's 4X QDR link.  (An SM's table has 0 at index 0: no delay.)
+ *
+ *                      BECN: + CCTI_Increase, at most CCTI_Limit
+ *     AT CCTI_Min  ---------------------------------------------->  ABOVE CCTI_Min
+ *          ^                                                       |  ^   | BECN: up again;
+ *          +---- each CCTI_Timer: - 1, down to CCTI_Min -----------+  +---+ CCTI_Timer: - 1
+ *
+ * The index falls lazily: it is kept with the time it was last brought up to date, and
+ * pib_cca_index() takes off the timer periods since, so no timer runs for it.  The delay's
+ * own timer only wakes a QP that waits.  Not saved in a migration stream: a loaded device
+ * starts with every index at 0 (the settings themselves travel, fabric/pib-cc.c).
+ */
+
+#include "qemu/osdep.h"
+
+#include "pib-internal.h"
+#include "../trace.h"
+
+#define PIB_CCA_PKT_NS          1024    /* 4096 bytes at 32 Gb/s (4X QDR's data rate) */
+#define PIB_CCA_TIMER_UNIT_NS   1024    /* CCTI_Timer's unit: 1.024 us */
+
+static int64_t cca_now(void)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+}
+
+static const struct pib_cc_ca_entry *cca_entry(PibState *s, uint8_t sl)
+{
+    return &s->mgmt.cc.ca.entries[sl & 0xf];
+}
+
+/* Does the SM use congestion control here at all?  Nothing set: no index, no delay. */
+static bool cca_off(PibState *s)
+{
+    return s->mgmt.cc.ccti_limit == 0 && s->mgmt.cc.cct[0] == 0;
+}
+
+static PibCcaIndex *cca_index_of(PibQp *qp, uint8_t sl)
+{
+    if (be16_to_cpu(qp->s->mgmt.cc.ca.port_control_be) & PIB_CC_CA_PORT_SL_BASED) {
+        return &qp->s->cca_sl[sl & 0xf];
+    }
+    return &qp->cca;
+}
+
+/* The index x of SL sl's settings at now: what CCTI_Timer took off since it was updated. */
+static uint16_t cca_index(PibState *s, PibCcaIndex *x, uint8_t sl, int64_t now)
+{
+    const struct pib_cc_ca_entry *e = cca_entry(s, sl);
+    uint16_t limit = s->mgmt.cc.ccti_limit;
+    uint16_t min = MIN(e->ccti_min, limit);
+    uint64_t period = (uint64_t)be16_to_cpu(e->ccti_timer_be) * PIB_CCA_TIMER_UNIT_NS;
+    uint64_t steps;
+
+    x->ccti = MIN(x->ccti, limit);      /* (an SM may have shrunk the table since) */
+    if (x->ccti <= min || period == 0) {
+        x->since_ns = now;              /* the timer is not running */
+        return x->ccti;
+    }
+    steps = (uint64_t)(now - x->since_ns) / period;
+    if (steps >= x->ccti - min) {
+        x->ccti = min;
+        x->since_ns = now;
+    } else if (steps) {
+        x->ccti -= steps;
+        x->since_ns += steps * period;
+    }
+    return x->ccti;
+}
+
+/* The CA's log: an index that reached its SL's Trigger_Threshold (the newest first). */
+static void cca_log(PibQp *qp, uint8_t sl)
+{
+    struct pib_cc_log_ca *l = &qp->s->mgmt.cc.log_ca;
+    uint16_t count = be16_to_cpu(l->event_counter_be);
+    uint8_t type = qp->type == PIB_QPT_UC ? 1 : pib_qp_type_is_ud(qp->type) ? 3 : 0;
+
+    memmove(&l->events[1], &l->events[0], sizeof(l->events) - sizeof(l->events[0]));
+    l->events[0] = (struct pib_cc_log_ca_event) {
+        .local_qp_sl_type_be = cpu_to_be32(qp->qpn << 8 | (sl & 0xf) << 4 | type),
+        .remote_qp_be = cpu_to_be32(qp->dest_qpn << 8),
+        .local_lid_be = cpu_to_be16(qp->s->port.mgmt.lid),
+        .remote_lid_be = cpu_to_be16(qp->av.dlid),
+        .time_stamp_be = cpu_to_be32(pib_cc_time_stamp()),
+    };
+    l->event_counter_be = cpu_to_be16(MIN(count + 1, UINT16_MAX));
+    l->event_map_be |= cpu_to_be16(1u << (sl & 0xf));
+}
+
+/* A response to qp (sending on sl) came with BECN: its index rises. */
+void pib_cca_becn(PibQp *qp, uint8_t sl)
+{
+    PibState *s = qp->s;
+    const struct pib_cc_ca_entry *e = cca_entry(s, sl);
+    PibCcaIndex *x = cca_index_of(qp, sl);
+    uint16_t was = cca_index(s, x, sl, cca_now());
+
+    x->ccti = MIN(was + e->ccti_increase, s->mgmt.cc.ccti_limit);
+    trace_pib_cca_becn(qp->qpn, sl, was, x->ccti);
+    if (e->trigger_threshold && was < e->trigger_threshold &&
+        x->ccti >= e->trigger_threshold) {
+        cca_log(qp, sl);
+    }
+}
+
+/*
+ * May qp send a packet on sl now?  No while its injection rate delay runs: its timer
+ * schedules the QP when the delay is over.
+ */
+bool pib_cca_may_send(PibQp *qp)
+{
+    int64_t now;
+
+    if (!qp->cca_next_ns) {
+        return true;
+    }
+    now = cca_now();
+    if (now >= qp->cca_next_ns) {
+        qp->cca_next_ns = 0;
+        return true;
+    }
+    timer_mod(qp->cca_timer, qp->cca_next_ns);
+    return false;
+}
+
+/* qp sent a packet on sl: when the next may go. */
+void pib_cca_sent(PibQp *qp, uint8_t sl)
+{
+    PibState *s = qp->s;
+    int64_t now;
+    uint16_t entry, ccti;
+    uint64_t delay;
+
+    if (cca_off(s)) {
+        return;
+    }
+    now = cca_now();
+    ccti = cca_index(s, cca_index_of(qp, sl), sl, now);
+    entry = s->mgmt.cc.cct[ccti];
+    delay = (uint64_t)(PIB_CCA_PKT_NS >> PIB_CC_CCT_SHIFT(entry)) * PIB_CC_CCT_MULT(entry);
+    if (delay) {
+        qp->cca_next_ns = now + delay;
+        trace_pib_cca_delay(qp->qpn, sl, ccti, delay);
+    }
+}
+
+static void pib_cca_timer_cb(void *opaque)
+{
+    PibQp *qp = opaque;
+
+    pib_qp_schedule(qp);
+}
+
+void pib_cca_init(PibQp *qp)
+{
+    qp->cca_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pib_cca_timer_cb, qp);
+}
+
+void pib_cca_fini(PibQp *qp)
+{
+    timer_free(qp->cca_timer);
+    qp->cca_timer = NULL;
+}
+
+/* The QP enters RESET or ERR: its index and delay are gone. */
+void pib_cca_reset(PibQp *qp)
+{
+    timer_del(qp->cca_timer);
+    qp->cca = (PibCcaIndex) { 0 };
+    qp->cca_next_ns = 0;
+}
