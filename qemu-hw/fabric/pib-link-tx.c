@@ -330,6 +330,17 @@ void pib_link_tx_flush(PibLink *l)
  * packet goes to its VL's queue first (pib-link-fc.c), anything else (HELLO, FLOW, VL15) into
  * the transmit FIFO.
  */
+/*
+ * Frames the link has ready for the socket and not yet written whole: the transmit FIFO and a
+ * staged batch (not what waits in a VL queue for credits).  A machine that migrated away still
+ * writes them while it waits to be quit, its MOVE notices among them: whoever quits it
+ * waits for 0 first (`pibvm migrate`, through the devices' QOM properties).
+ */
+uint32_t pib_link_tx_unwritten(const PibLink *l)
+{
+    return l->txq_ready + (l->tx_off < l->tx_len);
+}
+
 void pib_link_enqueue(PibLink *l, PibPacket *p)
 {
     l->txq_len++;

@@ -324,6 +324,7 @@ PibPacket *pib_link_packet_new(PibLink *l, uint32_t ib_len);
 void pib_link_packet_free(PibLink *l, PibPacket *p);
 void pib_link_enqueue(PibLink *l, PibPacket *p);
 void pib_link_tx_flush(PibLink *l);
+uint32_t pib_link_tx_unwritten(const PibLink *l);
 void pib_link_tx_purge(PibLink *l);
 void pib_link_take_down(PibLink *l, const char *why);
 /* The device stops reading the socket itself (pib-link.c; the transmit side uses it too). */

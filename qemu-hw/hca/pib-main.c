@@ -46,6 +46,7 @@
 #include "qemu/module.h"
 #include "qemu/units.h"
 #include "qapi/error.h"
+#include "qapi/visitor.h"
 #include "hw/pci/msix.h"
 #include "hw/pci/pci.h"
 #include "hw/pci/pcie.h"
@@ -735,6 +736,15 @@ static PIB_PROPERTIES pib_props[] = {
     PIB_PROP_END
 };
 
+/* link-tx-ready: frames the link has ready and not yet written (pib_link_tx_unwritten). */
+static void pib_prop_get_tx_ready(Object *obj, Visitor *v, const char *name, void *opaque,
+                                  Error **errp)
+{
+    uint32_t val = pib_link_tx_unwritten(&PIB_HCA(obj)->link);
+
+    visit_type_uint32(v, name, &val, errp);
+}
+
 static void pib_class_init(ObjectClass *oc, PibClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(oc);
@@ -762,6 +772,8 @@ static void pib_class_init(ObjectClass *oc, PibClassData data)
     object_class_property_set_description(oc, "chardev",
         "the link: a socket chardev shared with the peer HCA");
     pib_inject_class_init(oc);      /* inject-*: settable at run time */
+    object_class_property_add(oc, "link-tx-ready", "uint32", pib_prop_get_tx_ready, NULL,
+                              NULL, NULL);
 }
 
 static const TypeInfo pib_info = {

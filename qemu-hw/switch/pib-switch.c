@@ -709,6 +709,22 @@ static void sw_prop_get_counter(Object *obj, Visitor *v, const char *name, void 
     visit_type_uint64(v, name, &val, errp);
 }
 
+/* tx-ready: frames the ports have ready and not yet written (pib_link_tx_unwritten). */
+static void sw_prop_get_tx_ready(Object *obj, Visitor *v, const char *name, void *opaque,
+                                 Error **errp)
+{
+    PibSwitch *sw = PIB_SWITCH(obj);
+    uint32_t val = 0;
+    int i;
+
+    for (i = 1; i <= sw->nports; i++) {
+        if (sw->ports[i].linked) {
+            val += pib_link_tx_unwritten(&sw->ports[i].link);
+        }
+    }
+    visit_type_uint32(v, name, &val, errp);
+}
+
 #define SW_PORT_PROP(n) DEFINE_PROP_CHR("port" #n, PibSwitch, ports[n].link.chr)
 static PIB_PROPERTIES sw_props[] = {
     DEFINE_PROP_UINT8("ports", PibSwitch, nports, 0),
@@ -750,6 +766,8 @@ static void sw_class_init(ObjectClass *oc, PibClassData data)
                               (void *)offsetof(PibSwitch, forwarded));
     object_class_property_add(oc, "fecn-marked", "uint64", sw_prop_get_counter, NULL, NULL,
                               (void *)offsetof(PibSwitch, fecn_marked));
+    object_class_property_add(oc, "tx-ready", "uint32", sw_prop_get_tx_ready, NULL, NULL,
+                              NULL);
 }
 
 static const TypeInfo sw_info = {

@@ -20,7 +20,7 @@ from .config import (ACTIVE_TIMEOUT, BOOT_TIMEOUT, QUIT_TIMEOUT, die, hub_pid, l
 from .image import make_initrd
 from .mgmt import start_hub, start_relay
 from .qemu import (check_qemu, data_socket, disk_path, make_disk, probe_accel, qemu_args,
-                   switch_args, switch_socket, tcp_link)
+                   switch_args, switch_listens, switch_socket, tcp_link)
 from .topology import (MAX_NODES, MAX_SWITCHES, fabric_node, layout, node_guid, peer_of,
                        port_guid, switch_count, switch_guid, switch_nodes, switch_of,
                        switch_ports, switched)
@@ -57,7 +57,7 @@ def start_switch(s, state, extra=()):
     if switch_pid(s):
         return
     for p, peer in switch_ports(s, *layout(state)).items():
-        if peer[0] == "switch" and peer[1] < s:
+        if not switch_listens(s, peer):
             continue
         try:
             os.unlink(switch_socket(s, p))

@@ -11,14 +11,20 @@ the old one is gone:
      pidfile under their suffixed names;
   2. `migrate` over the old QEMU's QMP, and wait for "completed" (or "failed": the new QEMU is
      killed, the old one runs on as if nothing happened);
-  3. quit the old QEMU, then give the new one's sockets and pidfile their names; a new
-     guest-agent relay connects to it (the old relay ended with the old QEMU).
+  3. once the old QEMU's device has written what it had ready for its cables (its MOVE
+     notices among it: drain_old), quit it, then give the new one's sockets and pidfile their
+     names; a new guest-agent relay connects to it (the old relay ended with the old QEMU).
 
 The cable: a node that dials its peer (or its switch port) dials from the new QEMU at once; the
 peer's listening socket takes that connection when the old one closes.  A node that serves its
 cable (the lower-numbered one of a pair) listens from the new QEMU, and its peer is told to
-dial it at once (redial_peer).  Either way the two ports know each other again on the new cable
-and stay ACTIVE (include/pib_link.h, "Moving")."""
+dial it at once (redial).  Either way the two ports know each other again on the new cable
+and stay ACTIVE (include/pib_link.h, "Moving").
+
+`pibvm migrate swS` moves switch S the same way: its ports that listen (to its nodes, to switch
+S+1) listen from the new QEMU, and each peer is told to dial it at once; its port to switch S-1
+dials from the new QEMU.  The switch tells its peers it may move when the migration starts, so
+their ports hold their state while the cables are down (pib-switch-vmstate.c)."""
 
 import json
 import os
@@ -26,11 +32,12 @@ import subprocess
 import time
 
 from .agent import qga_ready
-from .config import die, node_pid, path, say, wait_gone
+from .commands import node_arg, switch_arg
+from .config import die, node_pid, path, say, switch_pid, wait_gone
 from .mgmt import start_relay
-from .qemu import link_socket, qemu_args
+from .qemu import link_socket, qemu_args, switch_args, switch_listens, switch_socket
 from .qmp import Qmp
-from .topology import peer_of, switched
+from .topology import layout, peer_of, switch_ports, switched
 
 
 def wait_migration(qmp, timeout):
@@ -46,43 +53,75 @@ def wait_migration(qmp, timeout):
         time.sleep(0.05)
 
 
-def redial_peer(n, state):
-    """If node N served its cable, its peer's QEMU would redial within a second (reconnect);
-    have it dial the new QEMU now instead: QMP chardev-change gives the peer's pib-hca a new
-    client chardev to the same path, which connects at once.  The peer's link holds its port
-    for the moved one meanwhile (include/pib_link.h, "Moving"), whose RC QPs wait only half a
-    second (the default ACK timeout and retries) for what was lost in the gap."""
-    peer = peer_of(n, state["nodes"])
-    if switched(state) or peer is None or n > peer or not node_pid(peer):
-        return
+def redial(machine, chardev, sock):
+    """Have MACHINE's chardev CHARDEV, a client of the moved machine's listening socket SOCK,
+    dial the new QEMU now rather than within a second (its reconnect): QMP chardev-change gives
+    the device a new client chardev to the same path, which connects at once.  The peer's link
+    holds its port for the moved one meanwhile (include/pib_link.h, "Moving"), whose RC QPs
+    wait only half a second (the default ACK timeout and retries) for what was lost in the
+    gap."""
     try:
-        q = Qmp(path(f"node{peer}.qmp"))
+        q = Qmp(path(f"{machine}.qmp"))
         # The option is the peer QEMU's to understand, which may be another version than the
         # destination's (a move between the stacks' QEMUs, PIBVM_QEMU).
         v = q.cmd("query-version")["qemu"]
-        redial = ({"reconnect-ms": 1000} if (v["major"], v["minor"]) >= (9, 2) else
-                  {"reconnect": 1})
+        again = ({"reconnect-ms": 1000} if (v["major"], v["minor"]) >= (9, 2) else
+                 {"reconnect": 1})
         backend = {"type": "socket", "data": {
-            "addr": {"type": "unix", "data": {"path": link_socket(n, peer)}},
-            "server": False, **redial}}
-        q.cmd("chardev-change", {"id": "pib0", "backend": backend})
+            "addr": {"type": "unix", "data": {"path": sock}}, "server": False, **again}}
+        q.cmd("chardev-change", {"id": chardev, "backend": backend})
         q.close()
     except OSError as e:
-        say(f"node{peer}: could not redial its cable at once ({e}); it redials within a second")
+        say(f"{machine}: could not redial its cable at once ({e}); it redials within a second")
 
 
-def cmd_migrate(args, state):
-    """Move node N, running, into a new QEMU process on this host (QEMU's live migration; the
-    guest keeps running, its pib queue pairs open).  Prints the downtime QEMU measured."""
-    n = args.node
-    old_pid = node_pid(n)
-    if not old_pid:
-        die(f"node{n} is not running")
+def redial_peer(n, state):
+    """If node N served its cable, its peer dials the new QEMU now (redial)."""
+    peer = peer_of(n, state["nodes"])
+    if switched(state) or peer is None or n > peer or not node_pid(peer):
+        return
+    redial(f"node{peer}", "pib0", link_socket(n, peer))
+
+
+def redial_switch_peers(s, state):
+    """Every peer of switch S that dials one of its listening ports dials the new QEMU now: its
+    nodes, and switch S+1 (redial)."""
+    for p, peer in switch_ports(s, *layout(state)).items():
+        if not switch_listens(s, peer):
+            continue
+        if peer[0] == "node":
+            if node_pid(peer[1]):
+                redial(f"node{peer[1]}", "pib0", switch_socket(s, p))
+        elif switch_pid(peer[1]):
+            redial(f"switch{peer[1]}", f"p{peer[2]}", switch_socket(s, p))
+
+
+def refuse(state):
+    """The runs whose machines cannot move."""
     if state.get("data_net"):
         die("migrate: a run with --data-net cannot move a node (QEMU 7.2's stream netdev "
             "does not redial)")
     if state.get("link_listen") or state.get("link_connect"):
         die("migrate: a node with a TCP cable (--link-listen/--link-connect) is not supported yet")
+
+
+def cmd_migrate(args, state):
+    """Move node N, or switch S (swS), running, into a new QEMU process on this host (QEMU's
+    live migration; a guest keeps running, its pib queue pairs open, and a switch forwarding).
+    Prints the downtime QEMU measured."""
+    kind, n = args.node
+    if kind == "switch":
+        switch_arg(n, state)
+        refuse(state)
+        old_pid = switch_pid(n)
+        if not old_pid:
+            die(f"switch sw{n} is not running")
+        return move_switch(n, state, old_pid, args.timeout)
+    node_arg(n)
+    old_pid = node_pid(n)
+    if not old_pid:
+        die(f"node{n} is not running")
+    refuse(state)
     # While this exists, `pibvm exec` on node N waits for the agent instead of failing.
     moving = path(f"node{n}.moving")
     open(moving, "w").close()
@@ -92,32 +131,49 @@ def cmd_migrate(args, state):
         os.unlink(moving)
 
 
-def move(n, state, old_pid, timeout):
-    old = Qmp(path(f"node{n}.qmp"))
-    incoming = path(f"node{n}.migrate")
-    # What the new QEMU binds, under a name of its own until the old one is gone.
+def drain_old(old, device, prop, name):
+    """The migrated machine is stopped, but its device still writes the frames it had ready for
+    its cables: the MOVE notice that tells each peer to hold its port may wait behind data on a
+    busy one.  Quit it only once they are out (the device's PROP is 0), or it would take them
+    along and the peers would see their cables close unannounced: a link down.  Looked at
+    every 10 ms; 10 s is a hang guard (a peer that stopped reading)."""
+    deadline = time.monotonic() + 10
+    while True:
+        r = old.cmd("qom-get", {"path": f"/machine/peripheral/{device}", "property": prop})
+        if r == 0:
+            return
+        if time.monotonic() > deadline:
+            say(f"{name}: {r} frame(s) still unwritten to its cables after 10 s; quitting it")
+            return
+        time.sleep(0.01)
+
+
+def migrate_to(name, old_pid, argv, own, timeout, device, prop):
+    """Steps 1-3 of a move (the module's comment) for machine NAME (node<N>, switch<S>), QEMU
+    OLD_PID: start the destination (ARGV, which binds OWN with the suffix .mig<OLD_PID>), migrate
+    into it, let the old one's DEVICE write what it owes its cables (its PROP, drain_old), quit
+    it and give the new one the names.  QEMU's last query-migrate
+    answer, and the seconds the migration took."""
+    incoming = path(f"{name}.migrate")
     sfx = f".mig{old_pid}"
-    own = [path(f"node{n}.{x}") for x in ("pid", "qmp", "console", "qga", "net")]
-    peer = peer_of(n, state["nodes"])
-    if not switched(state) and peer is not None and n < peer:
-        own.append(link_socket(n, peer))
     for f in [incoming] + [o + sfx for o in own]:
         try:
             os.unlink(f)
         except FileNotFoundError:
             pass
     try:                        # the old QEMU's own log (-d guest_errors), kept aside
-        os.replace(path(f"node{n}.qemu.log"), path(f"node{n}.qemu.log.old"))
+        os.replace(path(f"{name}.qemu.log"), path(f"{name}.qemu.log.old"))
     except FileNotFoundError:
         pass
-    argv = qemu_args(n, state, sfx) + ["-incoming", f"unix:{incoming}"]
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    old = Qmp(path(f"{name}.qmp"))
+    r = subprocess.run(argv + ["-incoming", f"unix:{incoming}"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
     if r.returncode != 0:
-        die(f"node{n}: the destination QEMU failed to start (exit {r.returncode}):\n"
+        die(f"{name}: the destination QEMU failed to start (exit {r.returncode}):\n"
             f"{r.stderr.strip()}")
-    with open(path(f"node{n}.pid") + sfx) as f:
+    with open(path(f"{name}.pid") + sfx) as f:
         new_pid = int(f.read().split()[0])
-    say(f"node{n}: moving from QEMU pid {old_pid} to pid {new_pid}")
+    say(f"{name}: moving from QEMU pid {old_pid} to pid {new_pid}")
     t0 = time.monotonic()
     old.cmd("migrate", {"uri": f"unix:{incoming}"})
     r = wait_migration(old, timeout)
@@ -129,28 +185,57 @@ def move(n, state, old_pid, timeout):
                 os.unlink(o + sfx)
             except FileNotFoundError:
                 pass
-        die(f"node{n}: migration {r['status']}: {r.get('error-desc', '')} (node{n} runs on in "
-            f"pid {old_pid}; see node{n}.qemu.log for the destination's error)")
+        die(f"{name}: migration {r['status']}: {r.get('error-desc', '')} ({name} runs on in "
+            f"pid {old_pid}; see {name}.qemu.log for the destination's error)")
     took = time.monotonic() - t0
+    drain_old(old, device, prop, name)
     try:
         old.cmd("quit")
     except OSError:
         pass                    # it quit before answering
     old.close()
     if not wait_gone(old_pid, 30):
-        die(f"node{n}: the old QEMU (pid {old_pid}) did not quit")
+        die(f"{name}: the old QEMU (pid {old_pid}) did not quit")
     for o in own:
         os.replace(o + sfx, o)
+    return r, took
+
+
+def report(name, what, r, took):
+    ram = r.get("ram", {})
+    say(f"{name}: moved in {took:.2f} s; downtime {r.get('downtime', '?')} ms, "
+        f"{ram.get('transferred', 0) >> 20} MiB sent")
+    print(json.dumps({**what, "downtime_ms": r.get("downtime"),
+                      "total_ms": r.get("total-time"), "setup_ms": r.get("setup-time"),
+                      "transferred": ram.get("transferred")}))
+
+
+def move_switch(s, state, old_pid, timeout):
+    own = [path(f"switch{s}.{x}") for x in ("pid", "qmp")]
+    own += [switch_socket(s, p) for p, peer in switch_ports(s, *layout(state)).items()
+            if switch_listens(s, peer)]
+    sfx = f".mig{old_pid}"
+    r, took = migrate_to(f"switch{s}", old_pid, switch_args(s, state, sfx), own, timeout,
+                         f"sw{s}", "tx-ready")
+    redial_switch_peers(s, state)
+    report(f"switch{s}", {"switch": s}, r, took)
+    return 0
+
+
+def move(n, state, old_pid, timeout):
+    # What the new QEMU binds, under a name of its own until the old one is gone.
+    sfx = f".mig{old_pid}"
+    own = [path(f"node{n}.{x}") for x in ("pid", "qmp", "console", "qga", "net")]
+    peer = peer_of(n, state["nodes"])
+    if not switched(state) and peer is not None and n < peer:
+        own.append(link_socket(n, peer))
+    r, took = migrate_to(f"node{n}", old_pid, qemu_args(n, state, sfx), own, timeout,
+                         "pib0", "link-tx-ready")
     redial_peer(n, state)
     start_relay(n)
     # `pibvm exec` on node N forgives a missing agent only while node<N>.moving exists: keep it
     # until the moved guest's agent answers.
     if not qga_ready(n, 60):
         say(f"node{n}: its guest agent does not answer after the move")
-    ram = r.get("ram", {})
-    say(f"node{n}: moved in {took:.2f} s; downtime {r.get('downtime', '?')} ms, "
-        f"{ram.get('transferred', 0) >> 20} MiB sent")
-    print(json.dumps({"node": n, "downtime_ms": r.get("downtime"),
-                      "total_ms": r.get("total-time"), "setup_ms": r.get("setup-time"),
-                      "transferred": ram.get("transferred")}))
+    report(f"node{n}", {"node": n}, r, took)
     return 0

@@ -70,19 +70,27 @@ def redial_opt():
     return "reconnect-ms=1000" if qemu_version() >= (9, 2) else "reconnect=1"
 
 
-def switch_args(s, state):
+def switch_listens(s, peer):
+    """Does switch S's port to PEER (switch_ports()) listen?  All do but the one to switch S-1,
+    which dials that switch's listening port."""
+    return not (peer[0] == "switch" and peer[1] < s)
+
+
+def switch_args(s, state, sfx=""):
     """Switch S: the same QEMU binary, no machine, a chardev per port.  Ports to nodes and to the
-    next switch listen; the port to the previous switch dials that switch's listening port."""
+    next switch listen; the port to the previous switch dials that switch's listening port.
+    SFX: as qemu_args's, for the sockets it listens on and its pidfile (`pibvm migrate swS`)."""
     args = [QEMU, "-name", f"switch{s}", "-machine", "none", "-nodefaults", "-no-user-config",
             "-display", "none", *FIRMWARE,
-            "-daemonize", "-pidfile", path(f"switch{s}.pid"), "-D", path(f"switch{s}.qemu.log"),
-            "-qmp", f"unix:{path(f'switch{s}.qmp')},server=on,wait=off"]
+            "-daemonize", "-pidfile", path(f"switch{s}.pid") + sfx,
+            "-D", path(f"switch{s}.qemu.log"),
+            "-qmp", f"unix:{path(f'switch{s}.qmp')}{sfx},server=on,wait=off"]
     ports = switch_ports(s, *layout(state))
     for p, peer in ports.items():
-        if peer[0] == "switch" and peer[1] < s:
+        if not switch_listens(s, peer):
             chardev = f"socket,id=p{p},path={switch_socket(peer[1], peer[2])},{redial_opt()}"
         else:
-            chardev = f"socket,id=p{p},path={switch_socket(s, p)},server=on,wait=off"
+            chardev = f"socket,id=p{p},path={switch_socket(s, p)}{sfx},server=on,wait=off"
         args += ["-chardev", chardev]
     args += ["-device", f"pib-switch,id=sw{s},ports={len(ports)},"
                         f"node-guid={switch_guid(s):#018x},"
