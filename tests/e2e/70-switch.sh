@@ -14,10 +14,12 @@
 #     switch's drop-partition grow, node 0 never sees them) and node 1's QP gives up;
 #   - QoS: opensm -Q programs the SLtoVL tables of the CAs and of the switch's port pairs and the
 #     VL arbitration tables (smpquery sl2vl/vlarb show them); SL1 crosses on VL1, and an SL the
-#     switch maps to VL15 dies there, in drop-vl-mapping and the input port's PortRcvErrors.
+#     switch maps to VL15 dies there, in drop-vl-mapping and the input port's PortRcvErrors;
+#   - congestion control: opensm's CC manager (congestion_control TRUE) programs the switch's and
+#     the CAs' CC agents without an error; ibccquery reads back what it wrote.
 # The suite's own two guests stay up meanwhile (this test boots its own three).
 # e2e-timeout: 1500
-# e2e-checks: 46
+# e2e-checks: 55
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -192,4 +194,47 @@ check "perfquery: switch port 2's PortRcvErrors grew by 8 at least (${re0:-?} ->
 check "node 1's CA sent them (SL4 is VL0 there): its tx_drop_vl stayed (${tx0:-?} -> ${tx1:-?})" \
   test -n "$tx0" -a "$tx1" = "$tx0"
 rm -f "$clog"
+
+# --- Congestion control: opensm's CC manager programs every node's CC agent -----------------------
+# opensm with congestion_control TRUE sends SwitchCongestionSetting to the switch and
+# CACongestionSetting and the CongestionControlTable to every CA (IBTA Annex A10; its
+# osm_congestion_control.c); each must be taken (no ERR C1xx in its log), and ibccquery reads
+# back what it wrote.  (What the settings drive on the data path is not built yet.)
+CCONF=/tmp/opensm-cc.conf
+on 0 sh -c "printf '%s\n' 'congestion_control TRUE' 'cc_sw_cong_setting_control_map 0x15' \
+  'cc_sw_cong_setting_victim_mask 0x0e' 'cc_sw_cong_setting_threshold 0x8' \
+  'cc_sw_cong_setting_packet_size 8' 'cc_sw_cong_setting_marking_rate 3' \
+  'cc_ca_cong_setting_port_control 0x1' 'cc_ca_cong_setting_control_map 0x3' \
+  'cc_ca_cong_setting_ccti_timer 0 150' 'cc_ca_cong_setting_ccti_increase 0 2' \
+  'cc_ca_cong_setting_trigger_threshold 0 20' 'cc_ca_cong_setting_ccti_min 0 1' \
+  'cc_ca_cong_setting_ccti_timer 1 300' 'cc_ca_cong_setting_ccti_increase 1 4' \
+  'cc_cct 0:0,0:100,1:200,2:300,3:400' > $CCONF"
+cc_log_lines=$(wc -l < "$PIBVM_DIR/node0.opensm.log" 2>/dev/null || echo 0)
+check "node 0: opensm stops" "$PIBVM" sm stop 0
+check "node 0: opensm with congestion control ($CCONF)" "$PIBVM" sm start 0 -- -F "$CCONF"
+sw_cc_set() { on 0 ibccquery SwitchCongestionSetting "$swlid" 2>/dev/null | grep -Eq '^Marking_Rate:\.*3$'; }
+check "ibccquery: the switch took opensm's SwitchCongestionSetting" until_ok 60 sw_cc_set
+out=$(on 0 ibccquery SwitchCongestionSetting "$swlid")
+echo "--- node 0: ibccquery SwitchCongestionSetting $swlid"; echo "$out"
+check "ibccquery SwitchCongestionSetting: Threshold 0x8, Packet_Size 8, ControlMap 0x15" \
+  bash -c 'grep -Eq "^Threshold:\.*0x0*8$" <<<"$1" && grep -Eq "^Packet_Size:\.*8$" <<<"$1" &&
+           grep -Eq "^Control_Map:\.*0x0*15$" <<<"$1"' _ "$out"
+ca_cc_set() { on 0 ibccquery CongestionControlTable "${lid[1]}" 2>/dev/null | grep -Eq '^CCTI_Limit:\.*4$'; }
+check "ibccquery: node 1's CA took opensm's CongestionControlTable" until_ok 60 ca_cc_set
+out=$(on 0 ibccquery CongestionControlTable "${lid[1]}")
+echo "--- node 0: ibccquery CongestionControlTable ${lid[1]}"; echo "$out"
+check "ibccquery CongestionControlTable: entry 4 is shift 3, multiplier 400" \
+  bash -c 'grep -A2 -E "^Entry:\.*4$" <<<"$1" | grep -Eq "CCT_Shift:\.*3$" &&
+           grep -A2 -E "^Entry:\.*4$" <<<"$1" | grep -Eq "CCT_Multiplier:\.*400$"' _ "$out"
+out=$(on 2 ibccquery CACongestionSetting "${lid[1]}")
+echo "--- node 2: ibccquery CACongestionSetting ${lid[1]}"; echo "$out" | head -n 20
+check "ibccquery CACongestionSetting: SL-based, SL 0 timer 150 increase 2, SL 1 timer 300" \
+  bash -c 'grep -Eq "^Port_Control:\.*0x0*1$" <<<"$1" && grep -Eq "CCTI_Timer:\.*150" <<<"$1" &&
+           grep -Eq "CCTI_Increase:\.*2$" <<<"$1" && grep -Eq "CCTI_Timer:\.*300" <<<"$1"' _ "$out"
+out=$(on 0 ibccquery CongestionInfo "${lid[2]}")
+echo "--- node 0: ibccquery CongestionInfo ${lid[2]}"; echo "$out"
+check "ibccquery CongestionInfo: a CA's ControlTableCap is 2 (128 entries)" \
+  grep -Eq '^ControlTableCap:\.*2$' <<<"$out"
+cc_errs=$(tail -n +$((cc_log_lines + 1)) "$PIBVM_DIR/node0.opensm.log" | grep -c 'ERR C1' || true)
+check "opensm's log: no congestion control error (ERR C1xx: $cc_errs)" test "$cc_errs" = 0
 finish
