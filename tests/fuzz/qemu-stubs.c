@@ -1211,8 +1211,9 @@ bool fz_error_clear(Error **errp)
 }
 
 /*
- * QOM properties the device adds to its class (error injection): recorded,
- * so that the harness can set them as qom-set would.  A uint32 setter reads
+ * QOM properties the device adds to its class (error injection, and read-only
+ * ones such as link-tx-ready): recorded, so that the harness can get them as
+ * qom-get and set the settable ones as qom-set would.  A uint32 setter reads
  * its value through visit_type_uint32(), which hands it fz_prop_u32.
  */
 FzProp fz_props[FZ_MAX_PROPS];
@@ -1285,6 +1286,9 @@ bool fz_prop_set(Object *obj, const FzProp *p, const char *str, uint32_t u32)
 {
     Error *err = NULL;
 
+    if (!p->set_str && !p->set_bool && !p->set) {
+        return false;                   /* read-only: qom-set would refuse it */
+    }
     if (p->set_str) {
         p->set_str(obj, str, &err);
     } else if (p->set_bool) {
