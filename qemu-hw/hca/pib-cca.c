@@ -127,7 +127,7 @@ void pib_cca_becn(PibQp *qp, uint8_t sl)
 }
 
 /*
- * May qp send a packet on sl now?  No while its injection rate delay runs: its timer
+ * May qp send its next packet now?  No while its injection rate delay runs: its timer
  * schedules the QP when the delay is over.
  */
 bool pib_cca_may_send(PibQp *qp)
