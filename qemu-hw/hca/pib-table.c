@@ -108,11 +108,14 @@ void pib_table_reset(PibTable *t)
     }
 }
 
-/* How many objects the table holds (traces). */
+/* How many objects the table holds (traces, the objects-* properties); 0 before realize. */
 uint32_t pib_table_count(const PibTable *t)
 {
     uint32_t n, count = 0;
 
+    if (!t->obj) {
+        return 0;
+    }
     for (n = t->first; n <= t->max; n++) {
         count += t->obj[n] != NULL;
     }

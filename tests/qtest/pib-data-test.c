@@ -29,12 +29,13 @@
 /* Objects and their admin commands: every field checked. */
 static void test_dp_objects(void)
 {
-    QOSState *qs = pib_boot("-device pib-hca,addr=4.0");
+    QOSState *qs = pib_boot("-device pib-hca,addr=4.0,id=pa");
+    const char *pa = "/machine/peripheral/pa";
     struct pib_device_attr dev_attr;
     struct pib_admin_cmd cmd;
     struct pib_qp_attr qa;
     PibDev d;
-    uint32_t pdn, key1, key2, key3, errs = 0;
+    uint32_t pdn, key1, key2, key3, errs = 0, mtt0;
     uint64_t buf, pbl;
     TestCq cq;
     TestQp qp;
@@ -66,9 +67,12 @@ static void test_dp_objects(void)
     g_assert_cmpuint(le32_to_cpu(dev_attr.max_inline_data), ==,
                      PIB_MAX_INLINE_DATA);
 
-    /* PD */
+    /* PD; the objects-* properties count what the device holds */
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-pd"), ==, 0);
+    mtt0 = qom_get_u32(qts(&d), pa, "mtt-pages");
     pdn = dp_create_pd(&d);
     g_assert_cmpuint(pdn, !=, 0);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-pd"), ==, 1);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_PD, pdn + 1), ==,
                      PIB_AQ_BAD_RESOURCE);
 
@@ -109,11 +113,17 @@ static void test_dp_objects(void)
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
 
     /* Keys: index << 8 | a key byte that changes on each reuse. */
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-mr"), ==, 0);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "mtt-pages"), ==, mtt0);
     key1 = dp_reg_mr(&d, pdn, PIB_ACCESS_LOCAL_WRITE, buf, 4096);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-mr"), ==, 1);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "mtt-pages"), ==, mtt0 + 1);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DESTROY_PD, pdn), ==, PIB_AQ_BUSY);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, key1 ^ 1), ==,
                      PIB_AQ_BAD_RESOURCE);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, key1), ==, PIB_AQ_OK);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-mr"), ==, 0);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "mtt-pages"), ==, mtt0);
     g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, key1), ==,
                      PIB_AQ_BAD_RESOURCE);
     key2 = dp_reg_mr(&d, pdn, PIB_ACCESS_LOCAL_WRITE, buf, 4096);
@@ -155,7 +165,13 @@ static void test_dp_objects(void)
     cmd.in.create_cq.npages = cpu_to_le32(pib_cq_pages(PIB_MAX_CQE * 2,
                                                        PIB_CQE_STRIDE_LOG));
     g_assert_cmpuint(pib_cmd(&d, &cmd, NULL), ==, PIB_AQ_BAD_PARAM);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-cq"), ==, 0);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "mtt-pages"), ==, mtt0 + 2);  /* key2, key3 */
     dp_create_cq(&d, 8, &cq);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-cq"), ==, 1);
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "mtt-pages"), ==,
+                     mtt0 + 2 + pib_cq_pages(8, PIB_CQE_STRIDE_LOG));
+    g_assert_cmpuint(qom_get_u32(qts(&d), pa, "objects-mr"), ==, 3);  /* key2, PHYS, key3 */
 
     /* CREATE_QP: the special QPs are QP0 and QP1, one each */
     g_assert_cmpuint(dp_create_qp_status(&d, PIB_QPT_SMI, pdn, &cq, &cq, 4, 4,

@@ -85,18 +85,6 @@ static char *inj_get_str(QTestState *q, const char *path, const char *prop)
     return val;
 }
 
-static int64_t inj_get_int(QTestState *q, const char *path, const char *prop)
-{
-    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-get', 'arguments': "
-                         "{ 'path': %s, 'property': %s } }", path, prop);
-    int64_t val;
-
-    g_assert(r && qdict_haskey(r, "return"));
-    val = qdict_get_int(r, "return");
-    qobject_unref(r);
-    return val;
-}
-
 static void inj_assert_str(QTestState *q, const char *path, const char *prop,
                            const char *expect)
 {
@@ -131,10 +119,10 @@ static void test_inject_properties(void)
     inj_assert_str(q, INJ_PATH_A, "inject-wr-error", "");
     inj_assert_str(q, INJ_PATH_A, "inject-drop-opcode", "");
     for (i = 0; i < G_N_ELEMENTS(u32_props); i++) {
-        g_assert_cmpint(inj_get_int(q, INJ_PATH_A, u32_props[i]), ==, 0);
+        g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, u32_props[i]), ==, 0);
     }
     /* The command line sets them too. */
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
     inj_assert_str(q, INJ_PATH_B, "inject-wr-error", "7:1:LOC_LEN_ERR");
     inj_assert_str(q, INJ_PATH_B, "inject-drop-opcode", "RC_SEND_ONLY");
 
@@ -168,7 +156,7 @@ static void test_inject_properties(void)
 
     /* The counts: uint32; the delay at most a minute. */
     qom_set_u32(q, INJ_PATH_A, "inject-drop-rx", UINT32_MAX);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-rx"), ==,
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-drop-rx"), ==,
                     UINT32_MAX);
     err = inj_set_int(q, INJ_PATH_A, "inject-drop-tx", -1);
     g_assert_nonnull(err);
@@ -182,15 +170,15 @@ static void test_inject_properties(void)
     err = inj_set_int(q, INJ_PATH_A, "inject-irq-delay-us", 60000001);
     g_assert_nonnull(err);
     qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 60000000);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-us"), ==,
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-irq-delay-us"), ==,
                     60000000);
     qom_set_u32(q, INJ_PATH_A, "inject-irq-delay-us", 0);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
 
     /* A function reset keeps what is armed: it is not guest state. */
     pib_open(&d, qs, PIB_DEVFN_B);
     wr(&d, PIB_REG_CONTROL, PIB_CTRL_RESET);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_B, "inject-drop-tx"), ==, 3);
     inj_assert_str(q, INJ_PATH_B, "inject-wr-error", "7:1:LOC_LEN_ERR");
     /* None of this touched the device's guest-visible state. */
     pib_enable(&d, 4, 8);
@@ -293,7 +281,7 @@ static void test_inject_drop(void)
     dp_expect(&p.b, &y.rcq, 0x1, PIB_WC_SUCCESS, PIB_CQE_RECV, &cqe);
     g_assert_cmpuint(le32_to_cpu(cqe.byte_len), ==, 5000);
     dp_assert_same(&p.a, x.buf, &p.b, y.buf, 5000);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-drop-tx"), ==, 0);
     dp_counters(&p.a, ca);
     dp_counters(&p.b, cb);
     g_assert_cmpuint(ca[PIB_CNT_INJECTED_FAULTS], ==, 1);
@@ -317,7 +305,7 @@ static void test_inject_drop(void)
     g_assert_cmphex(le64_to_cpu(cqe.wr_id), ==, 0x4);
     g_assert_cmpuint(cqe.status, ==, PIB_WC_SUCCESS);
     dp_expect_none(&p.b, &y.rcq);           /* the duplicate was not applied */
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-drop-rx"), ==, 0);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-drop-rx"), ==, 0);
     dp_counters(&p.a, ca);
     dp_counters(&p.b, cb);
     g_assert_cmpuint(ca[PIB_CNT_INJECTED_FAULTS], ==, 2);
@@ -358,8 +346,8 @@ static void test_inject_irq_delay(void)
     qtest_clock_step(q, 1000);
     g_assert_cmphex(qtest_readl(q, msg), ==, 0xfeed);
     /* Count spent: the delay switched itself off. */
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-us"), ==, 0);
-    g_assert_cmpint(inj_get_int(q, INJ_PATH_A, "inject-irq-delay-count"), ==,
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-irq-delay-us"), ==, 0);
+    g_assert_cmpint(qom_get_u32(q, INJ_PATH_A, "inject-irq-delay-count"), ==,
                     0);
     qtest_writel(q, msg, 0);
     g_assert_cmphex(pib_nop(&d, 3), ==, 3);

@@ -1409,6 +1409,20 @@ void qom_set_u32(QTestState *q, const char *path, const char *prop, uint32_t val
                              path, prop, value);
 }
 
+uint32_t qom_get_u32(QTestState *q, const char *path, const char *prop)
+{
+    QDict *r = qtest_qmp(q, "{ 'execute': 'qom-get', 'arguments': "
+                         "{ 'path': %s, 'property': %s } }", path, prop);
+    int64_t val;
+
+    g_assert(r && qdict_haskey(r, "return"));
+    val = qdict_get_int(r, "return");
+    qobject_unref(r);
+    g_assert_cmpint(val, >=, 0);
+    g_assert_cmpint(val, <=, UINT32_MAX);
+    return val;
+}
+
 void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data)
 {
     uint64_t entry = d->dev->msix_table_off + vector * PCI_MSIX_ENTRY_SIZE;
