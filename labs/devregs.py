@@ -4,6 +4,9 @@
     devregs.py QMP_SOCKET regs              every BAR0 register, one "NAME 0xVALUE" a line
     devregs.py QMP_SOCKET qom-set PROP JSON a QOM property of the HCA (/machine/peripheral/pib0)
     devregs.py QMP_SOCKET qom-get PROP
+    devregs.py QMP_SOCKET trace on|off PATTERN
+                                            QEMU's trace points matching PATTERN (pib_qp_modify*),
+                                            written to QEMU's standard error (pibvm: nodeN.qemu.log)
 
 The grader (labs/grade.sh) compares what the learner's driver printed with these values.  The
 registers are read through QEMU's monitor (`xp`, a read of guest-physical memory, which reaches
@@ -64,6 +67,8 @@ def run(q, what):
                           "value": json.loads(sys.argv[4])})
     elif what == "qom-get":
         print(q.cmd("qom-get", {"path": DEV, "property": sys.argv[3]}))
+    elif what == "trace":
+        q.cmd("trace-event-set-state", {"name": sys.argv[4], "enable": sys.argv[3] == "on"})
     else:
         sys.exit(__doc__)
 

@@ -51,6 +51,8 @@ check() {
 }
 # expect_eq WHAT HINT GOT WANT
 expect_eq() { check "$1 (got '${3}', device holds '${4}')" "$2" test "x$3" = "x$4"; }
+# expect_held WHAT HINT HELD WANT: what the device holds (HELD) against what the stage expects.
+expect_held() { check "$1 (the device holds '${3}', the stage expects '${4}')" "$2" test "x$3" = "x$4"; }
 
 # reg NAME: a BAR0 register as the device holds it, in decimal ("" if it cannot be read).
 declare -A R
@@ -456,6 +458,156 @@ stage_05() {
   check "ibv_devinfo $n times in a row (more than the device's $uars UAR pages)" \
     "failed at run ${out:-?}: dealloc_ucontext must remove the mmap entry and DEALLOC_UAR the page" \
     test "$rc" -eq 0
+  errs_check 0
+  check_unload "unload" && ready_cleared "unload"
+  no_splats
+}
+
+# ------------------------------------------------------------------------------------------
+# Stage 06: PDs, MRs and CQs
+# ------------------------------------------------------------------------------------------
+
+# What the device holds: "PDS MRS CQS MTT" (qom-get objects-pd, objects-mr, objects-cq,
+# mtt-pages).
+held() { echo "$(qom_get objects-pd) $(qom_get objects-mr) $(qom_get objects-cq) $(qom_get mtt-pages)"; }
+
+# holder_run SCRIPT [MODE]: labs/SCRIPT (objects.py, qps.py) in node 0, in the background; waits
+# until it holds what it made (it creates $HOLD.holding) or has ended, bounded by a count of
+# looks.  Sets HOLD_PID.  The script goes on when $HOLD.go appears (holder_end).
+HOLD=/tmp/pibl-holder HOLD_PID=''
+holder_run() {
+  local i
+  "$PIBVM" cp "$TOP/labs/$1" "0:/root/$1" >/dev/null 2>&1
+  on rm -f "$HOLD.holding" "$HOLD.go" "$HOLD.out"
+  # Its output goes to a file in the guest: the guest agent hands over a command's output only
+  # when it ends, and the grader reads it while the objects are held.
+  "$PIBVM" exec 0 --timeout 600 -- sh -c "python3 /root/$1 $HOLD ${2:-} > $HOLD.out 2>&1" &
+  HOLD_PID=$!
+  for ((i = 0; i < 600; i++)); do
+    on test -e "$HOLD.holding" && return 0
+    kill -0 "$HOLD_PID" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+# holder_out LOG: what it printed so far, into LOG (on the host).
+holder_out() { on cat "$HOLD.out" >"$1" 2>/dev/null; }
+# holder_end LOG: tell it to go on, wait for it, its output into LOG; returns its exit status.
+holder_end() { local rc; on touch "$HOLD.go"; wait "$HOLD_PID"; rc=$?; holder_out "$1"; return $rc; }
+# fails LOG: the script's FAIL lines, indented under the check that failed.
+fails() { sed -n 's/^FAIL/         FAIL/p' "$1"; }
+
+stage_06() {
+  local base now log=$BUILD/objects.log rc pd0 mr0 cq0 mtt0 pd mr cq mtt
+  dmesg_mark
+  check_load "load" || return
+  base=$(held); read -r pd0 mr0 cq0 mtt0 <<<"$base"
+  check "the device holds no PD, MR or CQ of pibl's own after the load (got $pd0 $mr0 $cq0)" \
+    "this stage makes objects for user space only: alloc_pd and create_cq refuse the kernel's callers (udata NULL)" \
+    test "$pd0 $mr0 $cq0" = "0 0 0"
+  holder_run objects.py
+  holder_out "$log"
+  check "pyverbs opens pibl_0 and makes 3 PDs, 4 MRs and 3 CQs (labs/objects.py)" \
+    "the lines below say which failed and with which errno (a CQ: query_device's max_cqe must let the provider ask; dmesg shows your driver's messages)" \
+    bash -c "grep -q '^ok   CQ of 1000' '$log' && ! grep -q '^FAIL' '$log'" || fails "$log"
+  now=$(held); read -r pd mr cq mtt <<<"$now"
+  expect_held "PDs the device holds" "alloc_pd: CREATE_PD, its PDN kept for dealloc_pd" "$pd" 3
+  expect_held "MRs the device holds" "reg_user_mr: ib_umem_get, a page list, REG_MR" "$mr" 4
+  expect_held "CQs the device holds" "create_cq: the provider's request (struct pib_ibv_create_cq), ib_umem_get of its ring, CREATE_CQ" "$cq" 3
+  # 1 + 256 + 3 + 1024 pages of MRs, 2 + 2 + 9 of CQ rings.
+  expect_held "page list entries the device holds (mtt-pages $mtt0 -> $mtt)" \
+    "one entry per 4 KiB page each range touches: ib_umem_num_dma_blocks(umem, SZ_4K), not length / 4096 (the 8 KiB MR starts 100 bytes into a page: 3 pages)" \
+    "$((mtt - mtt0))" 1297
+  holder_end "$log"; rc=$?
+  check "the process frees them all (exit $rc)" \
+    "dereg_mr: DEREG_MR, then ib_umem_release; destroy_cq: DESTROY_CQ, then ib_umem_release; dealloc_pd: DESTROY_PD" \
+    bash -c "[ $rc -eq 0 ] && grep -q '^released' '$log'" || fails "$log"
+  expect_held "what the device holds after the process freed it (PDs MRs CQs pages)" \
+    "every destroy must reach the device: a missing command leaves the object in it" "$(held)" "$base"
+  # The trap: a process that dies holding everything.  ib_uverbs frees what it held, through
+  # the same dealloc/dereg/destroy calls, in its own order; the device must end up empty.
+  holder_run objects.py die
+  holder_out "$BUILD/objects-die.log"
+  check "a second process makes them again" "see $BUILD/objects-die.log" \
+    bash -c "grep -q '^ok   CQ of 1000' '$BUILD/objects-die.log' && ! grep -q '^FAIL' '$BUILD/objects-die.log'"
+  holder_end "$BUILD/objects-die.log"; rc=$?
+  check "it dies by SIGKILL holding them (exit $rc)" "a grader problem if not: see $BUILD/objects-die.log" \
+    test "$rc" -eq 137
+  expect_held "what the device holds after ib_uverbs cleaned up for the dead process" \
+    "ib_uverbs calls your destroy functions when the process dies: each must work without the process (udata is not the process's)" \
+    "$(held)" "$base"
+  errs_check 0
+  check_unload "unload" && ready_cleared "unload"
+  no_splats
+}
+
+# ------------------------------------------------------------------------------------------
+# Stage 07: QPs and their state machine
+# ------------------------------------------------------------------------------------------
+
+# The device's own account of MODIFY_QP: its trace points pib_qp_modify ("QP n MODIFY A -> B")
+# and pib_qp_modify_reject, in node 0's QEMU log since the byte offset TRACE0.
+TRACE0=0
+trace_start() {
+  TRACE0=$(stat -c %s "$PIBVM_DIR/node0.qemu.log" 2>/dev/null || echo 0)
+  python3 "$DEVREGS" "$QMP" trace on 'pib_qp_modify*'
+}
+trace_stop() { python3 "$DEVREGS" "$QMP" trace off 'pib_qp_modify*'; }
+traced() { tail -c +$((TRACE0 + 1)) "$PIBVM_DIR/node0.qemu.log" 2>/dev/null | grep -a '^pib_qp_modify'; }
+# traced_moves QPN "A -> B" ...: the MODIFY_QPs the device traced for QP QPN, exactly these, in
+# this order (A: the state the device held, B: the one asked for).
+traced_moves() {
+  local qpn=$1 want got; shift
+  want=$(printf '%s\n' "$@")
+  got=$(traced | sed -nE "s/^pib_qp_modify QP $qpn MODIFY ([A-Z]+ -> [A-Z]+) .*/\1/p")
+  [ "$got" = "$want" ] || { say "       the device traced for QP $qpn:"; sed 's/^/         /' <<<"${got:-(nothing)}"; return 1; }
+}
+
+stage_07() {
+  local log=$BUILD/qps.log rc qrc qud
+  dmesg_mark
+  check_load "load" || return
+  trace_start
+  holder_run qps.py
+  holder_out "$log"
+  check "pyverbs makes a PD, a CQ, an MR, an RC and a UD QP, and moves them to RTS (labs/qps.py)" \
+    "the lines below say which step failed and with which errno; dmesg shows your driver's messages" \
+    bash -c "grep -q '^ok   UD: the state read back is RTS' '$log' && ! grep -q '^FAIL' '$log'" || fails "$log"
+  read -r qrc qud < <(sed -nE 's/.*RC QPN ([0-9]+) UD QPN ([0-9]+).*/\1 \2/p' "$log")
+  expect_held "QPs the device holds" "create_qp: the provider's rings (struct pib_ibv_create_qp) pinned, CREATE_QP through the mailbox" \
+    "$(qom_get objects-qp)" 2
+  check "a SEND from the RC QP to itself delivered every byte" \
+    "the data path is the provider's and the device's: a failure here is in the QP's attributes (INIT's access, RTR's path) or in stage 06's MR and CQ" \
+    grep -q '^ok   RC: the 4 KiB arrived' "$log"
+  check "the device took the RC QP (QPN ${qrc:-?}) RESET -> INIT -> RTR -> RTS" \
+    "modify_qp: MODIFY_QP with struct pib_qp_attr in the mailbox (in.mbox.obj = the QPN)" \
+    traced_moves "${qrc:-x}" "RESET -> INIT" "INIT -> RTR" "RTR -> RTS"
+  check "the device took the UD QP (QPN ${qud:-?}) RESET -> INIT -> RTR -> RTS" \
+    "UD: INIT with the Q_Key, RTR with nothing, RTS with the SQ PSN" \
+    traced_moves "${qud:-x}" "RESET -> INIT" "INIT -> RTR" "RTR -> RTS"
+  # The first trap: RESET -> RTS is not an IB transition.  The driver refuses it, EINVAL,
+  # before the device is asked: the device never refuses a MODIFY_QP.
+  check "the forbidden RESET -> RTS never reached the device (no 'MODIFY refused' traced)" \
+    "modify_qp must check ib_modify_qp_is_ok(cur, next, type, mask) first and answer -EINVAL; the device's refusal (BAD_STATE) would be an EIO" \
+    bash -c "! tail -c +$((TRACE0 + 1)) '$PIBVM_DIR/node0.qemu.log' | grep -aq '^pib_qp_modify_reject'"
+  # The second trap: the RC QP's next send WQE (index 1) fails in the device, which moves the
+  # QP to ERR by itself.  query_qp must say what the device holds.
+  qom_set inject-wr-error "\"${qrc:-0}:1:REM_ACCESS_ERR\"" >/dev/null
+  holder_end "$log"; rc=$?
+  check "the SEND the device failed completed in error" "a grader problem if not: see $log" \
+    grep -q '^ok   RC: the SEND completed in error' "$log"
+  check "ibv_query_qp says ERR after the device moved the QP there" \
+    "query_qp must ask the device (QUERY_QP) every time, not answer with the last state modify_qp set" \
+    grep -q '^ok   RC: ibv_query_qp says ERR' "$log"
+  check "the device took the RC QP from ERR, where it had put it, to RESET and INIT" \
+    "from ERR, RESET is always allowed; modify_qp's current state is the device's (QUERY_QP), not a copy" \
+    traced_moves "${qrc:-x}" "RESET -> INIT" "INIT -> RTR" "RTR -> RTS" "ERR -> RESET" "RESET -> INIT"
+  check "the process frees everything (exit $rc)" \
+    "destroy_qp: DESTROY_QP, then ib_umem_release of both rings" \
+    bash -c "[ $rc -eq 0 ] && grep -q '^released' '$log' && ! grep -q '^FAIL' '$log'" || fails "$log"
+  expect_held "what the device holds after the process ended (QPs, then PDs MRs CQs pages)" \
+    "every destroy must reach the device" "$(qom_get objects-qp) $(held)" "0 0 0 0 0"
+  trace_stop
   errs_check 0
   check_unload "unload" && ready_cleared "unload"
   no_splats

@@ -1,0 +1,833 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pibl.c - the pib labs driver, stage 06 skeleton: PDs, MRs and CQs for user space.
+ *
+ * Stage 01: probe (PCI ID, enable, BAR0, identity registers).  Stage 02: reset, the admin
+ * queue, one command polled to completion.  Stage 03: MSI-X, the async event queue, admin
+ * completions by interrupt.  Stage 04: register an ib_device with ib_core that answers
+ * query_device, query_port, query_pkey and query_gid from the device's admin commands.
+ * Stage 05: user contexts, each with a UAR page of its own mapped into the process, so that
+ * rdma-core's pib provider opens the device (ibv_devinfo).
+ * labs/README.md is the course; docs/reference/hardware.md the device.
+ *
+ * This is the solution of stage 05: it builds, loads and passes stage 05's grader, and
+ * fails stage 06's.  Do the TODOs (labs/06-pd-mr-cq/README.md), then `make lab STAGE=06`.
+ *
+ * TODO (stage 06):
+ *  1. #include <rdma/ib_umem.h>, <rdma/iter.h> and "pib_wqe.h";
+ *  2. struct pibl_pd with its PDN; alloc_pd: CREATE_PD (the PDN in result0), -EOPNOTSUPP for
+ *     the kernel (udata NULL); dealloc_pd: DESTROY_PD (in.obj.num);
+ *  3. struct pibl_mr (struct ib_mr and the ib_umem); reg_user_mr: start and iova with the same
+ *     offset in their page, known access bits (IB_ACCESS_OPTIONAL aside), ib_umem_get, a page
+ *     list of ib_umem_num_dma_blocks(umem, SZ_4K) entries in coherent memory filled by
+ *     rdma_umem_for_each_dma_block, REG_MR (struct pib_cmd_reg_mr; lkey in result0, rkey in
+ *     result1), the list freed; dereg_mr: DEREG_MR (the lkey), ib_umem_release, kfree;
+ *  4. struct pibl_cq with its CQN and ib_umem; create_cq: -EOPNOTSUPP for the kernel;
+ *     struct pib_ibv_create_cq from udata, checked; ib_umem_get of the ring; CREATE_CQ
+ *     (struct pib_cmd_create_cq: depth, the page list, the context's UAR page, flags);
+ *     ibcq->cqe = depth - 1; struct pib_ibv_create_cq_resp (CQN, depth) to udata;
+ *     destroy_cq: DESTROY_CQ, ib_umem_release;
+ *  5. query_device: max_pd, max_mr, max_cq, and max_cqe one less than the device's;
+ *  6. .reg_user_mr and .dereg_mr in the ops.
+ */
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/iopoll.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/sizes.h>
+#include <rdma/ib_verbs.h>
+
+#include <rdma/uverbs_ioctl.h>
+
+#include "pib_hw.h"
+#include "pib-abi.h"
+
+#define DRV_NAME "pibl"
+
+/* One page each: 64 commands of 64 bytes, 64 completions and 64 events of 16 bytes. */
+#define PIBL_AQ_DEPTH           64
+#define PIBL_AEQ_DEPTH          64
+/* How long STATUS may take to follow CONTROL, and a command to complete. */
+#define PIBL_STATUS_TIMEOUT_US  (1000 * 1000)
+#define PIBL_CMD_TIMEOUT_MS     1000
+/* Polling mode: look at the completion ring every 100-200 us, at most this many times. */
+#define PIBL_POLL_TRIES         (PIBL_CMD_TIMEOUT_MS * 10)
+/* Room for the largest response this driver asks for (struct pib_device_attr). */
+#define PIBL_RESP_SIZE          512
+
+static unsigned int scratch;
+module_param(scratch, uint, 0444);
+MODULE_PARM_DESC(scratch, "value written to the SCRATCH register at probe");
+static unsigned int nop_value = 0xa5a5f00d;
+module_param(nop_value, uint, 0444);
+MODULE_PARM_DESC(nop_value, "NOP number i carries nop_value + i");
+static unsigned int nop_count = 1;
+module_param(nop_count, uint, 0444);
+MODULE_PARM_DESC(nop_count, "NOPs to run at probe");
+
+struct pibl_pd { struct ib_pd ibpd; };
+struct pibl_cq { struct ib_cq ibcq; };
+struct pibl_qp { struct ib_qp ibqp; };
+
+/* A process's context: its UAR page, and the mmap entry through which it maps it. */
+struct pibl_ucontext {
+	struct ib_ucontext ibucontext;
+	u32 uar;
+	struct rdma_user_mmap_entry *uar_mmap;
+};
+
+/* What an mmap offset of a context stands for: one UAR page of BAR2. */
+struct pibl_mmap_entry {
+	struct rdma_user_mmap_entry rdma_entry;
+	phys_addr_t address;
+};
+
+struct pibl_dev {
+	struct ib_device ibdev;         /* first: ib_alloc_device() allocates the whole */
+	struct pci_dev *pdev;
+	void __iomem *regs;
+
+	/* Admin queue: one command at a time (cmd_lock), completed by the IRQ or by polling. */
+	struct mutex cmd_lock;
+	struct pib_admin_cmd *sq;
+	dma_addr_t sq_dma;
+	struct pib_admin_cqe *cq;
+	dma_addr_t cq_dma;
+	void *resp;
+	dma_addr_t resp_dma;
+	u32 sq_pi, cq_ci;
+	u16 next_id;
+	spinlock_t cq_lock;             /* cq_ci and the waiter below: IRQ and waiter */
+	struct completion done;
+	u16 wait_id;
+	bool waiting, wait_done, polling;
+	struct pib_admin_cqe wait_cqe;
+
+	/* Async event queue: consumed by its IRQ handler only. */
+	struct pib_aeqe *aeq;
+	dma_addr_t aeq_dma;
+	u32 aeq_ci;
+
+	struct pib_device_attr attr;
+	u16 pkey_tbl_len, gid_tbl_len;
+	phys_addr_t uar_bar_start;      /* BAR2's bus address: UAR page n is at + n * 4 KiB */
+	u32 num_uars;
+};
+
+static inline struct pibl_dev *to_pibl(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct pibl_dev, ibdev);
+}
+
+static u32 pibl_read(struct pibl_dev *d, u32 reg)
+{
+	return readl(d->regs + reg);
+}
+
+static void pibl_write(struct pibl_dev *d, u32 reg, u32 val)
+{
+	writel(val, d->regs + reg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Reset and enable
+ * ------------------------------------------------------------------------------------------ */
+
+static int pibl_reset(struct pibl_dev *d)
+{
+	u32 status;
+	int err;
+
+	pibl_write(d, PIB_REG_CONTROL, PIB_CTRL_RESET);
+	err = readl_poll_timeout(d->regs + PIB_REG_STATUS, status,
+				 !(status & (PIB_STATUS_READY | PIB_STATUS_FATAL)),
+				 100, PIBL_STATUS_TIMEOUT_US);
+	if (err)
+		dev_err(&d->pdev->dev, "device did not reset (status %#x)\n", status);
+	return err;
+}
+
+static int pibl_enable(struct pibl_dev *d)
+{
+	u32 status;
+	int err;
+
+	pibl_write(d, PIB_REG_AQ_DEPTH, PIBL_AQ_DEPTH);
+	pibl_write(d, PIB_REG_AQ_SQ_LO, lower_32_bits(d->sq_dma));
+	pibl_write(d, PIB_REG_AQ_SQ_HI, upper_32_bits(d->sq_dma));
+	pibl_write(d, PIB_REG_AQ_CQ_LO, lower_32_bits(d->cq_dma));
+	pibl_write(d, PIB_REG_AQ_CQ_HI, upper_32_bits(d->cq_dma));
+	pibl_write(d, PIB_REG_AEQ_DEPTH, PIBL_AEQ_DEPTH);
+	pibl_write(d, PIB_REG_AEQ_LO, lower_32_bits(d->aeq_dma));
+	pibl_write(d, PIB_REG_AEQ_HI, upper_32_bits(d->aeq_dma));
+	pibl_write(d, PIB_REG_CEQ_DEPTH, 0);            /* no completion events yet */
+	pibl_write(d, PIB_REG_CONTROL, PIB_CTRL_ENABLE);
+	err = readl_poll_timeout(d->regs + PIB_REG_STATUS, status,
+				 status & (PIB_STATUS_READY | PIB_STATUS_FATAL),
+				 100, PIBL_STATUS_TIMEOUT_US);
+	if (!err && status == PIB_STATUS_READY)
+		return 0;
+	dev_err(&d->pdev->dev, "device not ready (status %#x, ERR_LAST %u)\n",
+		status, pibl_read(d, PIB_REG_ERR_LAST));
+	return err ?: -EIO;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Rings
+ * ------------------------------------------------------------------------------------------ */
+
+static void *pibl_ring_alloc(struct pibl_dev *d, size_t size, dma_addr_t *dma)
+{
+	/* Zeroed: no slot looks written by the device before it is. */
+	void *p = dma_alloc_coherent(&d->pdev->dev, size, dma, GFP_KERNEL);
+
+	if (p && !IS_ALIGNED(*dma, PIB_QUEUE_BASE_ALIGN)) {
+		dma_free_coherent(&d->pdev->dev, size, p, *dma);
+		return NULL;
+	}
+	return p;
+}
+
+static void pibl_rings_free(struct pibl_dev *d)
+{
+	struct device *dev = &d->pdev->dev;
+
+	if (d->aeq)
+		dma_free_coherent(dev, PIBL_AEQ_DEPTH * sizeof(*d->aeq), d->aeq, d->aeq_dma);
+	if (d->resp)
+		dma_free_coherent(dev, PIBL_RESP_SIZE, d->resp, d->resp_dma);
+	if (d->cq)
+		dma_free_coherent(dev, PIBL_AQ_DEPTH * sizeof(*d->cq), d->cq, d->cq_dma);
+	if (d->sq)
+		dma_free_coherent(dev, PIBL_AQ_DEPTH * sizeof(*d->sq), d->sq, d->sq_dma);
+}
+
+static int pibl_rings_alloc(struct pibl_dev *d)
+{
+	d->sq = pibl_ring_alloc(d, PIBL_AQ_DEPTH * sizeof(*d->sq), &d->sq_dma);
+	d->cq = pibl_ring_alloc(d, PIBL_AQ_DEPTH * sizeof(*d->cq), &d->cq_dma);
+	d->resp = pibl_ring_alloc(d, PIBL_RESP_SIZE, &d->resp_dma);
+	d->aeq = pibl_ring_alloc(d, PIBL_AEQ_DEPTH * sizeof(*d->aeq), &d->aeq_dma);
+	if (!d->sq || !d->cq || !d->resp || !d->aeq) {
+		pibl_rings_free(d);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Admin queue
+ * ------------------------------------------------------------------------------------------ */
+
+/* Take every completion the device has written (phase bit of this pass).  cq_lock held. */
+static void pibl_aq_reap(struct pibl_dev *d)
+{
+	struct pib_admin_cqe *cqe;
+
+	for (;;) {
+		cqe = &d->cq[d->cq_ci & (PIBL_AQ_DEPTH - 1)];
+		if (!pib_ring_owned(READ_ONCE(cqe->flags) & PIB_ACQE_F_PHASE, d->cq_ci,
+				    PIBL_AQ_DEPTH))
+			break;
+		/* The rest of the entry only after its phase bit says it is whole. */
+		dma_rmb();
+		if (d->waiting && !d->wait_done && cqe->cmd_id == d->wait_id) {
+			d->wait_cqe = *cqe;
+			d->wait_done = true;
+			complete(&d->done);
+		} else {
+			dev_warn_ratelimited(&d->pdev->dev,
+					     "completion for cmd_id %#x that nobody waits for\n",
+					     cqe->cmd_id);
+		}
+		d->cq_ci++;
+	}
+}
+
+static bool pibl_aq_check(struct pibl_dev *d)
+{
+	unsigned long flags;
+	bool done;
+
+	spin_lock_irqsave(&d->cq_lock, flags);
+	pibl_aq_reap(d);
+	done = d->wait_done;
+	spin_unlock_irqrestore(&d->cq_lock, flags);
+	return done;
+}
+
+static irqreturn_t pibl_admin_irq(int irq, void *data)
+{
+	struct pibl_dev *d = data;
+
+	spin_lock(&d->cq_lock);
+	pibl_aq_reap(d);
+	spin_unlock(&d->cq_lock);
+	return IRQ_HANDLED;
+}
+
+/*
+ * Run one command and wait for its completion: by interrupt, and if none comes in time, by
+ * looking at the ring once.  A completion found there means the interrupt was lost or late:
+ * say so once and poll from then on.  None means the device is not answering: -ETIMEDOUT.
+ */
+static int pibl_exec(struct pibl_dev *d, struct pib_admin_cmd *cmd, void *resp, u32 resp_len,
+		     struct pib_admin_cqe *cqe_out)
+{
+	struct pib_admin_cqe cqe;
+	unsigned long flags, left = 0;
+	bool done;
+	int i, err = 0;
+
+	if (resp_len > PIBL_RESP_SIZE)
+		return -EINVAL;
+	mutex_lock(&d->cmd_lock);
+	cmd->cmd_id = d->next_id++;
+	cmd->resp_len = resp_len;
+	cmd->resp_addr = resp_len ? d->resp_dma : 0;
+
+	spin_lock_irqsave(&d->cq_lock, flags);
+	reinit_completion(&d->done);
+	d->wait_id = cmd->cmd_id;
+	d->wait_done = false;
+	d->waiting = true;
+	spin_unlock_irqrestore(&d->cq_lock, flags);
+
+	d->sq[d->sq_pi & (PIBL_AQ_DEPTH - 1)] = *cmd;
+	d->sq_pi++;
+	/* writel() orders the slot's writes before the doorbell. */
+	pibl_write(d, PIB_REG_AQ_DB, d->sq_pi);
+
+	if (!d->polling)
+		left = wait_for_completion_timeout(&d->done,
+						   msecs_to_jiffies(PIBL_CMD_TIMEOUT_MS));
+	done = pibl_aq_check(d);
+	for (i = 0; !done && d->polling && i < PIBL_POLL_TRIES; i++) {
+		usleep_range(100, 200);
+		done = pibl_aq_check(d);
+	}
+	if (done && !left && !d->polling) {
+		d->polling = true;
+		dev_warn(&d->pdev->dev,
+			 "admin completion without interrupt: polling the admin queue from now on\n");
+	}
+
+	spin_lock_irqsave(&d->cq_lock, flags);
+	d->waiting = false;
+	cqe = d->wait_cqe;
+	spin_unlock_irqrestore(&d->cq_lock, flags);
+
+	if (!done) {
+		dev_err(&d->pdev->dev, "admin command %#x (cmd_id %#x) timed out\n",
+			cmd->opcode, cmd->cmd_id);
+		err = -ETIMEDOUT;
+	} else if (cqe.status != PIB_AQ_OK) {
+		dev_err(&d->pdev->dev, "admin command %#x failed: status %#x\n",
+			cmd->opcode, cqe.status);
+		err = -EIO;
+	} else {
+		if (resp_len)
+			memcpy(resp, d->resp, resp_len);
+		if (cqe_out)
+			*cqe_out = cqe;
+	}
+	mutex_unlock(&d->cmd_lock);
+	return err;
+}
+
+static int pibl_nops(struct pibl_dev *d)
+{
+	struct pib_admin_cqe cqe;
+	u32 i, value = 0;
+	int err;
+
+	for (i = 0; i < nop_count; i++) {
+		struct pib_admin_cmd cmd = { .opcode = PIB_CMD_NOP };
+
+		value = nop_value + i;
+		cmd.in.nop.value = value;
+		err = pibl_exec(d, &cmd, NULL, 0, &cqe);
+		if (err)
+			return err;
+		if (cqe.result0 != value) {
+			dev_err(&d->pdev->dev, "NOP %u: device echoed %#x, not %#x\n",
+				i, cqe.result0, value);
+			return -EIO;
+		}
+	}
+	dev_info(&d->pdev->dev, "%u NOPs completed, last echoed %#010x\n", nop_count, value);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Async events
+ * ------------------------------------------------------------------------------------------ */
+
+static irqreturn_t pibl_async_irq(int irq, void *data)
+{
+	struct pibl_dev *d = data;
+	struct pib_aeqe *e, ev;
+	u32 start = d->aeq_ci;
+
+	for (;;) {
+		e = &d->aeq[d->aeq_ci & (PIBL_AEQ_DEPTH - 1)];
+		if (!pib_ring_owned(READ_ONCE(e->flags) & PIB_AEQE_F_PHASE, d->aeq_ci,
+				    PIBL_AEQ_DEPTH))
+			break;
+		dma_rmb();
+		ev = *e;
+		dev_info(&d->pdev->dev, "async event %#04x obj %u data %#llx\n",
+			 ev.type, ev.obj, (unsigned long long)ev.data);
+		d->aeq_ci++;
+	}
+	/* Hand the entries back, so that the device has room for more. */
+	if (d->aeq_ci != start)
+		pibl_write(d, PIB_REG_AEQ_DB, d->aeq_ci);
+	return IRQ_HANDLED;
+}
+
+static int pibl_irqs_setup(struct pibl_dev *d)
+{
+	struct pci_dev *pdev = d->pdev;
+	int nvec, err;
+
+	nvec = pci_alloc_irq_vectors(pdev, PIB_MSIX_VEC_ASYNC + 1, PIB_MSIX_VEC_ASYNC + 1,
+				     PCI_IRQ_MSIX);
+	if (nvec < 0)
+		return nvec;
+	err = request_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ADMIN), pibl_admin_irq, 0,
+			  "pibl-admin", d);
+	if (err)
+		goto err_vectors;
+	err = request_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ASYNC), pibl_async_irq, 0,
+			  "pibl-async", d);
+	if (err)
+		goto err_admin;
+	return 0;
+
+err_admin:
+	free_irq(pci_irq_vector(pdev, PIB_MSIX_VEC_ADMIN), d);
+err_vectors:
+	pci_free_irq_vectors(pdev);
+	return err;
+}
+
+static void pibl_irqs_free(struct pibl_dev *d)
+{
+	free_irq(pci_irq_vector(d->pdev, PIB_MSIX_VEC_ASYNC), d);
+	free_irq(pci_irq_vector(d->pdev, PIB_MSIX_VEC_ADMIN), d);
+	pci_free_irq_vectors(d->pdev);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Verbs: what ib_core asks of every device
+ * ------------------------------------------------------------------------------------------ */
+
+static int pibl_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
+			     struct ib_udata *udata)
+{
+	struct pibl_dev *d = to_pibl(ibdev);
+	const struct pib_device_attr *a = &d->attr;
+
+	memset(props, 0, sizeof(*props));
+	props->fw_ver = a->fw_ver;
+	props->sys_image_guid = cpu_to_be64(a->sys_image_guid);
+	props->max_mr_size = a->max_mr_size;
+	props->page_size_cap = a->page_size_cap;
+	props->vendor_id = a->vendor_id;
+	props->vendor_part_id = a->vendor_part_id;
+	props->hw_ver = a->hw_ver;
+	props->max_pkeys = a->max_pkeys;
+	props->local_ca_ack_delay = a->local_ca_ack_delay;
+	/* No QPs, CQs or MRs yet: the limits stay 0 until the stages that make them. */
+	return 0;
+}
+
+static int pibl_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
+{
+	struct pibl_dev *d = to_pibl(ibdev);
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_PORT };
+	struct pib_port_attr pa;
+	int err;
+
+	cmd.in.port.port_num = port;
+	err = pibl_exec(d, &cmd, &pa, sizeof(pa), NULL);
+	if (err)
+		return err;
+	/* ib_core zeroed *props; the port's state follows the link, so ask every time. */
+	props->subnet_prefix = pa.subnet_prefix;
+	props->state = pa.state;
+	props->phys_state = pa.phys_state;
+	props->max_mtu = pa.max_mtu;
+	props->active_mtu = pa.active_mtu;
+	props->gid_tbl_len = pa.gid_tbl_len;
+	props->pkey_tbl_len = pa.pkey_tbl_len;
+	props->port_cap_flags = pa.port_cap_flags;
+	props->max_msg_sz = pa.max_msg_sz;
+	props->bad_pkey_cntr = pa.bad_pkey_cntr;
+	props->qkey_viol_cntr = pa.qkey_viol_cntr;
+	props->lid = pa.lid;
+	props->sm_lid = pa.sm_lid;
+	props->lmc = pa.lmc;
+	props->sm_sl = pa.sm_sl;
+	props->max_vl_num = pa.max_vl_num ?: 1;
+	props->active_width = pa.active_width;
+	props->active_speed = pa.active_speed;
+	props->subnet_timeout = pa.subnet_timeout;
+	return 0;
+}
+
+static int pibl_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	struct pibl_dev *d = to_pibl(ibdev);
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_PKEY };
+	struct pib_admin_cqe cqe;
+	int err;
+
+	cmd.in.port.port_num = port;
+	cmd.in.port.index = index;
+	err = pibl_exec(d, &cmd, NULL, 0, &cqe);
+	if (!err)
+		*pkey = cqe.result0;
+	return err;
+}
+
+static int pibl_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid)
+{
+	struct pibl_dev *d = to_pibl(ibdev);
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_GID };
+
+	cmd.in.port.port_num = port;
+	cmd.in.port.index = index;
+	/* The device writes the 16 bytes in wire order (big-endian), as union ib_gid holds them. */
+	return pibl_exec(d, &cmd, gid->raw, sizeof(gid->raw), NULL);
+}
+
+static int pibl_get_port_immutable(struct ib_device *ibdev, u32 port,
+				   struct ib_port_immutable *immutable)
+{
+	struct pibl_dev *d = to_pibl(ibdev);
+
+	immutable->pkey_tbl_len = d->pkey_tbl_len;
+	immutable->gid_tbl_len = d->gid_tbl_len;
+	/* IB transport, no management datagrams yet (QP0/QP1 come with the MAD stage). */
+	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
+	immutable->max_mad_size = 0;
+	return 0;
+}
+
+static enum rdma_link_layer pibl_get_link_layer(struct ib_device *ibdev, u32 port)
+{
+	return IB_LINK_LAYER_INFINIBAND;
+}
+
+static void pibl_get_dev_fw_str(struct ib_device *ibdev, char *str)
+{
+	u64 fw = to_pibl(ibdev)->attr.fw_ver;
+
+	snprintf(str, IB_FW_VERSION_NAME_MAX, "%u.%u.%u", (u32)(fw >> 32) & 0xffff,
+		 (u32)(fw >> 16) & 0xffff, (u32)fw & 0xffff);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * User contexts
+ * ------------------------------------------------------------------------------------------ */
+
+static int pibl_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
+{
+	struct pibl_ucontext *uc = container_of(ibuc, struct pibl_ucontext, ibucontext);
+	struct pibl_dev *d = to_pibl(ibuc->device);
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_ALLOC_UAR };
+	struct pib_admin_cmd free_cmd = { .opcode = PIB_CMD_DEALLOC_UAR };
+	struct pib_ibv_alloc_ucontext_resp resp = {};
+	struct pibl_mmap_entry *entry;
+	struct pib_admin_cqe cqe;
+	u64 key;
+	int err;
+
+	err = pibl_exec(d, &cmd, NULL, 0, &cqe);
+	if (err)
+		return err;
+	uc->uar = cqe.result0;
+	/* Page 0 is the kernel's; a page past BAR2 must never reach an mmap. */
+	if (uc->uar == 0 || uc->uar >= d->num_uars) {
+		err = -EIO;
+		goto err_dealloc;
+	}
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+	if (!entry) {
+		err = -ENOMEM;
+		goto err_dealloc;
+	}
+	entry->address = d->uar_bar_start + (phys_addr_t)uc->uar * PIB_UAR_PAGE_SIZE;
+	err = rdma_user_mmap_entry_insert(ibuc, &entry->rdma_entry, PIB_UAR_PAGE_SIZE);
+	if (err) {
+		kfree(entry);
+		goto err_dealloc;
+	}
+	uc->uar_mmap = &entry->rdma_entry;
+	key = rdma_user_mmap_get_offset(uc->uar_mmap);
+
+	resp.uar_index = uc->uar;
+	resp.uar_mmap_key = key;
+	resp.uar_size = PIB_UAR_PAGE_SIZE;
+	err = ib_copy_to_udata(udata, &resp, min(sizeof(resp), udata->outlen));
+	if (err)
+		goto err_remove;
+	return 0;
+
+err_remove:
+	rdma_user_mmap_entry_remove(uc->uar_mmap);
+err_dealloc:
+	free_cmd.in.uar.uar = uc->uar;
+	pibl_exec(d, &free_cmd, NULL, 0, NULL);
+	return err;
+}
+
+/* The process closed the device: give its UAR page back to the device. */
+static void pibl_dealloc_ucontext(struct ib_ucontext *ibuc)
+{
+	struct pibl_ucontext *uc = container_of(ibuc, struct pibl_ucontext, ibucontext);
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_DEALLOC_UAR };
+
+	rdma_user_mmap_entry_remove(uc->uar_mmap);
+	cmd.in.uar.uar = uc->uar;
+	pibl_exec(to_pibl(ibuc->device), &cmd, NULL, 0, NULL);
+}
+
+/* Map the page an offset stands for, non-cached: doorbells must reach the device at once. */
+static int pibl_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *rdma_entry;
+	struct pibl_mmap_entry *entry;
+	int err;
+
+	rdma_entry = rdma_user_mmap_entry_get(ibuc, vma);
+	if (!rdma_entry)
+		return -EINVAL;
+	entry = container_of(rdma_entry, struct pibl_mmap_entry, rdma_entry);
+	err = rdma_user_mmap_io(ibuc, vma, PHYS_PFN(entry->address), PIB_UAR_PAGE_SIZE,
+				pgprot_noncached(vma->vm_page_prot), rdma_entry);
+	rdma_user_mmap_entry_put(rdma_entry);
+	return err;
+}
+
+static void pibl_mmap_free(struct rdma_user_mmap_entry *rdma_entry)
+{
+	kfree(container_of(rdma_entry, struct pibl_mmap_entry, rdma_entry));
+}
+
+/* The data path comes in later stages; ib_core wants these to exist already. */
+static int pibl_alloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return -EOPNOTSUPP; }
+static int pibl_dealloc_pd(struct ib_pd *pd, struct ib_udata *udata) { return 0; }
+static int pibl_create_cq(struct ib_cq *cq, const struct ib_cq_init_attr *attr,
+			  struct ib_udata *udata) { return -EOPNOTSUPP; }
+static int pibl_destroy_cq(struct ib_cq *cq, struct ib_udata *udata) { return 0; }
+static int pibl_create_qp(struct ib_qp *qp, struct ib_qp_init_attr *attr,
+			  struct ib_udata *udata) { return -EOPNOTSUPP; }
+static int pibl_destroy_qp(struct ib_qp *qp, struct ib_udata *udata) { return 0; }
+
+static const struct ib_device_ops pibl_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	/* The provider (guest-provider/) claims a device by PCI ID and this version. */
+	.uverbs_abi_ver = PIB_UVERBS_ABI_VERSION,
+
+	.alloc_pd = pibl_alloc_pd,
+	.alloc_ucontext = pibl_alloc_ucontext,
+	.create_cq = pibl_create_cq,
+	.create_qp = pibl_create_qp,
+	.dealloc_pd = pibl_dealloc_pd,
+	.dealloc_ucontext = pibl_dealloc_ucontext,
+	.destroy_cq = pibl_destroy_cq,
+	.destroy_qp = pibl_destroy_qp,
+	.get_dev_fw_str = pibl_get_dev_fw_str,
+	.get_link_layer = pibl_get_link_layer,
+	.get_port_immutable = pibl_get_port_immutable,
+	.mmap = pibl_mmap,
+	.mmap_free = pibl_mmap_free,
+	.query_device = pibl_query_device,
+	.query_gid = pibl_query_gid,
+	.query_pkey = pibl_query_pkey,
+	.query_port = pibl_query_port,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, pibl_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, pibl_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, pibl_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, pibl_ucontext, ibucontext),
+};
+
+static int pibl_ib_register(struct pibl_dev *d)
+{
+	struct ib_device *ibdev = &d->ibdev;
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_DEVICE };
+	struct pib_admin_cmd pcmd = { .opcode = PIB_CMD_QUERY_PORT };
+	struct pib_port_attr pa;
+	int err;
+
+	err = pibl_exec(d, &cmd, &d->attr, sizeof(d->attr), NULL);
+	if (err)
+		return err;
+	pcmd.in.port.port_num = PIB_PORT_NUM;
+	err = pibl_exec(d, &pcmd, &pa, sizeof(pa), NULL);
+	if (err)
+		return err;
+	if (d->attr.phys_port_cnt != PIB_NUM_PORTS || !pa.pkey_tbl_len || !pa.gid_tbl_len)
+		return -ENODEV;
+	d->pkey_tbl_len = pa.pkey_tbl_len;
+	d->gid_tbl_len = pa.gid_tbl_len;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	/* The device says it in CPU (little-endian) order; ib_core keeps it big-endian. */
+	ibdev->node_guid = cpu_to_be64(d->attr.node_guid);
+	ibdev->phys_port_cnt = PIB_NUM_PORTS;
+	ibdev->num_comp_vectors = 1;
+	ibdev->dev.parent = &d->pdev->dev;
+	ib_set_device_ops(ibdev, &pibl_ops);
+	err = ib_register_device(ibdev, "pibl_%d", &d->pdev->dev);
+	if (err)
+		return err;
+	dev_info(&d->pdev->dev, "registered %s: node GUID %016llx, port 1 state %u LID %u\n",
+		 dev_name(&ibdev->dev), (unsigned long long)d->attr.node_guid, pa.state, pa.lid);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Probe and remove
+ * ------------------------------------------------------------------------------------------ */
+
+static int pibl_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct pibl_dev *d;
+	u32 magic, version, caps, num_uars;
+	int err;
+
+	err = pci_enable_device(pdev);
+	if (err)
+		return err;
+	err = pci_request_region(pdev, PIB_BAR_REGS, DRV_NAME);
+	if (err)
+		goto err_disable;
+	if (pci_resource_len(pdev, PIB_BAR_REGS) < PIB_REGS_SIZE) {
+		err = -ENODEV;
+		goto err_release;
+	}
+	/* The device reaches all of memory: 64-bit addresses for rings and buffers alike. */
+	err = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (err)
+		goto err_release;
+	pci_set_master(pdev);
+
+	d = ib_alloc_device(pibl_dev, ibdev);
+	if (!d) {
+		err = -ENOMEM;
+		goto err_clear_master;
+	}
+	d->pdev = pdev;
+	mutex_init(&d->cmd_lock);
+	spin_lock_init(&d->cq_lock);
+	init_completion(&d->done);
+	d->regs = pci_iomap(pdev, PIB_BAR_REGS, PIB_REGS_SIZE);
+	if (!d->regs) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+
+	magic = pibl_read(d, PIB_REG_MAGIC);
+	version = pibl_read(d, PIB_REG_VERSION);
+	caps = pibl_read(d, PIB_REG_CAPS);
+	num_uars = pibl_read(d, PIB_REG_NUM_UARS);
+	if (magic != PIB_MAGIC || version >> 16 != PIB_VERSION_MAJOR) {
+		dev_err(&pdev->dev, "not a pib v%u device (magic %#x, version %#x)\n",
+			PIB_VERSION_MAJOR, magic, version);
+		err = -ENODEV;
+		goto err_unmap;
+	}
+	dev_info(&pdev->dev, "magic %#010x version %u.%u caps %#010x num_uars %u\n",
+		 magic, version >> 16, version & 0xffff, caps, num_uars);
+	pibl_write(d, PIB_REG_SCRATCH, scratch);
+	/* User contexts map UAR pages of BAR2; the kernel itself does not touch it yet. */
+	d->uar_bar_start = pci_resource_start(pdev, PIB_BAR_UAR);
+	d->num_uars = num_uars;
+	if ((u64)num_uars * PIB_UAR_PAGE_SIZE > pci_resource_len(pdev, PIB_BAR_UAR)) {
+		err = -ENODEV;
+		goto err_unmap;
+	}
+
+	err = pibl_reset(d);
+	if (err)
+		goto err_unmap;
+	err = pibl_rings_alloc(d);
+	if (err)
+		goto err_unmap;
+	err = pibl_irqs_setup(d);
+	if (err)
+		goto err_rings;
+	err = pibl_enable(d);
+	if (err)
+		goto err_reset;
+	/* After the reset, which cleared it. */
+	pibl_write(d, PIB_REG_SCRATCH, scratch);
+	dev_info(&pdev->dev, "admin queue depth %u sq %pad cq %pad\n",
+		 PIBL_AQ_DEPTH, &d->sq_dma, &d->cq_dma);
+	err = pibl_nops(d);
+	if (err)
+		goto err_reset;
+	err = pibl_ib_register(d);
+	if (err)
+		goto err_reset;
+	pci_set_drvdata(pdev, d);
+	return 0;
+
+err_reset:
+	/* Stop the device before the memory it may write is freed. */
+	pibl_reset(d);
+	pibl_irqs_free(d);
+err_rings:
+	pibl_rings_free(d);
+err_unmap:
+	pci_iounmap(pdev, d->regs);
+err_free:
+	ib_dealloc_device(&d->ibdev);
+err_clear_master:
+	pci_clear_master(pdev);
+err_release:
+	pci_release_region(pdev, PIB_BAR_REGS);
+err_disable:
+	pci_disable_device(pdev);
+	return err;
+}
+
+static void pibl_remove(struct pci_dev *pdev)
+{
+	struct pibl_dev *d = pci_get_drvdata(pdev);
+
+	ib_unregister_device(&d->ibdev);
+	pibl_reset(d);
+	pci_clear_master(pdev);
+	pibl_irqs_free(d);
+	pibl_rings_free(d);
+	pci_iounmap(pdev, d->regs);
+	ib_dealloc_device(&d->ibdev);
+	pci_release_region(pdev, PIB_BAR_REGS);
+	pci_disable_device(pdev);
+}
+
+static const struct pci_device_id pibl_ids[] = {
+	{ PCI_DEVICE(PIB_PCI_VENDOR_ID, PIB_PCI_DEVICE_ID) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, pibl_ids);
+
+static struct pci_driver pibl_driver = {
+	.name = DRV_NAME,
+	.id_table = pibl_ids,
+	.probe = pibl_probe,
+	.remove = pibl_remove,
+};
+module_pci_driver(pibl_driver);
+
+MODULE_DESCRIPTION("pib labs driver");
+MODULE_LICENSE("GPL");
