@@ -1409,17 +1409,23 @@ void qom_set_u32(QTestState *q, const char *path, const char *prop, uint32_t val
                              path, prop, value);
 }
 
-uint32_t qom_get_u32(QTestState *q, const char *path, const char *prop)
+uint64_t qom_get_u64(QTestState *q, const char *path, const char *prop)
 {
     QDict *r = qtest_qmp(q, "{ 'execute': 'qom-get', 'arguments': "
                          "{ 'path': %s, 'property': %s } }", path, prop);
-    int64_t val;
+    uint64_t val;
 
     g_assert(r && qdict_haskey(r, "return"));
     val = qdict_get_int(r, "return");
     qobject_unref(r);
-    g_assert_cmpint(val, >=, 0);
-    g_assert_cmpint(val, <=, UINT32_MAX);
+    return val;
+}
+
+uint32_t qom_get_u32(QTestState *q, const char *path, const char *prop)
+{
+    uint64_t val = qom_get_u64(q, path, prop);
+
+    g_assert_cmpuint(val, <=, UINT32_MAX);
     return val;
 }
 

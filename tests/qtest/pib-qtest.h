@@ -371,6 +371,7 @@ uint16_t dp_pma(PibDev *d, uint8_t method, uint16_t attr, uint8_t port_select,
 /* qom-set of a number property (an HCA's inject-*, say), which must be taken. */
 void qom_set_u32(QTestState *q, const char *path, const char *prop, uint32_t value);
 /* qom-get of a number property (objects-pd, mtt-pages, ...). */
+uint64_t qom_get_u64(QTestState *q, const char *path, const char *prop);
 uint32_t qom_get_u32(QTestState *q, const char *path, const char *prop);
 /* Send MSI-X vector's message to guest RAM (addr <- data), unmasked: a test sees it land. */
 void dp_msix_to_ram(PibDev *d, unsigned vector, uint64_t addr, uint32_t data);

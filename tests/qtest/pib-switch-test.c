@@ -181,15 +181,7 @@ static void sw_shutdown(Sw *s)
 /* A drop counter of the switch (a QOM property). */
 static uint64_t sw_counter(Sw *s, const char *name)
 {
-    QDict *rsp = qtest_qmp(s->qs->qts,
-                           "{'execute': 'qom-get', 'arguments': "
-                           "{'path': '/machine/peripheral/sw0', 'property': %s}}", name);
-    uint64_t v;
-
-    g_assert_true(qdict_haskey(rsp, "return"));
-    v = qdict_get_int(rsp, "return");
-    qobject_unref(rsp);
-    return v;
+    return qom_get_u64(s->qs->qts, "/machine/peripheral/sw0", name);
 }
 
 /*
