@@ -715,11 +715,50 @@ void pib_link_direct_stop(PibLink *l)
 }
 
 /*
+ * The stream opened (up) or closed (!up) while the owner's machine is stopped: the owner hears
+ * it when the machine runs (pib_link_rx_pause).  A machine that never runs again, the source of
+ * a completed migration, never hears it: its ports change no state and send no trap.
+ */
+static void pib_link_stream_defer(PibLink *l, bool up)
+{
+    trace_pib_link_event(l->id, up ? "opened while stopped: the port hears it at the resume"
+                                   : "closed while stopped: the port hears it at the resume");
+    l->stream_deferred = true;
+    l->down_deferred |= !up;
+}
+
+/*
+ * The machine runs: what the cable did meanwhile, as one retraining: STREAM_DOWN if it closed,
+ * STREAM_UP if a stream is open now.  A port that a migration stream loaded and that waits for
+ * its old peer (recovering) hears nothing: the load replaced what it had, and the peer's HELLO
+ * decides (pib-link-move.c).
+ */
+static void pib_link_stream_replay(PibLink *l)
+{
+    bool down = l->down_deferred;
+
+    if (!l->stream_deferred) {
+        return;
+    }
+    l->stream_deferred = l->down_deferred = false;
+    if (l->recovering) {
+        return;
+    }
+    if (down) {
+        l->ops->event(l, PIB_PEV_STREAM_DOWN);
+    }
+    if (l->stream_open) {
+        l->ops->event(l, PIB_PEV_STREAM_UP);
+    }
+}
+
+/*
  * The owner's machine stopped (paused) or runs again.  While it is stopped nothing is read:
  * neither socket nor doorbell has a handler and can_receive says 0, so the peer's frames wait
  * in the socket (and behind it, in the peer's transmit queue) instead of reaching an owner that
  * may not write guest memory now: a stopped guest may be in the middle of being migrated.
- * Writing goes on: what the owner queued before it stopped still leaves.
+ * Writing goes on: what the owner queued before it stopped still leaves.  The stream's opening
+ * and closing wait too (pib_link_stream_defer).
  */
 void pib_link_rx_pause(PibLink *l, bool paused)
 {
@@ -738,6 +777,7 @@ void pib_link_rx_pause(PibLink *l, bool paused)
         }
         return;
     }
+    pib_link_stream_replay(l);
     if (l->hello_deferred && l->stream_open && l->ops->may_train(l)) {
         pib_link_send_hello(l);
     }
@@ -838,7 +878,9 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         pib_link_rx_reset(l);
         pib_link_fc_reset(l);
         pib_link_direct_start(l);
-        if (!pib_link_move_opened(l)) {
+        if (l->rx_paused) {
+            pib_link_stream_defer(l, true);
+        } else if (!pib_link_move_opened(l)) {
             l->ops->event(l, PIB_PEV_STREAM_UP);
         }
         if (l->ops->may_train(l)) {
@@ -856,7 +898,12 @@ static void pib_link_event(void *opaque, QEMUChrEvent event)
         pib_link_rx_reset(l);
         pib_link_fc_reset(l);
         l->hello_deferred = false;
-        if (!pib_link_move_closed(l)) {
+        if (pib_link_move_closed(l)) {
+            break;              /* a noticed move: the port holds its state */
+        }
+        if (l->rx_paused) {
+            pib_link_stream_defer(l, false);
+        } else {
             l->ops->event(l, PIB_PEV_STREAM_DOWN);
         }
         break;

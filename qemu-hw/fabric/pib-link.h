@@ -189,8 +189,13 @@ struct PibLink {
     /*
      * The owner's machine is stopped (pib_link_rx_pause): nothing is read, so no packet reaches
      * an owner that must not touch guest memory now; the peer's bytes wait in the socket.
+     * Nor does the owner hear its cable open or close: a stopped machine's port changes no
+     * state and sends nothing (no trap), as its firmware does not run.  What the cable did is
+     * kept, and the owner hears it when the machine runs (pib_link_rx_pause(l, false)).
      */
     bool rx_paused;
+    bool stream_deferred;   /* the stream opened or closed while paused */
+    bool down_deferred;     /* it closed, and no MOVE notice covered it */
 
     /*
      * The doorbell (include/pib_link.h; pib-link.c, "Doorbell"): on a unix

@@ -35,7 +35,8 @@
  *
  * Stopped machine: while the VM is stopped (a migration's last phase, savevm, `stop`) the
  * device does nothing that writes guest memory.  The link stops reading, so packets wait in
- * the socket; the bottom halves return at once; the timers are on QEMU_CLOCK_VIRTUAL, which
+ * the socket, and the port hears of its cable opening or closing only when the machine runs
+ * (pib_link_stream_defer); the bottom halves return at once; the timers are on QEMU_CLOCK_VIRTUAL, which
  * stands still.  Without this a source that stopped for the last RAM pass would go on
  * writing received data into RAM already sent, and acknowledge it to the peer: data lost.
  */

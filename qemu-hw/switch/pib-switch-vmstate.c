@@ -27,7 +27,9 @@
  *
  * Stopped machine: while the switch's machine is stopped (a snapshot's save, `stop`) its ports
  * read nothing, so nothing is forwarded and no counter moves between the save and `cont`; the
- * frames wait in the sockets.  The timers (HOQLife, trap resends, the M_Key lease) are on
+ * frames wait in the sockets.  Nor do they hear a cable close (pib_link_stream_defer): a
+ * stopped port does not go down or send trap 128, which matters most for a migration's source,
+ * stopped for good while the nodes' cables move to the new switch.  The timers (HOQLife, trap resends, the M_Key lease) are on
  * QEMU_CLOCK_VIRTUAL, which stands still.
  *
  * Live migration (`pibvm migrate sw<S>`): when a migration starts, and again at the save, every

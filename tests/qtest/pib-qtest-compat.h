@@ -13,8 +13,10 @@
 /* 10.0: include/qapi/qmp/ (QDict, QList, ...) moved to include/qobject/. */
 #if __has_include("qobject/qdict.h")
 #include "qobject/qdict.h"
+#include "qobject/qlist.h"
 #else
 #include "qapi/qmp/qdict.h"
+#include "qapi/qmp/qlist.h"
 #endif
 
 /*

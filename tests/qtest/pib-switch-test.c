@@ -26,6 +26,9 @@
  *                           of its MFT entry but the arrival port, an MLID without ports is
  *                           a counted drop; a port that goes down and comes back raises
  *                           trap 128 to the SM and PortStateChange, which the SM clears
+ *   /pib/switch/stopped     a cable pulled while the machine is stopped: the switch sends no
+ *                           trap 128 and its port does not go down until the machine runs;
+ *                           then LinkDowned is 1 and the trap comes (a migration's source)
  *   /pib/switch/garbage     port 3's peer sends a bad frame header: the switch counts a
  *                           symbol error and a link error recovery on port 3 (its PMA, asked
  *                           with a GMP), drops the connection, and port 3 retrains when the
@@ -717,6 +720,69 @@ static void test_switch_forwarding(void)
 
     g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
     g_assert_cmpuint(dp_err_count(&s.b), ==, 0);
+    sw_shutdown(&s);
+}
+
+/* Whether chardev `id`'s socket has no connection now (QMP query-chardev: "disconnected:..."). */
+static bool sw_chardev_disconnected(Sw *s, const char *id)
+{
+    QDict *r = qtest_qmp(s->qs->qts, "{ 'execute': 'query-chardev' }");
+    QListEntry *e;
+    bool found = false, down = false;
+
+    g_assert_true(qdict_haskey(r, "return"));
+    QLIST_FOREACH_ENTRY(qdict_get_qlist(r, "return"), e) {
+        QDict *c = qobject_to(QDict, qlist_entry_obj(e));
+
+        if (!strcmp(qdict_get_str(c, "label"), id)) {
+            found = true;
+            down = g_str_has_prefix(qdict_get_str(c, "filename"), "disconnected:");
+        }
+    }
+    qobject_unref(r);
+    g_assert_true(found);
+    return down;
+}
+
+/*
+ * A stopped machine's switch changes no port state and sends nothing.  HCA A's cable (port 1)
+ * is pulled while the machine is stopped (A's chardev becomes a null one: QMP chardev-change)
+ * and the switch's end of it closes; no trap 128 reaches the SM (us, port 3) until the machine
+ * runs.  Then port 1 goes down once (LinkDowned 1), the trap comes, and A's port is DOWN.
+ * The source of a live migration is such a switch: it never runs again, and an SM must not hear
+ * of its ports (which the moved switch holds ACTIVE).
+ */
+static void test_switch_stopped(void)
+{
+    Sw s;
+    struct pib_smp resp;
+    struct pib_notice notice;
+    struct pib_port_counters pc;
+    uint16_t dlid;
+
+    sw_boot(&s);
+    sw_program(&s);
+    sw_port_counters(&s, 1, &pc);
+    g_assert_cmpuint(pc.link_downed, ==, 0);
+    qtest_qmp_assert_success(s.qs->qts, "{ 'execute': 'stop' }");
+    qtest_qmp_assert_success(s.qs->qts, "{ 'execute': 'chardev-change', 'arguments': "
+                             "{ 'id': 'ca', 'backend': { 'type': 'null', 'data': {} } } }");
+    /* The switch saw the close (query-chardev says so after the CLOSED event ran)... */
+    PIB_WAIT_FOR(sw_chardev_disconnected(&s, "s1"));
+    /* ...and sent nothing: a trap would have been written by now. */
+    g_assert_false(sw_recv_smp_ex(&s, &resp, NULL, 200, true));
+    qtest_qmp_assert_success(s.qs->qts, "{ 'execute': 'cont' }");
+    g_assert_true(sw_recv_smp_ex(&s, &resp, &dlid, 5000, true));
+    g_assert_cmphex(dlid, ==, SW_SM_LID);
+    memcpy(&notice, resp.data, sizeof(notice));
+    g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
+    g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
+    sw_port_counters(&s, 1, &pc);
+    g_assert_cmpuint(pc.link_downed, ==, 1);
+    sw_port_counters(&s, 2, &pc);
+    g_assert_cmpuint(pc.link_downed, ==, 0);
+    pib_wait_port_state(&s.a, PIB_PORT_DOWN);
+    g_assert_cmpuint(dp_err_count(&s.a), ==, 0);
     sw_shutdown(&s);
 }
 
@@ -2138,6 +2204,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     qtest_add_func("/pib/switch/dr", test_switch_dr);
     qtest_add_func("/pib/switch/forwarding", test_switch_forwarding);
+    qtest_add_func("/pib/switch/stopped", test_switch_stopped);
     qtest_add_func("/pib/switch/garbage", test_switch_garbage);
     qtest_add_func("/pib/switch/partition", test_switch_partition);
     qtest_add_func("/pib/switch/vls", test_switch_vls);
