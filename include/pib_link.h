@@ -261,8 +261,8 @@ struct pib_xrceth {
 };
 
 /*
- * IBTA base transport opcodes: [7:5] transport (RC 000, UC 001, UD 011, XRC 101), [4:0]
- * operation.  XRC's operations are RC's, with the same [4:0] codes: PIB_OP_XRC(RC opcode).
+ * IBTA base transport opcodes: [7:5] transport (RC 000, UC 001, UD 011, CNP 100, XRC 101),
+ * [4:0] operation.  XRC's operations are RC's, with the same [4:0] codes: PIB_OP_XRC(RC opcode).
  */
 #define PIB_OP_TRANSPORT_XRC   0xa0
 #define PIB_OP_XRC(rc_op)      ((rc_op) | PIB_OP_TRANSPORT_XRC)
@@ -310,6 +310,11 @@ enum pib_ib_opcode {
 	PIB_OP_UC_RDMA_WRITE_ONLY_IMM    = 0x2b,
 	PIB_OP_UD_SEND_ONLY              = 0x64,
 	PIB_OP_UD_SEND_ONLY_IMM          = 0x65,
+	PIB_OP_CNP                       = 0x80,  /* IBTA A10.2.2.1.1: a congestion notification */
+	                                          /* from a UD or UC receiver to the sender of */
+	                                          /* a packet that came with FECN: LRH (its SL), */
+	                                          /* BTH (its P_Key; DestQP: the sending QP,   */
+	                                          /* with BECN; PSN 0), nothing after          */
 };
 
 PIB_STATIC_ASSERT(sizeof(struct pib_lrh) == 8, "LRH");

@@ -107,6 +107,7 @@ static const PibOpInfo pib_ops[256] = {
     [UD(SEND_ONLY_IMM)] = { "UD_SEND_ONLY_IMM",
                             REQ_SEND | PIB_OPM_ONLY | PIB_OPM_DETH |
                             PIB_OPM_IMMDT },
+    [PIB_OP_CNP]        = { "CNP", PIB_OPM_CNP },
 };
 
 const PibOpInfo *pib_op_info(uint8_t opcode)

@@ -84,6 +84,7 @@ typedef enum PibPktVerdict {
 #define PIB_OPM_XRCETH      (1u << 18)  /* an XRC request: the XRCETH follows the BTH */
 #define PIB_OPM_FETH        (1u << 19)  /* FLUSH's FETH, before its RETH */
 #define PIB_OPM_FLUSH       (1u << 20)  /* an RDMA FLUSH request */
+#define PIB_OPM_CNP         (1u << 21)  /* a congestion notification: no request, no response */
 #define PIB_OPM_ONLY        (PIB_OPM_FIRST | PIB_OPM_LAST)
 
 typedef struct PibOpInfo {

@@ -10,9 +10,15 @@
  *
  *   BECN owed   an RC or XRC request that arrives with FECN (a switch met congestion on its
  *               way, fabric/pib-cc.c) makes the responder set BECN on the next ACK or
- *               response of that QP (pib-resp.c).  Not yet: the congestion notification
- *               packet a UD or UC receiver sends back.
- *   the index   each response that reaches the requester with BECN raises an index into the
+ *               response of that QP (pib-resp.c).
+ *   CNP         UD and UC send no responses: a UD or UC packet that arrives with FECN is
+ *               answered at once with a congestion notification packet (A10.2.2.1.1,
+ *               PIB_OP_CNP in include/pib_link.h) to the QP that sent it, on the SL and with
+ *               the P_Key it came with; a UC QP sends it to its peer, a UD QP to the packet's
+ *               SLID and source QP (LID-routed: one subnet).  Not for multicast (every member
+ *               would answer one packet) nor QP0.  The CNP that reaches the sender counts as
+ *               a BECN for that QP on the CNP's SL.
+ *   the index   each response that reaches the requester with BECN (or CNP) raises an index into the
  *               congestion control table (CCTI) by CCTI_Increase of the QP's SL, up to the
  *               table's CCTI_Limit.  The index is the QP's own (PortControl 0) or its SL's,
  *               shared by every QP sending on that SL (PortControl 1).  Every CCTI_Timer
@@ -92,7 +98,8 @@ static uint16_t cca_index(PibState *s, PibCcaIndex *x, uint8_t sl, int64_t now)
 }
 
 /* The CA's log: an index that reached its SL's Trigger_Threshold (the newest first). */
-static void cca_log(PibQp *qp, uint8_t sl)
+/* The index of qp (sending on sl) reached Trigger_Threshold: an event for the remote end. */
+static void cca_log(PibQp *qp, uint8_t sl, uint16_t rlid, uint32_t rqpn)
 {
     struct pib_cc_log_ca *l = &qp->s->mgmt.cc.log_ca;
     uint16_t count = be16_to_cpu(l->event_counter_be);
@@ -101,17 +108,17 @@ static void cca_log(PibQp *qp, uint8_t sl)
     memmove(&l->events[1], &l->events[0], sizeof(l->events) - sizeof(l->events[0]));
     l->events[0] = (struct pib_cc_log_ca_event) {
         .local_qp_sl_type_be = cpu_to_be32(qp->qpn << 8 | (sl & 0xf) << 4 | type),
-        .remote_qp_be = cpu_to_be32(qp->dest_qpn << 8),
+        .remote_qp_be = cpu_to_be32(rqpn << 8),
         .local_lid_be = cpu_to_be16(qp->s->port.mgmt.lid),
-        .remote_lid_be = cpu_to_be16(qp->av.dlid),
+        .remote_lid_be = cpu_to_be16(rlid),
         .time_stamp_be = cpu_to_be32(pib_cc_time_stamp()),
     };
     l->event_counter_be = cpu_to_be16(MIN(count + 1, UINT16_MAX));
     l->event_map_be |= cpu_to_be16(1u << (sl & 0xf));
 }
 
-/* A response to qp (sending on sl) came with BECN: its index rises. */
-void pib_cca_becn(PibQp *qp, uint8_t sl)
+/* qp's packets on sl met congestion on their way to (rlid, rqpn): its index rises. */
+static void cca_raise(PibQp *qp, uint8_t sl, uint16_t rlid, uint32_t rqpn)
 {
     PibState *s = qp->s;
     const struct pib_cc_ca_entry *e = cca_entry(s, sl);
@@ -122,8 +129,45 @@ void pib_cca_becn(PibQp *qp, uint8_t sl)
     trace_pib_cca_becn(qp->qpn, sl, was, x->ccti);
     if (e->trigger_threshold && was < e->trigger_threshold &&
         x->ccti >= e->trigger_threshold) {
-        cca_log(qp, sl);
+        cca_log(qp, sl, rlid, rqpn);
     }
+}
+
+/* A response to qp (sending on sl) came with BECN. */
+void pib_cca_becn(PibQp *qp, uint8_t sl)
+{
+    cca_raise(qp, sl, qp->av.dlid, qp->dest_qpn);
+}
+
+/*
+ * A UD or UC packet (pi) came to qp with FECN: the CNP back to the QP that sent it.  A CNP
+ * carries no source QP, so a UD sender logs the remote QP as 0.
+ */
+void pib_cca_cnp_tx(PibQp *qp, const PibPktInfo *pi)
+{
+    bool ud = pib_qp_type_is_ud(qp->type);
+    PibPktFields f = {
+        .opcode = PIB_OP_CNP,
+        .becn = true,
+        .dqpn = ud ? pi->src_qpn : qp->dest_qpn,
+        .dlid = pi->slid,
+        .sl = pi->sl,
+        .pkey = pi->pkey,
+        .src_path_bits = ud ? 0 : qp->av.src_path_bits,
+    };
+
+    if (pib_lid_is_multicast(pi->dlid) || qp->type == PIB_QPT_SMI) {
+        return;
+    }
+    trace_pib_cca_cnp(qp->qpn, "sent", f.dlid, f.dqpn, f.sl);
+    pib_xmit(qp->s, pib_pkt_build(qp->s, &f, NULL, 0), f.dlid);
+}
+
+/* A CNP (pi) came to qp: its packets on the CNP's SL met congestion. */
+void pib_cca_cnp_rx(PibQp *qp, const PibPktInfo *pi)
+{
+    trace_pib_cca_cnp(qp->qpn, "received", pi->slid, pi->dqpn, pi->sl);
+    cca_raise(qp, pi->sl, pi->slid, qp->type == PIB_QPT_UC ? qp->dest_qpn : 0);
 }
 
 /*

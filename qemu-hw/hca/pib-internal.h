@@ -544,6 +544,8 @@ void pib_cca_init(PibQp *qp);
 void pib_cca_fini(PibQp *qp);
 void pib_cca_reset(PibQp *qp);
 void pib_cca_becn(PibQp *qp, uint8_t sl);
+void pib_cca_cnp_tx(PibQp *qp, const PibPktInfo *pi);
+void pib_cca_cnp_rx(PibQp *qp, const PibPktInfo *pi);
 bool pib_cca_may_send(PibQp *qp);
 void pib_cca_sent(PibQp *qp, uint8_t sl);
 

@@ -703,12 +703,16 @@ void pib_resp_recv(PibQp *qp, const PibPktInfo *pi)
     PibRespStep step = RESP_CHK_PSN;
     unsigned n;
 
+    if (pi->fecn) {                     /* (pib-cca.c) */
+        if (qp->type == PIB_QPT_UC || pib_qp_type_is_ud(qp->type)) {
+            pib_cca_cnp_tx(qp, pi);
+        } else {
+            qp->resp.becn_owed = true;
+        }
+    }
     if (pib_qp_type_is_ud(qp->type)) {
         pib_resp_ud(qp, pi);
         return;
-    }
-    if (pi->fecn && qp->type != PIB_QPT_UC) {
-        qp->resp.becn_owed = true;      /* (pib-cca.c) */
     }
     if (qp->type == PIB_QPT_XRC_TGT) {
         pib_resp_xrc_srq(&c);

@@ -124,7 +124,9 @@ static enum pib_counter pib_pkt_admit(PibState *s, PibPktInfo *pi)
 
 /*
  * The transport an opcode belongs to must be the destination QP's.  XRC
- * requests go to an XRC target, XRC responses to an XRC initiator.
+ * requests go to an XRC target, XRC responses to an XRC initiator.  A CNP
+ * goes to the UD or UC QP whose packet met congestion (not QP0: VL15 is not
+ * congestion-controlled).
  */
 static bool pib_transport_ok(const PibPktInfo *pi, uint8_t qp_type)
 {
@@ -135,6 +137,8 @@ static bool pib_transport_ok(const PibPktInfo *pi, uint8_t qp_type)
         return qp_type == PIB_QPT_UC;
     case 3:
         return pib_qp_type_is_ud(qp_type);
+    case PIB_OP_CNP >> 5:
+        return qp_type == PIB_QPT_UC || qp_type == PIB_QPT_UD || qp_type == PIB_QPT_GSI;
     case PIB_OP_TRANSPORT_XRC >> 5:
         return qp_type == (pi->op->mask & PIB_OPM_RESP ? PIB_QPT_XRC_INI :
                            PIB_QPT_XRC_TGT);
@@ -215,6 +219,11 @@ void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi)
         !pib_mgmt_pkey_match(pib_port_pkey(s, qp->pkey_index), pi->pkey)) {
         pib_port_bad_pkey(s, pi);
         pib_pkt_drop(s, PIB_CNT_RX_DROP_PKEY, pi);
+        return;
+    }
+    /* A CNP has no DETH and asks nothing of the responder: the requester slows down. */
+    if (pi->op->mask & PIB_OPM_CNP) {
+        pib_cca_cnp_rx(qp, pi);
         return;
     }
     if (pib_qp_type_is_ud(qp->type) && pi->qkey != qp->qkey) {

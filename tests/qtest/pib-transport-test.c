@@ -28,6 +28,10 @@
  *                                         raises the requester's index, whose
  *                                         table entry then spaces its packets;
  *                                         the event log, and the index's timer
+ *   /pib/transport/cnp                    UD and UC: FECN is answered with a CNP;
+ *                                         a CNP raises the UD sender's index (log,
+ *                                         spacing); a CNP to RC or with payload
+ *                                         is dropped and counted
  *
  * The device's IB timers (RNR, ACK timeout) run on the virtual clock, which
  * only the test moves (qtest_clock_step), so every retry is counted, not
@@ -628,6 +632,43 @@ static void tp_cc_set(PibDev *d, uint16_t attr, uint32_t mod, const void *data, 
     g_assert_cmphex(resp.hdr.status_be, ==, 0);
 }
 
+/*
+ * An SM's settings for SL 0 (CCTI_Increase 2, CCTI_Timer 1000 x 1.024 us, this
+ * Trigger_Threshold; PortControl port_control) and a table whose entry i is 10 i packet
+ * times, entry 4 given as entry4.
+ */
+static void tp_cc_program(Tp *t, uint16_t port_control, uint8_t trigger, uint16_t entry4)
+{
+    struct pib_cc_ca_setting cs = {
+        .port_control_be = cpu_to_be16(port_control),
+        .control_map_be = cpu_to_be16(1),
+        .entries[0] = {
+            .ccti_timer_be = cpu_to_be16(1000), .ccti_increase = 2,
+            .trigger_threshold = trigger,
+        },
+    };
+    struct pib_cc_table tbl = { .ccti_limit_be = cpu_to_be16(10) };
+    int i;
+
+    tp_cc_set(&t->d, PIB_CC_ATTR_CA_CONG_SETTING, 0, &cs, sizeof(cs));
+    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
+        tbl.entries_be[i] = cpu_to_be16(10 * i);
+    }
+    tbl.entries_be[4] = cpu_to_be16(entry4);
+    tp_cc_set(&t->d, PIB_CC_ATTR_CC_TABLE, 0, &tbl, sizeof(tbl));
+}
+
+/* The CA's CongestionLog. */
+static void tp_cc_log(Tp *t, struct pib_cc_log_ca *log)
+{
+    struct pib_cc_mad req = peer_cc_new(PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, 0), r;
+
+    g_assert_cmpuint(dp_mad_ifc(&t->d, &req, &r, false), ==, PIB_MAD_IFC_REPLY);
+    memcpy(log, r.log, sizeof(r.log));
+    memcpy((uint8_t *)log + sizeof(r.log), r.data, sizeof(*log) - sizeof(r.log));
+    g_assert_cmpuint(log->log_type, ==, PIB_CC_LOG_CA);
+}
+
 /* Post a signalled 8-byte SEND, wr_id n. */
 static void tp_cc_send(Tp *t, TestEnd *x, uint64_t n)
 {
@@ -650,15 +691,6 @@ static void tp_cc_expect(Tp *t, uint32_t psn, bool becn)
 
 static void test_cc(void)
 {
-    struct pib_cc_ca_setting cs = {
-        .port_control_be = cpu_to_be16(PIB_CC_CA_PORT_SL_BASED),
-        .control_map_be = cpu_to_be16(1),
-        .entries[0] = {
-            .ccti_timer_be = cpu_to_be16(1000), .ccti_increase = 2, .trigger_threshold = 4,
-        },
-    };
-    struct pib_cc_table tbl = { .ccti_limit_be = cpu_to_be16(10) };
-    struct pib_cc_mad req, r;
     struct pib_cc_log_ca log;
     struct pib_sge sge;
     TestEnd x;
@@ -683,12 +715,8 @@ static void test_cc(void)
     }
 
     /* The requester.  Index 0: the table's entry 0, no delay. */
-    tp_cc_set(&t.d, PIB_CC_ATTR_CA_CONG_SETTING, 0, &cs, sizeof(cs));
-    for (i = 0; i < PIB_CC_CCT_BLOCK_ENTRIES; i++) {
-        tbl.entries_be[i] = cpu_to_be16(10 * i);
-    }
-    tbl.entries_be[4] = cpu_to_be16(1 << 14 | 80);      /* the same delay, half-time units */
-    tp_cc_set(&t.d, PIB_CC_ATTR_CC_TABLE, 0, &tbl, sizeof(tbl));
+    tp_cc_program(&t, PIB_CC_CA_PORT_SL_BASED, 4,
+                  1 << 14 | 80);                        /* 40, in half-time units */
     tp_cc_send(&t, &x, 1);
     tp_cc_expect(&t, psn++, true);                      /* index 2 */
     dp_expect(&t.d, &x.scq, 1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
@@ -712,11 +740,7 @@ static void test_cc(void)
     }
 
     /* The CA's log: SL 0's index reached 4 on this QP. */
-    req = peer_cc_new(PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_LOG, 0, 0);
-    g_assert_cmpuint(dp_mad_ifc(&t.d, &req, &r, false), ==, PIB_MAD_IFC_REPLY);
-    memcpy(&log, r.log, sizeof(r.log));
-    memcpy((uint8_t *)&log + sizeof(r.log), r.data, sizeof(log) - sizeof(r.log));
-    g_assert_cmpuint(log.log_type, ==, PIB_CC_LOG_CA);
+    tp_cc_log(&t, &log);
     g_assert_cmpuint(be16_to_cpu(log.event_counter_be), ==, 1);
     g_assert_cmphex(be16_to_cpu(log.event_map_be), ==, 1);
     g_assert_cmphex(be32_to_cpu(log.events[0].local_qp_sl_type_be), ==, x.qp.qpn << 8);
@@ -735,6 +759,134 @@ static void test_cc(void)
     tp_down(&t, 0);
 }
 
+/*
+ * Congestion notification packets (IBTA A10.2.2.1.1; hca/pib-cca.c): UD and UC have no
+ * responses to carry BECN.  A UD SEND and a UC SEND that arrive with FECN are each answered
+ * with a CNP to the sending QP (BECN, PSN 0, no payload) and still delivered; without FECN,
+ * no CNP.  The other way, a CNP to the device's UD QP raises its index as a BECN would: with
+ * CCTI_Increase 2 and Trigger_Threshold 2 the CA's CongestionLog has the event (remote LID the
+ * CNP's SLID, remote QP 0: a CNP names none), and the QP's next two SENDs leave 20 x 1.024 us
+ * apart.  A CNP to an RC QP is dropped (rx_drop_qp_type), one with payload too
+ * (rx_drop_length).
+ */
+static void tp_cnp_expect(Tp *t)
+{
+    WirePkt w;
+
+    wp_expect(t->fd, &w, PIB_OP_CNP, 0);
+    g_assert_true(w.becn);
+    g_assert_false(w.fecn);
+    g_assert_cmpuint(w.paylen, ==, 0);
+}
+
+/* A UD SEND from the peer's QP to wp_dqpn, Q_Key qkey, with FECN if fecn. */
+static void tp_ud_send(Tp *t, uint32_t qkey, bool fecn)
+{
+    uint8_t deth[8];
+
+    stl_be_p(deth, qkey);
+    stl_be_p(deth + 4, WP_QPN);
+    wp_bth_flags = fecn ? PIB_BTH_FECN : 0;
+    wp_send(t->fd, PIB_OP_UD_SEND_ONLY, 0, false, deth, sizeof(deth), "congested", 9);
+    wp_bth_flags = 0;
+}
+
+/* Post a signalled 8-byte UD SEND from x to the peer's QP, wr_id n. */
+static void tp_ud_post(Tp *t, TestEnd *x, uint64_t n)
+{
+    struct pib_sge sge = dp_sge(x->buf, 8, x->key);
+    struct pib_send_wqe wqe = {
+        .opcode = PIB_WQE_SEND,
+        .flags = PIB_WQE_F_SIGNALED,
+        .num_sge = 1,
+        .wr_id = cpu_to_le64(n),
+        .ud_qpn = cpu_to_le32(WP_QPN),
+        .ud_qkey = cpu_to_le32(0x4444),
+        .ud_dlid = cpu_to_le16(WP_LID),
+    };
+
+    dp_post_send_raw(&t->d, &x->qp, &wqe, &sge, sizeof(sge), true);
+}
+
+static void test_cnp(void)
+{
+    struct pib_cc_log_ca log;
+    uint64_t c0[PIB_CNT_MAX], c1[PIB_CNT_MAX];
+    struct pib_sge sge;
+    TestEnd ud, uc, rc;
+    WirePkt w;
+    int i;
+    Tp t;
+
+    tp_up(&t);
+    dp_end(&t.d, &ud, PIB_QPT_UD, 16384);
+    dp_ud_ready(&t.d, &ud.qp, 0x4444);
+    wp_dqpn = ud.qp.qpn;
+
+    /* UD: FECN gets a CNP, and the SEND is delivered; no FECN, no CNP. */
+    for (i = 0; i < 2; i++) {
+        sge = dp_sge(ud.buf + 8192, 256, ud.key);
+        dp_post_recv(&t.d, &ud.qp, 0x10 + i, &sge, 1);
+        tp_ud_send(&t, 0x4444, i == 0);
+        if (i == 0) {
+            tp_cnp_expect(&t);
+        }
+        dp_expect(&t.d, &ud.rcq, 0x10 + i, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+    }
+    wp_expect_nothing(t.fd);
+
+    /* UC: the CNP goes to the connected peer. */
+    dp_end(&t.d, &uc, PIB_QPT_UC, 16384);
+    dp_connect(&t.d, &uc.qp, WP_LID, WP_QPN);
+    wp_dqpn = uc.qp.qpn;
+    sge = dp_sge(uc.buf + 8192, 256, uc.key);
+    dp_post_recv(&t.d, &uc.qp, 0x20, &sge, 1);
+    wp_bth_flags = PIB_BTH_FECN;
+    wp_send(t.fd, PIB_OP_UC_SEND_ONLY, 0xfffff0, false, NULL, 0, "congested", 9);
+    wp_bth_flags = 0;
+    tp_cnp_expect(&t);
+    dp_expect(&t.d, &uc.rcq, 0x20, PIB_WC_SUCCESS, PIB_CQE_RECV, NULL);
+
+    /* A CNP to the UD QP: its index rises to 2, the threshold (logged), and delays sends. */
+    tp_cc_program(&t, 0, 2, 40);                        /* QP-based: the UD QP's own */
+    wp_dqpn = ud.qp.qpn;
+    wp_bth_flags = PIB_BTH_BECN;
+    wp_send(t.fd, PIB_OP_CNP, 0, false, NULL, 0, NULL, 0);
+    wp_bth_flags = 0;
+    tp_ud_post(&t, &ud, 1);
+    tp_ud_post(&t, &ud, 2);
+    wp_expect(t.fd, &w, PIB_OP_UD_SEND_ONLY, 7);
+    wp_expect_nothing(t.fd);
+    qtest_clock_step(qts(&t.d), 20 * 1024 - 1);
+    wp_expect_nothing(t.fd);
+    qtest_clock_step(qts(&t.d), 1);
+    wp_expect(t.fd, &w, PIB_OP_UD_SEND_ONLY, 8);
+    dp_expect(&t.d, &ud.scq, 1, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    dp_expect(&t.d, &ud.scq, 2, PIB_WC_SUCCESS, PIB_CQE_SEND, NULL);
+    tp_cc_log(&t, &log);
+    g_assert_cmpuint(be16_to_cpu(log.event_counter_be), ==, 1);
+    g_assert_cmphex(be32_to_cpu(log.events[0].local_qp_sl_type_be), ==, ud.qp.qpn << 8 | 3);
+    g_assert_cmphex(be32_to_cpu(log.events[0].remote_qp_be), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(log.events[0].remote_lid_be), ==, WP_LID);
+
+    /* Not for RC; and a CNP carries nothing. */
+    dp_end(&t.d, &rc, PIB_QPT_RC, 16384);
+    dp_connect(&t.d, &rc.qp, WP_LID, WP_QPN);
+    dp_counters(&t.d, c0);
+    wp_dqpn = rc.qp.qpn;
+    wp_bth_flags = PIB_BTH_BECN;
+    wp_send(t.fd, PIB_OP_CNP, 0, false, NULL, 0, NULL, 0);
+    wp_dqpn = ud.qp.qpn;
+    wp_send(t.fd, PIB_OP_CNP, 0, false, NULL, 0, "junk", 4);
+    wp_bth_flags = 0;
+    PIB_WAIT_FOR((dp_counters(&t.d, c1), c1[PIB_CNT_RX_DROP_LENGTH] > c0[PIB_CNT_RX_DROP_LENGTH] &&
+                  c1[PIB_CNT_RX_DROP_QP_TYPE] > c0[PIB_CNT_RX_DROP_QP_TYPE]));
+    g_assert_cmpuint(c1[PIB_CNT_RX_DROP_QP_TYPE], ==, c0[PIB_CNT_RX_DROP_QP_TYPE] + 1);
+    g_assert_cmpuint(c1[PIB_CNT_RX_DROP_LENGTH], ==, c0[PIB_CNT_RX_DROP_LENGTH] + 1);
+    wp_expect_nothing(t.fd);
+    tp_down(&t, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -749,5 +901,6 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/transport/requester/inline", test_req_inline);
     qtest_add_func("/pib/transport/modify/retry-cnt", test_modify_retry_cnt);
     qtest_add_func("/pib/transport/cc", test_cc);
+    qtest_add_func("/pib/transport/cnp", test_cnp);
     return g_test_run();
 }
