@@ -16,8 +16,12 @@
  * The CC_Key (A10.4.1.1) guards the settings as the M_Key guards the SMA's: once an SM set a
  * key that is not 0, a Set must carry it, and with the protect bit so must a Get; a MAD that
  * does not is counted (Violations, saturating) and dropped unanswered.  A Get that passes
- * without the key shows the key as 0.  Not modelled: the lease (a protect bit that lapses
- * LeasePeriod seconds after a violation) and the CC_Key violation trap.
+ * without the key shows the key as 0.  The lease (A10.4.1.1, as the M_Key's, IBTA 14.2.4.3):
+ * a violation starts a countdown of CC_KeyLeasePeriod seconds (0: none) unless one runs; a MAD
+ * with the right key stops it; when it runs out the protect bit clears, so that a manager that
+ * lost the key can read the agent again.  The countdown is a deadline on the virtual clock,
+ * looked at when the next MAD comes (nothing but a MAD can see the bit).  Not modelled: the
+ * CC_Key violation trap.
  *
  * Nothing here trusts a MAD: the attribute, its modifier and every field are checked before
  * they are used; a Set of a bad value changes nothing and answers INVALID_VALUE.
@@ -327,6 +331,43 @@ static uint32_t cc_respond(PibMgmtNode *n, const PibMadCtx *ctx, struct pib_cc_m
 }
 
 /*
+ * The CC_Key's check for a MAD that carries key (set: a Set), with the lease: true if it may
+ * be answered; a MAD that may not is counted.  *key_ok: the MAD had the key (or none is set).
+ */
+static bool cc_key_check(PibMgmtNode *n, const PibMadCtx *ctx, uint64_t key, bool set,
+                         uint16_t attr, uint8_t method, bool *key_ok)
+{
+    PibMgmtCc *cc = &n->cc;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+
+    if (cc->key_lease_until && now >= cc->key_lease_until) {
+        cc->key_lease_until = 0;
+        cc->key_protect = false;
+        trace_pib_cc_key_lease(n->node_guid, "ran out: the protect bit clears");
+    }
+    *key_ok = cc->key == 0 || key == cc->key;
+    if (*key_ok) {
+        if (cc->key && cc->key_lease_until) {
+            cc->key_lease_until = 0;
+            trace_pib_cc_key_lease(n->node_guid, "stopped by the right key");
+        }
+        return true;
+    }
+    if (!set && !cc->key_protect) {
+        return true;
+    }
+    if (cc->key_violations < UINT16_MAX) {
+        cc->key_violations++;
+    }
+    trace_pib_cc_key_violation(n->node_guid, ctx->port, method, attr, cc->key_violations);
+    if (cc->key_lease && !cc->key_lease_until) {
+        cc->key_lease_until = now + (int64_t)cc->key_lease * NANOSECONDS_PER_SECOND;
+        trace_pib_cc_key_lease(n->node_guid, "started");
+    }
+    return false;
+}
+
+/*
  * Answer one CC MAD that arrived on port ctx->port, as pib_sma_process(): out gets the
  * response (in and out may be the same buffer).  PIB_MAD_IFC_REPLY, PIB_MAD_IFC_CONSUMED for a
  * MAD refused for its CC_Key, 0 for a response (some manager's behind this port).
@@ -359,13 +400,7 @@ uint32_t pib_cc_process(PibMgmtNode *n, const PibMadCtx *ctx, const uint8_t *in,
     }
     set = m->hdr.method == PIB_MAD_METHOD_SET;
     key = (uint64_t)be32_to_cpu(m->cc_key_hi_be) << 32 | be32_to_cpu(m->cc_key_lo_be);
-    key_ok = cc->key == 0 || key == cc->key;
-    if (!key_ok && (set || cc->key_protect)) {
-        if (cc->key_violations < UINT16_MAX) {
-            cc->key_violations++;
-        }
-        trace_pib_cc_key_violation(n->node_guid, ctx->port, m->hdr.method, attr,
-                                   cc->key_violations);
+    if (!cc_key_check(n, ctx, key, set, attr, m->hdr.method, &key_ok)) {
         return PIB_MAD_IFC_CONSUMED;
     }
     if (attr != PIB_CC_ATTR_CONG_LOG) {
@@ -438,9 +473,10 @@ static bool cc_loaded_ok(void *opaque, int version_id)
     return true;
 }
 
+/* Version 2: the lease's deadline (a version 1 stream loads with no countdown). */
 const VMStateDescription vmstate_pib_mgmt_cc = {
     .name = "pib-mgmt-cc",
-    .version_id = 1,
+    .version_id = 2,
     .minimum_version_id = 1,
     .fields = (const VMStateField[]) {
         VMSTATE_UINT64(key, PibMgmtCc),
@@ -455,6 +491,7 @@ const VMStateDescription vmstate_pib_mgmt_cc = {
         PIB_VMSTATE_BYTES(PibMgmtCc, log_sw),
         PIB_VMSTATE_BYTES(PibMgmtCc, log_ca),
         VMSTATE_UINT16_ARRAY(mark_skip, PibMgmtCc, PIB_SW_MAX_PORTS + 1),
+        VMSTATE_INT64_V(key_lease_until, PibMgmtCc, 2),
         VMSTATE_VALIDATE("CCTI_Limit", cc_loaded_ok),
         VMSTATE_END_OF_LIST()
     },

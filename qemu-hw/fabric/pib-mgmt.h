@@ -237,8 +237,9 @@ static inline bool pib_mgmt_data_vl_ok(const PibMgmtPort *p, uint8_t vl)
 typedef struct PibMgmtCc {
     uint64_t key;                       /* CC_Key; 0: no checks */
     bool key_protect;
-    uint16_t key_lease;
+    uint16_t key_lease;                 /* CC_KeyLeasePeriod, seconds; 0: never lapses */
     uint16_t key_violations;
+    int64_t key_lease_until;            /* virtual ns the protect bit lapses; 0: no countdown */
     struct pib_cc_sw_setting sw;                        /* a switch's */
     struct pib_cc_swp_element swp[PIB_SW_MAX_PORTS + 1];
     struct pib_cc_ca_setting ca;                        /* a CA's */

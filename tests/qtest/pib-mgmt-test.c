@@ -35,7 +35,9 @@
  *                          the CongestionControlTable's blocks and CCTI_Limit (past the table:
  *                          refused, nothing changed), the CA's empty log, TimeStamp against the
  *                          clock, the CC_Key (Sets without it dropped and counted, Gets with
- *                          the protect bit too), switch-only attributes, versions and methods
+ *                          the protect bit too; the lease: the bit clears a LeasePeriod after
+ *                          a violation, unless the key came), switch-only attributes,
+ *                          versions and methods
  */
 
 #include "qemu/osdep.h"
@@ -1645,6 +1647,41 @@ static void test_cc(void)
                      be32_to_cpu(kr->cc_key_lo_be)), ==, MG_CC_KEY);
     g_assert_cmphex(be16_to_cpu(kr->protect_be), ==, PIB_CC_KEY_PROTECT);
     g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 2);
+
+    /*
+     * The lease (1 s): a violation starts it, a second one does not restart it, and when it
+     * runs out the protect bit clears (the key stays, hidden from a Get without it).  A MAD
+     * with the key stops a countdown: a second later the bit still protects.
+     */
+    ki.lease_period_be = cpu_to_be16(1);
+    ki.violations_be = cpu_to_be16(2);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           &ki, sizeof(ki), &r), ==, 0);
+    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
+                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    qtest_clock_step(qts(&m.d), 900 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
+                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    qtest_clock_step(qts(&m.d), 100 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL, 0,
+                           &r), ==, 0);
+    g_assert_cmphex(be16_to_cpu(kr->protect_be), ==, 0);
+    g_assert_cmphex(be32_to_cpu(kr->cc_key_lo_be), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(kr->lease_period_be), ==, 1);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 4);
+    ki.violations_be = cpu_to_be16(4);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           &ki, sizeof(ki), &r), ==, 0);
+    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
+                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    qtest_clock_step(qts(&m.d), 500 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0, MG_CC_KEY, NULL,
+                           0, &r), ==, 0);
+    qtest_clock_step(qts(&m.d), 1000 * 1000 * 1000ll);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           NULL, 0, &r), ==, 0);
+    g_assert_cmphex(be16_to_cpu(kr->protect_be), ==, PIB_CC_KEY_PROTECT);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 5);
 
     /* The class version and the methods the class has. */
     {
