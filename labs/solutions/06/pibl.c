@@ -671,6 +671,8 @@ static int pibl_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
  * order of the addresses they back.  The pinned memory comes as scatterlist segments, and a
  * segment may cover many contiguous pages: rdma_umem_for_each_dma_block() cuts them into pages.
  * The list is in coherent memory; the device copies it during the command, so it is freed after.
+ * More pages than the device takes in one list is the caller's error (EINVAL), not a lack of
+ * memory.
  */
 static void *pibl_pbl_from_umem(struct pibl_dev *d, struct ib_umem *umem, u32 npages,
 				dma_addr_t *dma)
@@ -680,10 +682,10 @@ static void *pibl_pbl_from_umem(struct pibl_dev *d, struct ib_umem *umem, u32 np
 	u32 i = 0;
 
 	if (!npages || npages > PIBL_PBL_MAX_PAGES)
-		return NULL;
+		return ERR_PTR(-EINVAL);
 	pbl = dma_alloc_coherent(&d->pdev->dev, npages * sizeof(u64), dma, GFP_KERNEL);
 	if (!pbl)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	rdma_umem_for_each_dma_block(umem, &biter, SZ_4K) {
 		if (i == npages)
 			break;
@@ -728,8 +730,8 @@ static struct ib_mr *pibl_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	/* Every 4 KiB page the range touches: a range need not start on a page boundary. */
 	npages = ib_umem_num_dma_blocks(mr->umem, SZ_4K);
 	pbl = pibl_pbl_from_umem(d, mr->umem, npages, &pbl_dma);
-	if (!pbl) {
-		err = -ENOMEM;
+	if (IS_ERR(pbl)) {
+		err = PTR_ERR(pbl);
 		goto err_release;
 	}
 	cmd.in.reg_mr.pdn = container_of(ibpd, struct pibl_pd, ibpd)->pdn;
@@ -812,8 +814,8 @@ static int pibl_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 		return PTR_ERR(cq->umem);
 	npages = req.buf_size / SZ_4K;
 	pbl = pibl_pbl_from_umem(d, cq->umem, npages, &pbl_dma);
-	if (!pbl) {
-		err = -ENOMEM;
+	if (IS_ERR(pbl)) {
+		err = PTR_ERR(pbl);
 		goto err_release;
 	}
 	/* The context's UAR page: the only page whose CQ doorbells may name this CQ. */

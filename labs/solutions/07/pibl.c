@@ -708,6 +708,8 @@ static int pibl_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
  * order of the addresses they back.  The pinned memory comes as scatterlist segments, and a
  * segment may cover many contiguous pages: rdma_umem_for_each_dma_block() cuts them into pages.
  * The list is in coherent memory; the device copies it during the command, so it is freed after.
+ * More pages than the device takes in one list is the caller's error (EINVAL), not a lack of
+ * memory.
  */
 static void *pibl_pbl_from_umem(struct pibl_dev *d, struct ib_umem *umem, u32 npages,
 				dma_addr_t *dma)
@@ -717,10 +719,10 @@ static void *pibl_pbl_from_umem(struct pibl_dev *d, struct ib_umem *umem, u32 np
 	u32 i = 0;
 
 	if (!npages || npages > PIBL_PBL_MAX_PAGES)
-		return NULL;
+		return ERR_PTR(-EINVAL);
 	pbl = dma_alloc_coherent(&d->pdev->dev, npages * sizeof(u64), dma, GFP_KERNEL);
 	if (!pbl)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
 	rdma_umem_for_each_dma_block(umem, &biter, SZ_4K) {
 		if (i == npages)
 			break;
@@ -765,8 +767,8 @@ static struct ib_mr *pibl_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	/* Every 4 KiB page the range touches: a range need not start on a page boundary. */
 	npages = ib_umem_num_dma_blocks(mr->umem, SZ_4K);
 	pbl = pibl_pbl_from_umem(d, mr->umem, npages, &pbl_dma);
-	if (!pbl) {
-		err = -ENOMEM;
+	if (IS_ERR(pbl)) {
+		err = PTR_ERR(pbl);
 		goto err_release;
 	}
 	cmd.in.reg_mr.pdn = container_of(ibpd, struct pibl_pd, ibpd)->pdn;
@@ -849,8 +851,8 @@ static int pibl_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr
 		return PTR_ERR(cq->umem);
 	npages = req.buf_size / SZ_4K;
 	pbl = pibl_pbl_from_umem(d, cq->umem, npages, &pbl_dma);
-	if (!pbl) {
-		err = -ENOMEM;
+	if (IS_ERR(pbl)) {
+		err = PTR_ERR(pbl);
 		goto err_release;
 	}
 	/* The context's UAR page: the only page whose CQ doorbells may name this CQ. */
@@ -922,10 +924,9 @@ static void *pibl_ring_pin(struct pibl_dev *d, u64 addr, u32 size, struct ib_ume
 		return ERR_CAST(u);
 	*umem = u;
 	pbl = pibl_pbl_from_umem(d, *umem, size / SZ_4K, pbl_dma);
-	if (!pbl) {
+	if (IS_ERR(pbl)) {
 		ib_umem_release(*umem);
 		*umem = NULL;
-		return ERR_PTR(-ENOMEM);
 	}
 	return pbl;
 }
@@ -1121,6 +1122,15 @@ static int pibl_qp_attr_to_hw(struct pibl_dev *d, const struct ib_qp_attr *attr,
 	return 0;
 }
 
+/* QUERY_QP: the device's struct pib_qp_attr for QP qpn, a state it may have changed itself. */
+static int pibl_qp_query_hw(struct pibl_dev *d, u32 qpn, struct pib_qp_attr *hw)
+{
+	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_QP };
+
+	cmd.in.obj.num = qpn;
+	return pibl_exec(d, &cmd, hw, sizeof(*hw), NULL);
+}
+
 /*
  * A state change, with the attributes it needs.  IB says which transitions exist and which
  * attributes each requires and allows (ib_modify_qp_is_ok(), IBTA 10.3 and 11.2.5.1): what it
@@ -1132,7 +1142,6 @@ static int pibl_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 {
 	struct pibl_dev *d = to_pibl(ibqp->device);
 	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_MODIFY_QP };
-	struct pib_admin_cmd qcmd = { .opcode = PIB_CMD_QUERY_QP };
 	struct pib_qp_attr hw = {};
 	enum ib_qp_state cur, next;
 	int err;
@@ -1142,8 +1151,7 @@ static int pibl_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (mask & IB_QP_CUR_STATE) {
 		cur = attr->cur_qp_state;
 	} else {
-		qcmd.in.obj.num = ibqp->qp_num;
-		err = pibl_exec(d, &qcmd, &hw, sizeof(hw), NULL);
+		err = pibl_qp_query_hw(d, ibqp->qp_num, &hw);
 		if (err)
 			return err;
 		cur = hw.qp_state;
@@ -1165,12 +1173,10 @@ static int pibl_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			 struct ib_qp_init_attr *init_attr)
 {
 	struct pibl_qp *qp = container_of(ibqp, struct pibl_qp, ibqp);
-	struct pib_admin_cmd cmd = { .opcode = PIB_CMD_QUERY_QP };
 	struct pib_qp_attr hw;
 	int err;
 
-	cmd.in.obj.num = ibqp->qp_num;
-	err = pibl_exec(to_pibl(ibqp->device), &cmd, &hw, sizeof(hw), NULL);
+	err = pibl_qp_query_hw(to_pibl(ibqp->device), ibqp->qp_num, &hw);
 	if (err)
 		return err;
 	if (hw.qp_state > IB_QPS_ERR)
