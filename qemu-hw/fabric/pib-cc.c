@@ -28,8 +28,8 @@
  *
  * On the data path, a switch asks pib_cc_sw_mark() whether a packet it queues on an output
  * port gets FECN, and logs each one it marks (pib_cc_sw_log); a CA answers FECN with BECN and
- * slows down on BECN by its table (hca/pib-cca.c).  Not yet: credit starvation (Credit_Mask,
- * CS_Threshold).
+ * slows down on BECN by its table (hca/pib-cca.c), logging an index that reaches its
+ * threshold (pib_cc_ca_log).  Not yet: credit starvation (Credit_Mask, CS_Threshold).
  */
 
 #include "qemu/osdep.h"
@@ -113,21 +113,51 @@ bool pib_cc_sw_mark(PibMgmtCc *cc, uint8_t port, uint32_t ahead, bool victim, ui
     return true;
 }
 
-/* A switch's log: the packet it marked on port `port`, the newest event first. */
+/*
+ * Room for a log's newest event at events[0] (the oldest of n falls off the end), counted in
+ * its EventCounter (saturating): the step the switch's log and the CA's share.
+ */
+static void cc_log_push(void *events, size_t n, size_t each, uint16_t *event_counter_be)
+{
+    uint16_t count = be16_to_cpu(*event_counter_be);
+
+    memmove((uint8_t *)events + each, events, (n - 1) * each);
+    *event_counter_be = cpu_to_be16(MIN(count + 1, UINT16_MAX));
+}
+
+/* A switch's log: the packet it marked on port `port`. */
 void pib_cc_sw_log(PibMgmtCc *cc, uint8_t port, uint16_t slid, uint16_t dlid, uint8_t sl)
 {
     struct pib_cc_log_sw *l = &cc->log_sw;
-    uint16_t count = be16_to_cpu(l->event_counter_be);
 
-    memmove(&l->events[1], &l->events[0], sizeof(l->events) - sizeof(l->events[0]));
+    cc_log_push(l->events, ARRAY_SIZE(l->events), sizeof(l->events[0]), &l->event_counter_be);
     l->events[0] = (struct pib_cc_log_sw_event) {
         .slid_be = cpu_to_be16(slid),
         .dlid_be = cpu_to_be16(dlid),
         .sl_be = cpu_to_be32((uint32_t)(sl & 0xf) << 28),
         .time_stamp_be = cpu_to_be32(pib_cc_time_stamp()),
     };
-    l->event_counter_be = cpu_to_be16(MIN(count + 1, UINT16_MAX));
     l->port_map[31 - port / 8] |= 1u << (port % 8);
+}
+
+/*
+ * A CA's log: the index of local QP lqpn (service type `type`: 0 RC, 1 UC, 3 UD) sending on
+ * sl from LID llid to (rlid, rqpn) reached the SL's Trigger_Threshold.
+ */
+void pib_cc_ca_log(PibMgmtCc *cc, uint32_t lqpn, uint8_t sl, uint8_t type, uint16_t llid,
+                   uint16_t rlid, uint32_t rqpn)
+{
+    struct pib_cc_log_ca *l = &cc->log_ca;
+
+    cc_log_push(l->events, ARRAY_SIZE(l->events), sizeof(l->events[0]), &l->event_counter_be);
+    l->events[0] = (struct pib_cc_log_ca_event) {
+        .local_qp_sl_type_be = cpu_to_be32(lqpn << 8 | (sl & 0xf) << 4 | type),
+        .remote_qp_be = cpu_to_be32(rqpn << 8),
+        .local_lid_be = cpu_to_be16(llid),
+        .remote_lid_be = cpu_to_be16(rlid),
+        .time_stamp_be = cpu_to_be32(pib_cc_time_stamp()),
+    };
+    l->event_map_be |= cpu_to_be16(1u << (sl & 0xf));
 }
 
 static uint16_t cc_class_port_info(uint8_t *data)

@@ -330,6 +330,8 @@ uint32_t pib_cc_time_stamp(void);
 bool pib_cc_needed(const PibMgmtCc *cc);
 bool pib_cc_sw_mark(PibMgmtCc *cc, uint8_t port, uint32_t ahead, bool victim, uint32_t len);
 void pib_cc_sw_log(PibMgmtCc *cc, uint8_t port, uint16_t slid, uint16_t dlid, uint8_t sl);
+void pib_cc_ca_log(PibMgmtCc *cc, uint32_t lqpn, uint8_t sl, uint8_t type, uint16_t llid,
+                   uint16_t rlid, uint32_t rqpn);
 extern const VMStateDescription vmstate_pib_mgmt_cc;   /* migration */
 
 #endif /* HW_PIB_MGMT_H */

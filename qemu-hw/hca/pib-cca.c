@@ -18,12 +18,13 @@
  *               SLID and source QP (LID-routed: one subnet).  Not for multicast (every member
  *               would answer one packet) nor QP0.  The CNP that reaches the sender counts as
  *               a BECN for that QP on the CNP's SL.
- *   the index   each response that reaches the requester with BECN (or CNP) raises an index into the
- *               congestion control table (CCTI) by CCTI_Increase of the QP's SL, up to the
- *               table's CCTI_Limit.  The index is the QP's own (PortControl 0) or its SL's,
- *               shared by every QP sending on that SL (PortControl 1).  Every CCTI_Timer
- *               (1.024 us units; 0: never) it falls by one, down to CCTI_Min.  A rise to
- *               Trigger_Threshold logs an event in the CA's CongestionLog.
+ *   the index   each response that reaches the requester with BECN (or a CNP) raises an
+ *               index into the congestion control table (CCTI) by CCTI_Increase of the QP's
+ *               SL, up to the table's CCTI_Limit.  The index is the QP's own (PortControl
+ *               0) or its SL's, shared by every QP sending on that SL (PortControl 1).
+ *               Every CCTI_Timer (1.024 us units; 0: never) it falls by one, down to
+ *               CCTI_Min.  A rise to Trigger_Threshold logs an event in the CA's
+ *               CongestionLog.
  *   the delay   the requester leaves at least the injection rate delay of the table's entry
  *               at the index between two packets of a QP: (PIB_CCA_PKT_NS >> shift) x
  *               multiplier, where PIB_CCA_PKT_NS is the time a 4096-byte packet takes on the
@@ -35,8 +36,9 @@
  *          +---- each CCTI_Timer: - 1, down to CCTI_Min -----------+  +---+ CCTI_Timer: - 1
  *
  * The index falls lazily: it is kept with the time it was last brought up to date, and
- * pib_cca_index() takes off the timer periods since, so no timer runs for it.  The delay's
- * own timer only wakes a QP that waits.  Not saved in a migration stream: a loaded device
+ * cca_index() takes off the timer periods since, so no timer runs for it (the cca-index
+ * property reads the highest one, pib_cca_max_index()).  The delay's own timer only wakes a
+ * QP that waits.  Not saved in a migration stream: a loaded device
  * starts with every index at 0 (the settings themselves travel, fabric/pib-cc.c).
  */
 
@@ -97,39 +99,22 @@ static uint16_t cca_index(PibState *s, PibCcaIndex *x, uint8_t sl, int64_t now)
     return x->ccti;
 }
 
-/* The CA's log: an index that reached its SL's Trigger_Threshold (the newest first). */
-/* The index of qp (sending on sl) reached Trigger_Threshold: an event for the remote end. */
-static void cca_log(PibQp *qp, uint8_t sl, uint16_t rlid, uint32_t rqpn)
-{
-    struct pib_cc_log_ca *l = &qp->s->mgmt.cc.log_ca;
-    uint16_t count = be16_to_cpu(l->event_counter_be);
-    uint8_t type = qp->type == PIB_QPT_UC ? 1 : pib_qp_type_is_ud(qp->type) ? 3 : 0;
-
-    memmove(&l->events[1], &l->events[0], sizeof(l->events) - sizeof(l->events[0]));
-    l->events[0] = (struct pib_cc_log_ca_event) {
-        .local_qp_sl_type_be = cpu_to_be32(qp->qpn << 8 | (sl & 0xf) << 4 | type),
-        .remote_qp_be = cpu_to_be32(rqpn << 8),
-        .local_lid_be = cpu_to_be16(qp->s->port.mgmt.lid),
-        .remote_lid_be = cpu_to_be16(rlid),
-        .time_stamp_be = cpu_to_be32(pib_cc_time_stamp()),
-    };
-    l->event_counter_be = cpu_to_be16(MIN(count + 1, UINT16_MAX));
-    l->event_map_be |= cpu_to_be16(1u << (sl & 0xf));
-}
-
 /* qp's packets on sl met congestion on their way to (rlid, rqpn): its index rises. */
 static void cca_raise(PibQp *qp, uint8_t sl, uint16_t rlid, uint32_t rqpn)
 {
     PibState *s = qp->s;
     const struct pib_cc_ca_entry *e = cca_entry(s, sl);
     PibCcaIndex *x = cca_index_of(qp, sl);
-    uint16_t was = cca_index(s, x, sl, cca_now());
+    uint16_t was = cca_index(s, x, x->sl, cca_now());
 
     x->ccti = MIN(was + e->ccti_increase, s->mgmt.cc.ccti_limit);
+    x->sl = sl & 0xf;
     trace_pib_cca_becn(qp->qpn, sl, was, x->ccti);
     if (e->trigger_threshold && was < e->trigger_threshold &&
         x->ccti >= e->trigger_threshold) {
-        cca_log(qp, sl, rlid, rqpn);
+        pib_cc_ca_log(&s->mgmt.cc, qp->qpn, sl,
+                      qp->type == PIB_QPT_UC ? 1 : pib_qp_type_is_ud(qp->type) ? 3 : 0,
+                      s->port.mgmt.lid, rlid, rqpn);
     }
 }
 
@@ -140,27 +125,31 @@ void pib_cca_becn(PibQp *qp, uint8_t sl)
 }
 
 /*
- * A UD or UC packet (pi) came to qp with FECN: the CNP back to the QP that sent it.  A CNP
- * carries no source QP, so a UD sender logs the remote QP as 0.
+ * A UD or UC packet (pi) came to qp with FECN: the CNP back to the QP that sent it, from the
+ * LID the packet came to (its path bits).  A CNP carries no source QP, so a UD sender logs
+ * the remote QP as 0.
  */
 void pib_cca_cnp_tx(PibQp *qp, const PibPktInfo *pi)
 {
+    PibState *s = qp->s;
     bool ud = pib_qp_type_is_ud(qp->type);
-    PibPktFields f = {
+    PibPktFields f;
+
+    if (pib_lid_is_multicast(pi->dlid) || qp->type == PIB_QPT_SMI) {
+        return;
+    }
+    f = (PibPktFields) {
         .opcode = PIB_OP_CNP,
         .becn = true,
         .dqpn = ud ? pi->src_qpn : qp->dest_qpn,
         .dlid = pi->slid,
         .sl = pi->sl,
         .pkey = pi->pkey,
-        .src_path_bits = ud ? 0 : qp->av.src_path_bits,
+        .src_path_bits = ud ? pi->dlid & ((1u << s->port.mgmt.lmc) - 1) :
+                              qp->av.src_path_bits,
     };
-
-    if (pib_lid_is_multicast(pi->dlid) || qp->type == PIB_QPT_SMI) {
-        return;
-    }
     trace_pib_cca_cnp(qp->qpn, "sent", f.dlid, f.dqpn, f.sl);
-    pib_xmit(qp->s, pib_pkt_build(qp->s, &f, NULL, 0), f.dlid);
+    pib_xmit(s, pib_pkt_build(s, &f, NULL, 0), f.dlid);
 }
 
 /* A CNP (pi) came to qp: its packets on the CNP's SL met congestion. */
@@ -194,6 +183,7 @@ bool pib_cca_may_send(PibQp *qp)
 void pib_cca_sent(PibQp *qp, uint8_t sl)
 {
     PibState *s = qp->s;
+    PibCcaIndex *x;
     int64_t now;
     uint16_t entry, ccti;
     uint64_t delay;
@@ -202,13 +192,40 @@ void pib_cca_sent(PibQp *qp, uint8_t sl)
         return;
     }
     now = cca_now();
-    ccti = cca_index(s, cca_index_of(qp, sl), sl, now);
+    x = cca_index_of(qp, sl);
+    ccti = cca_index(s, x, x->sl, now);
     entry = s->mgmt.cc.cct[ccti];
     delay = (uint64_t)(PIB_CCA_PKT_NS >> PIB_CC_CCT_SHIFT(entry)) * PIB_CC_CCT_MULT(entry);
     if (delay) {
         qp->cca_next_ns = now + delay;
         trace_pib_cca_delay(qp->qpn, sl, ccti, delay);
     }
+}
+
+/*
+ * The highest index now, of any QP or SL: what the cca-index property shows (0 when the SM
+ * uses no congestion control), so that a test can see an index rise and fall.
+ */
+uint16_t pib_cca_max_index(PibState *s)
+{
+    int64_t now = cca_now();
+    uint16_t max = 0;
+    uint32_t n;
+    PibQp *qp;
+
+    if (cca_off(s)) {
+        return 0;
+    }
+    for (n = 0; n < PIB_CC_SLS; n++) {
+        max = MAX(max, cca_index(s, &s->cca_sl[n], s->cca_sl[n].sl, now));
+    }
+    for (n = 0; n <= s->qps.max; n++) {
+        qp = pib_qp_lookup(s, n);
+        if (qp) {
+            max = MAX(max, cca_index(s, &qp->cca, qp->cca.sl, now));
+        }
+    }
+    return max;
 }
 
 static void pib_cca_timer_cb(void *opaque)

@@ -548,6 +548,7 @@ void pib_cca_cnp_tx(PibQp *qp, const PibPktInfo *pi);
 void pib_cca_cnp_rx(PibQp *qp, const PibPktInfo *pi);
 bool pib_cca_may_send(PibQp *qp);
 void pib_cca_sent(PibQp *qp, uint8_t sl);
+uint16_t pib_cca_max_index(PibState *s);
 
 /* pib-port.c */
 void pib_port_realize(PibState *s);

@@ -779,6 +779,15 @@ static void pib_prop_get_mtt_pages(Object *obj, Visitor *v, const char *name, vo
     visit_type_uint32(v, name, &val, errp);
 }
 
+/* cca-index: the highest congestion control table index of any QP or SL now (pib-cca.c). */
+static void pib_prop_get_cca_index(Object *obj, Visitor *v, const char *name, void *opaque,
+                                   Error **errp)
+{
+    uint16_t val = pib_cca_max_index(PIB_HCA(obj));
+
+    visit_type_uint16(v, name, &val, errp);
+}
+
 static void pib_class_init(ObjectClass *oc, PibClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(oc);
@@ -813,6 +822,8 @@ static void pib_class_init(ObjectClass *oc, PibClassData data)
                                   NULL, NULL, (void *)(uintptr_t)pib_object_props[i].table);
     }
     object_class_property_add(oc, "mtt-pages", "uint32", pib_prop_get_mtt_pages, NULL, NULL,
+                              NULL);
+    object_class_property_add(oc, "cca-index", "uint16", pib_prop_get_cca_index, NULL, NULL,
                               NULL);
 }
 

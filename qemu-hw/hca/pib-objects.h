@@ -406,10 +406,11 @@ typedef struct PibResp {
 
 /*
  * An index into the congestion control table (pib-cca.c): a QP's own, or an SL's.  It falls
- * by one every CCTI_Timer from since_ns on, which pib_cca_index() works out when asked.
+ * by one every CCTI_Timer from since_ns on, which cca_index() in pib-cca.c works out when asked.
  */
 typedef struct PibCcaIndex {
     uint16_t ccti;
+    uint8_t sl;             /* whose CCTI_Timer and CCTI_Min lower it: the last SL raised */
     int64_t since_ns;       /* QEMU_CLOCK_VIRTUAL: when ccti was last brought up to date */
 } PibCcaIndex;
 

@@ -1525,6 +1525,24 @@ static uint16_t mg_cc(Mg *m, uint8_t method, uint16_t attr, uint32_t mod, uint64
     return be16_to_cpu(resp->hdr.status_be);
 }
 
+/* Set CongestionKeyInfo to ki, with the key in force (0: none yet): answered, status 0. */
+static void mg_cc_key_set(Mg *m, const struct pib_cc_key_info *ki, uint64_t key)
+{
+    struct pib_cc_mad r;
+
+    g_assert_cmpuint(mg_cc(m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, key, ki,
+                           sizeof(*ki), &r), ==, 0);
+}
+
+/* A Get of CongestionKeyInfo without the key, under the protect bit: dropped unanswered. */
+static void mg_cc_key_get_refused(Mg *m)
+{
+    struct pib_cc_mad r;
+
+    g_assert_cmpuint(mg_cc_ifc(m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL, 0,
+                               &r), ==, PIB_MAD_IFC_CONSUMED);
+}
+
 static void test_cc(void)
 {
     struct pib_cc_mad r;
@@ -1620,8 +1638,7 @@ static void test_cc(void)
      */
     ki.cc_key_hi_be = cpu_to_be32(MG_CC_KEY >> 32);
     ki.cc_key_lo_be = cpu_to_be32((uint32_t)MG_CC_KEY);
-    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, &ki,
-                           sizeof(ki), &r), ==, 0);
+    mg_cc_key_set(&m, &ki, 0);
     cs.control_map_be = cpu_to_be16(1u << 5);
     g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CA_CONG_SETTING, 0, 0, &cs,
                                sizeof(cs), &r), ==, PIB_MAD_IFC_CONSUMED);
@@ -1637,10 +1654,8 @@ static void test_cc(void)
     g_assert_cmpuint(csr->entries[5].ccti_increase, ==, 2);     /* with the key: applied */
     ki.protect_be = cpu_to_be16(PIB_CC_KEY_PROTECT);
     ki.violations_be = cpu_to_be16(1);
-    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
-                           &ki, sizeof(ki), &r), ==, 0);
-    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
-                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    mg_cc_key_set(&m, &ki, MG_CC_KEY);
+    mg_cc_key_get_refused(&m);
     g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
                            NULL, 0, &r), ==, 0);
     g_assert_cmphex(((uint64_t)be32_to_cpu(kr->cc_key_hi_be) << 32 |
@@ -1655,13 +1670,10 @@ static void test_cc(void)
      */
     ki.lease_period_be = cpu_to_be16(1);
     ki.violations_be = cpu_to_be16(2);
-    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
-                           &ki, sizeof(ki), &r), ==, 0);
-    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
-                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    mg_cc_key_set(&m, &ki, MG_CC_KEY);
+    mg_cc_key_get_refused(&m);
     qtest_clock_step(qts(&m.d), 900 * 1000 * 1000ll);
-    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
-                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    mg_cc_key_get_refused(&m);
     qtest_clock_step(qts(&m.d), 100 * 1000 * 1000ll);
     g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL, 0,
                            &r), ==, 0);
@@ -1670,10 +1682,8 @@ static void test_cc(void)
     g_assert_cmpuint(be16_to_cpu(kr->lease_period_be), ==, 1);
     g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 4);
     ki.violations_be = cpu_to_be16(4);
-    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_SET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
-                           &ki, sizeof(ki), &r), ==, 0);
-    g_assert_cmpuint(mg_cc_ifc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, 0, NULL,
-                               0, &r), ==, PIB_MAD_IFC_CONSUMED);
+    mg_cc_key_set(&m, &ki, MG_CC_KEY);
+    mg_cc_key_get_refused(&m);
     qtest_clock_step(qts(&m.d), 500 * 1000 * 1000ll);
     g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0, MG_CC_KEY, NULL,
                            0, &r), ==, 0);

@@ -283,7 +283,7 @@ void peer_boot(PeerLink *l, uint16_t lid)
     l->path = g_build_filename(l->dir, "link.sock", NULL);
     args = g_strdup_printf(
         "-chardev socket,id=link,path=%s,server=on,wait=off "
-        "-device pib-hca,addr=4.0,chardev=link,lid=%u,node-guid=0x%" PRIx64
+        "-device pib-hca,addr=4.0,id=hca,chardev=link,lid=%u,node-guid=0x%" PRIx64
         "%s", l->path, lid, (uint64_t)TEST_NODE_GUID, pib_dev_props);
     l->qs = pib_boot(args);
 }

@@ -135,10 +135,12 @@ uint64_t pib_clock_read(PibDev *d, uint32_t page);
 #define PEER_NODE_GUID      0x1122334455667700ull   /* our HELLO's identity */
 
 /*
- * A machine with one device (addr 4.0, node GUID TEST_NODE_GUID) whose cable
- * is a socket in a directory of its own: the device listens on path, the test
+ * A machine with one device (addr 4.0, node GUID TEST_NODE_GUID, QOM path PEER_DEV_PATH)
+ * whose cable is a socket in a directory of its own: the device listens on path, the test
  * dials it with peer_connect, as often as it likes.
  */
+#define PEER_DEV_PATH       "/machine/peripheral/hca"
+
 typedef struct PeerLink {
     QOSState *qs;
     char *dir, *path;

@@ -267,6 +267,27 @@ static bool sw_recv_smp_ex(Sw *s, struct pib_smp *smp, uint16_t *dlid, int timeo
 }
 
 /*
+ * The next trap on port 3 (within a hang guard) is trap 128 (IBTA 14.2.5.1) to the SM: a
+ * Notice from the switch's LID, its producer a switch, its details the switch's LID.  The
+ * trap's SMP is in *trap.
+ */
+static void sw_expect_link_trap(Sw *s, struct pib_smp *trap)
+{
+    struct pib_notice notice;
+    uint16_t dlid;
+
+    g_assert_true(sw_recv_smp_ex(s, trap, &dlid, 5000, true));
+    g_assert_cmphex(dlid, ==, SW_SM_LID);
+    g_assert_cmphex(trap->hdr.mgmt_class, ==, PIB_MGMT_CLASS_SUBN_LID);
+    g_assert_cmphex(be16_to_cpu(trap->hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
+    memcpy(&notice, trap->data, sizeof(notice));
+    g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
+    g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
+    g_assert_cmpuint(be16_to_cpu(notice.producer_lo_be), ==, PIB_NODE_TYPE_SWITCH);
+    g_assert_cmpuint(lduw_be_p(notice.details), ==, SW_LID);
+}
+
+/*
  * A directed-route SMP to the switch, one hop out of port 3, as our CA's QP0 sends it: the
  * sender counted its own hop (hop pointer 1, InitialPath[1] = our port).
  */
@@ -684,21 +705,12 @@ static void test_switch_forwarding(void)
      */
     {
         g_autofree char *p3 = sw_sock(&s, "p3.sock");
-        struct pib_notice notice;
 
         close(s.fd);
         s.fd = peer_connect(p3);
         peer_expect_hello(s.fd, SW_NODE_GUID);
         peer_send_hello(s.fd);
-        g_assert_true(sw_recv_smp_ex(&s, &resp, &dlid, 5000, true));
-        g_assert_cmphex(dlid, ==, SW_SM_LID);
-        g_assert_cmphex(resp.hdr.mgmt_class, ==, PIB_MGMT_CLASS_SUBN_LID);
-        g_assert_cmphex(be16_to_cpu(resp.hdr.attr_id_be), ==, PIB_SMP_ATTR_NOTICE);
-        memcpy(&notice, resp.data, sizeof(notice));
-        g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
-        g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
-        g_assert_cmpuint(be16_to_cpu(notice.producer_lo_be), ==, PIB_NODE_TYPE_SWITCH);
-        g_assert_cmpuint(lduw_be_p(notice.details), ==, SW_LID);
+        sw_expect_link_trap(&s, &resp);
         /* Unanswered, it comes again after the subnet timeout (about 1.07 s here). */
         qtest_clock_step(s.qs->qts, 1200 * 1000 * 1000ll);
         g_assert_true(sw_recv_smp_ex(&s, &req, NULL, 5000, true));
@@ -756,9 +768,7 @@ static void test_switch_stopped(void)
 {
     Sw s;
     struct pib_smp resp;
-    struct pib_notice notice;
     struct pib_port_counters pc;
-    uint16_t dlid;
 
     sw_boot(&s);
     sw_program(&s);
@@ -772,11 +782,7 @@ static void test_switch_stopped(void)
     /* ...and sent nothing: a trap would have been written by now. */
     g_assert_false(sw_recv_smp_ex(&s, &resp, NULL, 200, true));
     qtest_qmp_assert_success(s.qs->qts, "{ 'execute': 'cont' }");
-    g_assert_true(sw_recv_smp_ex(&s, &resp, &dlid, 5000, true));
-    g_assert_cmphex(dlid, ==, SW_SM_LID);
-    memcpy(&notice, resp.data, sizeof(notice));
-    g_assert_cmpuint(be16_to_cpu(notice.trap_num_be), ==, PIB_TRAP_LINK_STATE_CHANGE);
-    g_assert_cmpuint(be16_to_cpu(notice.issuer_lid_be), ==, SW_LID);
+    sw_expect_link_trap(&s, &resp);
     sw_port_counters(&s, 1, &pc);
     g_assert_cmpuint(pc.link_downed, ==, 1);
     sw_port_counters(&s, 2, &pc);

@@ -617,11 +617,10 @@ static void test_modify_retry_cnt(void)
  * SEND that arrives with FECN is acknowledged with BECN, the next one without.  The
  * requester, with an SM's settings (SL-based; SL 0: CCTI_Increase 2, CCTI_Timer 1000 x 1.024
  * us, Trigger_Threshold 4; the table's entry i is 10 i packet times of 1.024 us, entry 4 as
- * 80 with a shift of 1): every ACK
- * with BECN raises SL 0's index by 2, and a packet sent at index i holds the next one back
- * 10 i x 1.024 us of the virtual clock, which only the test moves.  The index reaching 4 is
- * in the CA's CongestionLog; the timer then takes it down by one every 1.024 ms, and at 0
- * nothing is held back.
+ * 80 with a shift of 1): every ACK with BECN raises SL 0's index by 2, and a packet sent at
+ * index i holds the next one back 10 i x 1.024 us of the virtual clock, which only the test
+ * moves.  The index reaching 4 is in the CA's CongestionLog and in the cca-index property;
+ * the timer then takes it down by one every 1.024 ms, and at 0 nothing is held back.
  */
 static void tp_cc_set(PibDev *d, uint16_t attr, uint32_t mod, const void *data, size_t len)
 {
@@ -656,6 +655,12 @@ static void tp_cc_program(Tp *t, uint16_t port_control, uint8_t trigger, uint16_
     }
     tbl.entries_be[4] = cpu_to_be16(entry4);
     tp_cc_set(&t->d, PIB_CC_ATTR_CC_TABLE, 0, &tbl, sizeof(tbl));
+}
+
+/* The device's highest congestion control table index now (its cca-index property). */
+static uint32_t tp_cca_index(Tp *t)
+{
+    return qom_get_u32(qts(&t->d), PEER_DEV_PATH, "cca-index");
 }
 
 /* The CA's CongestionLog. */
@@ -724,6 +729,7 @@ static void test_cc(void)
     tp_cc_send(&t, &x, 2);
     tp_cc_send(&t, &x, 3);
     tp_cc_expect(&t, psn++, true);                      /* index 4: the log's event */
+    PIB_WAIT_FOR(tp_cca_index(&t) == 4);
     wp_expect_nothing(t.fd);
     qtest_clock_step(qts(&t.d), 20 * 1024 - 1);
     wp_expect_nothing(t.fd);
@@ -749,7 +755,10 @@ static void test_cc(void)
 
     /* Four CCTI_Timer periods later the index is 0: after SEND 5 (held back by SEND 4's
      * delay no longer), SEND 6 follows at once. */
-    qtest_clock_step(qts(&t.d), 4 * 1000 * 1024);
+    qtest_clock_step(qts(&t.d), 1000 * 1024);
+    g_assert_cmpuint(tp_cca_index(&t), ==, 3);          /* one period: down by one */
+    qtest_clock_step(qts(&t.d), 3 * 1000 * 1024);
+    g_assert_cmpuint(tp_cca_index(&t), ==, 0);
     tp_cc_send(&t, &x, 5);
     tp_cc_send(&t, &x, 6);
     tp_cc_expect(&t, psn++, false);
@@ -853,6 +862,7 @@ static void test_cnp(void)
     wp_bth_flags = PIB_BTH_BECN;
     wp_send(t.fd, PIB_OP_CNP, 0, false, NULL, 0, NULL, 0);
     wp_bth_flags = 0;
+    PIB_WAIT_FOR(tp_cca_index(&t) == 2);
     tp_ud_post(&t, &ud, 1);
     tp_ud_post(&t, &ud, 2);
     wp_expect(t.fd, &w, PIB_OP_UD_SEND_ONLY, 7);
