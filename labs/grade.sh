@@ -219,15 +219,25 @@ stage_01() {
 }
 
 # errs_check BEFORE: the device saw no guest error since (ERR_COUNT did not grow; a reset by
-# the driver sets it back to 0, and then it must be 0).
+# the driver sets it back to 0, and then it must be 0), and its teach mode reported nothing
+# since the stage began (teach-reports: what real hardware would punish silently).
 errs_check() {
-  local before=$1 now last
+  local before=$1 now last teach
   read_regs
   now=${R[ERR_COUNT]} last=${R[ERR_LAST]}
   if [ "$now" -lt "$before" ]; then before=0; fi
   check "the device counted no guest error (ERR_COUNT $before -> $now, ERR_LAST $last)" \
     "ERR_LAST is a PIB_GERR_* code (include/pib_hw.h, PIB_GUEST_ERRORS): 1 BAD_ACCESS is a register access that is not 32 bits wide, or a write to a read-only register" \
     test "$now" -eq "$before"
+  teach=$(qom_get teach-reports)
+  check "the device's teach mode reported nothing (teach-reports $TEACH0 -> $teach)" \
+    "labs/README.md, \"The device teaches\", says what each rule means; the last reports: $(teach_lines)" \
+    test "x$teach" = "x$TEACH0"
+}
+# teach_lines: the device's last two teach reports (its QEMU log, -d guest_errors), on one line.
+teach_lines() {
+  grep -a '^pib: teach: ' "$PIBVM_DIR/node0.qemu.log" 2>/dev/null | tail -n 2 |
+    sed 's/^pib: teach: //' | paste -sd ';' -
 }
 
 # ------------------------------------------------------------------------------------------
@@ -652,6 +662,7 @@ grade() {
   say "== stage $nn: ${dir#"$TOP"/}"
   if [ "$GUESTS_DIRTY" = 1 ]; then guests_up || return 2; fi
   [ -n "$BDF" ] || find_bdf
+  TEACH0=$(qom_get teach-reports)
   if build "$dir" "$tag"; then
     "stage_$nn"
     cleanup_module

@@ -516,6 +516,7 @@ void pib_aq_doorbell(PibState *s, uint32_t pi)
         return;
     }
     trace_pib_aq_db(pi, q->sq_ci);
+    pib_teach_aq_doorbell(s, pi);
     s->regs.aq_db = pi;
     q->sq_pi = pi;
     qemu_bh_schedule(s->admin_bh);

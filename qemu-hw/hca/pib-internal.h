@@ -53,6 +53,8 @@
  *                 between a QP's packets
  *   pib-inject.c  error injection: QOM properties, and the hooks the engines
  *                 call (failed WQEs, lost packets, late interrupts)
+ *   pib-teach.c   teach mode: reports of what real hardware would punish
+ *                 silently (for a driver being written, labs/)
  *
  * Threading: everything runs under the BQL, so MMIO handlers (in the vCPU
  * threads), bottom halves, timers and chardev callbacks (in the main loop)
@@ -219,6 +221,8 @@ struct PibState {
     uint64_t node_guid;     /* 0 at realize: see pib_derive_node_guid() */
     uint16_t prop_lid;
     bool recv_dbrec;        /* recv-dbrec: receive doorbell records offered */
+    bool teach;             /* teach: report what real hardware punishes silently */
+    uint32_t teach_reports; /* teach-reports: how many (pib-teach.c; saturating) */
 
     /*
      * The machine stopped (pib-vmstate.c): the link reads nothing and the bottom halves
@@ -512,6 +516,24 @@ void pib_rx_run(PibState *s);
 void pib_rx_bh(void *opaque);
 void pib_rx_purge(PibState *s);
 void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi);
+
+/* pib-teach.c: teach mode's rules (the file's comment says what each means) */
+#define PIB_TEACH_RULES(X)                              \
+    X(CONFIG_WHILE_READY, "config-while-ready")         \
+    X(RING_NOT_MEMORY,    "ring-not-memory")            \
+    X(CMD_ID_REUSED,      "cmd-id-reused")
+
+#define PIB_TEACH_ENUM(id, name) PIB_TEACH_##id,
+enum pib_teach_rule {
+    PIB_TEACH_RULES(PIB_TEACH_ENUM)
+};
+#undef PIB_TEACH_ENUM
+
+void pib_teach(PibState *s, enum pib_teach_rule rule, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+void pib_teach_enable(PibState *s);
+void pib_teach_aq_doorbell(PibState *s, uint32_t pi);
+void pib_teach_ring_reg(PibState *s, const char *reg);
 
 /* pib-inject.c */
 void pib_inject_init(PibState *s);

@@ -370,6 +370,7 @@ static void pib_enable(PibState *s)
     r->status |= PIB_STATUS_READY;
     trace_pib_enable(s->aq.depth, sq, cq, s->aeq.depth, eq);
     trace_pib_enable_ceq(s->ceq.depth, ceq);
+    pib_teach_enable(s);
 
     /* Tell the new driver where the port stands. */
     pib_port_announce(s);
@@ -509,36 +510,47 @@ static void pib_regs_write(void *opaque, hwaddr addr, uint64_t data,
     /* Ring configuration: takes effect at the next CONTROL.ENABLE. */
     case PIB_REG_AQ_DEPTH:
         r->aq_depth = val;
+        pib_teach_ring_reg(s, "AQ_DEPTH");
         break;
     case PIB_REG_AQ_SQ_LO:
         r->aq_sq_lo = val;
+        pib_teach_ring_reg(s, "AQ_SQ_LO");
         break;
     case PIB_REG_AQ_SQ_HI:
         r->aq_sq_hi = val;
+        pib_teach_ring_reg(s, "AQ_SQ_HI");
         break;
     case PIB_REG_AQ_CQ_LO:
         r->aq_cq_lo = val;
+        pib_teach_ring_reg(s, "AQ_CQ_LO");
         break;
     case PIB_REG_AQ_CQ_HI:
         r->aq_cq_hi = val;
+        pib_teach_ring_reg(s, "AQ_CQ_HI");
         break;
     case PIB_REG_AEQ_DEPTH:
         r->aeq_depth = val;
+        pib_teach_ring_reg(s, "AEQ_DEPTH");
         break;
     case PIB_REG_AEQ_LO:
         r->aeq_lo = val;
+        pib_teach_ring_reg(s, "AEQ_LO");
         break;
     case PIB_REG_AEQ_HI:
         r->aeq_hi = val;
+        pib_teach_ring_reg(s, "AEQ_HI");
         break;
     case PIB_REG_CEQ_DEPTH:
         r->ceq_depth = val;
+        pib_teach_ring_reg(s, "CEQ_DEPTH");
         break;
     case PIB_REG_CEQ_LO:
         r->ceq_lo = val;
+        pib_teach_ring_reg(s, "CEQ_LO");
         break;
     case PIB_REG_CEQ_HI:
         r->ceq_hi = val;
+        pib_teach_ring_reg(s, "CEQ_HI");
         break;
     /* Doorbells */
     case PIB_REG_AQ_DB:
@@ -727,6 +739,7 @@ static PIB_PROPERTIES pib_props[] = {
     DEFINE_PROP_UINT64("node-guid", PibState, node_guid, 0),
     DEFINE_PROP_UINT16("lid", PibState, prop_lid, 0),
     DEFINE_PROP_BOOL("recv-dbrec", PibState, recv_dbrec, true),
+    DEFINE_PROP_BOOL("teach", PibState, teach, false),
     DEFINE_PROP_UINT32("dm-size", PibState, dm_size, 128 * KiB),
     DEFINE_PROP_CHR("chardev", PibState, link.chr),
     DEFINE_PROP_BOOL("link-direct", PibState, link.direct, true),
@@ -779,13 +792,22 @@ static void pib_prop_get_mtt_pages(Object *obj, Visitor *v, const char *name, vo
     visit_type_uint32(v, name, &val, errp);
 }
 
+/* teach-reports: what teach mode reported since the machine started (pib-teach.c). */
+static void pib_prop_get_teach_reports(Object *obj, Visitor *v, const char *name,
+                                       void *opaque, Error **errp)
+{
+    uint32_t val = PIB_HCA(obj)->teach_reports;
+
+    visit_type_uint32(v, name, &val, errp);
+}
+
 /* cca-index: the highest congestion control table index of any QP or SL now (pib-cca.c). */
 static void pib_prop_get_cca_index(Object *obj, Visitor *v, const char *name, void *opaque,
                                    Error **errp)
 {
-    uint16_t val = pib_cca_max_index(PIB_HCA(obj));
+    uint32_t val = pib_cca_max_index(PIB_HCA(obj));
 
-    visit_type_uint16(v, name, &val, errp);
+    visit_type_uint32(v, name, &val, errp);
 }
 
 static void pib_class_init(ObjectClass *oc, PibClassData data)
@@ -814,6 +836,9 @@ static void pib_class_init(ObjectClass *oc, PibClassData data)
         "trains; 0 (default): an SM assigns it");
     object_class_property_set_description(oc, "chardev",
         "the link: a socket chardev shared with the peer HCA");
+    object_class_property_set_description(oc, "teach",
+        "report what real hardware would punish silently (a driver being written): "
+        "guest-error log lines \"pib: teach: RULE\", counted in teach-reports");
     pib_inject_class_init(oc);      /* inject-*: settable at run time */
     object_class_property_add(oc, "link-tx-ready", "uint32", pib_prop_get_tx_ready, NULL,
                               NULL, NULL);
@@ -823,7 +848,9 @@ static void pib_class_init(ObjectClass *oc, PibClassData data)
     }
     object_class_property_add(oc, "mtt-pages", "uint32", pib_prop_get_mtt_pages, NULL, NULL,
                               NULL);
-    object_class_property_add(oc, "cca-index", "uint16", pib_prop_get_cca_index, NULL, NULL,
+    object_class_property_add(oc, "teach-reports", "uint32", pib_prop_get_teach_reports, NULL,
+                              NULL, NULL);
+    object_class_property_add(oc, "cca-index", "uint32", pib_prop_get_cca_index, NULL, NULL,
                               NULL);
 }
 

@@ -15,6 +15,7 @@
 
 #include "qemu/osdep.h"
 #include "hw/pci/pci_regs.h"
+#include "qemu/units.h"
 
 #include "pib-qtest.h"
 
@@ -685,6 +686,92 @@ static void test_aeq(void)
     qtest_shutdown(qs);
 }
 
+/*
+ * Teach mode (qemu-hw/hca/pib-teach.c): each rule broken once is reported, as a count in the
+ * teach-reports property, and the device does what it does without the mode; with teach off
+ * the same mistakes report nothing.  Correct use (program, enable, a ring full of distinct
+ * cmd_ids in one doorbell) reports nothing either way.
+ */
+static uint32_t teach_reports(PibDev *d)
+{
+    return qom_get_u32(qts(d), "/machine/peripheral/pa", "teach-reports");
+}
+
+static void test_teach(void)
+{
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe cqe;
+    uint32_t first, i, on, want;
+    uint64_t end_of_ram = 256 * MiB;            /* pib_boot's machine: -m 256M */
+
+    for (on = 0; on <= 1; on++) {
+        QOSState *qs = pib_boot(on ? "-device pib-hca,addr=4.0,id=pa,teach=on"
+                                   : "-device pib-hca,addr=4.0,id=pa");
+        PibDev d;
+
+        pib_open(&d, qs, PIB_DEVFN_A);
+        pib_enable(&d, 4, 8);
+        first = d.pi;
+        for (i = 0; i < d.depth; i++) {
+            cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_NOP };
+            pib_post(&d, &cmd);
+        }
+        wr(&d, PIB_REG_AQ_DB, d.pi);
+        for (i = 0; i < d.depth; i++) {
+            pib_wait_cqe(&d, first + i, &cqe);
+        }
+        g_assert_cmpuint(teach_reports(&d), ==, 0);
+
+        /* config-while-ready: the ring stays the latched one (NOPs still work). */
+        wr(&d, PIB_REG_AQ_DEPTH, 64);
+        g_assert_cmpuint(teach_reports(&d), ==, on);
+        g_assert_cmphex(pib_nop(&d, 0x7ea), ==, 0x7ea);
+        wr(&d, PIB_REG_AQ_DEPTH, d.depth);
+        want = 2 * on;
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+
+        /* cmd-id-reused: two NOPs in one doorbell, both cmd_id 0x42; both complete. */
+        first = d.pi;
+        for (i = 0; i < 2; i++) {
+            cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_NOP };
+            pib_post(&d, &cmd);
+            cmd.cmd_id = cpu_to_le16(0x42);
+            qtest_memwrite(qts(&d), d.sq + ((first + i) & (d.depth - 1)) * sizeof(cmd), &cmd,
+                           sizeof(cmd));
+        }
+        wr(&d, PIB_REG_AQ_DB, d.pi);
+        for (i = 0; i < 2; i++) {
+            pib_wait_cqe_raw(&d, first + i, &cqe);
+            g_assert_cmpuint(cqe.status, ==, PIB_AQ_OK);
+            g_assert_cmpuint(le16_to_cpu(cqe.cmd_id), ==, 0x42);
+        }
+        want += on;
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
+
+        /*
+         * ring-not-memory: an AEQ of 512 entries (8 KiB) in the last 4 KiB of RAM runs off its
+         * end.  ENABLE accepts it (it is aligned); teach mode says so at once.
+         */
+        wr(&d, PIB_REG_CONTROL, 0);
+        g_assert_cmpuint(teach_reports(&d), ==, want);      /* (not READY: nothing latched) */
+        pib_program_queues(&d, 4, 8);
+        wr(&d, PIB_REG_AEQ_DEPTH, 512);
+        wr(&d, PIB_REG_AEQ_LO, (uint32_t)(end_of_ram - 4096));
+        wr(&d, PIB_REG_AEQ_HI, 0);
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        wr(&d, PIB_REG_CONTROL, PIB_CTRL_ENABLE);
+        g_assert_cmphex(rd(&d, PIB_REG_STATUS), ==, PIB_STATUS_READY);
+        want += on;
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        g_assert_cmphex(pib_nop(&d, 0x7eb), ==, 0x7eb);
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+
+        pib_close(&d);
+        qtest_shutdown(qs);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -699,6 +786,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/config/fatal-cq", test_fatal_cq);
     qtest_add_func("/pib/config/rings-at-own-bar", test_rings_at_own_bar);
     qtest_add_func("/pib/aeq", test_aeq);
+    qtest_add_func("/pib/teach", test_teach);
 
     return g_test_run();
 }

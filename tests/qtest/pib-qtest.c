@@ -120,8 +120,8 @@ void pib_post(PibDev *d, struct pib_admin_cmd *cmd)
     d->pi++;
 }
 
-/* Wait for the completion of command idx, by its phase bit. */
-void pib_wait_cqe(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe)
+/* Wait for the completion of command idx, by its phase bit (pib_wait_cqe: and its cmd_id). */
+void pib_wait_cqe_raw(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe)
 {
     uint64_t addr = d->cq + (idx & (d->depth - 1)) * sizeof(*cqe);
     gint64 end = g_get_monotonic_time() + TIMEOUT_US;
@@ -134,6 +134,11 @@ void pib_wait_cqe(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe)
         g_assert_cmpint(g_get_monotonic_time(), <, end);
         g_usleep(100);
     }
+}
+
+void pib_wait_cqe(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe)
+{
+    pib_wait_cqe_raw(d, idx, cqe);
     g_assert_cmphex(le16_to_cpu(cqe->cmd_id), ==, 0x100 + (idx & 0xff));
 }
 

@@ -109,6 +109,9 @@ void pib_program_queues(PibDev *d, uint32_t depth, uint32_t aeq_depth);
 /* pib_program_queues, then CONTROL.ENABLE; the device must be READY. */
 void pib_enable(PibDev *d, uint32_t depth, uint32_t aeq_depth);
 void pib_post(PibDev *d, struct pib_admin_cmd *cmd);
+/* Wait for the completion of command idx (its phase bit); _raw: whatever its cmd_id. */
+void pib_wait_cqe_raw(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe);
+/* ... which must echo pib_post's cmd_id. */
 void pib_wait_cqe(PibDev *d, uint32_t idx, struct pib_admin_cqe *cqe);
 uint8_t pib_cmd(PibDev *d, struct pib_admin_cmd *cmd,
                 struct pib_admin_cqe *cqe_out);

@@ -29,6 +29,10 @@ def pib_args(n, state, sfx=""):
     nodes = state["nodes"]
     dev = f"pib-hca,id=pib0,node-guid={node_guid(fabric_node(n, state)):#018x}"
     dev += os.environ.get("PIBVM_PIB_PROPS", "")
+    if state.get("no_driver"):
+        # A driver of one's own (the labs'): the device reports what real hardware would
+        # punish silently (qemu-hw/hca/pib-teach.c).
+        dev += ",teach=on"
     if state.get("static_lids"):
         # No-SM mode: ACTIVE once the link trains.
         dev += f",lid={static_lid(fabric_node(n, state))}"

@@ -1,0 +1,149 @@
+/*
+ * pib HCA device model - teach mode: the mistakes real hardware would punish silently
+ *
+ * Copyright (c) 2026 The pib authors
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
+ * The model forgives what a driver may get away with on this device but not on real
+ * hardware, where it corrupts memory, loses a command or leaves a ring half-updated, with
+ * nothing to say so.  With the property teach=on (off by default; `pibvm up --no-driver`
+ * sets it, for a driver of your own, labs/README.md), each such mistake is reported:
+ * logged as a guest error ("pib: teach: RULE: what", QEMU's -d guest_errors), traced
+ * (pib_teach) and counted in the read-only property teach-reports, which a grader reads.
+ * What the device does is the same either way.  The rules:
+ *
+ *   config-while-ready  a ring register (AQ_DEPTH, AQ_SQ_*, AQ_CQ_*, AEQ_*, CEQ_* but the
+ *                       doorbells) written while the device is READY: the device latched the
+ *                       rings at CONTROL.ENABLE, so the write does nothing until the next
+ *                       ENABLE (a device that took it at once would run on a half-written
+ *                       base address).  Program the rings, then enable.
+ *   ring-not-memory     CONTROL.ENABLE with a ring (the admin SQ or CQ, the AEQ, the CEQ)
+ *                       whose first or last byte is not memory the device can reach: not the
+ *                       DMA address of a coherent allocation of the ring's whole size (a
+ *                       kernel virtual address, or a ring larger than its allocation).  The
+ *                       device finds out only at its first access, as a DMA error; real
+ *                       hardware would write into whatever is there.
+ *   cmd-id-reused       two admin commands waiting in the ring at once (between the device's
+ *                       consumer index and the producer index of a doorbell) with the same
+ *                       cmd_id: their completions, which echo it, cannot be told apart.
+ *
+ * What the hardware interface itself leaves undefined (a doorbell before ENABLE, an event
+ * queue acknowledged past its producer, a register access of the wrong size, ...) is a guest
+ * error whatever the mode: ERR_COUNT and ERR_LAST (include/pib_hw.h).  Teach reports are not
+ * guest errors: they change neither register.  The count is not migrated.
+ */
+
+#include "qemu/osdep.h"
+
+#include "pib-internal.h"
+#include "../trace.h"
+
+static const char *const pib_teach_names[] = {
+#define PIB_TEACH_NAME(id, name) [PIB_TEACH_##id] = name,
+    PIB_TEACH_RULES(PIB_TEACH_NAME)
+#undef PIB_TEACH_NAME
+};
+
+void pib_teach(PibState *s, enum pib_teach_rule rule, const char *fmt, ...)
+{
+    g_autofree char *what = NULL;
+    va_list ap;
+
+    if (!s->teach) {
+        return;
+    }
+    va_start(ap, fmt);
+    what = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    trace_pib_teach(pib_teach_names[rule], what);
+    qemu_log_mask(LOG_GUEST_ERROR, "pib: teach: %s: %s\n", pib_teach_names[rule], what);
+    if (s->teach_reports != UINT32_MAX) {
+        s->teach_reports++;
+    }
+}
+
+/* Can the device read len bytes at addr into buf?  (A probe: a failure is no guest error.) */
+static bool pib_teach_read(PibState *s, uint64_t addr, void *buf, uint32_t len)
+{
+    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
+    bool engaged = guard->engaged_in_io;
+    MemTxResult res;
+
+    guard->engaged_in_io = true;
+    res = pci_dma_rw(PCI_DEVICE(s), addr, buf, len, DMA_DIRECTION_TO_DEVICE,
+                     MEMTXATTRS_UNSPECIFIED);
+    guard->engaged_in_io = engaged;
+    return res == MEMTX_OK;
+}
+
+static void pib_teach_ring(PibState *s, const char *name, uint64_t base, uint32_t depth,
+                           uint32_t entry)
+{
+    uint64_t last = base + (uint64_t)depth * entry - 1;
+    uint8_t byte;
+
+    if (!pib_teach_read(s, base, &byte, 1) || !pib_teach_read(s, last, &byte, 1)) {
+        pib_teach(s, PIB_TEACH_RING_NOT_MEMORY,
+                  "the %s ring 0x%" PRIx64 "..0x%" PRIx64 " (%" PRIu32 " x %" PRIu32
+                  " bytes) is not all memory the device can reach", name, base, last, depth,
+                  entry);
+    }
+}
+
+/* The rings CONTROL.ENABLE just latched (ring-not-memory). */
+void pib_teach_enable(PibState *s)
+{
+    if (!s->teach) {
+        return;
+    }
+    pib_teach_ring(s, "admin SQ", s->aq.sq_base, s->aq.depth, sizeof(struct pib_admin_cmd));
+    pib_teach_ring(s, "admin CQ", s->aq.cq_base, s->aq.depth, sizeof(struct pib_admin_cqe));
+    pib_teach_ring(s, "AEQ", s->aeq.base, s->aeq.depth, sizeof(struct pib_aeqe));
+    if (s->ceq.depth) {
+        pib_teach_ring(s, "CEQ", s->ceq.base, s->ceq.depth, sizeof(struct pib_ceqe));
+    }
+}
+
+/*
+ * AQ_DB moved the producer to pi: the commands from the device's consumer index up to it
+ * wait together (cmd-id-reused).  Unreadable slots are left to the command's own DMA error.
+ */
+void pib_teach_aq_doorbell(PibState *s, uint32_t pi)
+{
+    PibAdminQueue *q = &s->aq;
+    g_autofree uint16_t *ids = NULL;
+    uint32_t n = pi - q->sq_ci, i, j, slot;
+    struct pib_admin_cmd cmd;
+
+    if (!s->teach || n < 2) {
+        return;
+    }
+    ids = g_new(uint16_t, n);
+    for (i = 0; i < n; i++) {
+        slot = (q->sq_ci + i) & (q->depth - 1);
+        if (!pib_teach_read(s, q->sq_base + (uint64_t)slot * sizeof(cmd), &cmd,
+                            sizeof(cmd))) {
+            return;
+        }
+        ids[i] = le16_to_cpu(cmd.cmd_id);
+        for (j = 0; j < i; j++) {
+            if (ids[j] == ids[i]) {
+                pib_teach(s, PIB_TEACH_CMD_ID_REUSED,
+                          "admin commands %" PRIu32 " and %" PRIu32 " wait together with "
+                          "cmd_id %u", q->sq_ci + j, q->sq_ci + i, ids[i]);
+                return;
+            }
+        }
+    }
+}
+
+/* A ring register written (config-while-ready). */
+void pib_teach_ring_reg(PibState *s, const char *reg)
+{
+    if (s->regs.status & PIB_STATUS_READY) {
+        pib_teach(s, PIB_TEACH_CONFIG_WHILE_READY,
+                  "%s written while READY: the device latched the rings at CONTROL.ENABLE, "
+                  "the write takes effect at the next ENABLE", reg);
+    }
+}
