@@ -19,8 +19,13 @@
 #     after it (what the gap lost is reported: UD does not retry);
 #   - NVMe over RDMA: fio's verify job on node 0 against node 1's nvmet-rdma target, across a
 #     move of node 1, the target: fio exits 0 with every block checked and no I/O error;
-#   - the downtime QEMU measured is reported for each move (not asserted: a benchmark figure).
-# e2e-checks: 77
+#   - the downtime QEMU measured is reported for each move (not asserted: a benchmark figure);
+#   - a move that does not complete: `pibvm migrate 1 --timeout 0.01` (a guard far shorter than
+#     any copy of the guest's RAM) cancels the migration, fails with a clear error, removes the
+#     destination QEMU and its files, and node 1 runs on in its QEMU: the ib_write_bw running
+#     across it goes on (node 1 sends 1000 packets more), then moves for real, and the cancelled
+#     attempt cost the ports nothing (the checks after the real move count one recovery).
+# e2e-checks: 82
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -83,6 +88,23 @@ moved() {
     test "$(sm_port_changes)" -eq "$sm_before"
 }
 
+# cancelled_move N: a move of node N whose hang guard (0.01 s) runs out: pibvm cancels it and
+# says so, the destination QEMU and its suffixed files are gone, node N's QEMU is the one before.
+cancelled_move() {
+  local n=$1 pid0 out rc
+  pid0=$(cat "$PIBVM_DIR/node$n.pid")
+  check_sending 1 1000 "node $n's cancelled move"
+  out=$("$PIBVM" migrate "$n" --timeout 0.01 2>&1); rc=$?
+  echo "$out"
+  check "pibvm migrate $n --timeout 0.01: fails (exit $rc)" test "$rc" -eq 1
+  check "pibvm migrate $n --timeout 0.01: the migration was cancelled, node $n runs on" \
+    grep -q "migration cancelled: not completed after 0.01 s (node$n runs on in pid $pid0" <<<"$out"
+  check "no destination QEMU or its files left (node$n.*.mig*)" \
+    bash -c '! pgrep -f "node$1.pid.mig" >/dev/null && ! compgen -G "$2/node$1.*.mig*" >/dev/null' \
+    _ "$n" "$PIBVM_DIR"
+  check "node $n: the same QEMU (pid $pid0) runs" kill -0 "$pid0"
+}
+
 downtimes=$(mktemp)
 for mover in 1 0; do
   c0=$(counts 0) c1=$(counts 1)
@@ -92,6 +114,7 @@ for mover in 1 0; do
   wait_listen 0 18515
   "$PIBVM" exec 1 --timeout 180 -- ib_write_bw -d pib_0 -F -D 30 node0 >"$clog" 2>&1 &
   cpid=$!
+  [ "$mover" = 1 ] && cancelled_move 1
   migrate_during "$mover" "$downtimes"
   wait "$cpid"; crc=$?
   wait "$spid"; src=$?

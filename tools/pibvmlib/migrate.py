@@ -41,15 +41,24 @@ from .topology import layout, peer_of, switch_ports, switched
 
 
 def wait_migration(qmp, timeout):
-    """Poll query-migrate until it ends; its last answer.  The timeout is a hang guard."""
+    """Poll query-migrate until it ends; its last answer.  The timeout is a hang guard: a
+    migration still running then is cancelled, and its answer is the cancellation's (the
+    source runs on; the caller removes the destination)."""
     deadline = time.monotonic() + timeout
+    cancelled = False
     while True:
         r = qmp.cmd("query-migrate")
         if r.get("status") in ("completed", "failed", "cancelled"):
+            if cancelled and r["status"] == "cancelled":
+                r["error-desc"] = f"not completed after {timeout} s"
             return r
-        if time.monotonic() > deadline:
+        if not cancelled and time.monotonic() > deadline:
+            say(f"migration still {r.get('status')} after {timeout} s: cancelling it")
             qmp.cmd("migrate_cancel")
-            die(f"migration still {r.get('status')} after {timeout} s: cancelled")
+            cancelled = True
+            deadline = time.monotonic() + 60
+        elif cancelled and time.monotonic() > deadline:
+            die(f"migration still {r.get('status')} 60 s after migrate_cancel")
         time.sleep(0.05)
 
 
@@ -185,8 +194,10 @@ def migrate_to(name, old_pid, argv, own, timeout, device, prop):
                 os.unlink(o + sfx)
             except FileNotFoundError:
                 pass
+        where = (f"; see {name}.qemu.log for the destination's error"
+                 if r["status"] == "failed" else "")
         die(f"{name}: migration {r['status']}: {r.get('error-desc', '')} ({name} runs on in "
-            f"pid {old_pid}; see {name}.qemu.log for the destination's error)")
+            f"pid {old_pid}{where})")
     took = time.monotonic() - t0
     drain_old(old, device, prop, name)
     try:
