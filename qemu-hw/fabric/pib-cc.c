@@ -15,13 +15,13 @@
  *
  * The CC_Key (A10.4.1.1) guards the settings as the M_Key guards the SMA's: once an SM set a
  * key that is not 0, a Set must carry it, and with the protect bit so must a Get; a MAD that
- * does not is counted (Violations, saturating) and dropped unanswered.  A Get that passes
- * without the key shows the key as 0.  The lease (A10.4.1.1, as the M_Key's, IBTA 14.2.4.3):
- * a violation starts a countdown of CC_KeyLeasePeriod seconds (0: none) unless one runs; a MAD
- * with the right key stops it; when it runs out the protect bit clears, so that a manager that
- * lost the key can read the agent again.  The countdown is a deadline on the virtual clock,
- * looked at when the next MAD comes (nothing but a MAD can see the bit).  Not modelled: the
- * CC_Key violation trap.
+ * does not is counted (Violations, saturating; a Set of 0 clears it, another value leaves
+ * it) and dropped unanswered.  A Get that passes without the key shows the key as 0.  The
+ * lease (A10.4.1.1, as the M_Key's, IBTA 14.2.4.3): a violation starts a countdown of
+ * CC_KeyLeasePeriod seconds (0: none) unless one runs; a MAD with the right key stops it;
+ * when it runs out the protect bit clears, so that a manager that lost the key can read the
+ * agent again.  The countdown is a deadline on the virtual clock, looked at when the next MAD
+ * comes (nothing but a MAD can see the bit).  Not modelled: the CC_Key violation trap.
  *
  * Nothing here trusts a MAD: the attribute, its modifier and every field are checked before
  * they are used; a Set of a bad value changes nothing and answers INVALID_VALUE.
@@ -188,7 +188,10 @@ static uint16_t cc_key_info(PibMgmtCc *cc, uint8_t *data, bool set, bool key_ok)
         cc->key = (uint64_t)be32_to_cpu(ki->cc_key_hi_be) << 32 | be32_to_cpu(ki->cc_key_lo_be);
         cc->key_protect = be16_to_cpu(ki->protect_be) & PIB_CC_KEY_PROTECT;
         cc->key_lease = be16_to_cpu(ki->lease_period_be);
-        cc->key_violations = be16_to_cpu(ki->violations_be);
+        /* CC_KeyViolations: a Set of 0 clears the counter, any other value leaves it. */
+        if (!ki->violations_be) {
+            cc->key_violations = 0;
+        }
     }
     memset(ki, 0, sizeof(*ki));
     if (key_ok) {                   /* (a Get without the key does not learn it) */

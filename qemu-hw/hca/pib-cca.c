@@ -38,8 +38,8 @@
  * The index falls lazily: it is kept with the time it was last brought up to date, and
  * cca_index() takes off the timer periods since, so no timer runs for it (the cca-index
  * property reads the highest one, pib_cca_max_index()).  The delay's own timer only wakes a
- * QP that waits.  Not saved in a migration stream: a loaded device
- * starts with every index at 0 (the settings themselves travel, fabric/pib-cc.c).
+ * QP that waits.  Not saved in a migration stream: a loaded device starts with every index at
+ * 0 (the settings themselves travel, fabric/pib-cc.c).
  */
 
 #include "qemu/osdep.h"

@@ -1693,6 +1693,18 @@ static void test_cc(void)
     g_assert_cmphex(be16_to_cpu(kr->protect_be), ==, PIB_CC_KEY_PROTECT);
     g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 5);
 
+    /* Violations: a Set of another count leaves the counter, a Set of 0 clears it. */
+    ki.violations_be = cpu_to_be16(9);
+    mg_cc_key_set(&m, &ki, MG_CC_KEY);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           NULL, 0, &r), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 5);
+    ki.violations_be = 0;
+    mg_cc_key_set(&m, &ki, MG_CC_KEY);
+    g_assert_cmpuint(mg_cc(&m, PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_KEY_INFO, 0, MG_CC_KEY,
+                           NULL, 0, &r), ==, 0);
+    g_assert_cmpuint(be16_to_cpu(kr->violations_be), ==, 0);
+
     /* The class version and the methods the class has. */
     {
         struct pib_cc_mad req = peer_cc_new(PIB_MAD_METHOD_GET, PIB_CC_ATTR_CONG_INFO, 0,
