@@ -24,8 +24,11 @@
 #     any copy of the guest's RAM) cancels the migration, fails with a clear error, removes the
 #     destination QEMU and its files, and node 1 runs on in its QEMU: the ib_write_bw running
 #     across it goes on (node 1 sends 1000 packets more), then moves for real, and the cancelled
-#     attempt cost the ports nothing (the checks after the real move count one recovery).
-# e2e-checks: 82
+#     attempt cost the ports nothing (the checks after the real move count one recovery);
+#   - a move into a QEMU that refuses the stream (its pib-hca has another dm-size, so QEMU's
+#     RAM block check fails the load): the migration fails, pibvm says so, and node 1 runs on in
+#     its QEMU with its port ACTIVE, under the same ib_write_bw.
+# e2e-checks: 88
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -105,6 +108,25 @@ cancelled_move() {
   check "node $n: the same QEMU (pid $pid0) runs" kill -0 "$pid0"
 }
 
+# refused_move N: a move whose destination refuses the stream: its pib-hca has another
+# dm-size, so its device memory's RAM block does not match the stream's (QEMU's own check).
+# The return path tells the source, which runs on where it was; pibvm says so.
+refused_move() {
+  local n=$1 pid0 out rc
+  pid0=$(cat "$PIBVM_DIR/node$n.pid")
+  check_sending 1 1000 "node $n's refused move"
+  out=$(PIBVM_PIB_PROPS=",dm-size=262144" "$PIBVM" migrate "$n" 2>&1); rc=$?
+  echo "$out"
+  check "pibvm migrate $n into a QEMU that refuses the stream: fails (exit $rc)" test "$rc" -eq 1
+  check "pibvm migrate $n: the migration failed, node $n runs on" \
+    grep -q "migration failed: .*(node$n runs on in pid $pid0" <<<"$out"
+  check "no destination QEMU or its files left (node$n.*.mig*)" \
+    bash -c '! pgrep -f "node$1.pid.mig" >/dev/null && ! compgen -G "$2/node$1.*.mig*" >/dev/null' \
+    _ "$n" "$PIBVM_DIR"
+  check "node $n: the same QEMU (pid $pid0) runs" kill -0 "$pid0"
+  check "node $n: its port is ACTIVE" test "$(port_state "$n")" = ACTIVE
+}
+
 downtimes=$(mktemp)
 for mover in 1 0; do
   c0=$(counts 0) c1=$(counts 1)
@@ -114,7 +136,7 @@ for mover in 1 0; do
   wait_listen 0 18515
   "$PIBVM" exec 1 --timeout 180 -- ib_write_bw -d pib_0 -F -D 30 node0 >"$clog" 2>&1 &
   cpid=$!
-  [ "$mover" = 1 ] && cancelled_move 1
+  [ "$mover" = 1 ] && cancelled_move 1 && refused_move 1
   migrate_during "$mover" "$downtimes"
   wait "$cpid"; crc=$?
   wait "$spid"; src=$?

@@ -157,6 +157,12 @@ def drain_old(old, device, prop, name):
         time.sleep(0.01)
 
 
+def return_path(qmp, on):
+    """QEMU's return-path migration capability on the source QMP, on or off."""
+    qmp.cmd("migrate-set-capabilities",
+            {"capabilities": [{"capability": "return-path", "state": on}]})
+
+
 def migrate_to(name, old_pid, argv, own, timeout, device, prop):
     """Steps 1-3 of a move (the module's comment) for machine NAME (node<N>, switch<S>), QEMU
     OLD_PID: start the destination (ARGV, which binds OWN with the suffix .mig<OLD_PID>), migrate
@@ -184,17 +190,34 @@ def migrate_to(name, old_pid, argv, own, timeout, device, prop):
         new_pid = int(f.read().split()[0])
     say(f"{name}: moving from QEMU pid {old_pid} to pid {new_pid}")
     t0 = time.monotonic()
+    # The return path: the destination tells the source whether it loaded the stream.  Without
+    # it a destination that refuses the stream (a device configured otherwise, a check of its
+    # post_load) is "completed" for the source, which quits: the machine would be lost.  With
+    # it the migration fails and the source runs on.
+    return_path(old, True)
     old.cmd("migrate", {"uri": f"unix:{incoming}"})
     r = wait_migration(old, timeout)
     if r["status"] != "completed":
-        os.kill(new_pid, 9)
+        return_path(old, False)         # (a snapshot's exec: stream has no way back)
+        try:
+            os.kill(new_pid, 9)
+        except ProcessLookupError:
+            pass                        # it quit when it refused the stream
         wait_gone(new_pid, 10)
         for o in own:
             try:
                 os.unlink(o + sfx)
             except FileNotFoundError:
                 pass
-        where = (f"; see {name}.qemu.log for the destination's error"
+        # The source logs on into its old log: that is <name>.qemu.log again, and the
+        # destination's (its error, if it refused the stream) is kept beside it.
+        log = path(f"{name}.qemu.log")
+        try:
+            os.replace(log, log + ".failed")
+            os.replace(log + ".old", log)
+        except FileNotFoundError:
+            pass
+        where = (f"; see {name}.qemu.log.failed for the destination's error"
                  if r["status"] == "failed" else "")
         die(f"{name}: migration {r['status']}: {r.get('error-desc', '')} ({name} runs on in "
             f"pid {old_pid}{where})")
