@@ -15,9 +15,13 @@
 #     guests: after each load it has the LID the SM gave it, its two ports are LinkState Active
 #     (its SMA, asked by smpquery), and their LinkDownedCounter (its PMA, perfquery) is what it
 #     was at the save: no port of the fabric went down.
+#   - with a disk (SNAPSHOT_DISK set: the run has `--disk`), node 1's disk is put back to the
+#     moment saved: a mark it wrote (and synced) before the save is what it reads from the disk
+#     after each load (its page cache dropped), though it wrote another mark after the save and
+#     after the first load.
 # ib_write_bw runs detached in the guests (its output and exit status in files), since a command
 # that waits through the guest agent at the save runs again in the loaded guests, for no one.
-# Checks: 35, and 13 more with a switch.
+# Checks: 35, 13 more with a switch, 9 more with a disk.
 
 # detach NODE NAME CMD: run CMD (one string, no single quote) in guest NODE on its own; its
 # output goes to /tmp/NAME.log, its exit status to /tmp/NAME.rc when it ends.
@@ -35,6 +39,16 @@ rc_of() {
 }
 
 snap_lids() { echo "$(port_lid 0) $(port_lid 1)"; }
+
+# disk_mark WORD: node 1 writes WORD at the start of its disk (/dev/vda) and syncs it.
+disk_mark() { on 1 sh -c "printf '%-16s' '$1' | dd of=/dev/vda bs=16 count=1 2>/dev/null && sync"; }
+# disk_read: the mark on node 1's disk, read from the disk itself (the page cache dropped).
+disk_read() { on 1 sh -c "echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=16 count=1 2>/dev/null" | tr -d ' '; }
+# disk_later WHAT: node 1 writes another mark, "later", and reads it back.
+disk_later() {
+  check "$1: node 1 writes 'later' on its disk" disk_mark later
+  check "$1: node 1's disk reads 'later'" test "$(disk_read)" = later
+}
 # snap_sw_downs: the switch's ports 1 and 2 LinkDownedCounter, from its PMA.
 snap_sw_downs() { echo "$(sw_counter "$sw_lid0" 1 LinkDownedCounter) $(sw_counter "$sw_lid0" 2 LinkDownedCounter)"; }
 
@@ -88,14 +102,21 @@ snapshot_run() {
     echo "switch LID $sw_lid0, ports 1 and 2 LinkDownedCounter: $sw_downs0"
   fi
 
+  [ -z "${SNAPSHOT_DISK:-}" ] || check "node 1 writes 'saved' on its disk" disk_mark saved
   snap_start_bw "the snapshot"
   check "pibvm snapshot save mid" "$PIBVM" snapshot save mid
 
   snap_after "run that was saved"
+  [ -z "${SNAPSHOT_DISK:-}" ] || disk_later "the run that was saved"
   for load in 1 2; do
     check "pibvm snapshot load mid (load $load)" "$PIBVM" snapshot load mid
     check "load $load: the guests are back before the transfer's end (no result yet)" \
       on 1 test ! -e /tmp/bwc.rc
     snap_after "load $load"
+    if [ -n "${SNAPSHOT_DISK:-}" ]; then
+      check "load $load: node 1's disk reads 'saved', as at the save (got '$(disk_read)')" \
+        test "$(disk_read)" = saved
+      disk_later "load $load"
+    fi
   done
 }

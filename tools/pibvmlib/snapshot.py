@@ -20,7 +20,14 @@ load: every switch's and node's QEMU is replaced by a new one that loads its fil
       with it, as a switch's buffers are).  The guests' agents come back as they were: a
       command they ran at the save runs again from there.
 
-Not yet: a --data-net run, TCP cables, nodes with disks."""
+Disks: a stream holds a machine's RAM and devices, not its disk, which goes on changing after
+the save.  So the save also copies every node's disk files (the full image's root overlay
+node<N>.root.qcow2, a --disk's node<N>.disk) into the snapshot while every machine is stopped
+(QEMU's `stop` has drained and flushed them), and the load copies them back before the new
+QEMUs start: the disks are put back to the same moment as the RAM.
+
+Not yet: a --data-net run, TCP cables (a cable to another host's node, whose run is not in
+the snapshot)."""
 
 import json
 import os
@@ -31,15 +38,16 @@ import time
 from .agent import qga_ready
 from .commands import start_switch
 from .config import die, node_pid, path, say, switch_pid, wait_gone
+from .fullimage import root_disk
 from .mgmt import start_hub, start_relay
 from .migrate import wait_migration
-from .qemu import qemu_args
+from .qemu import disk_path, qemu_args
 from .qmp import Qmp
 from .topology import switch_count
 
 # What makes the machines: a stream loads only into the machine it was saved from.
 MACHINE_KEYS = ("nodes", "mem", "accel", "pib", "initrd", "overlay", "image", "node_base",
-                "sm", "static_lids", "no_driver", "switch", "switches")
+                "sm", "static_lids", "no_driver", "switch", "switches", "disks")
 
 
 def snapshot_dir(name):
@@ -56,9 +64,6 @@ def fabric_nodes(state, what):
             "does not redial)")
     if state.get("link_listen") or state.get("link_connect"):
         die(f"snapshot {what}: a node with a TCP cable is not supported yet")
-    if state.get("disks") or state.get("image") == "debian":
-        die(f"snapshot {what}: a node with a disk cannot be saved (a stream holds the RAM, "
-            "not the disk, which goes on changing)")
     nodes = list(range(state["nodes"]))
     down = [n for n in nodes if not node_pid(n)]
     if down and what == "save":
@@ -68,6 +73,26 @@ def fabric_nodes(state, what):
         die(f"snapshot save: switch{down[0]} is not running (`pibvm up --node sw{down[0]}` "
             "restarts it)")
     return nodes
+
+
+def disk_files(state):
+    """The disk files of the run's nodes (their names in the run directory): the full image's
+    root overlays and the --disk disks.  A snapshot holds a copy of each."""
+    files = []
+    for n in range(state["nodes"]):
+        if state.get("image") == "debian":
+            files.append(os.path.basename(root_disk(n)))
+        if state.get("disks", {}).get(str(n)):
+            files.append(os.path.basename(disk_path(n)))
+    return files
+
+
+def copy_disk(src, dst):
+    """A disk file's copy, its holes kept (a --disk is mostly zeros)."""
+    r = subprocess.run(["cp", "--sparse=always", "--reflink=auto", src, dst],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        die(f"snapshot: copying {src} to {dst} failed: {r.stderr.strip()}")
 
 
 def machines(state):
@@ -103,6 +128,9 @@ def cmd_snapshot_save(args, state):
             size = os.path.getsize(f)
             say(f"{name}: saved, " + (f"{size >> 20} MiB" if size >= 1 << 20 else
                                       f"{size >> 10} KiB"))
+        for f in disk_files(state):     # (still stopped: the disks at the streams' moment)
+            copy_disk(path(f), os.path.join(d, f))
+            say(f"{f}: copied")
     finally:
         for q in qmps.values():
             q.cmd("cont")
@@ -132,6 +160,9 @@ def cmd_snapshot_load(args, state):
     for name, _ in machines(state):
         if not os.path.exists(os.path.join(d, f"{name}.vmstate")):
             die(f"snapshot load: {d} has no stream for {name}")
+    for f in disk_files(state):
+        if not os.path.exists(os.path.join(d, f)):
+            die(f"snapshot load: {d} has no copy of {f}")
     # The running machines go (as `pibvm kill` would end them: what they did since is dropped).
     for name, pid in ([(f"node{n}", node_pid(n)) for n in nodes] +
                       [(f"switch{s}", switch_pid(s)) for s in switches]):
@@ -140,6 +171,8 @@ def cmd_snapshot_load(args, state):
             if not wait_gone(pid, 30):
                 die(f"{name}: QEMU pid {pid} did not end")
     t0 = time.monotonic()
+    for f in disk_files(state):         # the disks back to the snapshot's moment
+        copy_disk(os.path.join(d, f), path(f))
     # The switches first, in order: their listening ports exist when the nodes (and the next
     # switch) dial them.
     for s in switches:
