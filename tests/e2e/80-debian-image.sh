@@ -10,10 +10,11 @@
 # libibverbs (ibv_devinfo; a package without pib.driver fails here); ssh from the host and
 # between the nodes by name, pibvm cp both ways; ibv_rc_pingpong and ib_write_bw with data
 # checked; an MPI job started by mpirun from node 0 over ssh, on UCX over pib_0 only, whose
-# ping-pong and allreduce check their data, the pib port's counters showing it went there.
+# ping-pong and allreduce check their data, the pib port's counters showing it went there;
+# last, a fabric snapshot saved and loaded, the root disks with it.
 #
 # It boots its own two nodes in a run directory beside the suite's, whose guests stay up.
-# e2e-checks: 43
+# e2e-checks: 53
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"      # switched_dir / switched_up: a run of its own
 
@@ -104,4 +105,23 @@ check "MPI: all checks passed" grep -q '^pib-mpi-test: all checks passed' <<<"$m
 check "MPI: the job went over pib (node 1 rx_packets $before -> $after, more than 10,000)" \
   test $((after - before)) -gt 10000
 grep '^FIGURE' <<<"$mpi" || true
+
+# A fabric snapshot of full guests: their root disks (qcow2 overlays) are saved and put back with
+# their RAM.  A file node 1 wrote (and synced) before the save reads the same after the load,
+# from the disk itself, though it was overwritten after the save; ssh, systemd and the port
+# come back, and ibv_rc_pingpong checks its data again.
+check "node 1 writes /root/mark ('saved')" on 1 sh -c 'echo saved > /root/mark && sync'
+check "pibvm snapshot save full" "$PIBVM" snapshot save full
+check "node 1 overwrites /root/mark ('later')" on 1 sh -c 'echo later > /root/mark && sync'
+check "pibvm snapshot load full" "$PIBVM" snapshot load full
+mark=$(on 1 sh -c 'echo 3 > /proc/sys/vm/drop_caches; cat /root/mark')
+check "after the load, /root/mark reads 'saved' from node 1's disk (got '$mark')" test "$mark" = saved
+check "after the load: pibvm ssh 1 and systemd running" \
+  test "$("$PIBVM" ssh 1 -- systemctl is-system-running)" = running
+for n in 0 1; do
+  check "after the load: node $n port ACTIVE" test "$(port_state "$n")" = ACTIVE
+done
+pair "ibv_rc_pingpong after the load" 18515 ibv_rc_pingpong -d pib_0 -c -n 100 -- \
+  ibv_rc_pingpong -d pib_0 -c -n 100 node0
+rm -rf "$PIBVM_DIR/snapshots/full"      # (two RAM streams of full guests: 600 MB)
 finish
