@@ -491,6 +491,27 @@ static uint64_t pib_regs_read(void *opaque, hwaddr addr, unsigned size)
     return val;
 }
 
+/* A ring's configuration (depth or base): latched at CONTROL.ENABLE. */
+static bool pib_reg_is_ring_config(hwaddr addr)
+{
+    switch (addr) {
+    case PIB_REG_AQ_DEPTH:
+    case PIB_REG_AQ_SQ_LO:
+    case PIB_REG_AQ_SQ_HI:
+    case PIB_REG_AQ_CQ_LO:
+    case PIB_REG_AQ_CQ_HI:
+    case PIB_REG_AEQ_DEPTH:
+    case PIB_REG_AEQ_LO:
+    case PIB_REG_AEQ_HI:
+    case PIB_REG_CEQ_DEPTH:
+    case PIB_REG_CEQ_LO:
+    case PIB_REG_CEQ_HI:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static void pib_regs_write(void *opaque, hwaddr addr, uint64_t data,
                            unsigned size)
 {
@@ -502,6 +523,9 @@ static void pib_regs_write(void *opaque, hwaddr addr, uint64_t data,
         return;
     }
     trace_pib_mmio_write(addr, pib_reg_name(addr), val);
+    if (pib_reg_is_ring_config(addr)) {
+        pib_teach_ring_reg(s, pib_reg_name(addr));
+    }
 
     switch (addr) {
     case PIB_REG_CONTROL:
@@ -510,47 +534,36 @@ static void pib_regs_write(void *opaque, hwaddr addr, uint64_t data,
     /* Ring configuration: takes effect at the next CONTROL.ENABLE. */
     case PIB_REG_AQ_DEPTH:
         r->aq_depth = val;
-        pib_teach_ring_reg(s, "AQ_DEPTH");
         break;
     case PIB_REG_AQ_SQ_LO:
         r->aq_sq_lo = val;
-        pib_teach_ring_reg(s, "AQ_SQ_LO");
         break;
     case PIB_REG_AQ_SQ_HI:
         r->aq_sq_hi = val;
-        pib_teach_ring_reg(s, "AQ_SQ_HI");
         break;
     case PIB_REG_AQ_CQ_LO:
         r->aq_cq_lo = val;
-        pib_teach_ring_reg(s, "AQ_CQ_LO");
         break;
     case PIB_REG_AQ_CQ_HI:
         r->aq_cq_hi = val;
-        pib_teach_ring_reg(s, "AQ_CQ_HI");
         break;
     case PIB_REG_AEQ_DEPTH:
         r->aeq_depth = val;
-        pib_teach_ring_reg(s, "AEQ_DEPTH");
         break;
     case PIB_REG_AEQ_LO:
         r->aeq_lo = val;
-        pib_teach_ring_reg(s, "AEQ_LO");
         break;
     case PIB_REG_AEQ_HI:
         r->aeq_hi = val;
-        pib_teach_ring_reg(s, "AEQ_HI");
         break;
     case PIB_REG_CEQ_DEPTH:
         r->ceq_depth = val;
-        pib_teach_ring_reg(s, "CEQ_DEPTH");
         break;
     case PIB_REG_CEQ_LO:
         r->ceq_lo = val;
-        pib_teach_ring_reg(s, "CEQ_LO");
         break;
     case PIB_REG_CEQ_HI:
         r->ceq_hi = val;
-        pib_teach_ring_reg(s, "CEQ_HI");
         break;
     /* Doorbells */
     case PIB_REG_AQ_DB:
