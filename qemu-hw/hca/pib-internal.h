@@ -281,6 +281,8 @@ static inline void pib_count(PibState *s, enum pib_counter c, uint64_t n)
 /* pib-main.c */
 void pib_objects_reset(PibState *s);
 void pib_reset(PibState *s, const char *why);
+MemTxResult pib_dma_try(PibState *s, uint64_t addr, void *buf, uint32_t len,
+                        DMADirection dir);
 bool pib_dma_read(PibState *s, uint64_t addr, void *buf, uint32_t len,
                   const char *what);
 bool pib_dma_write(PibState *s, uint64_t addr, const void *buf, uint32_t len,

@@ -95,27 +95,37 @@ void pib_record_guest_error(PibState *s, enum pib_guest_error code)
  * The one pair of functions through which the device touches guest memory.  A
  * failed access (unassigned address, bus mastering off, IOMMU fault, a range
  * that wraps the address space, or one of our own BARs) is a guest error; the
- * caller turns it into a status code or a fatal error.
+ * caller turns it into a status code or a fatal error.  Under them,
+ * pib_dma_try() makes the access and only returns how it went: teach mode's
+ * probes (pib-teach.c), whose failures are no guest error, use it directly.
  *
  * The device's re-entrancy guard is engaged around every DMA, not only in
  * MMIO handlers and guarded bottom halves: link events post AEQ entries from
  * chardev callbacks, and a ring pointed at BAR0 must not reach the register
  * handlers from there either.
  */
+MemTxResult pib_dma_try(PibState *s, uint64_t addr, void *buf, uint32_t len,
+                        DMADirection dir)
+{
+    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
+    bool engaged = guard->engaged_in_io;
+    MemTxResult res;
+
+    if (addr + len < addr) {
+        return MEMTX_DECODE_ERROR;
+    }
+    guard->engaged_in_io = true;
+    res = pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir, MEMTXATTRS_UNSPECIFIED);
+    guard->engaged_in_io = engaged;
+    return res;
+}
+
 static bool pib_dma_rw(PibState *s, uint64_t addr, void *buf, uint32_t len,
                        DMADirection dir, const char *what)
 {
     const char *dirname = dir == DMA_DIRECTION_TO_DEVICE ? "read" : "write";
-    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
-    MemTxResult res = MEMTX_DECODE_ERROR;
-    bool engaged = guard->engaged_in_io;
+    MemTxResult res = pib_dma_try(s, addr, buf, len, dir);
 
-    if (addr + len >= addr) {
-        guard->engaged_in_io = true;
-        res = pci_dma_rw(PCI_DEVICE(s), addr, buf, len, dir,
-                         MEMTXATTRS_UNSPECIFIED);
-        guard->engaged_in_io = engaged;
-    }
     if (res != MEMTX_OK) {
         PIB_GUEST_ERR(s, PIB_GERR_DMA, pib_ub_dma,
                       "%s of %s at 0x%" PRIx64 " len %" PRIu32 " failed (%d)",

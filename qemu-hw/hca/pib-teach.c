@@ -19,7 +19,8 @@
  *                       ENABLE (a device that took it at once would run on a half-written
  *                       base address).  Program the rings, then enable.
  *   ring-not-memory     CONTROL.ENABLE with a ring (the admin SQ or CQ, the AEQ, the CEQ)
- *                       whose first or last byte is not memory the device can reach: not the
+ *                       with a byte that is not memory the device can reach (one is probed in
+ *                       each 4 KiB page the ring spans, and its last byte): not the
  *                       DMA address of a coherent allocation of the ring's whole size (a
  *                       kernel virtual address, or a ring larger than its allocation).  The
  *                       device finds out only at its first access, as a DMA error; real
@@ -35,6 +36,7 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/bitmap.h"
 
 #include "pib-internal.h"
 #include "../trace.h"
@@ -66,28 +68,30 @@ void pib_teach(PibState *s, enum pib_teach_rule rule, const char *fmt, ...)
 /* Can the device read len bytes at addr into buf?  (A probe: a failure is no guest error.) */
 static bool pib_teach_read(PibState *s, uint64_t addr, void *buf, uint32_t len)
 {
-    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
-    bool engaged = guard->engaged_in_io;
-    MemTxResult res;
-
-    guard->engaged_in_io = true;
-    res = pci_dma_rw(PCI_DEVICE(s), addr, buf, len, DMA_DIRECTION_TO_DEVICE,
-                     MEMTXATTRS_UNSPECIFIED);
-    guard->engaged_in_io = engaged;
-    return res == MEMTX_OK;
+    return pib_dma_try(s, addr, buf, len, DMA_DIRECTION_TO_DEVICE) == MEMTX_OK;
 }
 
+/* One byte of each 4 KiB page the ring spans, and its last byte: all of it memory? */
 static void pib_teach_ring(PibState *s, const char *name, uint64_t base, uint32_t depth,
                            uint32_t entry)
 {
     uint64_t last = base + (uint64_t)depth * entry - 1;
+    uint64_t addr = base, next;
     uint8_t byte;
 
-    if (!pib_teach_read(s, base, &byte, 1) || !pib_teach_read(s, last, &byte, 1)) {
-        pib_teach(s, PIB_TEACH_RING_NOT_MEMORY,
-                  "the %s ring 0x%" PRIx64 "..0x%" PRIx64 " (%" PRIu32 " x %" PRIu32
-                  " bytes) is not all memory the device can reach", name, base, last, depth,
-                  entry);
+    for (;;) {
+        if (last < base || !pib_teach_read(s, addr, &byte, 1)) {
+            pib_teach(s, PIB_TEACH_RING_NOT_MEMORY,
+                      "the %s ring 0x%" PRIx64 "..0x%" PRIx64 " (%" PRIu32 " x %" PRIu32
+                      " bytes) is not all memory the device can reach: 0x%" PRIx64 " is not",
+                      name, base, last, depth, entry, addr);
+            return;
+        }
+        if (addr == last) {
+            return;
+        }
+        next = (addr | 0xfff) + 1;
+        addr = next > last ? last : next;
     }
 }
 
@@ -106,34 +110,36 @@ void pib_teach_enable(PibState *s)
 }
 
 /*
- * AQ_DB moved the producer to pi: the commands from the device's consumer index up to it
- * wait together (cmd-id-reused).  Unreadable slots are left to the command's own DMA error.
+ * AQ_DB moves the producer from sq_pi to pi: the commands from the device's consumer index up
+ * to pi wait together (cmd-id-reused).  Those before sq_pi were checked at the doorbells that
+ * posted them, so only a pair with a command of this doorbell is reported, once; a map of the
+ * 65536 cmd_ids finds it in one pass.  Unreadable slots are left to the command's own DMA
+ * error.
  */
 void pib_teach_aq_doorbell(PibState *s, uint32_t pi)
 {
     PibAdminQueue *q = &s->aq;
-    g_autofree uint16_t *ids = NULL;
-    uint32_t n = pi - q->sq_ci, i, j, slot;
+    g_autofree unsigned long *seen = NULL;
     struct pib_admin_cmd cmd;
+    uint32_t i, slot;
+    uint16_t id;
 
-    if (!s->teach || n < 2) {
+    if (!s->teach || pi - q->sq_ci < 2 || pi == q->sq_pi) {
         return;
     }
-    ids = g_new(uint16_t, n);
-    for (i = 0; i < n; i++) {
-        slot = (q->sq_ci + i) & (q->depth - 1);
+    seen = bitmap_new(1u << 16);
+    for (i = q->sq_ci; i != pi; i++) {
+        slot = i & (q->depth - 1);
         if (!pib_teach_read(s, q->sq_base + (uint64_t)slot * sizeof(cmd), &cmd,
                             sizeof(cmd))) {
             return;
         }
-        ids[i] = le16_to_cpu(cmd.cmd_id);
-        for (j = 0; j < i; j++) {
-            if (ids[j] == ids[i]) {
-                pib_teach(s, PIB_TEACH_CMD_ID_REUSED,
-                          "admin commands %" PRIu32 " and %" PRIu32 " wait together with "
-                          "cmd_id %u", q->sq_ci + j, q->sq_ci + i, ids[i]);
-                return;
-            }
+        id = le16_to_cpu(cmd.cmd_id);
+        if (test_and_set_bit(id, seen) && i - q->sq_ci >= q->sq_pi - q->sq_ci) {
+            pib_teach(s, PIB_TEACH_CMD_ID_REUSED,
+                      "admin command %" PRIu32 " has cmd_id %u, like one still waiting "
+                      "(from %" PRIu32 ")", i, id, q->sq_ci);
+            return;
         }
     }
 }

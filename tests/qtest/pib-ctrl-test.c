@@ -92,7 +92,7 @@ static void test_admin_roundtrip(void)
     struct pib_port_attr port_attr;
     uint8_t gid[16], expect_gid[16], buf[16];
     PibDev d;
-    uint32_t i, first;
+    uint32_t i;
 
     pib_open(&d, qs, PIB_DEVFN_A);
     g_assert_false(qpci_msix_pending(d.dev, PIB_MSIX_VEC_ADMIN));
@@ -194,20 +194,7 @@ static void test_admin_roundtrip(void)
     }
 
     /* A full ring in one doorbell: depth commands and completions, in order */
-    first = d.pi;
-    for (i = 0; i < d.depth; i++) {
-        cmd = (struct pib_admin_cmd) {
-            .opcode = PIB_CMD_NOP,
-            .in.nop.value = cpu_to_le32(i),
-        };
-        pib_post(&d, &cmd);
-    }
-    wr(&d, PIB_REG_AQ_DB, d.pi);
-    for (i = 0; i < d.depth; i++) {
-        pib_wait_cqe(&d, first + i, &cqe);
-        g_assert_cmpuint(cqe.status, ==, PIB_AQ_OK);
-        g_assert_cmpuint(le32_to_cpu(cqe.result0), ==, i);
-    }
+    pib_nop_ring(&d, 0);
 
     g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
     g_assert_cmphex(rd(&d, PIB_REG_STATUS), ==, PIB_STATUS_READY);
@@ -692,9 +679,11 @@ static void test_aeq(void)
  * the same mistakes report nothing.  Correct use (program, enable, a ring full of distinct
  * cmd_ids in one doorbell) reports nothing either way.
  */
+#define TEACH_DEV_ID "pa"
+
 static uint32_t teach_reports(PibDev *d)
 {
-    return qom_get_u32(qts(d), "/machine/peripheral/pa", "teach-reports");
+    return qom_get_u32(qts(d), "/machine/peripheral/" TEACH_DEV_ID, "teach-reports");
 }
 
 static void test_teach(void)
@@ -705,21 +694,13 @@ static void test_teach(void)
     uint64_t end_of_ram = 256 * MiB;            /* pib_boot's machine: -m 256M */
 
     for (on = 0; on <= 1; on++) {
-        QOSState *qs = pib_boot(on ? "-device pib-hca,addr=4.0,id=pa,teach=on"
-                                   : "-device pib-hca,addr=4.0,id=pa");
+        QOSState *qs = pib_boot(on ? "-device pib-hca,addr=4.0,id=" TEACH_DEV_ID ",teach=on"
+                                   : "-device pib-hca,addr=4.0,id=" TEACH_DEV_ID);
         PibDev d;
 
         pib_open(&d, qs, PIB_DEVFN_A);
         pib_enable(&d, 4, 8);
-        first = d.pi;
-        for (i = 0; i < d.depth; i++) {
-            cmd = (struct pib_admin_cmd) { .opcode = PIB_CMD_NOP };
-            pib_post(&d, &cmd);
-        }
-        wr(&d, PIB_REG_AQ_DB, d.pi);
-        for (i = 0; i < d.depth; i++) {
-            pib_wait_cqe(&d, first + i, &cqe);
-        }
+        pib_nop_ring(&d, 0);
         g_assert_cmpuint(teach_reports(&d), ==, 0);
 
         /* config-while-ready: the ring stays the latched one (NOPs still work). */
@@ -746,6 +727,9 @@ static void test_teach(void)
             g_assert_cmpuint(le16_to_cpu(cqe.cmd_id), ==, 0x42);
         }
         want += on;
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        /* The same doorbell again: nothing new waits, nothing more is said. */
+        wr(&d, PIB_REG_AQ_DB, d.pi);
         g_assert_cmpuint(teach_reports(&d), ==, want);
         g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
 

@@ -170,6 +170,31 @@ uint32_t pib_nop(PibDev *d, uint32_t value)
     return le32_to_cpu(cqe.result0);
 }
 
+/*
+ * A full ring in one doorbell: depth NOPs, values base + i, posted and then rung at once;
+ * asserts their completions come in order, each OK and echoing its value.
+ */
+void pib_nop_ring(PibDev *d, uint32_t base)
+{
+    struct pib_admin_cmd cmd;
+    struct pib_admin_cqe cqe;
+    uint32_t first = d->pi, i;
+
+    for (i = 0; i < d->depth; i++) {
+        cmd = (struct pib_admin_cmd) {
+            .opcode = PIB_CMD_NOP,
+            .in.nop.value = cpu_to_le32(base + i),
+        };
+        pib_post(d, &cmd);
+    }
+    wr(d, PIB_REG_AQ_DB, d->pi);
+    for (i = 0; i < d->depth; i++) {
+        pib_wait_cqe(d, first + i, &cqe);
+        g_assert_cmpuint(cqe.status, ==, PIB_AQ_OK);
+        g_assert_cmpuint(le32_to_cpu(cqe.result0), ==, base + i);
+    }
+}
+
 uint8_t pib_query_port(PibDev *d, uint8_t port_num,
                        struct pib_port_attr *attr)
 {

@@ -117,6 +117,7 @@ uint8_t pib_cmd(PibDev *d, struct pib_admin_cmd *cmd,
                 struct pib_admin_cqe *cqe_out);
 /* NOP round trip: returns the value the device echoes. */
 uint32_t pib_nop(PibDev *d, uint32_t value);
+void pib_nop_ring(PibDev *d, uint32_t base);
 uint8_t pib_query_port(PibDev *d, uint8_t port_num,
                        struct pib_port_attr *attr);
 uint8_t pib_set_lid(PibDev *d, uint16_t lid);
