@@ -6,12 +6,17 @@
 #     RDMA WRITEs go unacknowledged, and after the retries the QP allows, (retry_cnt + 1) ACK
 #     timeouts of 4.096 us * 2^timeout each, they fail with RETRY_EXC_ERR.  (A server of
 #     ib_write_bw posts nothing and would just wait on its TCP socket.)  Node 0 times, in its
-#     own clock, its port going DOWN and perftest printing the failed completion.  Asserted:
+#     own clock, its port going DOWN (the PORT_ERR async event) and perftest printing the
+#     failed completion.  Asserted:
 #     perftest exits non-zero and prints "Failed status 12" (IBV_WC_RETRY_EXC_ERR); the error
 #     came no sooner than retry_cnt ACK timeouts after DOWN (the timer that was running at the
 #     kill may have been part spent, each retry's is whole) and no later than the retry bound,
-#     (retry_cnt + 1) timeouts, plus SLACK_MS; retry_timeouts grew by exactly retry_cnt + 1,
-#     link_downs by 1, and ibv_devinfo shows the port DOWN.  Node 1 boots again
+#     (retry_cnt + 1) timeouts, plus SLACK_MS; the device's trace (pib_comp_timeout, turned on
+#     over QMP) shows the QP's last retry_cnt + 1 ACK timeouts in a row, their retries left
+#     counting down retry_cnt .. 0 with no ACK between, and the error completion after them;
+#     retry_timeouts grew by that much at least (an ACK late under load may have cost a
+#     timeout before the kill, which the ACK then made good), link_downs by 1, and
+#     ibv_devinfo shows the port DOWN.  Node 1 boots again
 #     (pibvm up --node 1) and ibv_rc_pingpong works between them, node 0 never restarted.
 #
 # (b) A short drop.  Node 1 comes back through a relay (pib-hostile relay, tests/hostile/):
@@ -29,7 +34,7 @@
 #
 # At the end the relay goes, the socket gets its name back, node 1 redials node 0 directly and
 # ibv_rc_pingpong works again.
-# e2e-checks: 26
+# e2e-checks: 30
 source "$(dirname "$0")/lib.sh"
 source "$TOP/tests/hostile/link-e2e.sh"
 source "$TOP/tests/guest/verbs-e2e.sh"
@@ -39,9 +44,11 @@ RETRY_CNT=7                     # perftest's, fixed
 ack_us=$(( 4096 * (1 << QP_TIMEOUT) / 1000 ))
 budget_ms=$(( (RETRY_CNT + 1) * ack_us / 1000 ))    # 536 ms: the retry bound
 floor_ms=$(( RETRY_CNT * ack_us / 1000 ))           # 469 ms: retry_cnt whole timeouts
-# The count of retries is asserted exactly, by the device's retry_timeouts counter (below):
-# one ACK timeout per try, retry_cnt + 1 = 8, no more and no fewer; that is what catches a retry
-# missed or one too many, on any machine.  The time adds that the error came from those timers:
+# The count of retries is asserted exactly, by the device's trace (below): the QP's last ACK
+# timeouts, retry_cnt + 1 = 8 in a row with the retries left counting down to 0, no more and
+# no fewer; that is what catches a retry missed or one too many, on any machine.  (Not by the
+# retry_timeouts counter alone: it counts every expiry of the port, and a slow host may delay
+# an ACK past 67 ms before the kill, a timeout that the ACK then makes good.)  The time adds that the error came from those timers:
 # no sooner than retry_cnt whole periods after DOWN, and no later than the retry bound plus
 # SLACK_MS.  Under TCG without icount the guest's clock and QEMU's virtual clock both follow the
 # host's wall clock, so a slow host does not stretch the 67 ms periods; it lengthens the work
@@ -74,33 +81,54 @@ dmesg_mark 0
 declare -A c0 c0b c1 c1b
 echo "== (a) node 1 dies under ib_write_bw from node 0"
 read_counters 0 c0
-# The client's port watcher and perftest run in one guest shell: both times in node 0's clock.
-# perftest's lines are stamped as they come (its errors go to stderr, unbuffered), so that the
-# time is that of the failed completion, not of perftest's teardown after it.
-client='st=/sys/class/infiniband/pib_0/ports/1/state
-  ( while read s < $st; [ "${s#* }" = ACTIVE ]; do :; done; read t _ < /proc/uptime; echo "DOWN $t" ) &
-  { ib_write_bw -d pib_0 -F -D 60 -u '$QP_TIMEOUT' node1 2>&1; echo "EXIT $?"; } |
-    while IFS= read -r l; do read t _ < /proc/uptime; echo "AT $t $l"; done; wait'
+# The device traces each ACK timeout of a QP and the error completion that ends its retries.
+trace_at=$(stat -c %s "$LINK_RUN/node0.qemu.log")
+# comp_trace on|off: node 0's QEMU traces them, or stops.
+comp_trace() {
+  qemu_trace "$LINK_RUN/node0.qmp" pib_comp_timeout "$1" &&
+    qemu_trace "$LINK_RUN/node0.qmp" pib_comp_error "$1"
+}
+check "node 0: its QEMU traces pib_comp_timeout and pib_comp_error (QMP trace-event-set-state)" \
+  comp_trace on
+# The client's event watcher and perftest run in one guest shell: both times in node 0's clock.
+# The port going DOWN is the PORT_ERR async event, as ibv_asyncwatch gets it: a process that
+# sleeps until the driver dispatches the event and is woken at once, ahead of perftest's busy
+# poll on the guest's one vCPU (a loop polling the port's state in sysfs would share that vCPU
+# with it, and could see DOWN late, making the retries look shorter than they were).  The
+# watcher has the device open before perftest starts.  perftest's lines are stamped as they
+# come (its errors go to stderr, unbuffered), so that the time is that of the failed
+# completion, not of perftest's teardown after it.
+client='stamp() { while IFS= read -r l; do read t _ < /proc/uptime; echo "$1 $t $l"; done; }
+  rm -f /tmp/lf-aw
+  ibv_asyncwatch -d pib_0 2>&1 | tee /tmp/lf-aw | stamp EV &
+  until grep -q "async event FD" /tmp/lf-aw 2>/dev/null; do sleep 0.1; done
+  { ib_write_bw -d pib_0 -F -D 60 -u '$QP_TIMEOUT' node1 2>&1; echo "EXIT $?"; } | stamp AT
+  killall ibv_asyncwatch; wait'
 "$PIBVM" exec 1 --timeout 120 -- ib_write_bw -d pib_0 -F -D 60 -u $QP_TIMEOUT >"$work/server" 2>&1 &
 server_pid=$!
 wait_listen 1 18515
 "$PIBVM" exec 0 --timeout 120 -- sh -c "$client" >"$work/client" 2>&1 &
 client_pid=$!
-# Kill once the RDMA WRITEs flow: node 0's tx_packets moves (without hw_counters: after 6 s).
-tx0=$(on 0 cat "$HW_COUNTERS/tx_packets" 2>/dev/null)
-for i in $(seq 1 30); do
-  sleep 0.5
-  tx1=$(on 0 cat "$HW_COUNTERS/tx_packets" 2>/dev/null)
-  [ -n "$tx0" ] && [ "${tx1:-0}" -gt $((tx0 + 1000)) ] && break
-  [ -z "$tx0" ] && [ "$i" -ge 10 ] && break
-done
+# Kill once the RDMA WRITEs flow: node 0's tx_packets has moved by 1000 (a count; the time
+# limit is a hang guard).
+tx0=$(on 0 cat "$HW_COUNTERS/tx_packets")
+writes_flow() {
+  local i tx
+  for i in $(seq 1 240); do
+    tx=$(on 0 cat "$HW_COUNTERS/tx_packets")
+    [ "${tx:-0}" -gt $(( ${tx0:-0} + 1000 )) ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+check "node 0: the RDMA WRITEs flow (tx_packets from ${tx0:-nothing}, 1000 more)" writes_flow
 check "kill node 1 while ib_write_bw runs" "$PIBVM" kill 1
 t0=$SECONDS
 wait "$client_pid"
 host_s=$((SECONDS - t0))
 wait "$server_pid"
 cat "$work/client"
-down=$(awk '$1 == "DOWN" {print $2}' "$work/client")
+down=$(awk '$1 == "EV" && / event_type .*[(]10[)]/ {print $2; exit}' "$work/client")
 failed=$(awk '$1 == "AT" && / Failed status / {print $2; exit}' "$work/client")
 rc=$(awk '$1 == "AT" && $3 == "EXIT" {print $4}' "$work/client")
 status=$(sed -n 's/.* Failed status \([0-9]*\):.*/\1/p' "$work/client" | head -n 1)
@@ -118,9 +146,26 @@ check "node 0: ... and within the retry bound: ${ms} <= ${budget_ms} + ${SLACK_M
 check "node 0: ibv_devinfo shows the port DOWN" \
   sh -c "'$PIBVM' exec 0 -- ibv_devinfo -d pib_0 | grep -q 'state:[[:space:]]*PORT_DOWN'"
 read_counters 0 c0b
+comp_trace off
+# The device's own account of the QP's last retries: the ACK timeouts it traced (each with the
+# retries it had left) and the error completion after them.
+tail -c +$((trace_at + 1)) "$LINK_RUN/node0.qemu.log" | grep -E 'pib_comp_(timeout|error)' \
+  >"$work/trace"
+qpn=$(sed -n 's/.*pib_comp_error QP \([0-9]*\) .* status \([0-9]*\)$/\1/p' "$work/trace" | tail -n 1)
+left=$(grep "pib_comp_timeout QP $qpn " "$work/trace" | tail -n $((RETRY_CNT + 1)) |
+       sed 's/.*, \([0-9]*\) retries left$/\1/' | tr '\n' ' ')
+echo "node 0: QP ${qpn:-?} traced its last ACK timeouts with retries left: ${left:-none}"
+traced=$(grep -c pib_comp_timeout "$work/trace")
+echo "        ($traced ACK timeouts traced in all$([ "$traced" -gt $((RETRY_CNT + 1)) ] &&
+     echo "; those before the last $((RETRY_CNT + 1)) came before the kill, an ACK made each good"))"
+want_left=$(seq "$RETRY_CNT" -1 0 | tr '\n' ' ')
+check "node 0: the QP's last ACK timeouts were retry_cnt + 1 = $((RETRY_CNT + 1)) in a row, no ACK between (retries left: ${left:-none})" \
+  test "$left" = "$want_left"
+check "node 0: ... and the error completion came after the last of them" \
+  sh -c "tail -n 1 '$work/trace' | grep -q 'pib_comp_error QP $qpn '"
 d=$(( ${c0b[retry_timeouts]:-0} - ${c0[retry_timeouts]:-0} ))
-check "node 0: retry_timeouts grew by exactly retry_cnt + 1 = $((RETRY_CNT + 1)) (got $d)" \
-  test "$d" -eq $((RETRY_CNT + 1))
+check "node 0: retry_timeouts grew by retry_cnt + 1 = $((RETRY_CNT + 1)) at the least (got $d)" \
+  test "$d" -ge $((RETRY_CNT + 1))
 d=$(( ${c0b[link_downs]:-0} - ${c0[link_downs]:-0} ))
 check "node 0: link_downs grew by 1 (got $d)" test "$d" -eq 1
 

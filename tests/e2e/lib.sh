@@ -42,6 +42,23 @@ print("ok" if "value" in args else r)
 PY
 }
 
+# qemu_trace QMP_SOCKET PATTERN on|off: QEMU's trace events matching PATTERN (pib_comp_*, ...)
+# on or off in a running QEMU (QMP trace-event-set-state).  Its trace lines go to the QEMU's log
+# (pibvm: nodeN.qemu.log), in the order they happened.
+qemu_trace() {
+  python3 - "$TOP/tools" "$@" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from pibvmlib.qmp import Qmp
+sock, pattern, state = sys.argv[2:5]
+try:
+    with Qmp(sock, timeout=10) as q:
+        q.cmd("trace-event-set-state", {"name": pattern, "enable": state == "on"})
+except OSError as e:
+    sys.exit(f"qemu_trace: {e}")
+PY
+}
+
 # field TEXT KEY: the value after "KEY:" in ibv_devinfo-style output (first match).
 field() { awk -v k="$2:" '$1 == k {print $2; exit}' <<<"$1"; }
 
