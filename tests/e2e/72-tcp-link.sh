@@ -9,10 +9,14 @@
 #   - IPoIB datagram on both; ibv_rc_pingpong -c (every buffer checked) from B to A's IPoIB
 #     address (the runs' management networks are not joined);
 #   - A's node killed (the listening side): B's port goes DOWN; A's node booted again (with
-#     opensm) and B redials: both ACTIVE, and ibv_rc_pingpong -c works again.
+#     opensm) and B redials: both ACTIVE, and ibv_rc_pingpong -c works again;
+#   - B's node moved into a new QEMU (`pibvm migrate 0`: it dials the TCP cable from there):
+#     both ports stay ACTIVE, neither counts a link down, each counts a link recovery (the
+#     other came back on a new cable, recognized), and ibv_rc_pingpong -c works after it;
+#     A's node, whose cable listens, is refused a move, with the reason, and runs on.
 # Printed for the record: the time from A's restart to B's port ACTIVE.  The suite's own two
 # guests stay up meanwhile.
-# e2e-checks: 23
+# e2e-checks: 33
 source "$(dirname "$0")/lib.sh"
 
 SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}
@@ -82,5 +86,30 @@ check "B's port ACTIVE again" B wait_port 0 ACTIVE "$SM_ACTIVATE_S"
 echo "A's node restarted: both ports ACTIVE $((SECONDS - t0)) s after its boot began"
 check "IPoIB datagram in A again" A "$PIBVM" ipoib datagram
 pingpong_ab " (A rebooted)"
+
+# hw NAME: a hw_counter of the run's one node (its port 1).
+hw() { on 0 cat "/sys/class/infiniband/pib_0/ports/1/hw_counters/$1"; }
+downs_a=$(A hw link_downs) downs_b=$(B hw link_downs)
+rec_a=$(A hw link_recoveries) rec_b=$(B hw link_recoveries)
+pid_b=$(cat "$DIR_B/node0.pid")
+check "run B: pibvm migrate 0 (its node dials the TCP cable from the new QEMU)" \
+  B "$PIBVM" migrate 0
+check "run B: a new QEMU runs the node (pid $pid_b before, $(cat "$DIR_B/node0.pid") now)" \
+  test "$(cat "$DIR_B/node0.pid")" != "$pid_b"
+check "A's port stayed ACTIVE across B's move" test "$(A port_state 0)" = ACTIVE
+check "B's port is ACTIVE after its move" test "$(B port_state 0)" = ACTIVE
+d_a=$(( $(A hw link_downs) - downs_a )) d_b=$(( $(B hw link_downs) - downs_b ))
+check "no link down across the move (A +$d_a, B +$d_b)" test "$d_a" -eq 0 -a "$d_b" -eq 0
+r_a=$(( $(A hw link_recoveries) - rec_a )) r_b=$(( $(B hw link_recoveries) - rec_b ))
+check "each side recognized the other on the new cable: link_recoveries A +$r_a, B +$r_b" \
+  test "$r_a" -eq 1 -a "$r_b" -eq 1
+pingpong_ab " (B moved)"
+pid_a=$(cat "$DIR_A/node0.pid")
+out=$(A "$PIBVM" migrate 0 2>&1); rc=$?
+echo "$out"
+refused() { [ "$rc" -ne 0 ] && grep -q 'cannot move on this host' <<<"$out"; }
+check "run A: pibvm migrate 0 is refused (exit $rc): its cable listens on the port" refused
+check "run A: its node runs on in the same QEMU (pid $pid_a)" \
+  test "$(cat "$DIR_A/node0.pid")" = "$pid_a" -a "$(A port_state 0)" = ACTIVE
 
 finish

@@ -15,8 +15,9 @@ the old one is gone:
      notices among it: drain_old), quit it, then give the new one's sockets and pidfile their
      names; a new guest-agent relay connects to it (the old relay ended with the old QEMU).
 
-The cable: a node that dials its peer (or its switch port) dials from the new QEMU at once; the
-peer's listening socket takes that connection when the old one closes.  A node that serves its
+The cable: a node that dials its peer (or its switch port, or a TCP cable's far end,
+--link-connect) dials from the new QEMU at once; the peer's listening socket takes that
+connection when the old one closes.  A node that serves its
 cable (the lower-numbered one of a pair) listens from the new QEMU, and its peer is told to
 dial it at once (redial).  Either way the two ports know each other again on the new cable
 and stay ACTIVE (include/pib_link.h, "Moving").
@@ -110,8 +111,12 @@ def refuse(state):
     if state.get("data_net"):
         die("migrate: a run with --data-net cannot move a node (QEMU 7.2's stream netdev "
             "does not redial)")
-    if state.get("link_listen") or state.get("link_connect"):
-        die("migrate: a node with a TCP cable (--link-listen/--link-connect) is not supported yet")
+    if state.get("link_listen"):
+        # The new QEMU would have to listen on the port while the old one still does: it
+        # cannot bind it.  (A node that dials its TCP cable, --link-connect, moves: it dials
+        # from the new QEMU, as a node that dials its unix cable does.)
+        die("migrate: a node whose TCP cable listens (--link-listen) cannot move on this host: "
+            "its new QEMU could not bind the port while the old one listens on it")
 
 
 def cmd_migrate(args, state):
