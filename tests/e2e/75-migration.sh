@@ -28,7 +28,7 @@
 #   - a move into a QEMU that refuses the stream (its pib-hca has another dm-size, so QEMU's
 #     RAM block check fails the load): the migration fails, pibvm says so, and node 1 runs on in
 #     its QEMU with its port ACTIVE, under the same ib_write_bw.
-# e2e-checks: 88
+# e2e-checks: 89
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
 
@@ -91,40 +91,42 @@ moved() {
     test "$(sm_port_changes)" -eq "$sm_before"
 }
 
-# cancelled_move N: a move of node N whose hang guard (0.01 s) runs out: pibvm cancels it and
-# says so, the destination QEMU and its suffixed files are gone, node N's QEMU is the one before.
-cancelled_move() {
-  local n=$1 pid0 out rc
+# failed_move N HOW WANT [ENV...] -- [ARGS...]: pibvm migrate N ARGS, with ENV ("VAR=value"
+# words), fails as HOW says: its message is WANT (a grep pattern) then "(nodeN runs on in pid P",
+# P the QEMU before.  Asserted: exit 1, that message, no destination QEMU or its suffixed files
+# left, node N's QEMU the one before, its port ACTIVE.
+failed_move() {
+  local n=$1 how=$2 want=$3 out rc pid0
+  local -a env=()
+  shift 3
+  while [ "$1" != -- ]; do env+=("$1"); shift; done
+  shift
   pid0=$(cat "$PIBVM_DIR/node$n.pid")
-  check_sending 1 1000 "node $n's cancelled move"
-  out=$("$PIBVM" migrate "$n" --timeout 0.01 2>&1); rc=$?
+  check_sending 1 1000 "node $n's $how move"
+  out=$(env "${env[@]}" "$PIBVM" migrate "$n" "$@" 2>&1); rc=$?
   echo "$out"
-  check "pibvm migrate $n --timeout 0.01: fails (exit $rc)" test "$rc" -eq 1
-  check "pibvm migrate $n --timeout 0.01: the migration was cancelled, node $n runs on" \
-    grep -q "migration cancelled: not completed after 0.01 s (node$n runs on in pid $pid0" <<<"$out"
-  check "no destination QEMU or its files left (node$n.*.mig*)" \
-    bash -c '! pgrep -f "node$1.pid.mig" >/dev/null && ! compgen -G "$2/node$1.*.mig*" >/dev/null' \
-    _ "$n" "$PIBVM_DIR"
-  check "node $n: the same QEMU (pid $pid0) runs" kill -0 "$pid0"
-}
-
-# refused_move N: a move whose destination refuses the stream: its pib-hca has another
-# dm-size, so its device memory's RAM block does not match the stream's (QEMU's own check).
-# The return path tells the source, which runs on where it was; pibvm says so.
-refused_move() {
-  local n=$1 pid0 out rc
-  pid0=$(cat "$PIBVM_DIR/node$n.pid")
-  check_sending 1 1000 "node $n's refused move"
-  out=$(PIBVM_PIB_PROPS=",dm-size=262144" "$PIBVM" migrate "$n" 2>&1); rc=$?
-  echo "$out"
-  check "pibvm migrate $n into a QEMU that refuses the stream: fails (exit $rc)" test "$rc" -eq 1
-  check "pibvm migrate $n: the migration failed, node $n runs on" \
-    grep -q "migration failed: .*(node$n runs on in pid $pid0" <<<"$out"
+  check "pibvm migrate $n ($how): fails (exit $rc)" test "$rc" -eq 1
+  check "pibvm migrate $n ($how): says so, node $n runs on" \
+    grep -q "$want(node$n runs on in pid $pid0" <<<"$out"
   check "no destination QEMU or its files left (node$n.*.mig*)" \
     bash -c '! pgrep -f "node$1.pid.mig" >/dev/null && ! compgen -G "$2/node$1.*.mig*" >/dev/null' \
     _ "$n" "$PIBVM_DIR"
   check "node $n: the same QEMU (pid $pid0) runs" kill -0 "$pid0"
   check "node $n: its port is ACTIVE" test "$(port_state "$n")" = ACTIVE
+}
+
+# cancelled_move N: a move whose hang guard (0.01 s) runs out: pibvm cancels it.
+cancelled_move() {
+  failed_move "$1" cancelled \
+    'migration cancelled: not completed after 0.01 s ' -- --timeout 0.01
+}
+
+# refused_move N: a move whose destination refuses the stream: its pib-hca has another
+# dm-size, so its device memory's RAM block does not match the stream's (QEMU's own check).
+# The return path tells the source, which runs on where it was.
+refused_move() {
+  failed_move "$1" refused 'migration failed: .*' \
+    PIBVM_PIB_PROPS=",dm-size=262144" --
 }
 
 downtimes=$(mktemp)
