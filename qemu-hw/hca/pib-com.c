@@ -160,6 +160,7 @@ void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
             s->regs.aeq_lost++;
         }
         trace_pib_aeq_full(type, pib_async_event_name(type), s->regs.aeq_lost);
+        pib_teach_eq_overrun(s, q, "AEQ", pib_async_event_name(type));
         return;
     }
 
@@ -202,6 +203,9 @@ void pib_aeq_doorbell(PibState *s, uint32_t ci)
     }
     trace_pib_aeq_db(ci, q->pi);
     s->regs.aeq_db = ci;
+    if (ci != q->ci) {
+        q->teach_told = false;          /* entries handed back: room again */
+    }
     q->ci = ci;
 }
 
@@ -225,6 +229,7 @@ void pib_ceq_post(PibState *s, uint32_t cqn)
     if (q->pi - q->ci >= q->depth) {
         q->lost++;
         trace_pib_ceq_full(cqn, q->lost);
+        pib_teach_eq_overrun(s, q, "CEQ", "a completion event");
         return;
     }
     e.cqn = cpu_to_le32(cqn);
@@ -258,6 +263,9 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci)
     }
     trace_pib_ceq_db(ci, q->pi);
     s->regs.ceq_db = ci;
+    if (ci != q->ci) {
+        q->teach_told = false;          /* entries handed back: room again */
+    }
     q->ci = ci;
 }
 

@@ -100,6 +100,7 @@ typedef struct PibEventQueue {
     uint32_t pi;            /* producer: the device */
     uint32_t ci;            /* consumer: the driver, via the doorbell */
     uint64_t lost;          /* entries dropped because the ring was full */
+    bool teach_told;        /* teach mode said it overran since the last doorbell */
 } PibEventQueue;
 
 /* What an admin command returns in its completion. */
@@ -523,7 +524,9 @@ void pib_pkt_to_qp(PibState *s, PibQp *qp, const PibPktInfo *pi);
 #define PIB_TEACH_RULES(X)                              \
     X(CONFIG_WHILE_READY, "config-while-ready")         \
     X(RING_NOT_MEMORY,    "ring-not-memory")            \
-    X(CMD_ID_REUSED,      "cmd-id-reused")
+    X(CMD_ID_REUSED,      "cmd-id-reused")          \
+    X(EQ_OVERRUN,         "eq-overrun")             \
+    X(PAGE_NOT_MEMORY,    "page-not-memory")
 
 #define PIB_TEACH_ENUM(id, name) PIB_TEACH_##id,
 enum pib_teach_rule {
@@ -536,6 +539,8 @@ void pib_teach(PibState *s, enum pib_teach_rule rule, const char *fmt, ...)
 void pib_teach_enable(PibState *s);
 void pib_teach_aq_doorbell(PibState *s, uint32_t pi);
 void pib_teach_ring_reg(PibState *s, const char *reg);
+void pib_teach_eq_overrun(PibState *s, PibEventQueue *q, const char *eq, const char *what);
+void pib_teach_pages(PibState *s, const uint64_t *pages, uint32_t npages, const char *cmd);
 
 /* pib-inject.c */
 void pib_inject_init(PibState *s);

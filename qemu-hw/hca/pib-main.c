@@ -227,6 +227,7 @@ uint8_t pib_pbl_load(PibState *s, uint64_t pbl_addr, uint32_t npages,
                                   PIB_AQ_BAD_PARAM);
         }
     }
+    pib_teach_pages(s, pages, npages, cmd);
     *pagesp = pages;
     return PIB_AQ_OK;
 }

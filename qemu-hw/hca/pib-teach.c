@@ -28,6 +28,18 @@
  *   cmd-id-reused       two admin commands waiting in the ring at once (between the device's
  *                       consumer index and the producer index of a doorbell) with the same
  *                       cmd_id: their completions, which echo it, cannot be told apart.
+ *   eq-overrun          an event dropped because the AEQ (or the CEQ) is full: the driver
+ *                       has not handed its entries back (AEQ_DB, CEQ_DB) after reading them.
+ *                       The device counts the loss (AEQ_LOST) and goes on; real hardware
+ *                       overruns the queue, an error the device may not survive.  Said once
+ *                       until the driver acknowledges the queue again.
+ *   page-not-memory     a page list (REG_MR, CREATE_CQ, CREATE_QP, CREATE_SRQ, RESIZE_CQ,
+ *                       MODIFY_SRQ) names a page that is not memory the device can reach
+ *                       (one byte of each page is probed): not a DMA address of pinned memory
+ *                       (a kernel virtual address, a page of the list left unfilled).  The
+ *                       device finds out only when it touches that page, as an error
+ *                       completion or event; real hardware would read or write whatever is
+ *                       there.
  *
  * What the hardware interface itself leaves undefined (a doorbell before ENABLE, an event
  * queue acknowledged past its producer, a register access of the wrong size, ...) is a guest
@@ -98,6 +110,7 @@ static void pib_teach_ring(PibState *s, const char *name, uint64_t base, uint32_
 /* The rings CONTROL.ENABLE just latched (ring-not-memory). */
 void pib_teach_enable(PibState *s)
 {
+    s->aeq.teach_told = s->ceq.teach_told = false;
     if (!s->teach) {
         return;
     }
@@ -151,5 +164,36 @@ void pib_teach_ring_reg(PibState *s, const char *reg)
         pib_teach(s, PIB_TEACH_CONFIG_WHILE_READY,
                   "%s written while READY: the device latched the rings at CONTROL.ENABLE, "
                   "the write takes effect at the next ENABLE", reg);
+    }
+}
+
+/* An event dropped on a full event queue (eq-overrun), once until its next doorbell. */
+void pib_teach_eq_overrun(PibState *s, PibEventQueue *q, const char *eq, const char *what)
+{
+    if (!s->teach || q->teach_told) {
+        return;
+    }
+    q->teach_told = true;
+    pib_teach(s, PIB_TEACH_EQ_OVERRUN,
+              "the %s is full (%" PRIu32 " entries the driver has not handed back since its "
+              "doorbell at %" PRIu32 "): %s dropped", eq, q->pi - q->ci, q->ci, what);
+}
+
+/* The pages of a page list the device took (page-not-memory): one byte of each probed. */
+void pib_teach_pages(PibState *s, const uint64_t *pages, uint32_t npages, const char *cmd)
+{
+    uint32_t i;
+    uint8_t byte;
+
+    if (!s->teach) {
+        return;
+    }
+    for (i = 0; i < npages; i++) {
+        if (!pib_teach_read(s, pages[i], &byte, 1)) {
+            pib_teach(s, PIB_TEACH_PAGE_NOT_MEMORY,
+                      "%s: page %" PRIu32 " of %" PRIu32 " (0x%" PRIx64 ") is not memory the "
+                      "device can reach", cmd, i, npages, pages[i]);
+            return;
+        }
     }
 }

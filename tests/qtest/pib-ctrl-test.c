@@ -677,7 +677,8 @@ static void test_aeq(void)
  * Teach mode (qemu-hw/hca/pib-teach.c): each rule broken once is reported, as a count in the
  * teach-reports property, and the device does what it does without the mode; with teach off
  * the same mistakes report nothing.  Correct use (program, enable, a ring full of distinct
- * cmd_ids in one doorbell) reports nothing either way.
+ * cmd_ids in one doorbell, an event queue handed back, an MR in memory) reports nothing
+ * either way.
  */
 #define TEACH_DEV_ID "pa"
 
@@ -690,12 +691,15 @@ static void test_teach(void)
 {
     struct pib_admin_cmd cmd;
     struct pib_admin_cqe cqe;
-    uint32_t first, i, on, want;
+    uint32_t first, i, on, want, round, lost, lid = 1, pdn, key;
     uint64_t end_of_ram = 256 * MiB;            /* pib_boot's machine: -m 256M */
+    struct pib_aeqe e;
 
     for (on = 0; on <= 1; on++) {
-        QOSState *qs = pib_boot(on ? "-device pib-hca,addr=4.0,id=" TEACH_DEV_ID ",teach=on"
-                                   : "-device pib-hca,addr=4.0,id=" TEACH_DEV_ID);
+        /* lid=1: no SM, so that SET_PORT changes the LID (events for eq-overrun). */
+        QOSState *qs = pib_boot(on ? "-device pib-hca,addr=4.0,lid=1,id=" TEACH_DEV_ID
+                                     ",teach=on"
+                                   : "-device pib-hca,addr=4.0,lid=1,id=" TEACH_DEV_ID);
         PibDev d;
 
         pib_open(&d, qs, PIB_DEVFN_A);
@@ -730,6 +734,42 @@ static void test_teach(void)
         g_assert_cmpuint(teach_reports(&d), ==, want);
         /* The same doorbell again: nothing new waits, nothing more is said. */
         wr(&d, PIB_REG_AQ_DB, d.pi);
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
+
+        /*
+         * eq-overrun: LID changes into the 8-entry AEQ, never handed back, until one is lost:
+         * said once, however many more are lost; once the driver has handed the entries back
+         * and the queue overruns again, said again.
+         */
+        for (round = 0; round < 2; round++) {
+            lost = rd(&d, PIB_REG_AEQ_LOST);
+            for (i = 0; rd(&d, PIB_REG_AEQ_LOST) == lost; i++) {
+                g_assert_cmpuint(i, <=, d.aeq_depth);
+                g_assert_cmpuint(pib_set_lid(&d, ++lid), ==, PIB_AQ_OK);
+            }
+            want += on;
+            g_assert_cmpuint(teach_reports(&d), ==, want);
+            g_assert_cmpuint(pib_set_lid(&d, ++lid), ==, PIB_AQ_OK);
+            g_assert_cmpuint(pib_set_lid(&d, ++lid), ==, PIB_AQ_OK);
+            g_assert_cmpuint(rd(&d, PIB_REG_AEQ_LOST), ==, lost + 3);
+            g_assert_cmpuint(teach_reports(&d), ==, want);
+            for (i = 0; pib_aeq_next(&d, &e, 10000); i++) {
+                g_assert_cmpuint(e.type, ==, PIB_AE_LID_CHANGE);
+            }
+            g_assert_cmpuint(i, ==, d.aeq_depth);
+        }
+
+        /*
+         * page-not-memory: an MR whose second page is past the end of RAM.  The device takes
+         * it (it finds out at the first access); an MR all in memory says nothing.
+         */
+        pdn = dp_create_pd(&d);
+        g_assert_cmpuint(dp_reg_mr_status(&d, pdn, 0, end_of_ram - 4096, 8192, &key), ==,
+                         PIB_AQ_OK);
+        want += on;
+        g_assert_cmpuint(teach_reports(&d), ==, want);
+        dp_reg_mr(&d, pdn, 0, dp_alloc(&d, 8192), 8192);
         g_assert_cmpuint(teach_reports(&d), ==, want);
         g_assert_cmpuint(rd(&d, PIB_REG_ERR_COUNT), ==, 0);
 
