@@ -655,6 +655,64 @@ guests_down() {
   [ "$LOCKED" = 0 ] || { exec 8>&-; LOCKED=0; }
 }
 
+# ------------------------------------------------------------------------------------------
+# Stage 08: the kernel's own queues and the management datagrams (DRAFT: not yet run)
+# ------------------------------------------------------------------------------------------
+
+# Node 1 runs the learner's driver too: a MAD to node 1 needs its QP1 (and an SMP its QP0).
+on1() { "$PIBVM" exec 1 -- "$@"; }
+qom1_get() { python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" qom-get "$1"; }
+# smp_guid NODE ARGS...: the NodeGuid smpquery prints (run on NODE), as 0x%016x.
+smp_guid() {
+  local n=$1; shift
+  "$PIBVM" exec "$n" -- smpquery "$@" 2>/dev/null | sed -nE 's/^NodeGuid:\.*(0x[0-9a-f]+)$/\1/p'
+}
+
+stage_08() {
+  local g0 g1 lid0 lid1 out slog spid src crc
+  dmesg_mark
+  "$PIBVM" cp "$KO" 1:/root/pibl.ko >/dev/null 2>&1
+  check_load "load (node 0)" || return
+  check "load (node 1): insmod pibl.ko succeeds" \
+    "the same module in node 1: its QP0/QP1 answer node 0's MADs" \
+    "$PIBVM" exec 1 --timeout "$LOAD_TIMEOUT" -- insmod /root/pibl.ko || return
+  on modprobe ib_umad >/dev/null 2>&1; on1 modprobe ib_umad >/dev/null 2>&1
+  g0=$(printf '0x%016x' "$(qom_get node-guid)") g1=$(printf '0x%016x' "$(qom1_get node-guid)")
+  lid0=$(qom_get lid) lid1=$(qom1_get lid)
+  expect_eq "smpquery -D nodeinfo 0 on node 0: answered by its own firmware (process_mad)" \
+    "a local directed-route SMP never leaves: ib_core calls process_mad, which must pass it to MAD_IFC and answer REPLY" \
+    "$(smp_guid 0 -D nodeinfo 0)" "$g0"
+  expect_eq "smpquery -D nodeinfo 0,1 on node 0: answered by node 1 over QP0" \
+    "the SMP goes out on node 0's QP0 (post_send with the AH), node 1 receives it on QP0 (post_recv, poll_cq, the CEQ), process_mad answers; the reply comes back the same way" \
+    "$(smp_guid 0 -D nodeinfo 0,1)" "$g1"
+  check "perfquery on node 0 to node 1 (LID $lid1): the PMA answers over QP1" \
+    "a GMP: QP1, the AH from the LID, and query_ah (the MAD layer matches the response to its request with it)" \
+    bash -c "'$PIBVM' exec 0 -- perfquery $lid1 1 | grep -q PortXmitData"
+  check "opensm on node 0 sweeps the subnet" "see build/vm-lab/node0.opensm.log" \
+    "$PIBVM" sm start 0
+  check "sminfo on node 1 names node 0's port (LID $lid0) the master SM" \
+    "opensm's SMInfo and the sweep's SMPs cross both drivers' QP0" \
+    bash -c "'$PIBVM' exec 1 -- sminfo | grep -q 'sm lid $lid0 .*SMINFO_MASTER'"
+  check "saquery on node 1 lists both nodes (the SA answers over QP1)" \
+    "a GMP to the SA's LID and QP1, its answer an RMPP-less response" \
+    bash -c "[ \$('$PIBVM' exec 1 -- saquery -t 20 NodeRecord | grep -c 'NodeRecord dump') -eq 2 ]"
+  slog=$(mktemp)
+  "$PIBVM" exec 0 --timeout 120 -- ibv_rc_pingpong -d pibl_0 -g 0 -c -n 100 >"$slog" 2>&1 &
+  spid=$!
+  sleep 2
+  out=$("$PIBVM" exec 1 --timeout 120 -- ibv_rc_pingpong -d pibl_0 -g 0 -c -n 100 node0 2>&1); crc=$?
+  wait "$spid"; src=$?
+  check "ibv_rc_pingpong -c between the guests, both on pibl (exit $src, $crc)" \
+    "stage 07's user QPs, with the LIDs the SM gave: see $slog" \
+    bash -c "[ $src -eq 0 ] && [ $crc -eq 0 ] && grep -q '100 iters in' <<<'$out'"
+  "$PIBVM" sm stop 0 >/dev/null 2>&1
+  errs_check 0
+  check "unload (node 1): rmmod pibl succeeds" "remove() with the MAD layer's QPs open" \
+    "$PIBVM" exec 1 --timeout "$UNLOAD_TIMEOUT" -- rmmod pibl
+  check_unload "unload (node 0)" && ready_cleared "unload (node 0)"
+  no_splats
+}
+
 # grade NN DIR TAG: one stage for one driver; prints its verdict, returns 0 when all passed.
 grade() {
   local nn=$1 dir=$2 tag=$3
