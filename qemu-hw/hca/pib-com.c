@@ -275,6 +275,12 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci)
  * or, for structures, to resp_addr.
  */
 
+/* The device_cap_flags QUERY_DEVICE reports: PIB_DEV_CAPS, less what a property turned off. */
+uint32_t pib_dev_caps(const PibState *s)
+{
+    return PIB_DEV_CAPS & ~(s->recv_dbrec ? 0 : PIB_DEV_CAP_RECV_DBREC);
+}
+
 uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
                              PibAdminResult *res)
 {
@@ -302,8 +308,7 @@ uint8_t pib_cmd_query_device(PibState *s, const struct pib_admin_cmd *cmd,
         /* An AH is the consumer's: the provider's or the driver's memory, never the device's. */
         .max_ah              = cpu_to_le32(INT32_MAX),
         .max_inline_data     = cpu_to_le32(PIB_MAX_INLINE_DATA),
-        .device_cap_flags    = cpu_to_le32(PIB_DEV_CAPS &
-                                           ~(s->recv_dbrec ? 0 : PIB_DEV_CAP_RECV_DBREC)),
+        .device_cap_flags    = cpu_to_le32(pib_dev_caps(s)),
         .max_pkeys           = cpu_to_le16(PIB_PKEY_TBL_LEN),
         .local_ca_ack_delay  = 15,
         .phys_port_cnt       = PIB_NUM_PORTS,

@@ -234,6 +234,8 @@ struct PibState {
     /* Migration (pib-vmstate.c): the port's state as the guest knew it, and what is left */
     /* to do when the loaded device first runs. */
     uint64_t mig_node_guid;         /* the device's identity moves with it */
+    uint32_t mig_dev_caps;          /* what the guest's driver was told it can do */
+    uint32_t mig_dm_size;           /* and how much device memory it has */
     PibLinkMoveSaved mig_link;      /* the port's state, the link's and its peer's tokens */
     PibMoveNotice move_notice;      /* when we tell the peer we may move */
     bool mig_resume;
@@ -324,6 +326,7 @@ void pib_aeq_doorbell(PibState *s, uint32_t ci);
 void pib_ceq_post(PibState *s, uint32_t cqn);
 void pib_ceq_doorbell(PibState *s, uint32_t ci);
 const char *pib_async_event_name(uint8_t type);
+uint32_t pib_dev_caps(const PibState *s);
 uint8_t pib_cmd_reject(const char *cmd, const char *why, uint64_t val,
                        uint8_t status);
 bool pib_uar_valid(PibState *s, uint32_t uar);

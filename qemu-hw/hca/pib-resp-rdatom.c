@@ -306,12 +306,15 @@ void pib_resp_run(PibQp *qp, unsigned *budget)
                                 paylen, DMA_DIRECTION_TO_DEVICE);
             }
         }
-        if (err != PIB_MEM_OK && res->replay && err != PIB_MEM_DMA) {
+        if (err != PIB_MEM_OK && res->replay && res->answered && err != PIB_MEM_DMA) {
             /*
-             * Answering a duplicate READ again, the key is no longer good: the original
-             * answer was complete (the requester invalidated the key once it had it), so the
+             * Answering a duplicate READ again, the key is no longer good, and the original
+             * answer had left in full (the requester invalidated the key once it had it): the
              * duplicate was a late copy.  Drop the replay, as a duplicate with a bad key is
-             * (pib_resp_duplicate); the connection lives on.
+             * (pib_resp_duplicate); the connection lives on.  A replay of an answer that had
+             * not left in full (the requester's timer ran out while it was still going out,
+             * behind a slow responder) meets the gone key as the first answer would have:
+             * the NAK below, so that the requester hears why.
              */
             if (p) {
                 pib_packet_free(qp->s, p);

@@ -1275,6 +1275,8 @@ static int pib_pre_save(void *opaque)
 
     pib_link_sync_counters(s);
     s->mig_node_guid = s->node_guid;
+    s->mig_dev_caps = pib_dev_caps(s);
+    s->mig_dm_size = s->dm_size;
     pib_link_move_save(&s->link, s->port.sm, &s->mig_link);
     /* The machine may be about to move: the notice again. */
     pib_move_notice_save(&s->move_notice);
@@ -1289,6 +1291,7 @@ static int pib_pre_load(void *opaque)
     pib_objects_reset(s);
     pib_rx_purge(s);
     s->mtt_pages = 0;
+    s->mig_dev_caps = s->mig_dm_size = UINT32_MAX;     /* a stream without them is refused */
     pib_loading = s;
     return 0;
 }
@@ -1305,6 +1308,22 @@ static int pib_post_load(void *opaque, int version_id)
         goto bad;
     }
     pib_set_node_guid(s, s->mig_node_guid);
+    /*
+     * The guest's driver learned at probe what the device can do (QUERY_DEVICE): a destination
+     * configured otherwise (recv-dbrec, dm-size) is not the device it probed.  QEMU's own
+     * checks catch some differences first (dm-size changes a RAM block's size); this one is
+     * the device's, at the end of the stream.
+     */
+    if (s->mig_dev_caps != pib_dev_caps(s)) {
+        pib_load_fail("device capabilities: the destination's pib-hca is configured otherwise "
+                      "(recv-dbrec?); the source's were", s->mig_dev_caps);
+        goto bad;
+    }
+    if (s->mig_dm_size != s->dm_size) {
+        pib_load_fail("device memory size: the destination's dm-size differs; the source's was",
+                      s->mig_dm_size);
+        goto bad;
+    }
     if (!pib_queues_ok(s) || !test_bit(0, s->uar_bitmap) ||
         s->next_qpn >= PIB_MAX_QP || s->mig_link.port_sm >= PIB_PSM__MAX) {
         goto bad;
@@ -1345,6 +1364,18 @@ static bool pib_cc_state_needed(void *opaque)
     return pib_cc_needed(&s->mgmt.cc);
 }
 
+/* What the guest's driver was told at probe: always sent, checked by pib_post_load(). */
+static const VMStateDescription vmstate_pib_hca_config = {
+    .name = "pib-hca/config",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .fields = (const VMStateField[]) {
+        VMSTATE_UINT32(mig_dev_caps, PibState),
+        VMSTATE_UINT32(mig_dm_size, PibState),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 static const VMStateDescription vmstate_pib_hca_cc = {
     .name = "pib-hca/cc",
     .version_id = 1,
@@ -1370,6 +1401,7 @@ const VMStateDescription pib_vmstate = {
     .subsections = (const VMStateDescription *[]) {     /* 7.2 and 10.0 both take it */
         &vmstate_pib_inject,
         &vmstate_pib_hca_cc,
+        &vmstate_pib_hca_config,
         NULL
     },
     .fields = (const VMStateField[]) {

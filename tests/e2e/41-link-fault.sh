@@ -48,13 +48,14 @@ floor_ms=$(( RETRY_CNT * ack_us / 1000 ))           # 469 ms: retry_cnt whole ti
 # timeouts, retry_cnt + 1 = 8 in a row with the retries left counting down to 0, no more and
 # no fewer; that is what catches a retry missed or one too many, on any machine.  (Not by the
 # retry_timeouts counter alone: it counts every expiry of the port, and a slow host may delay
-# an ACK past 67 ms before the kill, a timeout that the ACK then makes good.)  The time adds that the error came from those timers:
-# no sooner than retry_cnt whole periods after DOWN, and no later than the retry bound plus
-# SLACK_MS.  Under TCG without icount the guest's clock and QEMU's virtual clock both follow the
-# host's wall clock, so a slow host does not stretch the 67 ms periods; it lengthens the work
-# between them: each of the 8 expiries goes through QEMU's main loop (the timer callback, then
-# the QP's bottom half retransmits and re-arms), and the last CQE through perftest's busy poll
-# and the guest shell that stamps its line, on one vCPU shared with the port watcher.  Measured
+# an ACK past 67 ms before the kill, a timeout that the ACK then makes good, resetting the
+# retries.)  The time adds that the error came from those timers: no sooner than retry_cnt
+# whole periods after DOWN, and no later than the retry bound plus SLACK_MS.  Under TCG
+# without icount the guest's clock and QEMU's virtual clock both follow the host's wall clock,
+# so a slow host does not stretch the 67 ms periods; it lengthens the work between them: each
+# of the 8 expiries goes through QEMU's main loop (the timer callback, then the QP's bottom
+# half retransmits and re-arms), and the last CQE through perftest's busy poll and the guest
+# shell that stamps its line, on one vCPU shared with the event watcher.  Measured
 # on a loaded 2-core host: 50 ms of it (519 ms from DOWN to the error).  SLACK_MS is 20 times
 # that, a hang guard for a host stalled by other work, not the measure of the retries.
 SLACK_MS=1000

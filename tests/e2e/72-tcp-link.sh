@@ -13,33 +13,46 @@
 #   - B's node moved into a new QEMU (`pibvm migrate 0`: it dials the TCP cable from there):
 #     both ports stay ACTIVE, neither counts a link down, each counts a link recovery (the
 #     other came back on a new cable, recognized), and ibv_rc_pingpong -c works after it;
-#     A's node, whose cable listens, is refused a move, with the reason, and runs on.
+#     A's node, whose cable listens, is refused a move, with the reason, and runs on;
+#   - B's node moved to "another host": run C (its own run directory, as on another machine)
+#     waits for it (`pibvm up --nodes 1 --link-connect ... --node-base 1 --incoming PORT`) and
+#     B sends it there over TCP (`pibvm migrate 0 --to 127.0.0.1:PORT`): B's QEMU ends and its
+#     status says where the node went; C runs it with the same node GUID; both ports stay
+#     ACTIVE, no link down (C's counters are B's, carried in the stream), a link recovery each
+#     side, and ibv_rc_pingpong -c works between A and C.
 # Printed for the record: the time from A's restart to B's port ACTIVE.  The suite's own two
 # guests stay up meanwhile.
-# e2e-checks: 33
+# e2e-checks: 44
 source "$(dirname "$0")/lib.sh"
 
 SUITE_DIR=${PIBVM_DIR:-$TOP/build/vm-test}
 DIR_A="$(dirname "$SUITE_DIR")/vm-tcpA"
 DIR_B="$(dirname "$SUITE_DIR")/vm-tcpB"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+DIR_C="$(dirname "$SUITE_DIR")/vm-tcpC"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=$(free_port)
 # opensm's start under TCG, then what lib.sh allows a port to reach ACTIVE once its link trains.
 SM_START_S=10
 A() { PIBVM_DIR=$DIR_A "$@"; }
 B() { PIBVM_DIR=$DIR_B "$@"; }
+C() { PIBVM_DIR=$DIR_C "$@"; }
 
-cleanup() { A "$PIBVM" down >/dev/null 2>&1; B "$PIBVM" down >/dev/null 2>&1; }
+cleanup() {
+  A "$PIBVM" down >/dev/null 2>&1; B "$PIBVM" down >/dev/null 2>&1; C "$PIBVM" down >/dev/null 2>&1
+}
 trap cleanup EXIT
 cleanup
 
-# pingpong_ab: ibv_rc_pingpong -c between A's node (server) and B's (client, to 10.13.0.1).
+# pingpong_ab SUFFIX: ibv_rc_pingpong -c between A's node (server) and B's (client, to
+# 10.13.0.1); $CLIENT names the client's run (B, or C once B's node went there).
+CLIENT=B
 pingpong_ab() {
   local slog spid src crc=99 cout
   slog=$(mktemp)
   A "$PIBVM" exec 0 --timeout 200 -- ibv_rc_pingpong -d pib_0 -c -n 200 >"$slog" 2>&1 &
   spid=$!
   if A wait_listen 0 18515; then
-    cout=$(B "$PIBVM" exec 0 --timeout 200 -- ibv_rc_pingpong -d pib_0 -c -n 200 10.13.0.1 2>&1); crc=$?
+    cout=$($CLIENT "$PIBVM" exec 0 --timeout 200 -- ibv_rc_pingpong -d pib_0 -c -n 200 10.13.0.1 2>&1); crc=$?
   fi
   wait "$spid"; src=$?
   echo "--- server (A)"; cat "$slog"; echo "--- client (B)"; echo "$cout"
@@ -111,5 +124,53 @@ refused() { [ "$rc" -ne 0 ] && grep -q 'cannot move on this host' <<<"$out"; }
 check "run A: pibvm migrate 0 is refused (exit $rc): its cable listens on the port" refused
 check "run A: its node runs on in the same QEMU (pid $pid_a)" \
   test "$(cat "$DIR_A/node0.pid")" = "$pid_a" -a "$(A port_state 0)" = ACTIVE
+
+# B's node goes to "another host": run C waits for it, B sends it over TCP.
+MPORT=$(free_port)
+guid_b=$(B on 0 cat /sys/class/infiniband/pib_0/node_guid)
+downs_a=$(A hw link_downs) downs_b=$(B hw link_downs)
+rec_a=$(A hw link_recoveries) rec_b=$(B hw link_recoveries)
+pid_b=$(cat "$DIR_B/node0.pid")
+clog=$(mktemp)
+C "$PIBVM" up --nodes 1 --link-connect "127.0.0.1:$PORT" --node-base 1 --sm none \
+  --incoming "127.0.0.1:$MPORT" >"$clog" 2>&1 &
+cpid=$!
+# Its QEMU listens once it says so (a probe of the port would be taken for the stream).
+waiting() {
+  local i
+  for i in $(seq 1 600); do
+    grep -q 'waiting for a migration' "$clog" && return 0
+    kill -0 "$cpid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+check "run C: pibvm up --incoming 127.0.0.1:$MPORT waits for the node" waiting
+mout=$(B "$PIBVM" migrate 0 --to "127.0.0.1:$MPORT" 2>&1); mrc=$?
+echo "$mout"
+check "run B: pibvm migrate 0 --to 127.0.0.1:$MPORT (exit $mrc)" test "$mrc" -eq 0
+wait "$cpid"; crc=$?
+cat "$clog"; rm -f "$clog"
+check "run C: pibvm up --incoming returns once the node runs there (exit $crc)" test "$crc" -eq 0
+# b_moved: no QEMU runs run B's node0 (none has its pidfile on its command line; a quit one
+# may linger a moment as a zombie, which kill -0 would still find), and B's status says where
+# the node went.
+b_moved() {
+  ! pgrep -f "$DIR_B/node0.pid" >/dev/null &&
+    PIBVM_DIR=$DIR_B "$PIBVM" status | grep -q "node0: moved to 127.0.0.1:$MPORT"
+}
+check "run B: its QEMU (pid $pid_b) is gone, and its status says where the node went" b_moved
+check "run C: the node is B's (node GUID $guid_b)" \
+  test "$(C on 0 cat /sys/class/infiniband/pib_0/node_guid)" = "$guid_b"
+check "A's port stayed ACTIVE across the move to C" test "$(A port_state 0)" = ACTIVE
+check "C's port is ACTIVE" test "$(C port_state 0)" = ACTIVE
+d_a=$(( $(A hw link_downs) - downs_a )) d_c=$(( $(C hw link_downs) - downs_b ))
+check "no link down across the move (A +$d_a; C's count is B's +$d_c)" \
+  test "$d_a" -eq 0 -a "$d_c" -eq 0
+r_a=$(( $(A hw link_recoveries) - rec_a )) r_c=$(( $(C hw link_recoveries) - rec_b ))
+check "each side recognized the other on C's cable: link_recoveries A +$r_a, C (from B's) +$r_c" \
+  test "$r_a" -eq 1 -a "$r_c" -eq 1
+CLIENT=C
+pingpong_ab " (the node moved to C)"
 
 finish

@@ -25,9 +25,9 @@
 #     destination QEMU and its files, and node 1 runs on in its QEMU: the ib_write_bw running
 #     across it goes on (node 1 sends 1000 packets more), then moves for real, and the cancelled
 #     attempt cost the ports nothing (the checks after the real move count one recovery);
-#   - a move into a QEMU that refuses the stream (its pib-hca has another dm-size, so QEMU's
-#     RAM block check fails the load): the migration fails, pibvm says so, and node 1 runs on in
-#     its QEMU with its port ACTIVE, under the same ib_write_bw.
+#   - a move into a QEMU that refuses the stream (its pib-hca has recv-dbrec=off, and the
+#     device refuses its section, at the stream's end): the migration fails, pibvm says so,
+#     and node 1 runs on in its QEMU with its port ACTIVE, under the same ib_write_bw.
 # e2e-checks: 89
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/switched.sh"
@@ -121,12 +121,14 @@ cancelled_move() {
     'migration cancelled: not completed after 0.01 s ' -- --timeout 0.01
 }
 
-# refused_move N: a move whose destination refuses the stream: its pib-hca has another
-# dm-size, so its device memory's RAM block does not match the stream's (QEMU's own check).
-# The return path tells the source, which runs on where it was.
+# refused_move N: a move whose destination refuses the stream: its pib-hca offers no receive
+# doorbell records (recv-dbrec=off), which the guest's driver was told it had.  The RAM loads;
+# the device refuses its own section, at the end of the stream (pib-vmstate.c), when the source
+# has sent everything and stopped.  Only the return path tells the source, which then runs on
+# where it was (without it the source would count the move completed and quit).
 refused_move() {
   failed_move "$1" refused 'migration failed: .*' \
-    PIBVM_PIB_PROPS=",dm-size=262144" --
+    PIBVM_PIB_PROPS=",recv-dbrec=off" --
 }
 
 downtimes=$(mktemp)

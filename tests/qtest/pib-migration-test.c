@@ -19,8 +19,9 @@
  *                           A's CongestionControlTable and the CC_Key guarding it came along
  *   /pib/migration/refused  the same stream with one number changed (a QP number out of
  *                           range, a QP's CQ that does not exist, a page list larger than the
- *                           MTT, a DM over another): the destination refuses it and exits with status 1, never a
- *                           crash, never a huge allocation
+ *                           MTT, a DM over another), or loaded into an HCA configured
+ *                           otherwise (recv-dbrec=off): the destination refuses it and exits
+ *                           with status 1, never a crash, never a huge allocation
  *   /pib/migration/mutate   a fuzzer: that stream with 1-4 random changes in A's section
  *                           (bits, zeros, all-ones, +1, at seeded random places), loaded by a
  *                           new QEMU each time (PIB_MIG_MUTATIONS of them, 48 by default;
@@ -551,12 +552,12 @@ static size_t mig_find(const uint8_t *buf, size_t len, const uint8_t *pat, size_
 }
 
 /* A destination that must refuse the stream in file: it exits with status 1. */
-static void mig_expect_refused(const char *file)
+static void mig_expect_refused_by(const char *file, const char *a_props)
 {
     QTestState *qts = qtest_initf("-M q35 -nodefaults " PIB_FIRMWARE_ARGS " -m 256M "
-                                  "-device pib-hca,addr=4.0,id=pa,lid=1 "
+                                  "-device pib-hca,addr=4.0,id=pa,lid=1%s "
                                   "-device pib-hca,addr=5.0,id=pb,lid=2 "
-                                  "-incoming defer");
+                                  "-incoming defer", a_props);
     g_autofree char *uri = g_strdup_printf("exec:cat %s", file);
 
     int i;
@@ -569,6 +570,11 @@ static void mig_expect_refused(const char *file)
     }
     g_assert_false(qtest_probe_child(qts));
     qtest_quit(qts);        /* checks the exit status: 1, not a signal */
+}
+
+static void mig_expect_refused(const char *file)
+{
+    mig_expect_refused_by(file, "");
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -648,6 +654,13 @@ static void test_mig_refused(void)
     stq_be_p(good + at + 9, 0);
     g_assert_true(g_file_set_contents(bad, (char *)good, len, NULL));
     mig_expect_refused(bad);
+
+    /*
+     * 5. The stream as saved, into a destination whose HCA A is configured otherwise: without
+     * receive doorbell records, which A offered its driver.  Refused at the end of the
+     * stream, by the device (its RAM blocks match).
+     */
+    mig_expect_refused_by(m.file, ",recv-dbrec=off");
 
     g_unlink(bad);
     g_unlink(m.file);

@@ -12,9 +12,9 @@
  * test steps it, so every timer is counted, not timed.
  *
  * Covered: XRC and RDMA FLUSH at the wire, the transport rules only a misbehaving peer
- * exercises (duplicates, gaps, NAKs, RNR, replayed READs and atomics,
- * go-back-N, malformed packets), and the requester's timers when the link
- * dies under it.  The paths stay under /pib/data/, where these tests were
+ * exercises (duplicates, gaps, NAKs, RNR, replayed READs and atomics, a replayed READ whose
+ * key goes while its answer is out, go-back-N, malformed packets), and the requester's timers
+ * when the link dies under it.  The paths stay under /pib/data/, where these tests were
  * first.
  *
  * Run: QTEST_QEMU_BINARY=build/qemu-system-x86_64 build/qtest/pib-wire-test
@@ -728,6 +728,72 @@ static void ld_run(PibDev *d, const char *path, TestEnd *x, LdVariant v,
     }
 }
 
+/*
+ * A READ answered again, whose key goes before the answer is out.  The peer asks for 1 MiB
+ * (4096 responses at MTU 256) and, its timer having run out, asks again right away (one
+ * write: the device takes both before it sends anything), so the device answers a duplicate
+ * of a READ whose first answer never left in full.  The peer reads nothing: the device's
+ * socket and transmit queue fill (link-sndbuf 64 KiB) and the answer stalls.  The MR is
+ * deregistered then.  The rest of the answer meets the gone key as a first answer would: a
+ * remote access NAK at the first PSN not sent, the QP in ERR; not a silent drop, which would
+ * leave the peer to retry until RETRY_EXC_ERR without hearing why.
+ */
+static void test_dp_wire_read_key_gone(void)
+{
+    const uint32_t len = 1 << 20, last = 100 + len / 256 - 1;
+    uint8_t ext[16];
+    uint32_t i, n = 0;
+    TestEnd x;
+    WirePkt w;
+    PibDev d;
+    PeerLink l;
+    int fd;
+
+    pib_dev_props = ",link-sndbuf=65536";
+    fd = peer_dev_up(&l, &d);
+    pib_dev_props = "";
+    dp_end(&d, &x, PIB_QPT_RC, len);
+    wp_dqpn = x.qp.qpn;
+    wp_qp_rtr(&d, x.qp.qpn, PIB_ACCESS_REMOTE_READ, 4);
+    wp_qp_rts(&d, x.qp.qpn, 4);
+
+    stq_be_p(ext, x.buf);
+    stl_be_p(ext + 8, x.key);
+    stl_be_p(ext + 12, len);
+    wp_batch_begin();
+    wp_send(fd, PIB_OP_RC_RDMA_READ_REQUEST, 100, false, ext, 16, NULL, 0);
+    wp_send(fd, PIB_OP_RC_RDMA_READ_REQUEST, 100, false, ext, 16, NULL, 0);
+    wp_batch_send(fd);
+    /* Stalled: frames ready that the full socket does not take (a count, not a time). */
+    for (i = 0; qom_get_u32(qts(&d), "/machine/peripheral/hca", "link-tx-ready") == 0; i++) {
+        g_assert_cmpuint(i, <, 100000);
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(dp_obj_cmd(&d, PIB_CMD_DEREG_MR, x.key), ==, PIB_AQ_OK);
+
+    /* What left before the DEREG: READ responses in PSN order from 100; then the NAK. */
+    for (;;) {
+        g_assert_true(wp_recv(fd, &w, TIMEOUT_US / 1000));
+        if (w.opcode == PIB_OP_RC_ACKNOWLEDGE) {
+            break;
+        }
+        g_assert_cmpuint(w.psn, ==, 100 + n);
+        g_assert_cmpuint(w.opcode, ==, n ? PIB_OP_RC_RDMA_READ_RESP_MIDDLE
+                                         : PIB_OP_RC_RDMA_READ_RESP_FIRST);
+        n++;
+    }
+    g_test_message("%u of %u READ responses left before the DEREG", n, len / 256);
+    g_assert_cmpuint(n, >, 0);
+    g_assert_cmpuint(100 + n, <, last);
+    g_assert_cmphex(w.syndrome, ==, PIB_AETH_NAK | PIB_NAK_REM_ACCESS_ERR);
+    g_assert_cmpuint(w.psn, ==, 100 + n);
+    wp_expect_nothing(fd);
+    g_assert_cmpuint(dp_query_qp(&d, x.qp.qpn).qp_state, ==, PIB_QPS_ERR);
+
+    close(fd);
+    peer_shutdown(&l);
+}
+
 static void test_dp_link_death(void)
 {
     TestEnd x;
@@ -906,6 +972,7 @@ int main(int argc, char **argv)
     qtest_add_func("/pib/data/xrc", test_dp_xrc);
     qtest_add_func("/pib/data/wire-flush", test_dp_wire_flush);
     qtest_add_func("/pib/data/link-death", test_dp_link_death);
+    qtest_add_func("/pib/data/wire-read-key-gone", test_dp_wire_read_key_gone);
 
     return g_test_run();
 }

@@ -19,6 +19,7 @@ from .config import (ACTIVE_TIMEOUT, BOOT_TIMEOUT, QUIT_TIMEOUT, die, hub_pid, l
                      node_pid, path, save_state, say, switch_pid, wait_gone)
 from .image import make_initrd
 from .mgmt import start_hub, start_relay
+from .qmp import Qmp
 from .qemu import (check_qemu, data_socket, disk_path, make_disk, probe_accel, qemu_args,
                    switch_args, switch_listens, switch_socket, tcp_link)
 from .topology import (MAX_NODES, MAX_SWITCHES, fabric_node, layout, node_guid, peer_of,
@@ -90,7 +91,9 @@ def node_arg(n):
     return state
 
 
-def start_node(n, state):
+def start_node(n, state, extra=()):
+    """Start node N's QEMU (EXTRA: more arguments, `-incoming` for one that arrives by
+    migration) and its guest-agent relay; the time it started."""
     for f in (f"node{n}.pid", f"node{n}.agent", f"node{n}.log", f"node{n}.qemu.log",
               f"node{n}.relay.log"):
         try:
@@ -103,8 +106,8 @@ def start_node(n, state):
             os.unlink(data_socket(n, peer))
         except FileNotFoundError:
             pass
-    r = subprocess.run(qemu_args(n, state), stdin=subprocess.DEVNULL, capture_output=True,
-                       text=True)
+    r = subprocess.run(qemu_args(n, state) + list(extra), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
     if r.returncode != 0:
         die(f"node{n}: QEMU failed to start (exit {r.returncode}):\n{r.stderr.strip()}")
     started = time.monotonic()
@@ -213,6 +216,7 @@ def cmd_up(args):
     if not 0 <= state["switches"] <= MAX_SWITCHES:
         die(f"--switches must be 1..{MAX_SWITCHES}")
     check_tcp_link(args)
+    check_incoming(args)
     state.update(node_base=args.node_base, link_listen=args.link_listen,
                  link_connect=args.link_connect)
     if state["switch"] and args.static_lids:
@@ -239,6 +243,8 @@ def cmd_up(args):
         f"{args.mem} MiB each, image {args.image})")
     start_hub(args.nodes)
     start_switches(state)
+    if args.incoming:
+        return up_incoming(args.incoming, state)
     started = {}
     for n in range(args.nodes):
         started[n] = start_node(n, state)
@@ -257,6 +263,59 @@ def cmd_up(args):
         if sm is None:
             die("--ipoib needs a subnet manager (the broadcast group comes from the SA)")
         ipoib_up(cabled_nodes(state), args.ipoib)
+    return 0
+
+
+def check_incoming(args):
+    """--incoming: one node, which can follow its move: its cable dials (--link-connect) or it
+    has none; nothing of the run's own that the stream does not carry (a disk, the data NIC)."""
+    if not args.incoming:
+        return
+    if args.nodes != 1 or args.switches:
+        die("--incoming: the run has one node (--nodes 1), the one that arrives")
+    if args.link_listen:
+        die("--incoming: the node that arrives must dial its cable (--link-connect): a cable "
+            "that listened on the source host cannot follow it")
+    if args.disk or args.data_net or args.image != "initramfs":
+        die("--incoming: a disk (--disk, the Debian image's root) or the data NIC does not "
+            "travel with the migration; only the initramfs guest, without them")
+    host, _, port = args.incoming.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        die(f"--incoming {args.incoming}: expected [HOST:]PORT")
+
+
+def up_incoming(spec, state, timeout=BOOT_TIMEOUT):
+    """`pibvm up --nodes 1 --incoming [HOST:]PORT`: node 0's QEMU waits for the migration
+    stream on PORT; once QEMU has loaded it and runs the guest, its agent answers and this
+    returns.  A stream QEMU refuses ends that QEMU: an error, with its log."""
+    host, _, port = spec.rpartition(":")
+    t0 = start_node(0, state, ["-incoming", f"tcp:{host or '0.0.0.0'}:{port}"])
+    say(f"node0: waiting for a migration on {host or '0.0.0.0'}:{port} "
+        f"(`pibvm migrate N --to HOST:{port}` on the source)")
+    deadline = time.monotonic() + timeout
+    while True:
+        pid = node_pid(0)
+        if not pid:
+            try:
+                with open(path("node0.qemu.log")) as f:
+                    log = f.read().strip()
+            except FileNotFoundError:
+                log = ""
+            die(f"node0: the incoming QEMU ended without a machine (it refused the stream, or "
+                f"the source cancelled); its log:\n{log[-2000:]}")
+        try:
+            with Qmp(path("node0.qmp")) as q:
+                status = q.cmd("query-status")["status"]
+        except OSError:
+            status = "?"
+        if status == "running":
+            break
+        if time.monotonic() > deadline:
+            die(f"node0: no migration arrived within {timeout} s (status {status}); QEMU pid "
+                f"{pid} still waits: `pibvm down` ends it")
+        time.sleep(0.2)
+    say(f"node0: arrived by migration after {time.monotonic() - t0:.1f} s of waiting")
+    wait_ready({0: time.monotonic()}, 60)
     return 0
 
 
@@ -311,6 +370,8 @@ def up_one(args, state):
     n = args.node[1]
     if not 0 <= n < state["nodes"]:
         die(f"no node {n}: this run has nodes 0..{state['nodes'] - 1}")
+    if state.get("moved", {}).pop(str(n), None):
+        save_state(state)               # booted here again: no longer elsewhere
     pid = node_pid(n)
     if pid:
         if not args.force:
@@ -464,6 +525,8 @@ def cmd_status(args):
         if pid:
             agent = "agent up" if qga_ready(n, 5) else "agent not answering"
             print(f"node{n}: running, pid {pid}, {agent}, {link}")
+        elif str(n) in state.get("moved", {}):
+            print(f"node{n}: moved to {state['moved'][str(n)]} (pibvm migrate --to), {link}")
         else:
             print(f"node{n}: stopped, {link}")
     return 0

@@ -22,6 +22,11 @@ cable (the lower-numbered one of a pair) listens from the new QEMU, and its peer
 dial it at once (redial).  Either way the two ports know each other again on the new cable
 and stay ACTIVE (include/pib_link.h, "Moving").
 
+To another host (`--to HOST:PORT`): the QEMU that `pibvm up --nodes 1 --incoming PORT`
+started there waits for the stream; this QEMU migrates into it over TCP and quits once it is
+done (move_to_host).  No names to swap: the destination has its own run directory.  Only a
+node whose cable can follow goes: one that dials over TCP (--link-connect) dials from there.
+
 `pibvm migrate swS` moves switch S the same way: its ports that listen (to its nodes, to switch
 S+1) listen from the new QEMU, and each peer is told to dial it at once; its port to switch S-1
 dials from the new QEMU.  The switch tells its peers it may move when the migration starts, so
@@ -34,7 +39,7 @@ import time
 
 from .agent import qga_ready
 from .commands import node_arg, switch_arg
-from .config import die, node_pid, path, say, switch_pid, wait_gone
+from .config import die, node_pid, path, save_state, say, switch_pid, wait_gone
 from .mgmt import start_relay
 from .qemu import link_socket, qemu_args, switch_args, switch_listens, switch_socket
 from .qmp import Qmp
@@ -121,9 +126,14 @@ def refuse(state):
 
 def cmd_migrate(args, state):
     """Move node N, or switch S (swS), running, into a new QEMU process on this host (QEMU's
-    live migration; a guest keeps running, its pib queue pairs open, and a switch forwarding).
+    live migration; a guest keeps running, its pib queue pairs open, and a switch forwarding);
+    with --to HOST:PORT, node N into the QEMU another host's `pibvm up --incoming PORT` started.
     Prints the downtime QEMU measured."""
     kind, n = args.node
+    if args.to:
+        if kind == "switch":
+            die("migrate --to: a node only (a switch's ports are this host's sockets)")
+        return move_to_host(n, state, args.to, args.timeout)
     if kind == "switch":
         switch_arg(n, state)
         refuse(state)
@@ -168,6 +178,34 @@ def return_path(qmp, on):
             {"capabilities": [{"capability": "return-path", "state": on}]})
 
 
+def run_migration(old, uri, timeout):
+    """Migrate the QEMU whose QMP is OLD to URI; QEMU's last query-migrate answer.  The return
+    path: the destination tells the source whether it loaded the stream.  Without it a
+    destination that refuses the stream (a device configured otherwise, a check of its
+    post_load) is "completed" for the source, which quits: the machine would be lost.  With it
+    the migration fails and the source runs on.  Off again after a failure (a snapshot's exec:
+    stream has no way back)."""
+    return_path(old, True)
+    old.cmd("migrate", {"uri": uri})
+    r = wait_migration(old, timeout)
+    if r["status"] != "completed":
+        return_path(old, False)
+    return r
+
+
+def quit_old(old, old_pid, name, device, prop):
+    """The migration completed: let the old QEMU's DEVICE write what it owes its cables (its
+    PROP, drain_old), then quit it."""
+    drain_old(old, device, prop, name)
+    try:
+        old.cmd("quit")
+    except OSError:
+        pass                    # it quit before answering
+    old.close()
+    if not wait_gone(old_pid, 30):
+        die(f"{name}: the old QEMU (pid {old_pid}) did not quit")
+
+
 def migrate_to(name, old_pid, argv, own, timeout, device, prop):
     """Steps 1-3 of a move (the module's comment) for machine NAME (node<N>, switch<S>), QEMU
     OLD_PID: start the destination (ARGV, which binds OWN with the suffix .mig<OLD_PID>), migrate
@@ -195,15 +233,8 @@ def migrate_to(name, old_pid, argv, own, timeout, device, prop):
         new_pid = int(f.read().split()[0])
     say(f"{name}: moving from QEMU pid {old_pid} to pid {new_pid}")
     t0 = time.monotonic()
-    # The return path: the destination tells the source whether it loaded the stream.  Without
-    # it a destination that refuses the stream (a device configured otherwise, a check of its
-    # post_load) is "completed" for the source, which quits: the machine would be lost.  With
-    # it the migration fails and the source runs on.
-    return_path(old, True)
-    old.cmd("migrate", {"uri": f"unix:{incoming}"})
-    r = wait_migration(old, timeout)
+    r = run_migration(old, f"unix:{incoming}", timeout)
     if r["status"] != "completed":
-        return_path(old, False)         # (a snapshot's exec: stream has no way back)
         try:
             os.kill(new_pid, 9)
         except ProcessLookupError:
@@ -227,14 +258,7 @@ def migrate_to(name, old_pid, argv, own, timeout, device, prop):
         die(f"{name}: migration {r['status']}: {r.get('error-desc', '')} ({name} runs on in "
             f"pid {old_pid}{where})")
     took = time.monotonic() - t0
-    drain_old(old, device, prop, name)
-    try:
-        old.cmd("quit")
-    except OSError:
-        pass                    # it quit before answering
-    old.close()
-    if not wait_gone(old_pid, 30):
-        die(f"{name}: the old QEMU (pid {old_pid}) did not quit")
+    quit_old(old, old_pid, name, device, prop)
     for o in own:
         os.replace(o + sfx, o)
     return r, took
@@ -277,4 +301,50 @@ def move(n, state, old_pid, timeout):
     if not qga_ready(n, 60):
         say(f"node{n}: its guest agent does not answer after the move")
     report(f"node{n}", {"node": n}, r, took)
+    return 0
+
+
+def move_to_host(n, state, spec, timeout):
+    """`pibvm migrate N --to HOST:PORT`: node N's QEMU migrates over TCP into the QEMU waiting
+    there (`pibvm up --nodes 1 --incoming PORT` on that host, with this run's --mem, --node-base
+    and cable).  Its cable must be able to follow: one that dials (--link-connect) dials again
+    from the destination, and the far end takes the new connection when this one closes; one
+    that listens here, or a unix socket of this host, cannot.  On success this QEMU quits and
+    the run says where the node went (`pibvm status`); on failure it runs on, as in a move on
+    this host."""
+    node_arg(n)
+    old_pid = node_pid(n)
+    if not old_pid:
+        die(f"node{n} is not running")
+    host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        die(f"--to {spec}: expected HOST:PORT")
+    if state.get("link_listen"):
+        die(f"migrate --to: node{n}'s cable listens on this host (--link-listen), and its far "
+            "end dials this host: the cable cannot follow the node")
+    refuse(state)
+    if switched(state) or peer_of(n, state["nodes"]) is not None:
+        die(f"migrate --to: node{n}'s cable is a socket of this host (a switch port or a "
+            "back-to-back peer); only a node whose cable dials over TCP (--link-connect), or "
+            "that has none, can go to another host")
+    if state.get("disks", {}).get(str(n)) or state.get("image") == "debian":
+        die(f"migrate --to: node{n}'s disk would not travel with it")
+    name = f"node{n}"
+    moving = path(f"{name}.moving")
+    open(moving, "w").close()
+    try:
+        old = Qmp(path(f"{name}.qmp"))
+        say(f"{name}: moving from QEMU pid {old_pid} to {spec}")
+        t0 = time.monotonic()
+        r = run_migration(old, f"tcp:{spec}", timeout)
+        if r["status"] != "completed":
+            die(f"{name}: migration {r['status']}: {r.get('error-desc', '')} ({name} runs on in "
+                f"pid {old_pid}; the destination's log says why it refused, if it did)")
+        took = time.monotonic() - t0
+        quit_old(old, old_pid, name, "pib0", "link-tx-ready")
+    finally:
+        os.unlink(moving)
+    state.setdefault("moved", {})[str(n)] = spec
+    save_state(state)
+    report(name, {"node": n, "to": spec}, r, took)
     return 0

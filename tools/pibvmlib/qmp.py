@@ -19,13 +19,14 @@ class Qmp:
         self.s.settimeout(timeout)
         try:
             self.s.connect(sock_path)
-        except OSError:
-            self.s.close()
+            self.f = self.s.makefile("rwb")
+            self.events = []
+            self.f.readline()                           # the greeting
+            self.cmd("qmp_capabilities")
+        except (OSError, ValueError):
+            # Closed, or QEMU would take no other client while this one stays connected.
+            self.close()
             raise
-        self.f = self.s.makefile("rwb")
-        self.events = []
-        self.f.readline()                               # the greeting
-        self.cmd("qmp_capabilities")
 
     def cmd(self, name, args=None):
         """Run one command; its "return" value.  QmpError if QEMU says no, or goes away."""
@@ -47,6 +48,12 @@ class Qmp:
                 return r.get("return")
 
     def close(self):
+        """Close the connection.  The socket's file object too: the socket stays open while
+        one is (socket.makefile), and QEMU serves one QMP client at a time, so a connection
+        left open makes the next one wait for its greeting until it times out."""
+        f = getattr(self, "f", None)
+        if f:
+            f.close()
         self.s.close()
 
     def __enter__(self):
