@@ -15,9 +15,9 @@
 # The guests: `pibvm up --nodes 2 --no-driver --static-lids --sm none` in $PIBVM_DIR (default
 # build/vm-lab): two nodes cabled back to back, no pib.ko, each port ACTIVE with its static LID
 # as soon as the link trains (no subnet manager needed).  The learner's module is pibl.ko, loaded
-# in node 0; node 1 is only the far end of the cable.  PIBLAB_KEEP=1 leaves the guests up after
-# grading and reuses running ones (quicker while working on a stage; `tools/pibvm down` ends them,
-# with the same PIBVM_DIR).  PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests run.
+# in node 0; node 1 is the far end of the cable (stage 08 loads pibl.ko there too).
+# PIBLAB_KEEP=1 leaves the guests up after grading and reuses running ones (quicker while working
+# on a stage; `tools/pibvm down` ends them, with the same PIBVM_DIR).  PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests run.
 #
 # Evidence, never the driver's word alone: the registers are read from outside the guest
 # (labs/devregs.py: QEMU's monitor reads BAR0), device properties through QMP (qom-get), the
@@ -170,6 +170,7 @@ check_unload() {
 
 # A module left loaded by a failed check would spoil the next one.
 cleanup_module() {
+  "$PIBVM" exec 1 -- rmmod pibl >/dev/null 2>&1   # stage 08 loads it in node 1 too
   loaded 2>/dev/null || return 0
   unload || { say "  (pibl cannot be unloaded: the guests are restarted)"; GUESTS_DIRTY=1; }
 }
@@ -604,7 +605,7 @@ stage_07() {
     none_refused
   # The second trap: the RC QP's next send WQE (index 1) fails in the device, which moves the
   # QP to ERR by itself.  query_qp must say what the device holds.
-  qom_set inject-wr-error "\"${qrc:-0}:1:REM_ACCESS_ERR\"" >/dev/null
+  [ -z "$qrc" ] || qom_set inject-wr-error "\"$qrc:1:REM_ACCESS_ERR\"" >/dev/null
   holder_end "$log"; rc=$?
   check "the SEND the device failed completed in error" "a grader problem if not: see $log" \
     grep -q '^ok   RC: the SEND completed in error' "$log"
@@ -656,27 +657,65 @@ guests_down() {
 }
 
 # ------------------------------------------------------------------------------------------
-# Stage 08: the kernel's own queues and the management datagrams (DRAFT: not yet run)
+# Stage 08: the kernel's own queues and the management datagrams
 # ------------------------------------------------------------------------------------------
 
 # Node 1 runs the learner's driver too: a MAD to node 1 needs its QP1 (and an SMP its QP0).
 on1() { "$PIBVM" exec 1 -- "$@"; }
 qom1_get() { python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" qom-get "$1"; }
-# smp_guid NODE ARGS...: the NodeGuid smpquery prints (run on NODE), as 0x%016x.
+# smp_guid NODE ARGS...: the node GUID smpquery nodeinfo prints (run on NODE), as 0x%016x.
 smp_guid() {
   local n=$1; shift
-  "$PIBVM" exec "$n" -- smpquery "$@" 2>/dev/null | sed -nE 's/^NodeGuid:\.*(0x[0-9a-f]+)$/\1/p'
+  "$PIBVM" exec "$n" -- smpquery "$@" 2>/dev/null | sed -nE 's/^Guid:\.*(0x[0-9a-f]+)$/\1/p'
+}
+# comp_irqs NODE: the interrupts the kernel took on the "pibl-comp" vector, all CPUs.
+comp_irqs() {
+  "$PIBVM" exec "$1" -- awk '/pibl-comp/ {for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i}
+                             END {print n + 0}' /proc/interrupts
+}
+# listening NODE PORT: a TCP socket listens on PORT in guest NODE (/proc/net/tcp{,6}, 0A).
+listening() {
+  local hex; hex=$(printf '%04X' "$2")
+  "$PIBVM" exec "$1" -- awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p {f=1}
+                                        END {exit !f}' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+# pingpong LOG ARGS...: ibv_rc_pingpong ARGS between the guests (server node 0, client node 1),
+# both on pibl_0; both outputs into LOG; 0 when both ended well after 100 iterations.
+pingpong() {
+  local log=$1 spid src crc i; shift
+  "$PIBVM" exec 0 --timeout 300 -- ibv_rc_pingpong -d pibl_0 -n 100 "$@" >"$log.server" 2>&1 &
+  spid=$!
+  for ((i = 0; i < 300; i++)); do listening 0 18515 && break; sleep 0.2; done
+  "$PIBVM" exec 1 --timeout 300 -- ibv_rc_pingpong -d pibl_0 -n 100 "$@" node0 >"$log" 2>&1; crc=$?
+  wait "$spid"; src=$?
+  cat "$log.server" >>"$log"; rm -f "$log.server"
+  [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$(grep -c '100 iters in' "$log")" -eq 2 ]
+}
+# node1_errs_check BEFORE TEACH_BEFORE: node 1's device saw no guest error and no teach report.
+node1_errs_check() {
+  local now teach
+  now=$(python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" regs | awk '$1 == "ERR_COUNT" {print $2 + 0}')
+  teach=$(qom1_get teach-reports)
+  check "node 1: no guest error, nothing from teach mode (ERR_COUNT $1 -> $now, teach-reports $2 -> $teach)" \
+    "the driver in node 1 did what node 0's did: its device's log is $PIBVM_DIR/node1.qemu.log" \
+    test "x$now $teach" = "x$1 $2"
 }
 
 stage_08() {
-  local g0 g1 lid0 lid1 out slog spid src crc
+  local g0 g1 lid0 lid1 err1 teach1 log=$BUILD/stage-08 n0 i rc
   dmesg_mark
+  "$PIBVM" exec 1 -- rmmod pibl >/dev/null 2>&1
   "$PIBVM" cp "$KO" 1:/root/pibl.ko >/dev/null 2>&1
+  err1=$(python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" regs | awk '$1 == "ERR_COUNT" {print $2 + 0}')
+  teach1=$(qom1_get teach-reports)
   check_load "load (node 0)" || return
   check "load (node 1): insmod pibl.ko succeeds" \
     "the same module in node 1: its QP0/QP1 answer node 0's MADs" \
     "$PIBVM" exec 1 --timeout "$LOAD_TIMEOUT" -- insmod /root/pibl.ko || return
-  on modprobe ib_umad >/dev/null 2>&1; on1 modprobe ib_umad >/dev/null 2>&1
+  check "the kernel's MAD layer is on the port (/dev/infiniband/umad0 in node 0)" \
+    "ib_core hands the device to its kernel clients only when every kernel verb is there (get_dma_mr, poll_cq, req_notify_cq, post_send, post_recv), and the MAD layer wants RDMA_CORE_PORT_IBA_IB and max_mad_size" \
+    bash -c "'$PIBVM' exec 0 -- modprobe ib_umad && '$PIBVM' exec 1 -- modprobe ib_umad &&
+             '$PIBVM' exec 0 -- test -e /dev/infiniband/umad0" || return
   g0=$(printf '0x%016x' "$(qom_get node-guid)") g1=$(printf '0x%016x' "$(qom1_get node-guid)")
   lid0=$(qom_get lid) lid1=$(qom1_get lid)
   expect_eq "smpquery -D nodeinfo 0 on node 0: answered by its own firmware (process_mad)" \
@@ -688,7 +727,9 @@ stage_08() {
   check "perfquery on node 0 to node 1 (LID $lid1): the PMA answers over QP1" \
     "a GMP: QP1, the AH from the LID, and query_ah (the MAD layer matches the response to its request with it)" \
     bash -c "'$PIBVM' exec 0 -- perfquery $lid1 1 | grep -q PortXmitData"
-  check "opensm on node 0 sweeps the subnet" "see build/vm-lab/node0.opensm.log" \
+  # The sweep's MADs in both devices' logs ($PIBVM_DIR/node*.qemu.log), for a failure's hint.
+  for i in 0 1; do python3 "$DEVREGS" "$PIBVM_DIR/node$i.qmp" trace on 'pib_sma*' >/dev/null; done
+  check "opensm on node 0 sweeps the subnet" "see $PIBVM_DIR/node0.opensm.log" \
     "$PIBVM" sm start 0
   check "sminfo on node 1 names node 0's port (LID $lid0) the master SM" \
     "opensm's SMInfo and the sweep's SMPs cross both drivers' QP0" \
@@ -696,21 +737,57 @@ stage_08() {
   check "saquery on node 1 lists both nodes (the SA answers over QP1)" \
     "a GMP to the SA's LID and QP1, its answer an RMPP-less response" \
     bash -c "[ \$('$PIBVM' exec 1 -- saquery -t 20 NodeRecord | grep -c 'NodeRecord dump') -eq 2 ]"
-  slog=$(mktemp)
-  "$PIBVM" exec 0 --timeout 120 -- ibv_rc_pingpong -d pibl_0 -g 0 -c -n 100 >"$slog" 2>&1 &
-  spid=$!
-  sleep 2
-  out=$("$PIBVM" exec 1 --timeout 120 -- ibv_rc_pingpong -d pibl_0 -g 0 -c -n 100 node0 2>&1); crc=$?
-  wait "$spid"; src=$?
-  check "ibv_rc_pingpong -c between the guests, both on pibl (exit $src, $crc)" \
-    "stage 07's user QPs, with the LIDs the SM gave: see $slog" \
-    bash -c "[ $src -eq 0 ] && [ $crc -eq 0 ] && grep -q '100 iters in' <<<'$out'"
+  for i in 0 1; do python3 "$DEVREGS" "$PIBVM_DIR/node$i.qmp" trace off 'pib_sma*' >/dev/null; done
+  check "ibv_rc_pingpong between the guests, both on pibl" \
+    "stage 07's user QPs, with the LIDs the SM gave: see $log.pingpong" \
+    pingpong "$log.pingpong"
+
+  # Trap: one interrupt, several events.  Every interrupt of node 0's device 20 ms late while
+  # the MAD layer's CQ (perfquery in a loop) and a process's (-e: it sleeps on events) are armed.
+  irq_late 20000
+  "$PIBVM" exec 0 --timeout 200 -- sh -c \
+    "i=0; while [ \$i -lt 40 ]; do perfquery $lid1 1 >/dev/null || exit 1; i=\$((i+1)); done" \
+    >"$log.perfquery" 2>&1 &
+  n0=$!
+  check "trap: ibv_rc_pingpong -e while perfquery runs, interrupts 20 ms late" \
+    "one interrupt came for several CEQEs: walk the CEQ to its end on every interrupt (see \"The traps\"); $log.pingpong-e" \
+    pingpong "$log.pingpong-e" -e
+  wait "$n0"; rc=$?
+  check "trap: 40 perfquery meanwhile, each answered" \
+    "the MAD layer's CQ had an event that was never handled: walk the CEQ to its end on every interrupt; $log.perfquery" \
+    test "$rc" -eq 0
+  irq_late 0
+
+  # Trap: a late event for a CQ that is gone.  The next interrupt 2 s late (virtual time); the
+  # process arms its CQ, completes a SEND on it and destroys the CQ before the interrupt.
+  "$PIBVM" cp "$TOP/labs/qps.py" 0:/root/qps.py >/dev/null 2>&1
+  if check "trap: a process holds an RC QP connected to itself (labs/late_event.py)" \
+       "stage 07's user QPs; its output: $log.late" holder_run late_event.py; then
+    n0=$(comp_irqs 0)
+    qom_set inject-irq-delay-count 1 >/dev/null && qom_set inject-irq-delay-us 2000000 >/dev/null
+    holder_end "$log.late"; rc=$?
+    check "trap: its CQ armed, a SEND completed, the CQ destroyed before its interrupt" \
+      "$(fails "$log.late")" test "$rc" -eq 0
+    for ((i = 0; i < 200; i++)); do [ "$(comp_irqs 0)" -gt "$n0" ] && break; sleep 0.1; done
+    check "trap: the late interrupt came (pibl-comp $n0 -> $(comp_irqs 0)), for a CQ that is gone" \
+      "the device sent it after the CQ was destroyed; if the count did not move, the handler or its vector is missing" \
+      test "$(comp_irqs 0)" -gt "$n0"
+    check "trap: and the driver still works (smpquery -D nodeinfo 0,1)" \
+      "the handler must look the CQ up by its CQN and ignore one that is gone" \
+      test "$(smp_guid 0 -D nodeinfo 0,1)" = "$g1"
+  fi
+  irq_late 0
+
   "$PIBVM" sm stop 0 >/dev/null 2>&1
+  for i in 0 1; do "$PIBVM" exec "$i" -- dmesg >"$log.dmesg$i" 2>&1; done
   errs_check 0
+  node1_errs_check "$err1" "$teach1"
   check "unload (node 1): rmmod pibl succeeds" "remove() with the MAD layer's QPs open" \
     "$PIBVM" exec 1 --timeout "$UNLOAD_TIMEOUT" -- rmmod pibl
   check_unload "unload (node 0)" && ready_cleared "unload (node 0)"
   no_splats
+  check "node 1: no oops, warning or driver error in its kernel log" \
+    "node 1's dmesg" bash -c "! '$PIBVM' exec 1 -- dmesg | grep -qE 'Oops|WARNING|BUG:|Call Trace'"
 }
 
 # grade NN DIR TAG: one stage for one driver; prints its verdict, returns 0 when all passed.
@@ -725,8 +802,10 @@ grade() {
     "stage_$nn"
     cleanup_module
   fi
+  # No fault outlives its stage (a skeleton may end before the fault it armed fired).
   qom_set inject-irq-delay-us 0 >/dev/null 2>&1
   qom_set inject-irq-delay-count 0 >/dev/null 2>&1
+  qom_set inject-wr-error '""' >/dev/null 2>&1
   say "stage $nn: $npass passed, $nfail failed"
   [ "$nfail" -eq 0 ] && [ "$npass" -gt 0 ]
 }

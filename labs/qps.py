@@ -88,13 +88,19 @@ def poll(cq, n):
     return wcs
 
 
-def main():
-    prefix = sys.argv[1]
+def open_pd():
+    """The device, its port's LID and a PD: (ctx, lid, pd), ctx None if it cannot be opened."""
     ctx = step("open pibl_0", lambda: Context(name="pibl_0"))
     if not ctx:
+        return None, 0, None
+    return ctx, ctx.query_port(1).lid, step("PD", lambda: PD(ctx))
+
+
+def main():
+    prefix = sys.argv[1]
+    ctx, lid, pd = open_pd()
+    if not ctx:
         return 1
-    lid = ctx.query_port(1).lid
-    pd = step("PD", lambda: PD(ctx))
     cq = step("CQ of 16 entries", lambda: CQ(ctx, 16))
     access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
     mr = step("MR of 64 KiB", lambda: MR(pd, 16 * SIZE, access))
