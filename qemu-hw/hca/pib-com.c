@@ -182,6 +182,15 @@ void pib_aeq_post(PibState *s, enum pib_async_event_type type, uint32_t obj,
     pib_irq_notify(s, PIB_MSIX_VEC_ASYNC);
 }
 
+/* An event queue's doorbell, checked: the entries up to ci are the driver's again. */
+static void pib_eq_consume(PibEventQueue *q, uint32_t ci)
+{
+    if (ci != q->ci) {
+        q->teach_told = false;          /* entries handed back: room again */
+    }
+    q->ci = ci;
+}
+
 /*
  * AEQ_DB: the driver returns entries.  The new consumer index may not pass
  * the producer.
@@ -203,10 +212,7 @@ void pib_aeq_doorbell(PibState *s, uint32_t ci)
     }
     trace_pib_aeq_db(ci, q->pi);
     s->regs.aeq_db = ci;
-    if (ci != q->ci) {
-        q->teach_told = false;          /* entries handed back: room again */
-    }
-    q->ci = ci;
+    pib_eq_consume(q, ci);
 }
 
 /*
@@ -263,10 +269,7 @@ void pib_ceq_doorbell(PibState *s, uint32_t ci)
     }
     trace_pib_ceq_db(ci, q->pi);
     s->regs.ceq_db = ci;
-    if (ci != q->ci) {
-        q->teach_told = false;          /* entries handed back: room again */
-    }
-    q->ci = ci;
+    pib_eq_consume(q, ci);
 }
 
 /*
