@@ -17,7 +17,8 @@
 # as soon as the link trains (no subnet manager needed).  The learner's module is pibl.ko, loaded
 # in node 0; node 1 is the far end of the cable (stage 08 loads pibl.ko there too).
 # PIBLAB_KEEP=1 leaves the guests up after grading and reuses running ones (quicker while working
-# on a stage; `tools/pibvm down` ends them, with the same PIBVM_DIR).  PIB_GUEST_LOCK=FILE: hold an flock on FILE while guests run.
+# on a stage; `tools/pibvm down` ends them, with the same PIBVM_DIR).  PIB_GUEST_LOCK=FILE: hold
+# an flock on FILE while guests run.
 #
 # Evidence, never the driver's word alone: the registers are read from outside the guest
 # (labs/devregs.py: QEMU's monitor reads BAR0), device properties through QMP (qom-get), the
@@ -76,9 +77,11 @@ dmesg_since() { on dmesg | awk -v m="${1:-$MARK}" 'found; index($0, m) {found = 
 dmesg_step() { dmesg_since "$STEP"; }
 step_has() { dmesg_step | grep -qE "$1"; }
 step_lacks() { ! step_has "$1"; }
+# What no kernel log may say: an oops or warning, or the driver's own complaints.
+SPLATS='WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption|pibl .*(timed out|nobody waits)'
 no_splats() {
   local w
-  w=$(dmesg_since | grep -E 'WARNING:|BUG:|Call Trace|Oops|general protection|refcount_t|list_(add|del) corruption|pibl .*(timed out|nobody waits)')
+  w=$(dmesg_since | grep -E "$SPLATS")
   [ -z "$w" ] || { say "       kernel log:"; sed 's/^/         /' <<<"$w"; }
   check "no oops, warning or driver error in the kernel log" \
     "read the lines above: an oops names the function; 'nobody waits' means the phase bit was not checked" \
@@ -661,7 +664,6 @@ guests_down() {
 # ------------------------------------------------------------------------------------------
 
 # Node 1 runs the learner's driver too: a MAD to node 1 needs its QP1 (and an SMP its QP0).
-on1() { "$PIBVM" exec 1 -- "$@"; }
 qom1_get() { python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" qom-get "$1"; }
 # smp_guid NODE ARGS...: the node GUID smpquery nodeinfo prints (run on NODE), as 0x%016x.
 smp_guid() {
@@ -691,10 +693,14 @@ pingpong() {
   cat "$log.server" >>"$log"; rm -f "$log.server"
   [ "$src" -eq 0 ] && [ "$crc" -eq 0 ] && [ "$(grep -c '100 iters in' "$log")" -eq 2 ]
 }
+# node1_err_count: node 1's device's ERR_COUNT.
+node1_err_count() { python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" regs | awk '$1 == "ERR_COUNT" {print $2 + 0}'; }
+# sma_trace on|off: the firmware's SMA trace points in both devices' logs (node*.qemu.log).
+sma_trace() { local i; for i in 0 1; do python3 "$DEVREGS" "$PIBVM_DIR/node$i.qmp" trace "$1" 'pib_sma*' >/dev/null; done; }
 # node1_errs_check BEFORE TEACH_BEFORE: node 1's device saw no guest error and no teach report.
 node1_errs_check() {
   local now teach
-  now=$(python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" regs | awk '$1 == "ERR_COUNT" {print $2 + 0}')
+  now=$(node1_err_count)
   teach=$(qom1_get teach-reports)
   check "node 1: no guest error, nothing from teach mode (ERR_COUNT $1 -> $now, teach-reports $2 -> $teach)" \
     "the driver in node 1 did what node 0's did: its device's log is $PIBVM_DIR/node1.qemu.log" \
@@ -704,9 +710,8 @@ node1_errs_check() {
 stage_08() {
   local g0 g1 lid0 lid1 err1 teach1 log=$BUILD/stage-08 n0 i rc
   dmesg_mark
-  "$PIBVM" exec 1 -- rmmod pibl >/dev/null 2>&1
   "$PIBVM" cp "$KO" 1:/root/pibl.ko >/dev/null 2>&1
-  err1=$(python3 "$DEVREGS" "$PIBVM_DIR/node1.qmp" regs | awk '$1 == "ERR_COUNT" {print $2 + 0}')
+  err1=$(node1_err_count)
   teach1=$(qom1_get teach-reports)
   check_load "load (node 0)" || return
   check "load (node 1): insmod pibl.ko succeeds" \
@@ -727,8 +732,7 @@ stage_08() {
   check "perfquery on node 0 to node 1 (LID $lid1): the PMA answers over QP1" \
     "a GMP: QP1, the AH from the LID, and query_ah (the MAD layer matches the response to its request with it)" \
     bash -c "'$PIBVM' exec 0 -- perfquery $lid1 1 | grep -q PortXmitData"
-  # The sweep's MADs in both devices' logs ($PIBVM_DIR/node*.qemu.log), for a failure's hint.
-  for i in 0 1; do python3 "$DEVREGS" "$PIBVM_DIR/node$i.qmp" trace on 'pib_sma*' >/dev/null; done
+  sma_trace on     # the sweep's MADs, for a failure's hint
   check "opensm on node 0 sweeps the subnet" "see $PIBVM_DIR/node0.opensm.log" \
     "$PIBVM" sm start 0
   check "sminfo on node 1 names node 0's port (LID $lid0) the master SM" \
@@ -737,7 +741,7 @@ stage_08() {
   check "saquery on node 1 lists both nodes (the SA answers over QP1)" \
     "a GMP to the SA's LID and QP1, its answer an RMPP-less response" \
     bash -c "[ \$('$PIBVM' exec 1 -- saquery -t 20 NodeRecord | grep -c 'NodeRecord dump') -eq 2 ]"
-  for i in 0 1; do python3 "$DEVREGS" "$PIBVM_DIR/node$i.qmp" trace off 'pib_sma*' >/dev/null; done
+  sma_trace off
   check "ibv_rc_pingpong between the guests, both on pibl" \
     "stage 07's user QPs, with the LIDs the SM gave: see $log.pingpong" \
     pingpong "$log.pingpong"
@@ -788,7 +792,7 @@ stage_08() {
   check_unload "unload (node 0)" && ready_cleared "unload (node 0)"
   no_splats
   check "node 1: no oops, warning or driver error in its kernel log" \
-    "node 1's dmesg" bash -c "! '$PIBVM' exec 1 -- dmesg | grep -qE 'Oops|WARNING|BUG:|Call Trace'"
+    "node 1's dmesg" bash -c "! '$PIBVM' exec 1 -- dmesg | grep -qE '$SPLATS'"
 }
 
 # grade NN DIR TAG: one stage for one driver; prints its verdict, returns 0 when all passed.

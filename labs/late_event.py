@@ -14,19 +14,16 @@ next interrupt back); then
 The interrupt arrives later for a CQ number the driver no longer has.  Each step prints "ok
 WHAT" or "FAIL WHAT: ERROR"; the exit status is 0 only if all were ok.
 """
-import os
 import sys
-import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.mr import MR
 from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SGE, SendWR
 
 import qps
-from qps import LOOKS, SIZE, modify, poll, say, step
+from qps import SIZE, poll, say, step
 
 
 def main():
@@ -43,23 +40,11 @@ def main():
                                                                  rcq=cq, cap=cap)))
     if not (ch and mr and rc):
         return 1
-    modify(rc, "RC", e.IBV_QPS_INIT, e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS,
-           pkey_index=0, port_num=1, qp_access_flags=access)
-    modify(rc, "RC", e.IBV_QPS_RTR, e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
-           e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER,
-           path_mtu=e.IBV_MTU_1024, dest_qp_num=rc.qp_num, rq_psn=0x42, max_dest_rd_atomic=1,
-           min_rnr_timer=12, ah_attr=AHAttr(dlid=lid, port_num=1))
-    modify(rc, "RC", e.IBV_QPS_RTS, e.IBV_QP_SQ_PSN | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT |
-           e.IBV_QP_RNR_RETRY | e.IBV_QP_MAX_QP_RD_ATOMIC, sq_psn=0x42, timeout=14,
-           retry_cnt=7, rnr_retry=7, max_rd_atomic=1)
+    qps.connect_self(rc, lid, access)
     if qps.bad:
         return 1
 
-    open(prefix + ".holding", "w").close()
-    for _ in range(LOOKS):
-        if os.path.exists(prefix + ".go"):
-            break
-        time.sleep(0.1)
+    qps.hold(prefix)
 
     mr.write(b"\x5a" * SIZE, SIZE, 0)
     send = SendWR(wr_id=1, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, SIZE, mr.lkey)],
@@ -73,10 +58,8 @@ def main():
             f"both completions polled, successful (statuses {st})")
         say(mr.read(SIZE, 8 * SIZE) == b"\x5a" * SIZE, "the bytes arrived")
     # The CQ goes before the interrupt for its event arrives.
-    for obj, name in ((rc, "RC QP"), (cq, "CQ (its event still on the way)"), (mr, "MR"),
-                      (ch, "channel"), (pd, "PD"), (ctx, "context")):
-        step(f"free the {name}", obj.close)
-    print("released", flush=True)
+    qps.free(((rc, "RC QP"), (cq, "CQ (its event still on the way)"), (mr, "MR"),
+              (ch, "channel"), (pd, "PD"), (ctx, "context")))
     return 1 if qps.bad else 0
 
 
